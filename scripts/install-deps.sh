@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package trainerd needs to build, test and run.
+# Run as root on a fresh Debian 12 machine. Idempotent.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build ccache pkg-config git
+  libtorch-dev libgloo-dev
+  # Without an optimized BLAS LibTorch falls back to the reference BLAS (~30x slower fp32).
+  libopenblas0-openmp
+  libyaml-cpp-dev libboost-dev libsqlite3-dev libsystemd-dev
+  prometheus-cpp-dev nlohmann-json3-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # Training corpus: real English prose nobody on this project wrote.
+  base-files
+  # Integration tests: promtool and a real Prometheus server; systemd-analyze.
+  prometheus systemd
+)
+
+if [[ $(id -u) -ne 0 ]]; then
+  echo "install-deps.sh: must run as root (apt-get install)" >&2
+  exit 1
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+echo "install-deps.sh: all ${#packages[@]} packages present"

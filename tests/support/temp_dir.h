@@ -1,0 +1,37 @@
+// A fresh directory under the system temp dir, removed with everything in it on destruction.
+#pragma once
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace trainerd::testing {
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "trainerd-test-XXXXXX").string();
+    path_ = ::mkdtemp(pattern.data());
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  std::string File(const std::string& name) const { return (path_ / name).string(); }
+
+  // Writes `contents` to `name` inside the directory and returns its path.
+  std::string Write(const std::string& name, const std::string& contents) const {
+    std::ofstream(path_ / name, std::ios::binary) << contents;
+    return File(name);
+  }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace trainerd::testing

@@ -1,0 +1,128 @@
+#include "trainerd/trainer/job_spec_parser.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "../support/temp_dir.h"
+
+namespace trainerd {
+namespace {
+
+std::string SourceDir() {
+  const char* dir = std::getenv("TRAINERD_SOURCE_DIR");
+  return dir != nullptr ? dir : ".";
+}
+
+constexpr const char* kMinimal = R"(model:
+  n_layer: 2
+  n_head: 2
+  n_embd: 32
+  block_size: 16
+data:
+  files: [corpus.txt]
+)";
+
+// Parses `yaml` as if it were the file "job.yaml" and returns the error message.
+std::string ErrorOf(const std::string& yaml) {
+  Result<JobSpec> spec = ParseJobSpecText(yaml, "job.yaml");
+  EXPECT_FALSE(spec.ok()) << "expected an error for:\n" << yaml;
+  return spec.ok() ? "" : spec.status().message();
+}
+
+TEST(JobSpecParserTest, BundledDefaultConfigParses) {
+  Result<JobSpec> spec = ParseJobSpecFile(SourceDir() + "/configs/default.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(spec->model.kind, ModelKind::kGpt);
+  EXPECT_EQ(spec->model.gpt.n_layer, 4);
+  EXPECT_EQ(spec->training.effective_batch, 32);
+  EXPECT_EQ(spec->plan.microbatch, 32);
+  EXPECT_EQ(spec->runtime.threads, 0);  // auto
+  EXPECT_EQ(spec->memory.budget_bytes, 24LL << 30);
+  EXPECT_DOUBLE_EQ(spec->memory.reserve_fraction, 0.10);
+  ASSERT_TRUE(spec->window_seconds.has_value());
+  EXPECT_DOUBLE_EQ(*spec->window_seconds, 6 * 3600.0);
+  EXPECT_EQ(spec->data.files.size(), 7u);
+}
+
+TEST(JobSpecParserTest, DefaultsFillOmittedKeysAndRelativePathsAnchorAtTheFile) {
+  Result<JobSpec> spec = ParseJobSpecText(kMinimal, "/etc/trainerd/job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(spec->data.files.at(0), "/etc/trainerd/corpus.txt");
+  EXPECT_EQ(spec->plan.microbatch, spec->training.effective_batch);
+  EXPECT_DOUBLE_EQ(spec->optimizer.beta2, 0.95);
+  EXPECT_FALSE(spec->window_seconds.has_value());
+}
+
+TEST(JobSpecParserTest, UnknownKeyNamesFileLineAndKey) {
+  const std::string error = ErrorOf(std::string(kMinimal) + "training:\n  updatez: 5\n");
+  EXPECT_NE(error.find("job.yaml:9: training.updatez: unknown key"), std::string::npos) << error;
+}
+
+TEST(JobSpecParserTest, WrongTypeNamesExpectedValue) {
+  const std::string error = ErrorOf(std::string(kMinimal) + "training:\n  updates: many\n");
+  EXPECT_NE(error.find("job.yaml:9: training.updates: expected an integer in [1, "),
+            std::string::npos) << error;
+  EXPECT_NE(error.find("got 'many'"), std::string::npos) << error;
+}
+
+TEST(JobSpecParserTest, OutOfRangeValueIsRejected) {
+  const std::string error = ErrorOf(std::string(kMinimal) + "optimizer:\n  lr: -1\n");
+  EXPECT_NE(error.find("optimizer.lr: expected a number in (0, 10]"), std::string::npos) << error;
+}
+
+TEST(JobSpecParserTest, CrossFieldChecks) {
+  std::string error = ErrorOf("model: {n_head: 3, n_embd: 32}\ndata: {files: [a]}\n");
+  EXPECT_NE(error.find("model.n_head: expected an integer that divides model.n_embd (32), got 3"),
+            std::string::npos) << error;
+  error = ErrorOf(std::string(kMinimal) + "training: {effective_batch: 8}\nplan: {microbatch: 16}\n");
+  EXPECT_NE(error.find("plan.microbatch: expected at most training.effective_batch (8)"),
+            std::string::npos) << error;
+}
+
+TEST(JobSpecParserTest, SizesDurationsAndFractions) {
+  Result<JobSpec> spec = ParseJobSpecText(
+      std::string(kMinimal) + "memory: {budget: 0.34GB, reserve: 0.2}\nwindow: 90m\n", "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(spec->memory.budget_bytes, 340'000'000);
+  EXPECT_DOUBLE_EQ(spec->memory.reserve_fraction, 0.2);
+  EXPECT_DOUBLE_EQ(*spec->window_seconds, 5400.0);
+  EXPECT_NE(ErrorOf(std::string(kMinimal) + "memory: {budget: lots}\n")
+                .find("memory.budget: expected a positive size such as 24GiB"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(std::string(kMinimal) + "window: 6d\n")
+                .find("window: expected a positive duration such as 6h"),
+            std::string::npos);
+}
+
+TEST(JobSpecParserTest, MissingDataFilesKeyIsAnError) {
+  EXPECT_NE(ErrorOf("model: {n_layer: 1}\n").find("data.files: expected a non-empty list"),
+            std::string::npos);
+}
+
+TEST(JobSpecParserTest, InvalidYamlNamesTheLine) {
+  const std::string error = ErrorOf("model:\n  n_layer: [1,\n");
+  EXPECT_NE(error.find("job.yaml:"), std::string::npos) << error;
+  EXPECT_NE(error.find("not valid YAML"), std::string::npos) << error;
+}
+
+TEST(JobSpecParserTest, MissingFileIsNotFound) {
+  testing::TempDir dir;
+  Result<JobSpec> spec = ParseJobSpecFile(dir.File("absent.yaml"));
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().code(), Status::Code::kNotFound);
+  EXPECT_NE(spec.status().message().find("absent.yaml"), std::string::npos);
+}
+
+TEST(JobSpecParserTest, ThreadsAcceptAutoOrACount) {
+  Result<JobSpec> spec = ParseJobSpecText(std::string(kMinimal) + "runtime: {threads: 3}\n", "j");
+  ASSERT_TRUE(spec.ok());
+  EXPECT_EQ(spec->runtime.threads, 3);
+  EXPECT_NE(ErrorOf(std::string(kMinimal) + "runtime: {threads: some}\n")
+                .find("runtime.threads: expected auto or an integer"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace trainerd

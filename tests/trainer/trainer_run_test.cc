@@ -1,0 +1,98 @@
+// The trainer-run executable as a user and the daemon run it: real process, real signals.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <csignal>
+
+#include "../support/child_process.h"
+#include "../support/temp_dir.h"
+#include "../support/tiny_job.h"
+
+namespace trainerd {
+namespace {
+
+using testing::ChildProcess;
+
+std::vector<nlohmann::json> Events(const std::vector<std::string>& lines) {
+  std::vector<nlohmann::json> events;
+  for (const auto& line : lines) events.push_back(nlohmann::json::parse(line));
+  return events;
+}
+
+TEST(TrainerRunTest, HelpDocumentsExitCodes) {
+  ChildProcess child({TRAINER_RUN_PATH, "--help"});
+  const auto lines = child.ReadAllLines();
+  EXPECT_EQ(child.ExitCode(), 0);
+  std::string text;
+  for (const auto& l : lines) text += l + "\n";
+  EXPECT_NE(text.find("--resume"), std::string::npos);
+  EXPECT_NE(text.find("75  interrupted"), std::string::npos);
+}
+
+TEST(TrainerRunTest, UsageErrorsExitTwo) {
+  ChildProcess child({TRAINER_RUN_PATH, "--bogus"});
+  child.ReadAllLines();
+  EXPECT_NE(child.ReadAllStderr().find("unknown argument '--bogus'"), std::string::npos);
+  EXPECT_EQ(child.ExitCode(), 2);
+}
+
+TEST(TrainerRunTest, BadConfigExitsTwoWithAnErrorEventNamingFileAndKey) {
+  testing::TempDir dir;
+  const std::string config = dir.Write("job.yaml", testing::TinyGptYaml(5) + "colour: blue\n");
+  ChildProcess child({TRAINER_RUN_PATH, "--config", config, "--output-dir", dir.File("out")});
+  const auto events = Events(child.ReadAllLines());
+  const std::string stderr_text = child.ReadAllStderr();
+  EXPECT_EQ(child.ExitCode(), 2);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["event"], "error");
+  EXPECT_EQ(events[0]["kind"], "config");
+  EXPECT_NE(stderr_text.find("job.yaml:9: colour: unknown key"), std::string::npos) << stderr_text;
+}
+
+TEST(TrainerRunTest, BadDataExitsThree) {
+  testing::TempDir dir;
+  std::string yaml = testing::TinyGptYaml(5);
+  yaml.replace(yaml.find("/GPL-3"), 6, "/NO-SUCH-LICENCE");
+  ChildProcess child({TRAINER_RUN_PATH, "--config", dir.Write("job.yaml", yaml)});
+  const auto events = Events(child.ReadAllLines());
+  EXPECT_EQ(child.ExitCode(), 3);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back()["kind"], "data");
+  EXPECT_NE(events.back()["message"].get<std::string>().find("NO-SUCH-LICENCE"), std::string::npos);
+}
+
+TEST(TrainerRunTest, SigtermCheckpointsAndResumeFinishesTheJob) {
+  testing::TempDir dir;
+  const std::string config = dir.Write("job.yaml", testing::TinyGptYaml(400));
+  const std::string out = dir.File("out");
+  int interrupted_at = 0;
+  {
+    ChildProcess child({TRAINER_RUN_PATH, "--config", config, "--output-dir", out});
+    // Wait for the first update so the signal arrives mid-training.
+    while (auto line = child.ReadLine()) {
+      if (nlohmann::json::parse(*line)["event"] == "update") break;
+    }
+    child.Signal(SIGTERM);
+    const auto rest = Events(child.ReadAllLines());
+    ASSERT_EQ(child.ExitCode(), 75);
+    ASSERT_FALSE(rest.empty());
+    EXPECT_EQ(rest.back()["event"], "checkpoint");
+    EXPECT_EQ(rest.back()["reason"], "signal");
+    interrupted_at = rest.back()["update"];
+    ASSERT_GT(interrupted_at, 0);
+    ASSERT_LT(interrupted_at, 400) << "the job finished before the signal arrived";
+  }
+  ChildProcess resumed({TRAINER_RUN_PATH, "--config", config, "--output-dir", out, "--resume"});
+  const auto events = Events(resumed.ReadAllLines());
+  EXPECT_EQ(resumed.ExitCode(), 0);
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events.front()["resumed_from_update"], interrupted_at);
+  int updates = 0;
+  for (const auto& e : events) updates += e["event"] == "update";
+  EXPECT_EQ(updates, 400 - interrupted_at);
+  EXPECT_EQ(events.back()["event"], "finish");
+  EXPECT_EQ(events.back()["updates"], 400);
+}
+
+}  // namespace
+}  // namespace trainerd

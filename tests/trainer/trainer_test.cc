@@ -1,0 +1,186 @@
+#include "trainerd/trainer/trainer.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <fstream>
+
+#include "../support/temp_dir.h"
+#include "../support/tiny_job.h"
+#include "trainerd/trainer/lr_schedule.h"
+
+namespace trainerd {
+namespace {
+
+// Keeps every event; optionally raises the stop flag once an update count is reached.
+class RecordingSink : public EventSink {
+ public:
+  void Emit(const nlohmann::json& event) override {
+    events.push_back(event);
+    if (stop != nullptr && event["event"] == "update" && event["update"] == stop_after) stop->store(true);
+  }
+  std::vector<nlohmann::json> Of(const std::string& kind) const {
+    std::vector<nlohmann::json> out;
+    for (const auto& e : events) if (e["event"] == kind) out.push_back(e);
+    return out;
+  }
+  std::vector<nlohmann::json> events;
+  std::atomic<bool>* stop = nullptr;
+  int stop_after = 0;
+};
+
+class TrainerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Result<TextCorpus> corpus = TextCorpus::Load(spec_.data, spec_.model.gpt.block_size);
+    ASSERT_TRUE(corpus.ok()) << corpus.status().message();
+    corpus_ = std::make_unique<TextCorpus>(std::move(corpus).value());
+    ConfigureThreads(spec_.runtime);
+  }
+  TrainerOptions Options() const {
+    TrainerOptions options;
+    options.checkpoint_path = dir_.File("checkpoint.pt");
+    options.model_path = dir_.File("model.pt");
+    return options;
+  }
+
+  JobSpec spec_ = testing::TinyGptJob();
+  std::unique_ptr<TextCorpus> corpus_;
+  testing::TempDir dir_;
+};
+
+TEST_F(TrainerTest, ThirtyUpdatesLowerTheTrainingLoss) {
+  RecordingSink sink;
+  Trainer trainer(spec_, *corpus_, &sink);
+  Result<TrainOutcome> outcome = trainer.Run(Options());
+  ASSERT_TRUE(outcome.ok()) << outcome.status().message();
+  EXPECT_EQ(outcome->kind, TrainOutcome::Kind::kFinished);
+  EXPECT_EQ(outcome->updates_done, 30);
+  const auto updates = sink.Of("update");
+  ASSERT_EQ(updates.size(), 30u);
+  const double first = updates.front()["loss"], last = updates.back()["loss"];
+  EXPECT_GT(first, 5.0);  // about ln(256) = 5.55 for an untrained byte model
+  EXPECT_LT(last, first - 1.0) << "first " << first << " last " << last;
+  EXPECT_EQ(outcome->model_sha256.size(), 64u);
+  EXPECT_TRUE(std::filesystem::exists(Options().model_path));
+}
+
+TEST_F(TrainerTest, EventsFollowTheDocumentedSchema) {
+  spec_.training.updates = 4;
+  spec_.training.eval_interval = 2;
+  spec_.training.checkpoint_interval = 3;
+  RecordingSink sink;
+  Trainer trainer(spec_, *corpus_, &sink);
+  ASSERT_TRUE(trainer.Run(Options()).ok());
+  ASSERT_FALSE(sink.events.empty());
+  const auto& start = sink.events.front();
+  EXPECT_EQ(start["event"], "start");
+  EXPECT_EQ(start["plan"]["microbatch"], 8);
+  EXPECT_EQ(start["plan"]["accumulation_steps"], 1);
+  EXPECT_EQ(start["data"]["fingerprint"], corpus_->fingerprint());
+  for (const char* key : {"loss", "lr", "grad_norm", "samples_per_second", "eta_seconds"}) {
+    EXPECT_TRUE(sink.Of("update")[0].contains(key)) << key;
+  }
+  EXPECT_EQ(sink.Of("eval").size(), 2u);  // updates 2 and 4
+  ASSERT_EQ(sink.Of("checkpoint").size(), 2u);  // update 3 (interval) and 4 (final)
+  EXPECT_EQ(sink.Of("checkpoint")[0]["reason"], "interval");
+  EXPECT_EQ(sink.Of("eval")[0]["slices"].size(), 2u);
+  const auto& finish = sink.events.back();
+  EXPECT_EQ(finish["event"], "finish");
+  EXPECT_TRUE(finish.contains("throughput_method"));
+  EXPECT_EQ(finish["eval_slices"].size(), 2u);
+}
+
+TEST_F(TrainerTest, InterruptedAndResumedRunEqualsUninterruptedRun) {
+  spec_.model.gpt.dropout = 0.1;  // the RNG state must be restored too
+  spec_.training.updates = 10;
+  RecordingSink reference_sink;
+  Trainer reference(spec_, *corpus_, &reference_sink);
+  TrainerOptions reference_options = Options();
+  reference_options.checkpoint_path = dir_.File("reference.pt");
+  reference_options.model_path = dir_.File("reference-model.pt");
+  ASSERT_TRUE(reference.Run(reference_options).ok());
+
+  std::atomic<bool> stop{false};
+  RecordingSink first_sink;
+  first_sink.stop = &stop;
+  first_sink.stop_after = 4;
+  TrainerOptions options = Options();
+  options.stop_requested = &stop;
+  {
+    Trainer first(spec_, *corpus_, &first_sink);
+    Result<TrainOutcome> interrupted = first.Run(options);
+    ASSERT_TRUE(interrupted.ok()) << interrupted.status().message();
+    EXPECT_EQ(interrupted->kind, TrainOutcome::Kind::kInterrupted);
+    EXPECT_EQ(interrupted->updates_done, 4);
+    EXPECT_EQ(first_sink.Of("checkpoint").back()["reason"], "signal");
+  }
+  torch::manual_seed(999);  // disturb the global RNG: the checkpoint must restore it
+  stop = false;
+  RecordingSink second_sink;
+  Trainer second(spec_, *corpus_, &second_sink);
+  options.resume = true;
+  Result<TrainOutcome> resumed = second.Run(options);
+  ASSERT_TRUE(resumed.ok()) << resumed.status().message();
+  EXPECT_EQ(resumed->kind, TrainOutcome::Kind::kFinished);
+  EXPECT_EQ(second_sink.Of("update").size(), 6u);  // updates 5..10 only
+  EXPECT_EQ(second_sink.events.front()["resumed_from_update"], 4);
+
+  auto expected = reference.model().named_parameters();
+  auto actual = second.model().named_parameters();
+  ASSERT_EQ(expected.size(), actual.size());
+  for (const auto& item : expected) {
+    EXPECT_TRUE(torch::equal(item.value(), actual[item.key()])) << item.key();
+  }
+  EXPECT_EQ(reference_sink.Of("update").back()["loss"], second_sink.Of("update").back()["loss"]);
+}
+
+TEST_F(TrainerTest, ResumeRefusesACheckpointOfAnotherJob) {
+  spec_.training.updates = 2;
+  RecordingSink sink;
+  ASSERT_TRUE(Trainer(spec_, *corpus_, &sink).Run(Options()).ok());
+  JobSpec other = spec_;
+  other.training.seed = 8;
+  TrainerOptions options = Options();
+  options.resume = true;
+  Result<TrainOutcome> outcome = Trainer(other, *corpus_, &sink).Run(options);
+  ASSERT_FALSE(outcome.ok());
+  EXPECT_EQ(outcome.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(outcome.status().message().find("another job"), std::string::npos);
+}
+
+TEST_F(TrainerTest, ResumeReportsMissingAndCorruptCheckpoints) {
+  RecordingSink sink;
+  TrainerOptions options = Options();
+  options.resume = true;
+  Result<TrainOutcome> missing = Trainer(spec_, *corpus_, &sink).Run(options);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), Status::Code::kNotFound);
+
+  std::ofstream(options.checkpoint_path) << "not a checkpoint";
+  Result<TrainOutcome> corrupt = Trainer(spec_, *corpus_, &sink).Run(options);
+  ASSERT_FALSE(corrupt.ok());
+  EXPECT_EQ(corrupt.status().code(), Status::Code::kCorruption);
+  EXPECT_NE(corrupt.status().message().find("checkpoint.pt"), std::string::npos);
+}
+
+TEST(LearningRateTest, WarmupThenCosineToTheMinimum) {
+  OptimizerSpec optimizer;
+  optimizer.lr = 1.0;
+  ScheduleSpec schedule;
+  schedule.warmup_updates = 4;
+  schedule.min_lr = 0.1;
+  EXPECT_DOUBLE_EQ(LearningRateAt(optimizer, schedule, 0, 20), 0.25);
+  EXPECT_DOUBLE_EQ(LearningRateAt(optimizer, schedule, 3, 20), 1.0);
+  EXPECT_DOUBLE_EQ(LearningRateAt(optimizer, schedule, 4, 20), 1.0);
+  EXPECT_NEAR(LearningRateAt(optimizer, schedule, 19, 20), 0.1, 1e-12);
+  double previous = 2.0;
+  for (int u = 4; u < 20; ++u) {
+    const double lr = LearningRateAt(optimizer, schedule, u, 20);
+    EXPECT_LE(lr, previous);
+    previous = lr;
+  }
+}
+
+}  // namespace
+}  // namespace trainerd

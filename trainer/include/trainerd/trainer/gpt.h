@@ -1,0 +1,75 @@
+// GPT-style decoder: token and position embeddings, `n_layer` pre-LayerNorm blocks of causal
+// multi-head self-attention and MLP, final LayerNorm, LM head (not tied to the embedding).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <vector>
+
+#include "trainerd/trainer/model.h"
+
+namespace trainerd {
+
+// LayerNorm whose bias can be switched off (LibTorch 1.13's LayerNorm cannot).
+class BiasOptionalLayerNormImpl : public torch::nn::Module {
+ public:
+  BiasOptionalLayerNormImpl(std::int64_t width, bool bias);
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  std::int64_t width_;
+  torch::Tensor weight_;
+  torch::Tensor bias_;  // undefined when disabled
+};
+TORCH_MODULE(BiasOptionalLayerNorm);
+
+class CausalSelfAttentionImpl : public torch::nn::Module {
+ public:
+  explicit CausalSelfAttentionImpl(const GptOptions& options);
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  int n_head_;
+  torch::nn::Linear qkv_{nullptr};
+  torch::nn::Linear proj_{nullptr};
+  torch::nn::Dropout attn_dropout_{nullptr};
+  torch::nn::Dropout resid_dropout_{nullptr};
+};
+TORCH_MODULE(CausalSelfAttention);
+
+class GptBlockImpl : public torch::nn::Module {
+ public:
+  explicit GptBlockImpl(const GptOptions& options);
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  BiasOptionalLayerNorm ln1_{nullptr};
+  CausalSelfAttention attn_{nullptr};
+  BiasOptionalLayerNorm ln2_{nullptr};
+  torch::nn::Sequential mlp_{nullptr};
+};
+TORCH_MODULE(GptBlock);
+
+class Gpt : public TrainableModel {
+ public:
+  explicit Gpt(const GptOptions& options);
+
+  torch::Tensor forward(const torch::Tensor& tokens) override;  // [B, T] -> [B, T, vocab]
+  SampleFormat sample_format() const override { return SampleFormat::kNextToken; }
+  int num_blocks() const override { return static_cast<int>(blocks_.size()); }
+  bool has_batch_statistics() const override { return false; }
+
+  GptBlock& block(int index) { return blocks_.at(static_cast<std::size_t>(index)); }
+  const GptOptions& options() const { return options_; }
+
+ private:
+  GptOptions options_;
+  torch::nn::Embedding token_embedding_{nullptr};
+  torch::nn::Embedding position_embedding_{nullptr};
+  torch::nn::Dropout embedding_dropout_{nullptr};
+  std::vector<GptBlock> blocks_;
+  BiasOptionalLayerNorm final_norm_{nullptr};
+  torch::nn::Linear lm_head_{nullptr};
+};
+
+}  // namespace trainerd

@@ -1,0 +1,99 @@
+// The job spec: what is trained (model, data, optimizer, schedule, batch, updates) and the
+// plan it is trained with. Parsed from YAML by ParseJobSpec (job_spec_parser.h); plain data,
+// no torch, so the daemon can read it too.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace trainerd {
+
+enum class ModelKind { kGpt, kMlpClassifier };
+
+struct GptOptions {
+  int n_layer = 4;         // decoder blocks
+  int n_head = 4;          // attention heads; must divide n_embd
+  int n_embd = 128;        // model width
+  int block_size = 128;    // context length in tokens
+  int vocab_size = 256;    // byte-level vocabulary; fixed by the data
+  double dropout = 0.0;    // probability, [0, 1)
+  bool bias = true;        // biases in Linear and LayerNorm layers
+};
+
+struct MlpOptions {
+  int hidden = 256;        // width of each hidden layer
+  int layers = 2;          // hidden layers ("blocks")
+  bool batch_norm = false; // BatchNorm1d after each hidden Linear
+  double dropout = 0.0;
+};
+
+struct ModelSpec {
+  ModelKind kind = ModelKind::kGpt;
+  GptOptions gpt;
+  MlpOptions mlp;
+};
+
+struct DataSpec {
+  // Text files; one slice each, named by file name. Symlinks to the same file count once.
+  std::vector<std::string> files;
+  double holdout_fraction = 0.1;  // tail of each file held out for evaluation, (0, 0.5]
+  int eval_windows_per_slice = 16;  // held-out windows evaluated per slice
+};
+
+struct OptimizerSpec {  // AdamW
+  double lr = 3e-3;              // peak learning rate
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double weight_decay = 0.1;
+  double eps = 1e-8;
+};
+
+struct ScheduleSpec {  // linear warmup then cosine decay, counted in optimizer updates
+  int warmup_updates = 10;
+  double min_lr = 3e-4;  // learning rate reached at the last update
+};
+
+struct PlanSpec {
+  int microbatch = 0;  // samples per forward/backward; 0 = effective batch
+};
+
+struct TrainingSpec {
+  int effective_batch = 32;     // samples per optimizer update
+  int updates = 200;            // optimizer updates in the job
+  double grad_clip = 1.0;       // global L2 norm; 0 disables clipping
+  std::uint64_t seed = 1234;
+  int eval_interval = 50;       // updates between evaluations; the last update always evaluates
+  int checkpoint_interval = 50; // updates between training checkpoints
+};
+
+struct RuntimeSpec {
+  int threads = 0;              // intra-op threads; 0 = auto (all cores)
+  std::string device = "cpu";   // "cpu" or "cuda" (where LibTorch has CUDA)
+};
+
+struct MemorySpec {
+  std::int64_t budget_bytes = 24LL << 30;  // device memory the job may use
+  double reserve_fraction = 0.10;           // kept free for fragmentation and the runtime
+  std::int64_t usable_bytes() const {
+    return static_cast<std::int64_t>(static_cast<double>(budget_bytes) * (1.0 - reserve_fraction));
+  }
+};
+
+struct JobSpec {
+  std::string source_path;  // the YAML file it came from
+  ModelSpec model;
+  DataSpec data;
+  OptimizerSpec optimizer;
+  ScheduleSpec schedule;
+  TrainingSpec training;
+  PlanSpec plan;
+  RuntimeSpec runtime;
+  MemorySpec memory;
+  std::optional<double> window_seconds;  // completion window, when the job has one
+};
+
+const char* ToString(ModelKind kind);
+
+}  // namespace trainerd

@@ -1,0 +1,22 @@
+// YAML -> JobSpec. The only place job YAML is read. Every error names the file, the line,
+// the dotted key and what was expected, e.g.
+//   configs/default.yaml:7: model.n_head: expected an integer >= 1 that divides
+//   model.n_embd (128), got 5
+#pragma once
+
+#include <string>
+
+#include "trainerd/common/status.h"
+#include "trainerd/trainer/job_spec.h"
+
+namespace trainerd {
+
+// Reads and validates the YAML file at `path`. Relative data file paths are resolved
+// against the directory of `path`.
+Result<JobSpec> ParseJobSpecFile(const std::string& path);
+
+// Same, from text already in memory; `origin` names it in error messages and anchors
+// relative data paths.
+Result<JobSpec> ParseJobSpecText(const std::string& yaml_text, const std::string& origin);
+
+}  // namespace trainerd

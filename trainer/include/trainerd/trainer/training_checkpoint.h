@@ -1,0 +1,36 @@
+// Training checkpoints: everything needed to continue a job bit-for-bit: model parameters
+// and buffers, AdamW state, the number of updates done (which is also the data position and
+// the schedule position), the CPU RNG state, and the identity of the job that wrote it.
+// Written atomically (temporary file, fsync, rename, fsync of the directory).
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+
+#include <string>
+
+#include "trainerd/common/status.h"
+#include "trainerd/trainer/job_spec.h"
+
+namespace trainerd {
+
+struct CheckpointState {
+  int updates_done = 0;
+  std::string job_identity;  // JobIdentity() of the job that wrote it
+};
+
+// A hash of what defines the job's training semantics: model, data fingerprint, optimizer,
+// schedule, effective batch, updates, clip and seed. The plan (microbatch and the other
+// memory trades) and runtime are excluded: a run may resume under a different plan.
+std::string JobIdentity(const JobSpec& spec, const std::string& data_fingerprint);
+
+Status SaveTrainingCheckpoint(const std::string& path, torch::nn::Module& model,
+                              torch::optim::Optimizer& optimizer, const CheckpointState& state);
+
+// Restores model, optimizer and RNG. A checkpoint written by another job is
+// FailedPrecondition; an unreadable or truncated file is Corruption; a missing one NotFound.
+Result<CheckpointState> LoadTrainingCheckpoint(const std::string& path, torch::nn::Module& model,
+                                               torch::optim::Optimizer& optimizer,
+                                               const std::string& expected_identity);
+
+}  // namespace trainerd

@@ -1,0 +1,63 @@
+// Typed, strict access to a YAML mapping: every key read is remembered so that unknown keys
+// can be reported, and every error carries "file:line: dotted.key: expected ..., got ...".
+// Not thread-safe; one per parse. Errors are collected, the first one is reported.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace trainerd {
+
+class YamlReader {
+ public:
+  // `node` must outlive the reader. `prefix` is the dotted path of `node` ("" for the root).
+  YamlReader(const YAML::Node& node, std::string origin, std::string prefix);
+
+  // Each reader leaves `*out` untouched when the key is absent and records an error when
+  // it is present but invalid.
+  void Int(const std::string& key, int* out, int min, int max);
+  void UInt64(const std::string& key, std::uint64_t* out);
+  void Double(const std::string& key, double* out, double min, double max, bool min_open = false);
+  void Bool(const std::string& key, bool* out);
+  void String(const std::string& key, std::string* out, const std::vector<std::string>& allowed);
+  void StringList(const std::string& key, std::vector<std::string>* out);
+  void Bytes(const std::string& key, std::int64_t* out);
+  void DurationSeconds(const std::string& key, std::optional<double>* out);
+  // Integer or "auto" (stored as 0).
+  void IntOrAuto(const std::string& key, int* out, int min, int max);
+  // A fraction written as 0.1 or "10%".
+  void Fraction(const std::string& key, double* out, double min, double max);
+
+  // A nested mapping; absent keys give an empty reader. Errors propagate to this reader.
+  YamlReader Child(const std::string& key);
+  bool Has(const std::string& key) const;
+
+  // Records an error about `key` of this mapping, e.g. for cross-field checks.
+  void Fail(const std::string& key, const std::string& expected, const std::string& got);
+  // Reports keys present in the mapping that were never read. Call after all reads.
+  void RejectUnknownKeys();
+
+  bool ok() const { return errors_->empty(); }
+  const std::string& first_error() const { return errors_->front(); }
+
+ private:
+  YamlReader(const YAML::Node& node, std::string origin, std::string prefix,
+             std::shared_ptr<std::vector<std::string>> errors);
+  std::optional<YAML::Node> Lookup(const std::string& key);
+  std::string Where(const YAML::Node& at, const std::string& key) const;
+  void FailAt(const YAML::Node& at, const std::string& key, const std::string& expected);
+
+  YAML::Node node_;
+  std::string origin_;
+  std::string prefix_;
+  std::set<std::string> read_keys_;
+  std::shared_ptr<std::vector<std::string>> errors_;
+};
+
+}  // namespace trainerd

@@ -1,0 +1,78 @@
+#include "trainerd/trainer/event_sink.h"
+
+#include <string>
+
+#include "trainerd/trainer/units.h"
+
+namespace trainerd {
+
+void JsonLinesSink::Emit(const nlohmann::json& event) {
+  const std::string line = event.dump() + "\n";
+  std::fwrite(line.data(), 1, line.size(), out_);
+  std::fflush(out_);
+}
+
+void TerminalProgress::EndBar() {
+  if (bar_open_) std::fputc('\n', out_);
+  bar_open_ = false;
+}
+
+void TerminalProgress::Emit(const nlohmann::json& event) {
+  const std::string kind = event.value("event", "");
+  if (kind == "start") {
+    const auto& plan = event["plan"];
+    std::fprintf(out_, "trainer-run: %s model, %lld parameters, %lld updates of %d samples\n",
+                 event["model"]["kind"].get<std::string>().c_str(),
+                 event["model"]["parameters"].get<long long>(), event["updates"].get<long long>(),
+                 event["effective_batch"].get<int>());
+    std::fprintf(out_, "  plan: microbatch %d x %d accumulation steps; %d threads on %s\n",
+                 plan["microbatch"].get<int>(), plan["accumulation_steps"].get<int>(),
+                 event["threads"].get<int>(), event["device"].get<std::string>().c_str());
+    std::fprintf(out_, "  data: %zu slices, fingerprint %.12s\n", event["data"]["slices"].size(),
+                 event["data"]["fingerprint"].get<std::string>().c_str());
+    if (event["resumed_from_update"].get<long long>() > 0) {
+      std::fprintf(out_, "  resumed from update %lld\n", event["resumed_from_update"].get<long long>());
+    }
+  } else if (kind == "update") {
+    const long long n = event["update"], total = event["updates"];
+    constexpr int kWidth = 30;
+    const int filled = static_cast<int>(kWidth * n / std::max(1LL, total));
+    std::string bar(static_cast<std::size_t>(filled), '#');
+    bar.resize(kWidth, '.');
+    std::fprintf(out_, "\r[%s] %lld/%lld loss %.4f  %.1f samples/s  ETA %s   ", bar.c_str(), n,
+                 total, event["loss"].get<double>(), event["samples_per_second"].get<double>(),
+                 FormatDuration(event["eta_seconds"].get<double>()).c_str());
+    bar_open_ = true;
+  } else if (kind == "eval") {
+    EndBar();
+    std::fprintf(out_, "  eval @ update %lld: mean held-out loss %.4f (", event["update"].get<long long>(),
+                 event["mean_loss"].get<double>());
+    bool first = true;
+    for (const auto& slice : event["slices"]) {
+      std::fprintf(out_, "%s%s %.3f", first ? "" : ", ", slice["name"].get<std::string>().c_str(),
+                   slice["loss"].get<double>());
+      first = false;
+    }
+    std::fprintf(out_, ")\n");
+  } else if (kind == "checkpoint") {
+    EndBar();
+    std::fprintf(out_, "  checkpoint @ update %lld (%s): %s\n", event["update"].get<long long>(),
+                 event["reason"].get<std::string>().c_str(), event["path"].get<std::string>().c_str());
+  } else if (kind == "finish") {
+    EndBar();
+    std::fprintf(out_, "finished %lld updates in %s: train loss %.4f, held-out loss %.4f, %.1f samples/s\n",
+                 event["updates"].get<long long>(),
+                 FormatDuration(event["elapsed_seconds"].get<double>()).c_str(),
+                 event["final_train_loss"].get<double>(), event["eval_mean_loss"].get<double>(),
+                 event["samples_per_second"].get<double>());
+    std::fprintf(out_, "  model: %s (sha256 %.12s)\n", event["model_path"].get<std::string>().c_str(),
+                 event["model_sha256"].get<std::string>().c_str());
+  } else if (kind == "error") {
+    EndBar();
+    std::fprintf(out_, "error (%s): %s\n", event["kind"].get<std::string>().c_str(),
+                 event["message"].get<std::string>().c_str());
+  }
+  std::fflush(out_);
+}
+
+}  // namespace trainerd

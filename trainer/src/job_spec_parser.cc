@@ -1,0 +1,158 @@
+#include "trainerd/trainer/job_spec_parser.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "trainerd/trainer/yaml_reader.h"
+
+namespace trainerd {
+namespace {
+
+constexpr int kMaxCount = 1 << 24;
+
+void ReadModel(YamlReader model, ModelSpec* spec) {
+  std::string kind = "gpt";
+  model.String("kind", &kind, {"gpt", "mlp"});
+  spec->kind = kind == "mlp" ? ModelKind::kMlpClassifier : ModelKind::kGpt;
+  if (spec->kind == ModelKind::kGpt) {
+    GptOptions& gpt = spec->gpt;
+    model.Int("n_layer", &gpt.n_layer, 1, 1024);
+    model.Int("n_head", &gpt.n_head, 1, 1024);
+    model.Int("n_embd", &gpt.n_embd, 1, 65536);
+    model.Int("block_size", &gpt.block_size, 1, 65536);
+    model.Double("dropout", &gpt.dropout, 0.0, 0.99);
+    model.Bool("bias", &gpt.bias);
+    if (model.ok() && gpt.n_embd % gpt.n_head != 0) {
+      model.Fail("n_head", "an integer that divides model.n_embd (" + std::to_string(gpt.n_embd) + ")",
+                 std::to_string(gpt.n_head));
+    }
+  } else {
+    MlpOptions& mlp = spec->mlp;
+    model.Int("hidden", &mlp.hidden, 1, 65536);
+    model.Int("layers", &mlp.layers, 1, 1024);
+    model.Bool("batch_norm", &mlp.batch_norm);
+    model.Double("dropout", &mlp.dropout, 0.0, 0.99);
+    // The classifier reads windows of this many bytes; shared with the GPT's context length.
+    model.Int("block_size", &spec->gpt.block_size, 1, 65536);
+  }
+  model.RejectUnknownKeys();
+}
+
+void ReadData(YamlReader data, const std::filesystem::path& base_dir, DataSpec* spec) {
+  data.StringList("files", &spec->files);
+  if (!data.Has("files")) data.Fail("files", "a non-empty list of text files", "nothing");
+  for (auto& file : spec->files) {
+    std::filesystem::path p(file);
+    if (p.is_relative()) file = (base_dir / p).lexically_normal().string();
+  }
+  data.Double("holdout_fraction", &spec->holdout_fraction, 0.0, 0.5, /*min_open=*/true);
+  data.Int("eval_windows_per_slice", &spec->eval_windows_per_slice, 1, 4096);
+  data.RejectUnknownKeys();
+}
+
+void ReadOptimizer(YamlReader opt, OptimizerSpec* spec) {
+  std::string kind = "adamw";
+  opt.String("kind", &kind, {"adamw"});
+  opt.Double("lr", &spec->lr, 0.0, 10.0, /*min_open=*/true);
+  opt.Double("beta1", &spec->beta1, 0.0, 0.999999);
+  opt.Double("beta2", &spec->beta2, 0.0, 0.999999);
+  opt.Double("weight_decay", &spec->weight_decay, 0.0, 10.0);
+  opt.Double("eps", &spec->eps, 0.0, 1.0, /*min_open=*/true);
+  opt.RejectUnknownKeys();
+}
+
+void ReadSchedule(YamlReader schedule, const OptimizerSpec& optimizer, ScheduleSpec* spec) {
+  schedule.Int("warmup_updates", &spec->warmup_updates, 0, kMaxCount);
+  schedule.Double("min_lr", &spec->min_lr, 0.0, 10.0);
+  if (schedule.ok() && spec->min_lr > optimizer.lr) {
+    std::ostringstream lr;
+    lr << optimizer.lr;
+    schedule.Fail("min_lr", "a number <= optimizer.lr (" + lr.str() + ")",
+                  std::to_string(spec->min_lr));
+  }
+  schedule.RejectUnknownKeys();
+}
+
+void ReadTraining(YamlReader training, TrainingSpec* spec) {
+  training.Int("effective_batch", &spec->effective_batch, 1, kMaxCount);
+  training.Int("updates", &spec->updates, 1, kMaxCount);
+  training.Double("grad_clip", &spec->grad_clip, 0.0, 1e6);
+  training.UInt64("seed", &spec->seed);
+  training.Int("eval_interval", &spec->eval_interval, 1, kMaxCount);
+  training.Int("checkpoint_interval", &spec->checkpoint_interval, 1, kMaxCount);
+  training.RejectUnknownKeys();
+}
+
+void ReadPlan(YamlReader plan, const TrainingSpec& training, PlanSpec* spec) {
+  plan.Int("microbatch", &spec->microbatch, 1, kMaxCount);
+  if (plan.ok() && spec->microbatch > training.effective_batch) {
+    plan.Fail("microbatch",
+              "at most training.effective_batch (" + std::to_string(training.effective_batch) + ")",
+              std::to_string(spec->microbatch));
+  }
+  plan.RejectUnknownKeys();
+}
+
+void ReadRuntime(YamlReader runtime, RuntimeSpec* spec) {
+  runtime.IntOrAuto("threads", &spec->threads, 1, 1024);
+  runtime.String("device", &spec->device, {"cpu", "cuda"});
+  runtime.RejectUnknownKeys();
+}
+
+void ReadMemory(YamlReader memory, MemorySpec* spec) {
+  memory.Bytes("budget", &spec->budget_bytes);
+  memory.Fraction("reserve", &spec->reserve_fraction, 0.0, 0.9);
+  memory.RejectUnknownKeys();
+}
+
+}  // namespace
+
+Result<JobSpec> ParseJobSpecText(const std::string& yaml_text, const std::string& origin) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(origin + ":" + std::to_string(e.mark.line + 1) +
+                                   ": not valid YAML: " + e.msg);
+  }
+  if (!root.IsMap()) {
+    return Status::InvalidArgument(origin + ": expected a YAML mapping at the top level");
+  }
+  JobSpec spec;
+  spec.source_path = origin;
+  const std::filesystem::path base_dir = std::filesystem::path(origin).parent_path();
+  YamlReader top(root, origin, "");
+  ReadModel(top.Child("model"), &spec.model);
+  ReadData(top.Child("data"), base_dir, &spec.data);
+  ReadOptimizer(top.Child("optimizer"), &spec.optimizer);
+  ReadSchedule(top.Child("schedule"), spec.optimizer, &spec.schedule);
+  ReadTraining(top.Child("training"), &spec.training);
+  ReadPlan(top.Child("plan"), spec.training, &spec.plan);
+  ReadRuntime(top.Child("runtime"), &spec.runtime);
+  ReadMemory(top.Child("memory"), &spec.memory);
+  top.DurationSeconds("window", &spec.window_seconds);
+  top.RejectUnknownKeys();
+  if (!top.ok()) return Status::InvalidArgument(top.first_error());
+  if (spec.plan.microbatch == 0) spec.plan.microbatch = spec.training.effective_batch;
+  return spec;
+}
+
+Result<JobSpec> ParseJobSpecFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return Status::NotFound(path + ": cannot open config file: " +
+                            (std::filesystem::exists(path) ? "permission denied" : "no such file"));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return ParseJobSpecText(text.str(), path);
+}
+
+const char* ToString(ModelKind kind) {
+  return kind == ModelKind::kGpt ? "gpt" : "mlp";
+}
+
+}  // namespace trainerd

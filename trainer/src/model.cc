@@ -1,0 +1,31 @@
+#include "trainerd/trainer/model.h"
+
+#include <torch/torch.h>
+
+#include "trainerd/trainer/gpt.h"
+#include "trainerd/trainer/mlp_classifier.h"
+
+namespace trainerd {
+
+std::shared_ptr<TrainableModel> BuildModel(const ModelSpec& spec, int num_classes) {
+  if (spec.kind == ModelKind::kGpt) return std::make_shared<Gpt>(spec.gpt);
+  return std::make_shared<MlpClassifier>(spec.mlp, /*in_features=*/256, num_classes);
+}
+
+std::int64_t CountParameters(const torch::nn::Module& model) {
+  std::int64_t total = 0;
+  for (const auto& p : model.parameters()) total += p.numel();
+  return total;
+}
+
+LossTerms CrossEntropySum(const torch::Tensor& logits, const torch::Tensor& targets) {
+  const torch::Tensor flat_targets = targets.reshape({-1});
+  LossTerms terms;
+  terms.sum = torch::nn::functional::cross_entropy(
+      logits.reshape({-1, logits.size(-1)}).to(torch::kFloat), flat_targets,
+      torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-1).reduction(torch::kSum));
+  terms.count = flat_targets.ne(-1).sum().item<std::int64_t>();
+  return terms;
+}
+
+}  // namespace trainerd

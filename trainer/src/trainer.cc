@@ -1,0 +1,243 @@
+#include "trainerd/trainer/trainer.h"
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include "trainerd/common/atomic_file.h"
+#include "trainerd/common/sha256.h"
+#include "trainerd/trainer/lr_schedule.h"
+#include "trainerd/trainer/training_checkpoint.h"
+
+namespace trainerd {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Updates excluded from throughput figures: the first ones pay for allocator growth and
+// oneDNN kernel generation.
+constexpr int kWarmupUpdates = 2;
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+nlohmann::json SlicesJson(const std::vector<SliceLoss>& slices) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& s : slices) out.push_back({{"name", s.name}, {"loss", s.loss}});
+  return out;
+}
+
+double MeanLoss(const std::vector<SliceLoss>& slices) {
+  double total = 0;
+  for (const auto& s : slices) total += s.loss;
+  return slices.empty() ? 0 : total / static_cast<double>(slices.size());
+}
+
+}  // namespace
+
+int ConfigureThreads(const RuntimeSpec& runtime) {
+  const int threads = runtime.threads > 0
+                          ? runtime.threads
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  torch::set_num_threads(threads);
+  return threads;
+}
+
+Trainer::Trainer(const JobSpec& spec, const TextCorpus& corpus, EventSink* sink)
+    : spec_(spec), corpus_(corpus), sink_(sink) {
+  torch::manual_seed(spec_.training.seed);
+  model_ = BuildModel(spec_.model, static_cast<int>(corpus_.slices().size()));
+  const OptimizerSpec& o = spec_.optimizer;
+  optimizer_ = std::make_unique<torch::optim::AdamW>(
+      model_->parameters(), torch::optim::AdamWOptions(o.lr)
+                                .betas({o.beta1, o.beta2})
+                                .weight_decay(o.weight_decay)
+                                .eps(o.eps));
+  job_identity_ = JobIdentity(spec_, corpus_.fingerprint());
+}
+
+nlohmann::json Trainer::StartEvent(int resumed_from) const {
+  const int microbatch = spec_.plan.microbatch;
+  const int steps = (spec_.training.effective_batch + microbatch - 1) / microbatch;
+  nlohmann::json slices = nlohmann::json::array();
+  for (const auto& s : corpus_.slices()) {
+    slices.push_back({{"name", s.name}, {"train_bytes", s.train_bytes}, {"holdout_bytes", s.holdout_bytes}});
+  }
+  return {
+      {"event", "start"},
+      {"config", spec_.source_path},
+      {"job_identity", job_identity_},
+      {"model",
+       {{"kind", ToString(spec_.model.kind)},
+        {"parameters", CountParameters(*model_)},
+        {"blocks", model_->num_blocks()},
+        {"block_size", spec_.model.gpt.block_size}}},
+      {"plan", {{"microbatch", microbatch}, {"accumulation_steps", steps}}},
+      {"effective_batch", spec_.training.effective_batch},
+      {"updates", spec_.training.updates},
+      {"seed", spec_.training.seed},
+      {"resumed_from_update", resumed_from},
+      {"threads", torch::get_num_threads()},
+      {"device", spec_.runtime.device},
+      {"torch_version", TORCH_VERSION},
+      {"budget_bytes", spec_.memory.budget_bytes},
+      {"usable_bytes", spec_.memory.usable_bytes()},
+      {"data", {{"fingerprint", corpus_.fingerprint()}, {"slices", slices}}},
+  };
+}
+
+Result<double> Trainer::Update(int update, double* grad_norm) {
+  const TrainingSpec& t = spec_.training;
+  const double lr = LearningRateAt(spec_.optimizer, spec_.schedule, update, t.updates);
+  for (auto& group : optimizer_->param_groups()) {
+    static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+  }
+  // Every microbatch of the update, drawn first so the loss divisor (valid targets in the
+  // whole effective batch) is known before the first backward.
+  const std::int64_t first_sample = static_cast<std::int64_t>(update) * t.effective_batch;
+  std::vector<Batch> microbatches;
+  std::int64_t valid_targets = 0;
+  for (std::int64_t done = 0; done < t.effective_batch; done += spec_.plan.microbatch) {
+    const std::int64_t count = std::min<std::int64_t>(spec_.plan.microbatch, t.effective_batch - done);
+    microbatches.push_back(corpus_.TrainingSamples(t.seed, first_sample + done, count,
+                                                   model_->sample_format()));
+    valid_targets += microbatches.back().targets.ne(-1).sum().item<std::int64_t>();
+  }
+  optimizer_->zero_grad();
+  double loss_sum = 0;
+  for (const Batch& batch : microbatches) {
+    LossTerms terms = CrossEntropySum(model_->forward(batch.inputs), batch.targets);
+    (terms.sum / static_cast<double>(valid_targets)).backward();
+    loss_sum += terms.sum.item<double>();
+  }
+  const double loss = loss_sum / static_cast<double>(valid_targets);
+  if (!std::isfinite(loss)) return loss;  // the caller stops; no step on a diverged loss
+  // An infinite limit measures the norm without clipping when clipping is disabled.
+  *grad_norm = torch::nn::utils::clip_grad_norm_(
+      model_->parameters(), t.grad_clip > 0 ? t.grad_clip : std::numeric_limits<double>::infinity());
+  optimizer_->step();
+  return loss;
+}
+
+std::vector<SliceLoss> Trainer::Evaluate() {
+  torch::NoGradGuard no_grad;
+  model_->eval();
+  std::vector<SliceLoss> losses;
+  for (std::size_t i = 0; i < corpus_.slices().size(); ++i) {
+    const Batch batch = corpus_.HeldOutSamples(i, spec_.data.eval_windows_per_slice,
+                                               model_->sample_format());
+    const LossTerms terms = CrossEntropySum(model_->forward(batch.inputs), batch.targets);
+    losses.push_back({corpus_.slices()[i].name, terms.sum.item<double>() / static_cast<double>(terms.count)});
+  }
+  model_->train();
+  return losses;
+}
+
+Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
+  TrainOutcome outcome;
+  try {
+    if (options.resume) {
+      Result<CheckpointState> state =
+          LoadTrainingCheckpoint(options.checkpoint_path, *model_, *optimizer_, job_identity_);
+      if (!state.ok()) return state.status();
+      outcome.updates_done = state->updates_done;
+    }
+    model_->train();
+    sink_->Emit(StartEvent(outcome.updates_done));
+
+    auto checkpoint = [&](const char* reason) -> Status {
+      Status s = SaveTrainingCheckpoint(options.checkpoint_path, *model_, *optimizer_,
+                                        {outcome.updates_done, job_identity_});
+      if (s.ok()) {
+        sink_->Emit({{"event", "checkpoint"}, {"update", outcome.updates_done},
+                     {"path", options.checkpoint_path}, {"reason", reason}});
+      }
+      return s;
+    };
+
+    const TrainingSpec& t = spec_.training;
+    const auto started = Clock::now();
+    double measured_seconds = 0;  // update time after warm-up, evals and checkpoints excluded
+    int measured_updates = 0;
+    const int first = outcome.updates_done;
+    for (int update = first; update < t.updates; ++update) {
+      if (options.stop_requested != nullptr && options.stop_requested->load()) {
+        if (Status s = checkpoint("signal"); !s.ok()) return s;
+        outcome.kind = TrainOutcome::Kind::kInterrupted;
+        return outcome;
+      }
+      const auto update_started = Clock::now();
+      double grad_norm = 0;
+      Result<double> loss = Update(update, &grad_norm);
+      if (!loss.ok()) return loss.status();
+      if (!std::isfinite(*loss)) {
+        outcome.kind = TrainOutcome::Kind::kDiverged;
+        outcome.message = "training loss is " + std::to_string(*loss) + " at update " +
+                          std::to_string(update + 1) + "; lower optimizer.lr or check the data";
+        return outcome;
+      }
+      const auto now = Clock::now();
+      outcome.updates_done = update + 1;
+      outcome.final_train_loss = *loss;
+      const double update_seconds = Seconds(now - update_started);
+      if (update - first >= kWarmupUpdates) {
+        ++measured_updates;
+        measured_seconds += update_seconds;
+      }
+      const double mean_update =
+          measured_updates > 0 ? measured_seconds / measured_updates : update_seconds;
+      const double samples_per_second = t.effective_batch / update_seconds;
+      sink_->Emit({{"event", "update"},
+                   {"update", outcome.updates_done},
+                   {"updates", t.updates},
+                   {"loss", *loss},
+                   {"lr", LearningRateAt(spec_.optimizer, spec_.schedule, update, t.updates)},
+                   {"grad_norm", grad_norm},
+                   {"update_seconds", update_seconds},
+                   {"samples_per_second", samples_per_second},
+                   {"tokens_per_second", samples_per_second * corpus_.window()},
+                   {"elapsed_seconds", Seconds(now - started)},
+                   {"eta_seconds", mean_update * (t.updates - outcome.updates_done)}});
+      const bool last = outcome.updates_done == t.updates;
+      if (last || outcome.updates_done % t.eval_interval == 0) {
+        outcome.eval = Evaluate();
+        sink_->Emit({{"event", "eval"}, {"update", outcome.updates_done},
+                     {"slices", SlicesJson(outcome.eval)}, {"mean_loss", MeanLoss(outcome.eval)}});
+      }
+      if (last || outcome.updates_done % t.checkpoint_interval == 0) {
+        if (Status s = checkpoint(last ? "final" : "interval"); !s.ok()) return s;
+      }
+    }
+
+    const std::string temporary = TemporaryPathFor(options.model_path);
+    torch::save(model_, temporary);
+    if (Status s = CommitFile(temporary, options.model_path); !s.ok()) return s;
+    Result<std::string> hash = Sha256File(options.model_path);
+    if (!hash.ok()) return hash.status();
+    outcome.model_sha256 = *hash;
+    const double elapsed = Seconds(Clock::now() - started);
+    // Too short a run to exclude warm-up: fall back to the whole elapsed time.
+    const double throughput_seconds = measured_updates > 0 ? measured_seconds : elapsed;
+    const int throughput_updates = measured_updates > 0 ? measured_updates : t.updates - first;
+    sink_->Emit({{"event", "finish"},
+                 {"updates", outcome.updates_done},
+                 {"final_train_loss", outcome.final_train_loss},
+                 {"eval_slices", SlicesJson(outcome.eval)},
+                 {"eval_mean_loss", MeanLoss(outcome.eval)},
+                 {"model_path", options.model_path},
+                 {"model_sha256", outcome.model_sha256},
+                 {"elapsed_seconds", elapsed},
+                 {"samples_per_second",
+                  throughput_updates * static_cast<double>(t.effective_batch) / throughput_seconds},
+                 {"throughput_method",
+                  "wall clock per optimizer update (CPU ops are synchronous), evaluation and "
+                  "checkpoints excluded, first " + std::to_string(kWarmupUpdates) +
+                      " updates excluded as warm-up"}});
+  } catch (const c10::Error& e) {
+    return Status::Internal(std::string("LibTorch: ") + e.what_without_backtrace());
+  }
+  return outcome;
+}
+
+}  // namespace trainerd

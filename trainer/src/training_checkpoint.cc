@@ -1,0 +1,100 @@
+#include "trainerd/trainer/training_checkpoint.h"
+
+#include <torch/serialize.h>
+
+#include <filesystem>
+#include <sstream>
+
+#include "trainerd/common/atomic_file.h"
+#include "trainerd/common/sha256.h"
+#include "trainerd/trainer/torch_compat.h"
+
+namespace trainerd {
+namespace {
+
+constexpr std::int64_t kFormatVersion = 1;
+
+}  // namespace
+
+std::string JobIdentity(const JobSpec& spec, const std::string& data_fingerprint) {
+  std::ostringstream canonical;
+  canonical.precision(17);
+  const GptOptions& g = spec.model.gpt;
+  const MlpOptions& m = spec.model.mlp;
+  const OptimizerSpec& o = spec.optimizer;
+  const TrainingSpec& t = spec.training;
+  canonical << "model " << ToString(spec.model.kind) << ' ' << g.n_layer << ' ' << g.n_head << ' '
+            << g.n_embd << ' ' << g.block_size << ' ' << g.vocab_size << ' ' << g.dropout << ' '
+            << g.bias << ' ' << m.hidden << ' ' << m.layers << ' ' << m.batch_norm << ' '
+            << m.dropout << "\ndata " << data_fingerprint << ' ' << spec.data.holdout_fraction
+            << "\nadamw " << o.lr << ' ' << o.beta1 << ' ' << o.beta2 << ' ' << o.weight_decay << ' '
+            << o.eps << "\nschedule " << spec.schedule.warmup_updates << ' ' << spec.schedule.min_lr
+            << "\ntraining " << t.effective_batch << ' ' << t.updates << ' ' << t.grad_clip << ' '
+            << t.seed << '\n';
+  return Sha256Hex(canonical.str());
+}
+
+Status SaveTrainingCheckpoint(const std::string& path, torch::nn::Module& model,
+                              torch::optim::Optimizer& optimizer, const CheckpointState& state) {
+  const std::string temporary = TemporaryPathFor(path);
+  try {
+    torch::serialize::OutputArchive archive;
+    archive.write("format_version", torch::tensor(kFormatVersion));
+    archive.write("updates_done", torch::tensor(static_cast<std::int64_t>(state.updates_done)));
+    archive.write("job_identity", c10::IValue(state.job_identity));
+    archive.write("rng_cpu", compat::CpuRngState());
+    torch::serialize::OutputArchive model_archive;
+    model.save(model_archive);
+    archive.write("model", model_archive);
+    torch::serialize::OutputArchive optimizer_archive;
+    optimizer.save(optimizer_archive);
+    archive.write("optimizer", optimizer_archive);
+    archive.save_to(temporary);
+  } catch (const c10::Error& e) {
+    return Status::IOError(path + ": cannot write checkpoint: " + e.what_without_backtrace());
+  }
+  return CommitFile(temporary, path);
+}
+
+Result<CheckpointState> LoadTrainingCheckpoint(const std::string& path, torch::nn::Module& model,
+                                               torch::optim::Optimizer& optimizer,
+                                               const std::string& expected_identity) {
+  if (!std::filesystem::exists(path)) return Status::NotFound(path + ": no training checkpoint");
+  CheckpointState state;
+  try {
+    torch::serialize::InputArchive archive;
+    archive.load_from(path);
+    torch::Tensor version;
+    archive.read("format_version", version);
+    if (version.item<std::int64_t>() != kFormatVersion) {
+      return Status::Corruption(path + ": checkpoint format " +
+                                std::to_string(version.item<std::int64_t>()) + ", expected " +
+                                std::to_string(kFormatVersion));
+    }
+    c10::IValue identity;
+    archive.read("job_identity", identity);
+    state.job_identity = identity.toStringRef();
+    if (state.job_identity != expected_identity) {
+      return Status::FailedPrecondition(
+          path + ": checkpoint belongs to another job (identity " + state.job_identity.substr(0, 12) +
+          ", this job is " + expected_identity.substr(0, 12) +
+          "): model, data, optimizer, schedule or batch changed");
+    }
+    torch::Tensor updates, rng;
+    archive.read("updates_done", updates);
+    archive.read("rng_cpu", rng);
+    state.updates_done = static_cast<int>(updates.item<std::int64_t>());
+    torch::serialize::InputArchive model_archive;
+    archive.read("model", model_archive);
+    model.load(model_archive);
+    torch::serialize::InputArchive optimizer_archive;
+    archive.read("optimizer", optimizer_archive);
+    optimizer.load(optimizer_archive);
+    compat::SetCpuRngState(rng);
+  } catch (const c10::Error& e) {
+    return Status::Corruption(path + ": cannot read checkpoint: " + e.what_without_backtrace());
+  }
+  return state;
+}
+
+}  // namespace trainerd

@@ -1,0 +1,242 @@
+#include "trainerd/trainer/yaml_reader.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <utility>
+
+#include "trainerd/trainer/units.h"
+
+namespace trainerd {
+namespace {
+
+std::string Scalar(const YAML::Node& node) {
+  if (node.IsScalar()) return "'" + node.Scalar() + "'";
+  if (node.IsSequence()) return "a list";
+  if (node.IsMap()) return "a mapping";
+  return "nothing";
+}
+
+std::string Num(double v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
+
+}  // namespace
+
+YamlReader::YamlReader(const YAML::Node& node, std::string origin, std::string prefix)
+    : YamlReader(node, std::move(origin), std::move(prefix),
+                 std::make_shared<std::vector<std::string>>()) {}
+
+YamlReader::YamlReader(const YAML::Node& node, std::string origin, std::string prefix,
+                       std::shared_ptr<std::vector<std::string>> errors)
+    : node_(node), origin_(std::move(origin)), prefix_(std::move(prefix)), errors_(std::move(errors)) {}
+
+std::string YamlReader::Where(const YAML::Node& at, const std::string& key) const {
+  const YAML::Mark mark = at.Mark();
+  std::string where = origin_;
+  if (mark.line >= 0) where += ":" + std::to_string(mark.line + 1);
+  where += ": ";
+  where += prefix_.empty() ? key : prefix_ + "." + key;
+  return where;
+}
+
+void YamlReader::FailAt(const YAML::Node& at, const std::string& key, const std::string& expected) {
+  errors_->push_back(Where(at, key) + ": expected " + expected + ", got " + Scalar(at));
+}
+
+void YamlReader::Fail(const std::string& key, const std::string& expected, const std::string& got) {
+  const YAML::Node at = node_.IsMap() && node_[key] ? node_[key] : node_;
+  errors_->push_back(Where(at, key) + ": expected " + expected + ", got " + got);
+}
+
+bool YamlReader::Has(const std::string& key) const { return node_.IsMap() && node_[key]; }
+
+std::optional<YAML::Node> YamlReader::Lookup(const std::string& key) {
+  read_keys_.insert(key);
+  if (!node_.IsMap()) return std::nullopt;
+  YAML::Node value = node_[key];
+  if (!value) return std::nullopt;
+  return value;
+}
+
+void YamlReader::Int(const std::string& key, int* out, int min, int max) {
+  auto value = Lookup(key);
+  if (!value) return;
+  const std::string expected = "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  long long parsed = 0;
+  if (!value->IsScalar() || !YAML::convert<long long>::decode(*value, parsed) || parsed < min ||
+      parsed > max) {
+    FailAt(*value, key, expected);
+    return;
+  }
+  *out = static_cast<int>(parsed);
+}
+
+void YamlReader::UInt64(const std::string& key, std::uint64_t* out) {
+  auto value = Lookup(key);
+  if (!value) return;
+  std::uint64_t parsed = 0;
+  if (!value->IsScalar() || value->Scalar().starts_with("-") ||
+      !YAML::convert<std::uint64_t>::decode(*value, parsed)) {
+    FailAt(*value, key, "a non-negative integer");
+    return;
+  }
+  *out = parsed;
+}
+
+void YamlReader::Double(const std::string& key, double* out, double min, double max,
+                        bool min_open) {
+  auto value = Lookup(key);
+  if (!value) return;
+  double parsed = 0;
+  if (!value->IsScalar() || !YAML::convert<double>::decode(*value, parsed) ||
+      !std::isfinite(parsed) || (min_open ? parsed <= min : parsed < min) || parsed > max) {
+    FailAt(*value, key,
+           std::string("a number in ") + (min_open ? "(" : "[") + Num(min) + ", " + Num(max) + "]");
+    return;
+  }
+  *out = parsed;
+}
+
+void YamlReader::Bool(const std::string& key, bool* out) {
+  auto value = Lookup(key);
+  if (!value) return;
+  bool parsed = false;
+  if (!value->IsScalar() || !YAML::convert<bool>::decode(*value, parsed)) {
+    FailAt(*value, key, "true or false");
+    return;
+  }
+  *out = parsed;
+}
+
+void YamlReader::String(const std::string& key, std::string* out,
+                        const std::vector<std::string>& allowed) {
+  auto value = Lookup(key);
+  if (!value) return;
+  std::string expected = "a string";
+  if (!allowed.empty()) {
+    expected = "one of";
+    for (const auto& a : allowed) expected += " " + a;
+  }
+  if (!value->IsScalar()) {
+    FailAt(*value, key, expected);
+    return;
+  }
+  if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), value->Scalar()) == allowed.end()) {
+    FailAt(*value, key, expected);
+    return;
+  }
+  *out = value->Scalar();
+}
+
+void YamlReader::StringList(const std::string& key, std::vector<std::string>* out) {
+  auto value = Lookup(key);
+  if (!value) return;
+  if (!value->IsSequence() || value->size() == 0) {
+    FailAt(*value, key, "a non-empty list of strings");
+    return;
+  }
+  std::vector<std::string> parsed;
+  for (const auto& item : *value) {
+    if (!item.IsScalar()) {
+      FailAt(item, key, "a string list item");
+      return;
+    }
+    parsed.push_back(item.Scalar());
+  }
+  *out = std::move(parsed);
+}
+
+void YamlReader::Bytes(const std::string& key, std::int64_t* out) {
+  auto value = Lookup(key);
+  if (!value) return;
+  Result<std::int64_t> parsed = value->IsScalar() ? ParseBytes(value->Scalar())
+                                                  : Result<std::int64_t>(Status::InvalidArgument(""));
+  if (!parsed.ok() || *parsed <= 0) {
+    FailAt(*value, key, "a positive size such as 24GiB, 512MiB or 0.34GB");
+    return;
+  }
+  *out = *parsed;
+}
+
+void YamlReader::DurationSeconds(const std::string& key, std::optional<double>* out) {
+  auto value = Lookup(key);
+  if (!value) return;
+  Result<double> parsed = value->IsScalar() ? ParseDurationSeconds(value->Scalar())
+                                            : Result<double>(Status::InvalidArgument(""));
+  if (!parsed.ok() || *parsed <= 0) {
+    FailAt(*value, key, "a positive duration such as 6h, 90m or 45s");
+    return;
+  }
+  *out = *parsed;
+}
+
+void YamlReader::IntOrAuto(const std::string& key, int* out, int min, int max) {
+  if (Has(key) && node_[key].IsScalar() && node_[key].Scalar() == "auto") {
+    read_keys_.insert(key);
+    *out = 0;
+    return;
+  }
+  auto value = Lookup(key);
+  if (!value) return;
+  long long parsed = 0;
+  if (!value->IsScalar() || !YAML::convert<long long>::decode(*value, parsed) || parsed < min ||
+      parsed > max) {
+    FailAt(*value, key,
+           "auto or an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]");
+    return;
+  }
+  *out = static_cast<int>(parsed);
+}
+
+void YamlReader::Fraction(const std::string& key, double* out, double min, double max) {
+  auto value = Lookup(key);
+  if (!value) return;
+  double parsed = 0;
+  bool valid = value->IsScalar();
+  if (valid) {
+    std::string text = value->Scalar();
+    const bool percent = !text.empty() && text.back() == '%';
+    if (percent) text.pop_back();
+    char* end = nullptr;
+    parsed = std::strtod(text.c_str(), &end);
+    valid = !text.empty() && end == text.c_str() + text.size() && std::isfinite(parsed);
+    if (percent) parsed /= 100.0;
+  }
+  if (!valid || parsed < min || parsed > max) {
+    FailAt(*value, key,
+           "a fraction in [" + Num(min) + ", " + Num(max) + "] such as 0.1 or 10%");
+    return;
+  }
+  *out = parsed;
+}
+
+YamlReader YamlReader::Child(const std::string& key) {
+  auto value = Lookup(key);
+  const std::string child_prefix = prefix_.empty() ? key : prefix_ + "." + key;
+  if (value && !value->IsMap()) {
+    FailAt(*value, key, "a mapping");
+    return YamlReader(YAML::Node(YAML::NodeType::Map), origin_, child_prefix, errors_);
+  }
+  return YamlReader(value ? *value : YAML::Node(YAML::NodeType::Map), origin_, child_prefix,
+                    errors_);
+}
+
+void YamlReader::RejectUnknownKeys() {
+  if (!node_.IsMap()) return;
+  for (const auto& entry : node_) {
+    const std::string key = entry.first.as<std::string>();
+    if (read_keys_.count(key) == 0) {
+      std::string known;
+      for (const auto& k : read_keys_) known += (known.empty() ? "" : ", ") + k;
+      const YAML::Mark mark = entry.first.Mark();
+      errors_->push_back(origin_ + ":" + std::to_string(mark.line + 1) + ": " +
+                         (prefix_.empty() ? key : prefix_ + "." + key) +
+                         ": unknown key (known keys here: " + known + ")");
+    }
+  }
+}
+
+}  // namespace trainerd
