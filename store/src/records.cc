@@ -1,0 +1,80 @@
+#include "trainerd/store/records.h"
+
+#include <array>
+#include <utility>
+
+namespace trainerd::store {
+namespace {
+
+// Each enumerator with its stored name.
+template <typename Enum, std::size_t N>
+using Names = std::array<std::pair<Enum, std::string_view>, N>;
+
+constexpr Names<ConfigState, 3> kConfigStateNames = {{
+    {ConfigState::kCandidate, "candidate"},
+    {ConfigState::kKnownGood, "known-good"},
+    {ConfigState::kBad, "bad"},
+}};
+
+constexpr Names<RunStatus, 10> kRunStatusNames = {{
+    {RunStatus::kScheduled, "scheduled"},
+    {RunStatus::kRunning, "running"},
+    {RunStatus::kSucceeded, "succeeded"},
+    {RunStatus::kOom, "oom"},
+    {RunStatus::kCrashed, "crashed"},
+    {RunStatus::kLeak, "leak"},
+    {RunStatus::kDeadline, "deadline"},
+    {RunStatus::kRegressed, "regressed"},
+    {RunStatus::kCancelled, "cancelled"},
+    {RunStatus::kInterrupted, "interrupted"},
+}};
+
+constexpr Names<Severity, 3> kSeverityNames = {{
+    {Severity::kInfo, "info"},
+    {Severity::kWarning, "warning"},
+    {Severity::kError, "error"},
+}};
+
+template <typename Enum, std::size_t N>
+std::string_view NameOf(const Names<Enum, N>& names, Enum value) {
+  for (const auto& [candidate, name] : names) {
+    if (candidate == value) return name;
+  }
+  return "unknown";
+}
+
+template <typename Enum, std::size_t N>
+Result<Enum> Parse(const Names<Enum, N>& names, std::string_view what, std::string_view text) {
+  for (const auto& [value, name] : names) {
+    if (name == text) return value;
+  }
+  std::string expected;
+  for (const auto& [value, name] : names) {
+    expected += expected.empty() ? "" : ", ";
+    expected += name;
+  }
+  return Status::InvalidArgument("unknown " + std::string(what) + " '" + std::string(text) +
+                                 "'; expected one of " + expected);
+}
+
+}  // namespace
+
+std::string_view ToString(ConfigState state) { return NameOf(kConfigStateNames, state); }
+std::string_view ToString(RunStatus status) { return NameOf(kRunStatusNames, status); }
+std::string_view ToString(Severity severity) { return NameOf(kSeverityNames, severity); }
+
+Result<ConfigState> ParseConfigState(std::string_view name) {
+  return Parse(kConfigStateNames, "config state", name);
+}
+Result<RunStatus> ParseRunStatus(std::string_view name) {
+  return Parse(kRunStatusNames, "run status", name);
+}
+Result<Severity> ParseSeverity(std::string_view name) {
+  return Parse(kSeverityNames, "severity", name);
+}
+
+bool IsFinished(RunStatus status) {
+  return status != RunStatus::kScheduled && status != RunStatus::kRunning;
+}
+
+}  // namespace trainerd::store

@@ -1,0 +1,222 @@
+#include "schema.h"
+
+#include <array>
+#include <cstdio>
+#include <string>
+#include <string_view>
+
+#include "trainerd/store/store.h"
+
+namespace trainerd::store {
+namespace {
+
+struct Migration {
+  int version;           // the schema version after this step
+  std::string_view sql;  // DDL run in the step's transaction
+};
+
+// The schema's history. A released step never changes: databases in the field already ran
+// it. A change is a new step at the end, and kSchemaVersion follows it.
+constexpr std::array<Migration, 2> kMigrations = {{
+    {1, R"sql(
+CREATE TABLE config_versions (
+  hash       TEXT PRIMARY KEY,
+  yaml       TEXT NOT NULL,
+  first_seen REAL NOT NULL,
+  state      TEXT NOT NULL CHECK (state IN ('candidate', 'known-good', 'bad'))
+);
+CREATE TABLE config_state_history (
+  id          INTEGER PRIMARY KEY AUTOINCREMENT,
+  config_hash TEXT NOT NULL REFERENCES config_versions (hash),
+  state       TEXT NOT NULL CHECK (state IN ('candidate', 'known-good', 'bad')),
+  reason      TEXT NOT NULL,
+  at          REAL NOT NULL,
+  run_id      INTEGER REFERENCES runs (id)
+);
+CREATE INDEX config_state_history_by_config ON config_state_history (config_hash, id);
+CREATE INDEX config_state_history_by_state ON config_state_history (state, id);
+
+CREATE TABLE hardware (
+  id                  INTEGER PRIMARY KEY,
+  cpu_model           TEXT NOT NULL,
+  cpu_cores           INTEGER NOT NULL,
+  memory_bytes        INTEGER NOT NULL,
+  device              TEXT NOT NULL,
+  device_memory_bytes INTEGER NOT NULL,
+  UNIQUE (cpu_model, cpu_cores, memory_bytes, device, device_memory_bytes)
+);
+CREATE TABLE software (
+  id               INTEGER PRIMARY KEY,
+  trainerd_version TEXT NOT NULL,
+  libtorch_version TEXT NOT NULL,
+  blas             TEXT NOT NULL,
+  compiler         TEXT NOT NULL,
+  UNIQUE (trainerd_version, libtorch_version, blas, compiler)
+);
+
+CREATE TABLE runs (
+  id                    INTEGER PRIMARY KEY AUTOINCREMENT,
+  config_hash           TEXT NOT NULL REFERENCES config_versions (hash),
+  fallback_of           INTEGER REFERENCES runs (id),
+  status                TEXT NOT NULL CHECK (status IN ('scheduled', 'running', 'succeeded',
+                          'oom', 'crashed', 'leak', 'deadline', 'regressed', 'cancelled',
+                          'interrupted')),
+  created_at            REAL NOT NULL,
+  started_at            REAL,
+  ended_at              REAL,
+  deadline_at           REAL NOT NULL,
+  microbatch            INTEGER NOT NULL CHECK (microbatch > 0),
+  accumulation_steps    INTEGER NOT NULL CHECK (accumulation_steps > 0),
+  checkpoint_blocks     TEXT NOT NULL CHECK (json_valid(checkpoint_blocks)),
+  precision             TEXT NOT NULL,
+  hardware_id           INTEGER NOT NULL REFERENCES hardware (id),
+  software_id           INTEGER NOT NULL REFERENCES software (id),
+  shapes                TEXT NOT NULL CHECK (json_valid(shapes)),
+  seeds                 TEXT NOT NULL CHECK (json_valid(seeds)),
+  data_fingerprint      TEXT NOT NULL,
+  throughput_method     TEXT NOT NULL,
+  parameters_bytes      INTEGER,
+  gradients_bytes       INTEGER,
+  optimizer_state_bytes INTEGER,
+  activations_bytes     INTEGER,
+  temporaries_bytes     INTEGER,
+  inputs_bytes          INTEGER,
+  peak_bytes            INTEGER,
+  samples_per_second    REAL,
+  tokens_per_second     REAL,
+  mfu                   REAL,
+  cost_per_sample       REAL,
+  final_loss            REAL
+);
+CREATE INDEX runs_by_status ON runs (status, id);
+CREATE INDEX runs_by_hardware ON runs (hardware_id, status, config_hash, id);
+
+CREATE TABLE update_metrics (
+  run_id             INTEGER NOT NULL REFERENCES runs (id),
+  update_index       INTEGER NOT NULL CHECK (update_index >= 0),
+  loss               REAL,
+  learning_rate      REAL,
+  grad_norm          REAL,
+  samples_per_second REAL,
+  live_bytes         INTEGER NOT NULL,
+  PRIMARY KEY (run_id, update_index)
+) WITHOUT ROWID;
+CREATE TABLE slice_evals (
+  run_id       INTEGER NOT NULL REFERENCES runs (id),
+  slice        TEXT NOT NULL,
+  update_index INTEGER NOT NULL CHECK (update_index >= 0),
+  loss         REAL,
+  PRIMARY KEY (run_id, update_index, slice)
+) WITHOUT ROWID;
+
+CREATE TABLE events (
+  id       INTEGER PRIMARY KEY AUTOINCREMENT,
+  at       REAL NOT NULL,
+  run_id   INTEGER REFERENCES runs (id),
+  kind     TEXT NOT NULL,
+  severity TEXT NOT NULL CHECK (severity IN ('info', 'warning', 'error')),
+  message  TEXT NOT NULL,
+  details  TEXT NOT NULL CHECK (json_valid(details))
+);
+CREATE INDEX events_by_run ON events (run_id, id);
+)sql"},
+    {2, R"sql(
+CREATE TABLE releases (
+  id            INTEGER PRIMARY KEY AUTOINCREMENT,
+  run_id        INTEGER NOT NULL REFERENCES runs (id),
+  artifact_path TEXT NOT NULL,
+  artifact_hash TEXT NOT NULL,
+  gate_passed   INTEGER NOT NULL CHECK (gate_passed IN (0, 1)),
+  gate_details  TEXT NOT NULL CHECK (json_valid(gate_details)),
+  created_at    REAL NOT NULL,
+  is_current    INTEGER NOT NULL DEFAULT 0 CHECK (is_current IN (0, 1)),
+  CHECK (is_current = 0 OR gate_passed = 1)
+);
+-- At most one row can be current.
+CREATE UNIQUE INDEX releases_current ON releases (is_current) WHERE is_current = 1;
+CREATE INDEX releases_by_run ON releases (run_id);
+)sql"},
+}};
+
+static_assert(kMigrations.size() == kSchemaVersion, "kSchemaVersion is the last migration");
+
+// quick_check's heading before the problems it found.
+constexpr std::string_view kQuickCheckPrefix = "*** in database main ***\n";
+
+std::string Hex(std::int64_t value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "0x%08llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+Status ApplyStep(sqlite::Connection& db, const Migration& step) {
+  Result<sqlite::Transaction> transaction = sqlite::Transaction::Begin(db);
+  if (!transaction.ok()) return transaction.status();
+  // Read again under the write lock: another process may have migrated meanwhile.
+  Result<std::int64_t> version = db.QueryInt64("PRAGMA user_version");
+  if (!version.ok()) return version.status();
+  if (*version >= step.version) return Status::Ok();
+  Status status = db.Exec(std::string(step.sql) +
+                          "\nPRAGMA application_id = " + std::to_string(kApplicationId) +
+                          ";\nPRAGMA user_version = " + std::to_string(step.version) + ";");
+  if (!status.ok()) return status;
+  return transaction->Commit();
+}
+
+}  // namespace
+
+Result<int> ReadSchemaVersion(sqlite::Connection& db) {
+  // Reading sqlite_schema parses the whole schema, which is where a damaged file shows.
+  Result<std::int64_t> objects = db.QueryInt64("SELECT count(*) FROM sqlite_schema");
+  if (!objects.ok()) {
+    if (objects.status().code() != Status::Code::kCorruption) return objects.status();
+    return Status::Corruption("'" + db.path() +
+                              "' is not an SQLite database, or is damaged; the file was not "
+                              "changed (" +
+                              objects.status().message() + ")");
+  }
+  Result<std::int64_t> application_id = db.QueryInt64("PRAGMA application_id");
+  if (!application_id.ok()) return application_id.status();
+  Result<std::int64_t> version = db.QueryInt64("PRAGMA user_version");
+  if (!version.ok()) return version.status();
+
+  if (*application_id == kApplicationId) {
+    if (*version > kSchemaVersion) {
+      return Status::FailedPrecondition(
+          "run store '" + db.path() + "' has schema version " + std::to_string(*version) +
+          ", written by a newer trainerd; this build reads up to version " +
+          std::to_string(kSchemaVersion) + ". Upgrade trainerd; the file was not changed");
+    }
+    return static_cast<int>(*version);
+  }
+  if (*application_id == 0 && *version == 0 && *objects == 0) return 0;
+  return Status::InvalidArgument("'" + db.path() +
+                                 "' is an SQLite database but not a trainerd run store "
+                                 "(application_id " +
+                                 Hex(*application_id) + ", " + std::to_string(*objects) +
+                                 " schema objects); the file was not changed");
+}
+
+Status CheckIntegrity(sqlite::Connection& db) {
+  Result<std::string> verdict = db.QueryText("PRAGMA quick_check(1)");
+  if (!verdict.ok()) return verdict.status();
+  if (*verdict != "ok") {
+    std::string problem = *verdict;
+    if (problem.starts_with(kQuickCheckPrefix)) problem.erase(0, kQuickCheckPrefix.size());
+    return Status::Corruption("run store '" + db.path() + "' is damaged: " + problem);
+  }
+  return Status::Ok();
+}
+
+Status Migrate(sqlite::Connection& db) {
+  Result<std::int64_t> version = db.QueryInt64("PRAGMA user_version");
+  if (!version.ok()) return version.status();
+  for (const Migration& step : kMigrations) {
+    if (step.version <= *version) continue;
+    Status status = ApplyStep(db, step);
+    if (!status.ok()) return status;
+  }
+  return Status::Ok();
+}
+
+}  // namespace trainerd::store

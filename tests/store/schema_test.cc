@@ -1,0 +1,193 @@
+// Migrations, schema versions and recognition of files that are not trainerd run stores,
+// through Store::Open and Store::OpenReadOnly.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+
+#include "test_util.h"
+#include "trainerd/store/store.h"
+
+namespace trainerd::store {
+namespace {
+
+using testing::IsOk;
+using testing::RawDb;
+using testing::ReadBytes;
+using testing::TempDir;
+using testing::WriteBytes;
+
+std::string FixturePath(int version) {
+  return std::string(TRAINERD_STORE_TESTDATA_DIR) + "/schema_v" + std::to_string(version) + ".sql";
+}
+
+// Writes a database at an earlier schema version from its frozen fixture.
+void WriteFixture(int version, const std::string& path) {
+  RawDb(path).Exec(ReadBytes(FixturePath(version)));
+}
+
+std::string SchemaOf(const std::string& path) {
+  return RawDb(path).Query("SELECT type, name, tbl_name, sql FROM sqlite_schema ORDER BY name");
+}
+
+// Expects Open and OpenReadOnly to fail on `path` with `code`, naming it, and to leave every
+// byte of it as it was.
+void ExpectRefused(const std::string& path, Status::Code code) {
+  const std::string before = ReadBytes(path);
+  for (bool read_only : {false, true}) {
+    SCOPED_TRACE(read_only ? "OpenReadOnly" : "Open");
+    Result<std::unique_ptr<Store>> store =
+        read_only ? Store::OpenReadOnly(path) : Store::Open(path);
+    ASSERT_FALSE(store.ok());
+    EXPECT_EQ(store.status().code(), code) << store.status().message();
+    EXPECT_NE(store.status().message().find(path), std::string::npos) << store.status().message();
+  }
+  EXPECT_EQ(ReadBytes(path), before);
+}
+
+TEST(SchemaTest, MigratesEveryEarlierVersionKeepingItsData) {
+  for (int version = 1; version < kSchemaVersion; ++version) {
+    SCOPED_TRACE("from schema version " + std::to_string(version));
+    ASSERT_TRUE(std::filesystem::exists(FixturePath(version)))
+        << "every released schema version needs a frozen fixture";
+    TempDir dir;
+    const std::string path = dir.File("old.db");
+    WriteFixture(version, path);
+    Result<std::unique_ptr<Store>> store = Store::Open(path);
+    ASSERT_TRUE(IsOk(store));
+    EXPECT_EQ(RawDb(path).Query("PRAGMA user_version"), std::to_string(kSchemaVersion));
+
+    // The migrated schema is exactly the schema of a new store.
+    const std::string fresh = dir.File("fresh.db");
+    ASSERT_TRUE(IsOk(Store::Open(fresh)));
+    EXPECT_EQ(SchemaOf(path), SchemaOf(fresh));
+
+    // Every fixture holds config 'cfg-v1', a succeeded run 1 and a running run 2.
+    Store& migrated = **store;
+    Result<RunRecord> run = migrated.GetRun(1);
+    ASSERT_TRUE(IsOk(run));
+    EXPECT_EQ(run->status, RunStatus::kSucceeded);
+    EXPECT_EQ(run->plan, (RunPlan{4, 8, {0, 2}, "bf16"}));
+    EXPECT_EQ(run->hardware.device_memory_bytes, std::int64_t{80} << 30);
+    EXPECT_EQ(run->peak_memory->peak, 9000);
+    EXPECT_EQ(run->final_loss, 1.25);
+    EXPECT_EQ(migrated.GetMetrics(1)->size(), 3u);
+    EXPECT_EQ(migrated.GetSliceEvals(1)->size(), 2u);
+    EXPECT_EQ(migrated.GetRunEvents(1)->size(), 1u);
+    EXPECT_EQ(migrated.ListRecentEvents(10)->size(), 2u);
+    EXPECT_EQ(migrated.GetRun(2)->fallback_of, 1);
+    EXPECT_EQ(migrated.LastKnownGoodConfig()->value().hash, "cfg-v1");
+    EXPECT_EQ(migrated.GetConfigHistory("cfg-v1")->size(), 2u);
+
+    // And it works as a current store: new ids follow the old ones, releases exist.
+    RunRecord next = *run;
+    next.status = RunStatus::kScheduled;
+    Result<std::int64_t> id = migrated.CreateRun(next);
+    ASSERT_TRUE(IsOk(id));
+    EXPECT_EQ(*id, 3);
+    Result<std::int64_t> release = migrated.RecordRelease({0, 1, "/m.pt", "sha256:m", true});
+    ASSERT_TRUE(IsOk(release));
+    EXPECT_TRUE(IsOk(migrated.SetCurrentRelease(*release)));
+  }
+}
+
+TEST(SchemaTest, ReadOnlyOpenOfAnOlderVersionAsksForAMigrationAndChangesNothing) {
+  TempDir dir;
+  const std::string path = dir.File("old.db");
+  WriteFixture(kSchemaVersion - 1, path);
+  const std::string before = ReadBytes(path);
+  Result<std::unique_ptr<Store>> store = Store::OpenReadOnly(path);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(store.status().message().find("migrate"), std::string::npos);
+  EXPECT_EQ(ReadBytes(path), before);
+}
+
+TEST(SchemaTest, NewerVersionIsRefusedAndLeftUntouched) {
+  TempDir dir;
+  const std::string path = dir.File("runs.db");
+  ASSERT_TRUE(IsOk(Store::Open(path)));
+  RawDb(path).Exec("PRAGMA user_version = " + std::to_string(kSchemaVersion + 1));
+  ExpectRefused(path, Status::Code::kFailedPrecondition);
+  Result<std::unique_ptr<Store>> store = Store::Open(path);
+  EXPECT_NE(store.status().message().find("newer"), std::string::npos);
+}
+
+TEST(SchemaTest, EmptyFileBecomesANewStore) {
+  TempDir dir;
+  const std::string path = dir.File("runs.db");
+  WriteBytes(path, "");
+  ASSERT_TRUE(IsOk(Store::Open(path)));
+  EXPECT_EQ(RawDb(path).Query("PRAGMA user_version"), std::to_string(kSchemaVersion));
+}
+
+TEST(SchemaTest, AnotherApplicationsDatabaseIsRefused) {
+  TempDir dir;
+  const std::string path = dir.File("other.db");
+  RawDb(path).Exec(
+      "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT);"
+      "INSERT INTO notes (body) VALUES ('keep me');");
+  ExpectRefused(path, Status::Code::kInvalidArgument);
+  EXPECT_EQ(RawDb(path).Query("SELECT body FROM notes"), "keep me");
+}
+
+TEST(SchemaTest, DatabaseWithAnotherApplicationIdIsRefused) {
+  TempDir dir;
+  const std::string path = dir.File("other.db");
+  RawDb(path).Exec("PRAGMA application_id = 1234;");
+  ExpectRefused(path, Status::Code::kInvalidArgument);
+}
+
+TEST(SchemaTest, TextFileIsRefused) {
+  TempDir dir;
+  const std::string path = dir.File("runs.db");
+  WriteBytes(path, "model: tiny\nupdates: 3\n# not a database\n");
+  ExpectRefused(path, Status::Code::kCorruption);
+}
+
+TEST(SchemaTest, RandomBytesAreRefused) {
+  TempDir dir;
+  const std::string path = dir.File("runs.db");
+  std::mt19937 random(7);
+  std::string bytes(8192, '\0');
+  for (char& byte : bytes) byte = static_cast<char>(random());
+  WriteBytes(path, bytes);
+  ExpectRefused(path, Status::Code::kCorruption);
+}
+
+// A store whose file has grown past its first pages: a config of 100 KB spans many.
+std::string WriteStoreOfManyPages(const TempDir& dir) {
+  const std::string path = dir.File("runs.db");
+  Result<std::unique_ptr<Store>> store = Store::Open(path);
+  EXPECT_TRUE(IsOk(store));
+  EXPECT_TRUE(IsOk((*store)->RecordConfigVersion({"cfg", std::string(100'000, 'x'), 1.0})));
+  return path;  // closing the only connection checkpoints the WAL into the file
+}
+
+TEST(SchemaTest, TruncatedStoreIsRefused) {
+  TempDir dir;
+  const std::string path = WriteStoreOfManyPages(dir);
+  const std::string whole = ReadBytes(path);
+  ASSERT_GT(whole.size(), 65'536u);
+  WriteBytes(path, std::string_view(whole).substr(0, whole.size() / 2));
+  ExpectRefused(path, Status::Code::kCorruption);
+}
+
+TEST(SchemaTest, StoreWithADamagedPageIsRefused) {
+  TempDir dir;
+  const std::string path = WriteStoreOfManyPages(dir);
+  const std::size_t page_size = std::stoul(RawDb(path).Query("PRAGMA page_size"));
+  std::string bytes = ReadBytes(path);
+  ASSERT_GT(bytes.size(), 4 * page_size);
+  // Garbage over the last page; the schema on the first pages still reads fine, so only
+  // the integrity check on open finds it.
+  std::mt19937 random(11);
+  for (std::size_t i = bytes.size() - page_size; i < bytes.size(); ++i) {
+    bytes[i] = static_cast<char>(random());
+  }
+  WriteBytes(path, bytes);
+  ExpectRefused(path, Status::Code::kCorruption);
+}
+
+}  // namespace
+}  // namespace trainerd::store
