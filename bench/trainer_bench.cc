@@ -43,9 +43,12 @@ int main(int argc, char** argv) {
   int updates = 20, warmup = 3;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--config") config = argv[i + 1];
-    else if (flag == "--updates") updates = std::stoi(argv[i + 1]);
-    else if (flag == "--warmup") warmup = std::stoi(argv[i + 1]);
+    if (flag == "--config")
+      config = argv[i + 1];
+    else if (flag == "--updates")
+      updates = std::stoi(argv[i + 1]);
+    else if (flag == "--warmup")
+      warmup = std::stoi(argv[i + 1]);
     else {
       std::cerr << "usage: trainer_bench [--config FILE] [--updates N] [--warmup N]\n";
       return 2;
@@ -84,7 +87,8 @@ int main(int argc, char** argv) {
     }
     std::vector<double> measured(times.seconds.begin() + warmup, times.seconds.end());
     const double median = Median(measured);
-    const double tokens = static_cast<double>(spec->training.effective_batch) * spec->model.gpt.block_size;
+    const double tokens =
+        static_cast<double>(spec->training.effective_batch) * spec->model.gpt.block_size;
     results.push_back({{"threads", threads},
                        {"precision", "fp32"},
                        {"ms_per_update_median", median * 1e3},

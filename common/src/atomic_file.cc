@@ -28,7 +28,8 @@ std::string TemporaryPathFor(const std::string& path) { return path + ".tmp"; }
 Status CommitFile(const std::string& temporary_path, const std::string& path) {
   if (Status s = FsyncPath(temporary_path, O_RDONLY); !s.ok()) return s;
   if (std::rename(temporary_path.c_str(), path.c_str()) != 0) {
-    return Status::IOError("rename " + temporary_path + " -> " + path + ": " + std::strerror(errno));
+    return Status::IOError("rename " + temporary_path + " -> " + path + ": " +
+                           std::strerror(errno));
   }
   std::string dir = std::filesystem::path(path).parent_path().string();
   return FsyncPath(dir.empty() ? "." : dir, O_RDONLY | O_DIRECTORY);

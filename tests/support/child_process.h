@@ -54,7 +54,8 @@ class ChildProcess {
     std::size_t capacity = 0;
     const ssize_t n = ::getline(&line, &capacity, stdout_);
     std::optional<std::string> result;
-    if (n >= 0) result = std::string(line, static_cast<std::size_t>(n) - (n > 0 && line[n - 1] == '\n'));
+    if (n >= 0)
+      result = std::string(line, static_cast<std::size_t>(n) - (n > 0 && line[n - 1] == '\n'));
     std::free(line);
     return result;
   }

@@ -11,7 +11,8 @@ namespace trainerd::testing {
 class TempDir {
  public:
   TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "trainerd-test-XXXXXX").string();
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "trainerd-test-XXXXXX").string();
     path_ = ::mkdtemp(pattern.data());
   }
   ~TempDir() {

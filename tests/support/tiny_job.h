@@ -29,6 +29,7 @@ inline JobSpec TinyGptJob() {
   spec.training.eval_interval = 1000;
   spec.training.checkpoint_interval = 1000;
   spec.plan.microbatch = 8;
+  spec.plan.accumulation_steps = 1;
   spec.runtime.threads = 1;
   return spec;
 }
@@ -37,11 +38,13 @@ inline JobSpec TinyGptJob() {
 inline std::string TinyGptYaml(int updates) {
   return std::string(R"(model: {kind: gpt, n_layer: 2, n_head: 2, n_embd: 32, block_size: 32}
 data:
-  files: [)") + kLicenceDir + "/GPL-3, " + kLicenceDir + R"(/Apache-2.0]
+  files: [)") +
+         kLicenceDir + "/GPL-3, " + kLicenceDir + R"(/Apache-2.0]
   eval_windows_per_slice: 4
 optimizer: {lr: 3.0e-3}
 schedule: {warmup_updates: 3, min_lr: 3.0e-4}
-training: {effective_batch: 8, updates: )" + std::to_string(updates) + R"(, seed: 7, eval_interval: 5, checkpoint_interval: 5}
+training: {effective_batch: 8, updates: )" +
+         std::to_string(updates) + R"(, seed: 7, eval_interval: 5, checkpoint_interval: 5}
 runtime: {threads: 1}
 )";
 }

@@ -63,7 +63,8 @@ TEST(JobSpecParserTest, UnknownKeyNamesFileLineAndKey) {
 TEST(JobSpecParserTest, WrongTypeNamesExpectedValue) {
   const std::string error = ErrorOf(std::string(kMinimal) + "training:\n  updates: many\n");
   EXPECT_NE(error.find("job.yaml:9: training.updates: expected an integer in [1, "),
-            std::string::npos) << error;
+            std::string::npos)
+      << error;
   EXPECT_NE(error.find("got 'many'"), std::string::npos) << error;
 }
 
@@ -75,10 +76,13 @@ TEST(JobSpecParserTest, OutOfRangeValueIsRejected) {
 TEST(JobSpecParserTest, CrossFieldChecks) {
   std::string error = ErrorOf("model: {n_head: 3, n_embd: 32}\ndata: {files: [a]}\n");
   EXPECT_NE(error.find("model.n_head: expected an integer that divides model.n_embd (32), got 3"),
-            std::string::npos) << error;
-  error = ErrorOf(std::string(kMinimal) + "training: {effective_batch: 8}\nplan: {microbatch: 16}\n");
+            std::string::npos)
+      << error;
+  error =
+      ErrorOf(std::string(kMinimal) + "training: {effective_batch: 8}\nplan: {microbatch: 16}\n");
   EXPECT_NE(error.find("plan.microbatch: expected at most training.effective_batch (8)"),
-            std::string::npos) << error;
+            std::string::npos)
+      << error;
 }
 
 TEST(JobSpecParserTest, SizesDurationsAndFractions) {
@@ -121,6 +125,47 @@ TEST(JobSpecParserTest, ThreadsAcceptAutoOrACount) {
   EXPECT_EQ(spec->runtime.threads, 3);
   EXPECT_NE(ErrorOf(std::string(kMinimal) + "runtime: {threads: some}\n")
                 .find("runtime.threads: expected auto or an integer"),
+            std::string::npos);
+}
+
+TEST(JobSpecParserTest, PlanDerivesAccumulationAndNamesBlocks) {
+  Result<JobSpec> spec = ParseJobSpecText(std::string(kMinimal) +
+                                              "training: {effective_batch: 10}\nplan: {microbatch: "
+                                              "4, checkpoint_blocks: all, precision: bf16}\n",
+                                          "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(spec->plan.accumulation_steps, 3);  // 4 + 4 + 2
+  EXPECT_EQ(spec->plan.checkpoint_blocks, (std::vector<int>{0, 1}));
+  EXPECT_EQ(spec->plan.precision, Precision::kBf16);
+
+  spec = ParseJobSpecText(std::string(kMinimal) +
+                              "training: {effective_batch: 32}\nplan: {accumulation_steps: 4, "
+                              "checkpoint_blocks: [1, 1], precision: fp16}\n",
+                          "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(spec->plan.microbatch, 8);
+  EXPECT_EQ(spec->plan.checkpoint_blocks, (std::vector<int>{1}));
+  EXPECT_EQ(spec->plan.precision, Precision::kFp16);
+
+  spec = ParseJobSpecText(std::string(kMinimal) + "plan: {checkpoint_blocks: none}\n", "job.yaml");
+  ASSERT_TRUE(spec.ok());
+  EXPECT_TRUE(spec->plan.checkpoint_blocks.empty());
+  EXPECT_EQ(spec->plan.accumulation_steps, 1);
+}
+
+TEST(JobSpecParserTest, InconsistentPlansAreRejected) {
+  EXPECT_NE(
+      ErrorOf(std::string(kMinimal) +
+              "training: {effective_batch: 32}\nplan: {microbatch: 8, accumulation_steps: 3}\n")
+          .find("plan.accumulation_steps: expected 4 (effective batch 32 in microbatches of 8), "
+                "got 3"),
+      std::string::npos);
+  EXPECT_NE(
+      ErrorOf(std::string(kMinimal) + "plan: {checkpoint_blocks: [2]}\n")
+          .find("plan.checkpoint_blocks: expected all or none or a list of integers in [0, 1]"),
+      std::string::npos);
+  EXPECT_NE(ErrorOf(std::string(kMinimal) + "plan: {precision: fp8}\n")
+                .find("plan.precision: expected one of fp32 bf16 fp16, got 'fp8'"),
             std::string::npos);
 }
 

@@ -84,7 +84,8 @@ TEST(CrossEntropySumTest, MaskedTargetsCarryNoLoss) {
   LossTerms terms = CrossEntropySum(logits, targets);
   EXPECT_EQ(terms.count, 3);
   const torch::Tensor log_probs = torch::log_softmax(logits, -1);
-  const double expected = -(log_probs[0][0][1] + log_probs[0][2][2] + log_probs[1][2][4]).item<double>();
+  const double expected =
+      -(log_probs[0][0][1] + log_probs[0][2][2] + log_probs[1][2][4]).item<double>();
   EXPECT_NEAR(terms.sum.item<double>(), expected, 1e-5);
 }
 

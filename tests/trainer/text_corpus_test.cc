@@ -27,8 +27,9 @@ TEST(TextCorpusTest, LoadsRealTextWithOneSlicePerFile) {
 
 TEST(TextCorpusTest, SymlinksToTheSameFileCountOnce) {
   // GPL is a symlink to GPL-3 on Debian.
-  Result<TextCorpus> corpus = TextCorpus::Load(
-      Files({std::string(testing::kLicenceDir) + "/GPL-3", std::string(testing::kLicenceDir) + "/GPL"}), 32);
+  Result<TextCorpus> corpus = TextCorpus::Load(Files({std::string(testing::kLicenceDir) + "/GPL-3",
+                                                      std::string(testing::kLicenceDir) + "/GPL"}),
+                                               32);
   ASSERT_TRUE(corpus.ok()) << corpus.status().message();
   EXPECT_EQ(corpus->slices().size(), 1u);
 }

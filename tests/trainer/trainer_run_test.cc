@@ -1,8 +1,8 @@
 // The trainer-run executable as a user and the daemon run it: real process, real signals.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <csignal>
+#include <nlohmann/json.hpp>
 
 #include "../support/child_process.h"
 #include "../support/temp_dir.h"
@@ -92,6 +92,56 @@ TEST(TrainerRunTest, SigtermCheckpointsAndResumeFinishesTheJob) {
   EXPECT_EQ(updates, 400 - interrupted_at);
   EXPECT_EQ(events.back()["event"], "finish");
   EXPECT_EQ(events.back()["updates"], 400);
+}
+
+TEST(TrainerRunTest, ParityOfAPlanFilePrintsOneJsonVerdict) {
+  testing::TempDir dir;
+  const std::string config = dir.Write("job.yaml", testing::TinyGptYaml(5));
+  const std::string plan =
+      dir.Write("plan.yaml", "microbatch: 2\ncheckpoint_blocks: all\nprecision: fp32\n");
+  ChildProcess child({TRAINER_RUN_PATH, "--config", config, "--plan", plan, "--parity",
+                      "--parity-updates", "3", "--json"});
+  const auto lines = child.ReadAllLines();
+  EXPECT_EQ(child.ExitCode(), 0);
+  ASSERT_EQ(lines.size(), 1u);
+  const nlohmann::json report = nlohmann::json::parse(lines[0]);
+  EXPECT_EQ(report["pass"], true);
+  EXPECT_LE(report["max_grad_diff"].get<double>(), 1e-6);
+  EXPECT_EQ(report["plan"]["accumulation_steps"], 4);
+  EXPECT_EQ(report["plan"]["checkpoint_blocks"], nlohmann::json::array({0, 1}));
+  EXPECT_EQ(report["reference_shape"]["effective_batch"], 8);
+  EXPECT_TRUE(report["tolerances"].contains("max_grad_diff"));
+}
+
+TEST(TrainerRunTest, StartEventReportsThePlanFromAPlanFile) {
+  testing::TempDir dir;
+  const std::string config = dir.Write("job.yaml", testing::TinyGptYaml(1));
+  const std::string plan = dir.Write(
+      "plan.json", R"({"accumulation_steps": 2, "checkpoint_blocks": [1], "precision": "bf16"})");
+  ChildProcess child(
+      {TRAINER_RUN_PATH, "--config", config, "--plan", plan, "--output-dir", dir.File("out")});
+  const auto events = Events(child.ReadAllLines());
+  EXPECT_EQ(child.ExitCode(), 0);
+  ASSERT_FALSE(events.empty());
+  const auto& reported = events.front()["plan"];
+  EXPECT_EQ(reported["microbatch"], 4);
+  EXPECT_EQ(reported["accumulation_steps"], 2);
+  EXPECT_EQ(reported["checkpoint_blocks"], nlohmann::json::array({1}));
+  EXPECT_EQ(reported["precision"], "bf16");
+}
+
+TEST(TrainerRunTest, InvalidPlanFileExitsTwoNamingTheKey) {
+  testing::TempDir dir;
+  const std::string config = dir.Write("job.yaml", testing::TinyGptYaml(1));
+  const std::string plan = dir.Write("plan.yaml", "checkpoint_blocks: [0, 5]\n");
+  ChildProcess child({TRAINER_RUN_PATH, "--config", config, "--plan", plan});
+  child.ReadAllLines();
+  const std::string error = child.ReadAllStderr();
+  EXPECT_EQ(child.ExitCode(), 2);
+  EXPECT_NE(error.find("plan.yaml:1: checkpoint_blocks: expected all or none or a list of integers "
+                       "in [0, 1], got '5'"),
+            std::string::npos)
+      << error;
 }
 
 }  // namespace

@@ -17,11 +17,13 @@ class RecordingSink : public EventSink {
  public:
   void Emit(const nlohmann::json& event) override {
     events.push_back(event);
-    if (stop != nullptr && event["event"] == "update" && event["update"] == stop_after) stop->store(true);
+    if (stop != nullptr && event["event"] == "update" && event["update"] == stop_after)
+      stop->store(true);
   }
   std::vector<nlohmann::json> Of(const std::string& kind) const {
     std::vector<nlohmann::json> out;
-    for (const auto& e : events) if (e["event"] == kind) out.push_back(e);
+    for (const auto& e : events)
+      if (e["event"] == kind) out.push_back(e);
     return out;
   }
   std::vector<nlohmann::json> events;
@@ -81,7 +83,7 @@ TEST_F(TrainerTest, EventsFollowTheDocumentedSchema) {
   for (const char* key : {"loss", "lr", "grad_norm", "samples_per_second", "eta_seconds"}) {
     EXPECT_TRUE(sink.Of("update")[0].contains(key)) << key;
   }
-  EXPECT_EQ(sink.Of("eval").size(), 2u);  // updates 2 and 4
+  EXPECT_EQ(sink.Of("eval").size(), 2u);        // updates 2 and 4
   ASSERT_EQ(sink.Of("checkpoint").size(), 2u);  // update 3 (interval) and 4 (final)
   EXPECT_EQ(sink.Of("checkpoint")[0]["reason"], "interval");
   EXPECT_EQ(sink.Of("eval")[0]["slices"].size(), 2u);

@@ -31,7 +31,8 @@ void TerminalProgress::Emit(const nlohmann::json& event) {
     std::fprintf(out_, "  data: %zu slices, fingerprint %.12s\n", event["data"]["slices"].size(),
                  event["data"]["fingerprint"].get<std::string>().c_str());
     if (event["resumed_from_update"].get<long long>() > 0) {
-      std::fprintf(out_, "  resumed from update %lld\n", event["resumed_from_update"].get<long long>());
+      std::fprintf(out_, "  resumed from update %lld\n",
+                   event["resumed_from_update"].get<long long>());
     }
   } else if (kind == "update") {
     const long long n = event["update"], total = event["updates"];
@@ -45,8 +46,8 @@ void TerminalProgress::Emit(const nlohmann::json& event) {
     bar_open_ = true;
   } else if (kind == "eval") {
     EndBar();
-    std::fprintf(out_, "  eval @ update %lld: mean held-out loss %.4f (", event["update"].get<long long>(),
-                 event["mean_loss"].get<double>());
+    std::fprintf(out_, "  eval @ update %lld: mean held-out loss %.4f (",
+                 event["update"].get<long long>(), event["mean_loss"].get<double>());
     bool first = true;
     for (const auto& slice : event["slices"]) {
       std::fprintf(out_, "%s%s %.3f", first ? "" : ", ", slice["name"].get<std::string>().c_str(),
@@ -57,15 +58,18 @@ void TerminalProgress::Emit(const nlohmann::json& event) {
   } else if (kind == "checkpoint") {
     EndBar();
     std::fprintf(out_, "  checkpoint @ update %lld (%s): %s\n", event["update"].get<long long>(),
-                 event["reason"].get<std::string>().c_str(), event["path"].get<std::string>().c_str());
+                 event["reason"].get<std::string>().c_str(),
+                 event["path"].get<std::string>().c_str());
   } else if (kind == "finish") {
     EndBar();
-    std::fprintf(out_, "finished %lld updates in %s: train loss %.4f, held-out loss %.4f, %.1f samples/s\n",
-                 event["updates"].get<long long>(),
-                 FormatDuration(event["elapsed_seconds"].get<double>()).c_str(),
-                 event["final_train_loss"].get<double>(), event["eval_mean_loss"].get<double>(),
-                 event["samples_per_second"].get<double>());
-    std::fprintf(out_, "  model: %s (sha256 %.12s)\n", event["model_path"].get<std::string>().c_str(),
+    std::fprintf(
+        out_, "finished %lld updates in %s: train loss %.4f, held-out loss %.4f, %.1f samples/s\n",
+        event["updates"].get<long long>(),
+        FormatDuration(event["elapsed_seconds"].get<double>()).c_str(),
+        event["final_train_loss"].get<double>(), event["eval_mean_loss"].get<double>(),
+        event["samples_per_second"].get<double>());
+    std::fprintf(out_, "  model: %s (sha256 %.12s)\n",
+                 event["model_path"].get<std::string>().c_str(),
                  event["model_sha256"].get<std::string>().c_str());
   } else if (kind == "error") {
     EndBar();

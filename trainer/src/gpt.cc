@@ -17,8 +17,10 @@ torch::Tensor BiasOptionalLayerNormImpl::forward(const torch::Tensor& x) {
 CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptOptions& options)
     : n_head_(options.n_head) {
   const std::int64_t c = options.n_embd;
-  qkv_ = register_module("qkv", torch::nn::Linear(torch::nn::LinearOptions(c, 3 * c).bias(options.bias)));
-  proj_ = register_module("proj", torch::nn::Linear(torch::nn::LinearOptions(c, c).bias(options.bias)));
+  qkv_ = register_module("qkv",
+                         torch::nn::Linear(torch::nn::LinearOptions(c, 3 * c).bias(options.bias)));
+  proj_ =
+      register_module("proj", torch::nn::Linear(torch::nn::LinearOptions(c, c).bias(options.bias)));
   attn_dropout_ = register_module("attn_dropout", torch::nn::Dropout(options.dropout));
   resid_dropout_ = register_module("resid_dropout", torch::nn::Dropout(options.dropout));
 }
@@ -27,9 +29,12 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
   const std::int64_t b = x.size(0), t = x.size(1), c = x.size(2);
   const std::int64_t head = c / n_head_;
   auto qkv = qkv_->forward(x).split(c, /*dim=*/2);
-  auto heads = [&](const torch::Tensor& m) { return m.view({b, t, n_head_, head}).transpose(1, 2); };
+  auto heads = [&](const torch::Tensor& m) {
+    return m.view({b, t, n_head_, head}).transpose(1, 2);
+  };
   torch::Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
-  torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(head));
+  torch::Tensor scores =
+      torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(head));
   const torch::Tensor future =
       torch::ones({t, t}, torch::TensorOptions().dtype(torch::kBool).device(x.device())).triu(1);
   scores = scores.masked_fill(future, -std::numeric_limits<float>::infinity());
@@ -58,8 +63,10 @@ torch::Tensor GptBlockImpl::forward(const torch::Tensor& x) {
 
 Gpt::Gpt(const GptOptions& options) : options_(options) {
   const std::int64_t c = options.n_embd;
-  token_embedding_ = register_module("token_embedding", torch::nn::Embedding(options.vocab_size, c));
-  position_embedding_ = register_module("position_embedding", torch::nn::Embedding(options.block_size, c));
+  token_embedding_ =
+      register_module("token_embedding", torch::nn::Embedding(options.vocab_size, c));
+  position_embedding_ =
+      register_module("position_embedding", torch::nn::Embedding(options.block_size, c));
   embedding_dropout_ = register_module("embedding_dropout", torch::nn::Dropout(options.dropout));
   for (int i = 0; i < options.n_layer; ++i) {
     blocks_.push_back(register_module("block" + std::to_string(i), GptBlock(options)));
@@ -86,7 +93,7 @@ torch::Tensor Gpt::forward(const torch::Tensor& tokens) {
   const torch::Tensor positions = torch::arange(t, tokens.options().dtype(torch::kLong));
   torch::Tensor x = embedding_dropout_->forward(token_embedding_->forward(tokens) +
                                                 position_embedding_->forward(positions));
-  for (auto& block : blocks_) x = block->forward(x);
+  for (int i = 0; i < num_blocks(); ++i) x = RunBlock(i, blocks_[static_cast<std::size_t>(i)], x);
   return lm_head_->forward(final_norm_->forward(x));
 }
 

@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -12,6 +13,31 @@ namespace trainerd {
 namespace {
 
 constexpr int kMaxCount = 1 << 24;
+
+Result<std::string> ReadConfigFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return Status::NotFound(path + ": cannot open: " +
+                            (std::filesystem::exists(path) ? "permission denied" : "no such file"));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+Result<YAML::Node> LoadYamlMapping(const std::string& text, const std::string& origin) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(origin + ":" + std::to_string(e.mark.line + 1) +
+                                   ": not valid YAML: " + e.msg);
+  }
+  if (!root.IsMap()) {
+    return Status::InvalidArgument(origin + ": expected a YAML mapping at the top level");
+  }
+  return root;
+}
 
 void ReadModel(YamlReader model, ModelSpec* spec) {
   std::string kind = "gpt";
@@ -26,7 +52,8 @@ void ReadModel(YamlReader model, ModelSpec* spec) {
     model.Double("dropout", &gpt.dropout, 0.0, 0.99);
     model.Bool("bias", &gpt.bias);
     if (model.ok() && gpt.n_embd % gpt.n_head != 0) {
-      model.Fail("n_head", "an integer that divides model.n_embd (" + std::to_string(gpt.n_embd) + ")",
+      model.Fail("n_head",
+                 "an integer that divides model.n_embd (" + std::to_string(gpt.n_embd) + ")",
                  std::to_string(gpt.n_head));
     }
   } else {
@@ -86,13 +113,50 @@ void ReadTraining(YamlReader training, TrainingSpec* spec) {
   training.RejectUnknownKeys();
 }
 
-void ReadPlan(YamlReader plan, const TrainingSpec& training, PlanSpec* spec) {
+// Reads the plan keys of `plan` into `spec`, validated against the job: a microbatch of at
+// most the effective batch, accumulation steps consistent with it, existing block indices.
+void ReadPlan(YamlReader plan, const ModelSpec& model, const TrainingSpec& training,
+              PlanSpec* spec) {
+  const int batch = training.effective_batch;
   plan.Int("microbatch", &spec->microbatch, 1, kMaxCount);
-  if (plan.ok() && spec->microbatch > training.effective_batch) {
-    plan.Fail("microbatch",
-              "at most training.effective_batch (" + std::to_string(training.effective_batch) + ")",
+  plan.Int("accumulation_steps", &spec->accumulation_steps, 1, kMaxCount);
+  if (plan.ok() && spec->microbatch > batch) {
+    plan.Fail("microbatch", "at most training.effective_batch (" + std::to_string(batch) + ")",
               std::to_string(spec->microbatch));
   }
+  if (plan.ok() && spec->microbatch == 0 && spec->accumulation_steps > 0) {
+    spec->microbatch = (batch + spec->accumulation_steps - 1) / spec->accumulation_steps;
+  }
+  if (spec->microbatch == 0) spec->microbatch = batch;
+  const int steps = (batch + spec->microbatch - 1) / spec->microbatch;
+  if (plan.ok() && spec->accumulation_steps != 0 && spec->accumulation_steps != steps) {
+    plan.Fail("accumulation_steps",
+              std::to_string(steps) + " (effective batch " + std::to_string(batch) +
+                  " in microbatches of " + std::to_string(spec->microbatch) + ")",
+              std::to_string(spec->accumulation_steps));
+  }
+  spec->accumulation_steps = steps;
+
+  const int blocks = NumBlocks(model);
+  std::string which;
+  if (plan.Has("checkpoint_blocks")) {
+    std::vector<int> indices;
+    plan.IntListOr("checkpoint_blocks", &indices, &which, {"all", "none"}, 0, blocks - 1);
+    if (which == "all") {
+      indices.clear();
+      for (int i = 0; i < blocks; ++i) indices.push_back(i);
+    } else if (which == "none") {
+      indices.clear();
+    }
+    std::sort(indices.begin(), indices.end());
+    indices.erase(std::unique(indices.begin(), indices.end()), indices.end());
+    spec->checkpoint_blocks = indices;
+  }
+  std::string precision = ToString(spec->precision);
+  plan.String("precision", &precision, {"fp32", "bf16", "fp16"});
+  spec->precision = precision == "bf16"   ? Precision::kBf16
+                    : precision == "fp16" ? Precision::kFp16
+                                          : Precision::kFp32;
   plan.RejectUnknownKeys();
 }
 
@@ -111,16 +175,9 @@ void ReadMemory(YamlReader memory, MemorySpec* spec) {
 }  // namespace
 
 Result<JobSpec> ParseJobSpecText(const std::string& yaml_text, const std::string& origin) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml_text);
-  } catch (const YAML::Exception& e) {
-    return Status::InvalidArgument(origin + ":" + std::to_string(e.mark.line + 1) +
-                                   ": not valid YAML: " + e.msg);
-  }
-  if (!root.IsMap()) {
-    return Status::InvalidArgument(origin + ": expected a YAML mapping at the top level");
-  }
+  Result<YAML::Node> parsed = LoadYamlMapping(yaml_text, origin);
+  if (!parsed.ok()) return parsed.status();
+  const YAML::Node& root = *parsed;
   JobSpec spec;
   spec.source_path = origin;
   const std::filesystem::path base_dir = std::filesystem::path(origin).parent_path();
@@ -130,29 +187,50 @@ Result<JobSpec> ParseJobSpecText(const std::string& yaml_text, const std::string
   ReadOptimizer(top.Child("optimizer"), &spec.optimizer);
   ReadSchedule(top.Child("schedule"), spec.optimizer, &spec.schedule);
   ReadTraining(top.Child("training"), &spec.training);
-  ReadPlan(top.Child("plan"), spec.training, &spec.plan);
+  if (top.ok()) ReadPlan(top.Child("plan"), spec.model, spec.training, &spec.plan);
   ReadRuntime(top.Child("runtime"), &spec.runtime);
   ReadMemory(top.Child("memory"), &spec.memory);
   top.DurationSeconds("window", &spec.window_seconds);
   top.RejectUnknownKeys();
   if (!top.ok()) return Status::InvalidArgument(top.first_error());
-  if (spec.plan.microbatch == 0) spec.plan.microbatch = spec.training.effective_batch;
   return spec;
 }
 
 Result<JobSpec> ParseJobSpecFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return Status::NotFound(path + ": cannot open config file: " +
-                            (std::filesystem::exists(path) ? "permission denied" : "no such file"));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ParseJobSpecText(text.str(), path);
+  Result<std::string> text = ReadConfigFile(path);
+  if (!text.ok()) return text.status();
+  return ParseJobSpecText(*text, path);
 }
 
-const char* ToString(ModelKind kind) {
-  return kind == ModelKind::kGpt ? "gpt" : "mlp";
+Status ApplyPlanFile(const std::string& path, JobSpec* spec) {
+  Result<std::string> text = ReadConfigFile(path);
+  if (!text.ok()) return text.status();
+  Result<YAML::Node> root = LoadYamlMapping(*text, path);
+  if (!root.ok()) return root.status();
+  PlanSpec plan;
+  YamlReader reader(*root, path, "");
+  ReadPlan(reader, spec->model, spec->training, &plan);
+  if (!reader.ok()) return Status::InvalidArgument(reader.first_error());
+  spec->plan = plan;
+  return Status::Ok();
+}
+
+const char* ToString(ModelKind kind) { return kind == ModelKind::kGpt ? "gpt" : "mlp"; }
+
+const char* ToString(Precision precision) {
+  switch (precision) {
+    case Precision::kFp32:
+      return "fp32";
+    case Precision::kBf16:
+      return "bf16";
+    case Precision::kFp16:
+      return "fp16";
+  }
+  return "?";
+}
+
+int NumBlocks(const ModelSpec& model) {
+  return model.kind == ModelKind::kGpt ? model.gpt.n_layer : model.mlp.layers;
 }
 
 }  // namespace trainerd

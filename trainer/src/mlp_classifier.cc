@@ -20,7 +20,7 @@ MlpClassifier::MlpClassifier(const MlpOptions& options, std::int64_t in_features
 
 torch::Tensor MlpClassifier::forward(const torch::Tensor& features) {
   torch::Tensor x = features;
-  for (auto& block : blocks_) x = block->forward(x);
+  for (int i = 0; i < num_blocks(); ++i) x = RunBlock(i, blocks_[static_cast<std::size_t>(i)], x);
   return head_->forward(x);
 }
 

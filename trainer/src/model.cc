@@ -2,10 +2,25 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
+
 #include "trainerd/trainer/gpt.h"
 #include "trainerd/trainer/mlp_classifier.h"
 
 namespace trainerd {
+
+void TrainableModel::set_checkpointed_blocks(const std::vector<int>& blocks) {
+  for (int index : blocks) {
+    TORCH_CHECK(index >= 0 && index < num_blocks(), "checkpoint block ", index,
+                " out of range for a model of ", num_blocks(), " blocks");
+  }
+  checkpointed_ = blocks;
+  std::sort(checkpointed_.begin(), checkpointed_.end());
+}
+
+bool TrainableModel::IsCheckpointed(int index) const {
+  return std::binary_search(checkpointed_.begin(), checkpointed_.end(), index);
+}
 
 std::shared_ptr<TrainableModel> BuildModel(const ModelSpec& spec, int num_classes) {
   if (spec.kind == ModelKind::kGpt) return std::make_shared<Gpt>(spec.gpt);

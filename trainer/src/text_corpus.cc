@@ -49,7 +49,8 @@ Result<TextCorpus> TextCorpus::Load(const DataSpec& spec, int window) {
     slice.name = canonical.filename().string();
     slice.path = canonical.string();
     const auto size = static_cast<std::int64_t>(bytes.size());
-    slice.holdout_bytes = static_cast<std::int64_t>(static_cast<double>(size) * spec.holdout_fraction);
+    slice.holdout_bytes =
+        static_cast<std::int64_t>(static_cast<double>(size) * spec.holdout_fraction);
     slice.train_bytes = size - slice.holdout_bytes;
     if (slice.train_bytes < need || slice.holdout_bytes < need) {
       return Status::InvalidArgument(

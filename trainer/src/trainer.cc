@@ -45,24 +45,33 @@ int ConfigureThreads(const RuntimeSpec& runtime) {
 }
 
 Trainer::Trainer(const JobSpec& spec, const TextCorpus& corpus, EventSink* sink)
-    : spec_(spec), corpus_(corpus), sink_(sink) {
+    : spec_(spec),
+      corpus_(corpus),
+      sink_(sink),
+      device_(spec.runtime.device == "cuda" ? torch::kCUDA : torch::kCPU) {
   torch::manual_seed(spec_.training.seed);
   model_ = BuildModel(spec_.model, static_cast<int>(corpus_.slices().size()));
+  model_->set_checkpointed_blocks(spec_.plan.checkpoint_blocks);
+  model_->to(device_);
   const OptimizerSpec& o = spec_.optimizer;
-  optimizer_ = std::make_unique<torch::optim::AdamW>(
-      model_->parameters(), torch::optim::AdamWOptions(o.lr)
-                                .betas({o.beta1, o.beta2})
-                                .weight_decay(o.weight_decay)
-                                .eps(o.eps));
+  optimizer_ =
+      std::make_unique<torch::optim::AdamW>(model_->parameters(), torch::optim::AdamWOptions(o.lr)
+                                                                      .betas({o.beta1, o.beta2})
+                                                                      .weight_decay(o.weight_decay)
+                                                                      .eps(o.eps));
+  if (spec_.plan.precision == Precision::kFp16) scaler_.emplace();
   job_identity_ = JobIdentity(spec_, corpus_.fingerprint());
 }
 
+PrecisionContext Trainer::precision_context() {
+  return {spec_.plan.precision, scaler_ ? &*scaler_ : nullptr};
+}
+
 nlohmann::json Trainer::StartEvent(int resumed_from) const {
-  const int microbatch = spec_.plan.microbatch;
-  const int steps = (spec_.training.effective_batch + microbatch - 1) / microbatch;
   nlohmann::json slices = nlohmann::json::array();
   for (const auto& s : corpus_.slices()) {
-    slices.push_back({{"name", s.name}, {"train_bytes", s.train_bytes}, {"holdout_bytes", s.holdout_bytes}});
+    slices.push_back(
+        {{"name", s.name}, {"train_bytes", s.train_bytes}, {"holdout_bytes", s.holdout_bytes}});
   }
   return {
       {"event", "start"},
@@ -73,7 +82,11 @@ nlohmann::json Trainer::StartEvent(int resumed_from) const {
         {"parameters", CountParameters(*model_)},
         {"blocks", model_->num_blocks()},
         {"block_size", spec_.model.gpt.block_size}}},
-      {"plan", {{"microbatch", microbatch}, {"accumulation_steps", steps}}},
+      {"plan",
+       {{"microbatch", spec_.plan.microbatch},
+        {"accumulation_steps", spec_.plan.accumulation_steps},
+        {"checkpoint_blocks", spec_.plan.checkpoint_blocks},
+        {"precision", ToString(spec_.plan.precision)}}},
       {"effective_batch", spec_.training.effective_batch},
       {"updates", spec_.training.updates},
       {"seed", spec_.training.seed},
@@ -87,37 +100,33 @@ nlohmann::json Trainer::StartEvent(int resumed_from) const {
   };
 }
 
-Result<double> Trainer::Update(int update, double* grad_norm) {
+UpdateStats Trainer::TrainUpdate(int update) {
   const TrainingSpec& t = spec_.training;
-  const double lr = LearningRateAt(spec_.optimizer, spec_.schedule, update, t.updates);
+  UpdateStats stats;
+  stats.lr = LearningRateAt(spec_.optimizer, spec_.schedule, update, t.updates);
   for (auto& group : optimizer_->param_groups()) {
-    static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+    static_cast<torch::optim::AdamWOptions&>(group.options()).lr(stats.lr);
   }
-  // Every microbatch of the update, drawn first so the loss divisor (valid targets in the
-  // whole effective batch) is known before the first backward.
+  // Sample i of the stream is fixed by (seed, i): the split into microbatches changes
+  // nothing about which samples the update sees.
   const std::int64_t first_sample = static_cast<std::int64_t>(update) * t.effective_batch;
   std::vector<Batch> microbatches;
-  std::int64_t valid_targets = 0;
   for (std::int64_t done = 0; done < t.effective_batch; done += spec_.plan.microbatch) {
-    const std::int64_t count = std::min<std::int64_t>(spec_.plan.microbatch, t.effective_batch - done);
-    microbatches.push_back(corpus_.TrainingSamples(t.seed, first_sample + done, count,
-                                                   model_->sample_format()));
-    valid_targets += microbatches.back().targets.ne(-1).sum().item<std::int64_t>();
+    const std::int64_t count =
+        std::min<std::int64_t>(spec_.plan.microbatch, t.effective_batch - done);
+    Batch batch =
+        corpus_.TrainingSamples(t.seed, first_sample + done, count, model_->sample_format());
+    batch.inputs = batch.inputs.to(device_);
+    batch.targets = batch.targets.to(device_);
+    microbatches.push_back(std::move(batch));
   }
   optimizer_->zero_grad();
-  double loss_sum = 0;
-  for (const Batch& batch : microbatches) {
-    LossTerms terms = CrossEntropySum(model_->forward(batch.inputs), batch.targets);
-    (terms.sum / static_cast<double>(valid_targets)).backward();
-    loss_sum += terms.sum.item<double>();
-  }
-  const double loss = loss_sum / static_cast<double>(valid_targets);
-  if (!std::isfinite(loss)) return loss;  // the caller stops; no step on a diverged loss
-  // An infinite limit measures the norm without clipping when clipping is disabled.
-  *grad_norm = torch::nn::utils::clip_grad_norm_(
-      model_->parameters(), t.grad_clip > 0 ? t.grad_clip : std::numeric_limits<double>::infinity());
-  optimizer_->step();
-  return loss;
+  stats.loss = AccumulateGradients(*model_, microbatches, precision_context());
+  if (!std::isfinite(stats.loss)) return stats;  // the caller stops; no step on a diverged loss
+  const StepResult step = UnscaleClipStep(*model_, *optimizer_, t.grad_clip, precision_context());
+  stats.grad_norm = step.grad_norm;
+  stats.skipped = step.skipped;
+  return stats;
 }
 
 std::vector<SliceLoss> Trainer::Evaluate() {
@@ -125,10 +134,12 @@ std::vector<SliceLoss> Trainer::Evaluate() {
   model_->eval();
   std::vector<SliceLoss> losses;
   for (std::size_t i = 0; i < corpus_.slices().size(); ++i) {
-    const Batch batch = corpus_.HeldOutSamples(i, spec_.data.eval_windows_per_slice,
-                                               model_->sample_format());
-    const LossTerms terms = CrossEntropySum(model_->forward(batch.inputs), batch.targets);
-    losses.push_back({corpus_.slices()[i].name, terms.sum.item<double>() / static_cast<double>(terms.count)});
+    const Batch batch =
+        corpus_.HeldOutSamples(i, spec_.data.eval_windows_per_slice, model_->sample_format());
+    const LossTerms terms =
+        CrossEntropySum(model_->forward(batch.inputs.to(device_)), batch.targets.to(device_));
+    losses.push_back(
+        {corpus_.slices()[i].name, terms.sum.item<double>() / static_cast<double>(terms.count)});
   }
   model_->train();
   return losses;
@@ -142,16 +153,35 @@ Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
           LoadTrainingCheckpoint(options.checkpoint_path, *model_, *optimizer_, job_identity_);
       if (!state.ok()) return state.status();
       outcome.updates_done = state->updates_done;
+      model_->to(device_);  // loading may have replaced parameter storage with host tensors
+      if (scaler_ && state->loss_scale) scaler_->Restore(*state->loss_scale, state->clean_updates);
     }
     model_->train();
     sink_->Emit(StartEvent(outcome.updates_done));
+    if (model_->has_batch_statistics() && spec_.plan.accumulation_steps > 1) {
+      sink_->Emit({{"event", "warning"},
+                   {"kind", "batch_norm_accumulation"},
+                   {"message", "the model normalises over each microbatch (BatchNorm): with " +
+                                   std::to_string(spec_.plan.accumulation_steps) +
+                                   " accumulation steps its statistics cover " +
+                                   std::to_string(spec_.plan.microbatch) +
+                                   " samples, not the effective batch of " +
+                                   std::to_string(spec_.training.effective_batch) +
+                                   ", so accumulation is not equivalent to one large batch"}});
+    }
 
     auto checkpoint = [&](const char* reason) -> Status {
-      Status s = SaveTrainingCheckpoint(options.checkpoint_path, *model_, *optimizer_,
-                                        {outcome.updates_done, job_identity_});
+      CheckpointState state{outcome.updates_done, job_identity_, std::nullopt, 0};
+      if (scaler_) {
+        state.loss_scale = scaler_->scale();
+        state.clean_updates = scaler_->clean_updates();
+      }
+      Status s = SaveTrainingCheckpoint(options.checkpoint_path, *model_, *optimizer_, state);
       if (s.ok()) {
-        sink_->Emit({{"event", "checkpoint"}, {"update", outcome.updates_done},
-                     {"path", options.checkpoint_path}, {"reason", reason}});
+        sink_->Emit({{"event", "checkpoint"},
+                     {"update", outcome.updates_done},
+                     {"path", options.checkpoint_path},
+                     {"reason", reason}});
       }
       return s;
     };
@@ -168,18 +198,16 @@ Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
         return outcome;
       }
       const auto update_started = Clock::now();
-      double grad_norm = 0;
-      Result<double> loss = Update(update, &grad_norm);
-      if (!loss.ok()) return loss.status();
-      if (!std::isfinite(*loss)) {
+      const UpdateStats stats = TrainUpdate(update);
+      if (!std::isfinite(stats.loss)) {
         outcome.kind = TrainOutcome::Kind::kDiverged;
-        outcome.message = "training loss is " + std::to_string(*loss) + " at update " +
+        outcome.message = "training loss is " + std::to_string(stats.loss) + " at update " +
                           std::to_string(update + 1) + "; lower optimizer.lr or check the data";
         return outcome;
       }
       const auto now = Clock::now();
       outcome.updates_done = update + 1;
-      outcome.final_train_loss = *loss;
+      outcome.final_train_loss = stats.loss;
       const double update_seconds = Seconds(now - update_started);
       if (update - first >= kWarmupUpdates) {
         ++measured_updates;
@@ -191,9 +219,11 @@ Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
       sink_->Emit({{"event", "update"},
                    {"update", outcome.updates_done},
                    {"updates", t.updates},
-                   {"loss", *loss},
-                   {"lr", LearningRateAt(spec_.optimizer, spec_.schedule, update, t.updates)},
-                   {"grad_norm", grad_norm},
+                   {"loss", stats.loss},
+                   {"lr", stats.lr},
+                   {"grad_norm", std::isfinite(stats.grad_norm) ? nlohmann::json(stats.grad_norm)
+                                                                : nlohmann::json(nullptr)},
+                   {"skipped", stats.skipped},
                    {"update_seconds", update_seconds},
                    {"samples_per_second", samples_per_second},
                    {"tokens_per_second", samples_per_second * corpus_.window()},
@@ -202,8 +232,10 @@ Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
       const bool last = outcome.updates_done == t.updates;
       if (last || outcome.updates_done % t.eval_interval == 0) {
         outcome.eval = Evaluate();
-        sink_->Emit({{"event", "eval"}, {"update", outcome.updates_done},
-                     {"slices", SlicesJson(outcome.eval)}, {"mean_loss", MeanLoss(outcome.eval)}});
+        sink_->Emit({{"event", "eval"},
+                     {"update", outcome.updates_done},
+                     {"slices", SlicesJson(outcome.eval)},
+                     {"mean_loss", MeanLoss(outcome.eval)}});
       }
       if (last || outcome.updates_done % t.checkpoint_interval == 0) {
         if (Status s = checkpoint(last ? "final" : "interval"); !s.ok()) return s;
@@ -232,8 +264,8 @@ Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
                   throughput_updates * static_cast<double>(t.effective_batch) / throughput_seconds},
                  {"throughput_method",
                   "wall clock per optimizer update (CPU ops are synchronous), evaluation and "
-                  "checkpoints excluded, first " + std::to_string(kWarmupUpdates) +
-                      " updates excluded as warm-up"}});
+                  "checkpoints excluded, first " +
+                      std::to_string(kWarmupUpdates) + " updates excluded as warm-up"}});
   } catch (const c10::Error& e) {
     return Status::Internal(std::string("LibTorch: ") + e.what_without_backtrace());
   }

@@ -27,10 +27,10 @@ std::string JobIdentity(const JobSpec& spec, const std::string& data_fingerprint
             << g.n_embd << ' ' << g.block_size << ' ' << g.vocab_size << ' ' << g.dropout << ' '
             << g.bias << ' ' << m.hidden << ' ' << m.layers << ' ' << m.batch_norm << ' '
             << m.dropout << "\ndata " << data_fingerprint << ' ' << spec.data.holdout_fraction
-            << "\nadamw " << o.lr << ' ' << o.beta1 << ' ' << o.beta2 << ' ' << o.weight_decay << ' '
-            << o.eps << "\nschedule " << spec.schedule.warmup_updates << ' ' << spec.schedule.min_lr
-            << "\ntraining " << t.effective_batch << ' ' << t.updates << ' ' << t.grad_clip << ' '
-            << t.seed << '\n';
+            << "\nadamw " << o.lr << ' ' << o.beta1 << ' ' << o.beta2 << ' ' << o.weight_decay
+            << ' ' << o.eps << "\nschedule " << spec.schedule.warmup_updates << ' '
+            << spec.schedule.min_lr << "\ntraining " << t.effective_batch << ' ' << t.updates << ' '
+            << t.grad_clip << ' ' << t.seed << '\n';
   return Sha256Hex(canonical.str());
 }
 
@@ -43,6 +43,11 @@ Status SaveTrainingCheckpoint(const std::string& path, torch::nn::Module& model,
     archive.write("updates_done", torch::tensor(static_cast<std::int64_t>(state.updates_done)));
     archive.write("job_identity", c10::IValue(state.job_identity));
     archive.write("rng_cpu", compat::CpuRngState());
+    if (state.loss_scale) {
+      archive.write("loss_scale", torch::tensor(*state.loss_scale, torch::kDouble));
+      archive.write("loss_scale_clean_updates",
+                    torch::tensor(static_cast<std::int64_t>(state.clean_updates)));
+    }
     torch::serialize::OutputArchive model_archive;
     model.save(model_archive);
     archive.write("model", model_archive);
@@ -75,10 +80,10 @@ Result<CheckpointState> LoadTrainingCheckpoint(const std::string& path, torch::n
     archive.read("job_identity", identity);
     state.job_identity = identity.toStringRef();
     if (state.job_identity != expected_identity) {
-      return Status::FailedPrecondition(
-          path + ": checkpoint belongs to another job (identity " + state.job_identity.substr(0, 12) +
-          ", this job is " + expected_identity.substr(0, 12) +
-          "): model, data, optimizer, schedule or batch changed");
+      return Status::FailedPrecondition(path + ": checkpoint belongs to another job (identity " +
+                                        state.job_identity.substr(0, 12) + ", this job is " +
+                                        expected_identity.substr(0, 12) +
+                                        "): model, data, optimizer, schedule or batch changed");
     }
     torch::Tensor updates, rng;
     archive.read("updates_done", updates);
@@ -91,6 +96,12 @@ Result<CheckpointState> LoadTrainingCheckpoint(const std::string& path, torch::n
     archive.read("optimizer", optimizer_archive);
     optimizer.load(optimizer_archive);
     compat::SetCpuRngState(rng);
+    torch::Tensor scale, clean;
+    if (archive.try_read("loss_scale", scale) &&
+        archive.try_read("loss_scale_clean_updates", clean)) {
+      state.loss_scale = scale.item<double>();
+      state.clean_updates = static_cast<int>(clean.item<std::int64_t>());
+    }
   } catch (const c10::Error& e) {
     return Status::Corruption(path + ": cannot read checkpoint: " + e.what_without_backtrace());
   }

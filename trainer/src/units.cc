@@ -81,9 +81,18 @@ Result<double> ParseDurationSeconds(std::string_view text) {
     std::size_t unit_len = 0;
     if (!rest.empty()) {
       switch (rest.front()) {
-        case 'h': scale = 3600; unit_len = 1; break;
-        case 'm': scale = 60; unit_len = 1; break;
-        case 's': scale = 1; unit_len = 1; break;
+        case 'h':
+          scale = 3600;
+          unit_len = 1;
+          break;
+        case 'm':
+          scale = 60;
+          unit_len = 1;
+          break;
+        case 's':
+          scale = 1;
+          unit_len = 1;
+          break;
         default:
           return Status::InvalidArgument("unknown duration unit in '" + original +
                                          "' (expected h, m or s)");

@@ -31,7 +31,10 @@ YamlReader::YamlReader(const YAML::Node& node, std::string origin, std::string p
 
 YamlReader::YamlReader(const YAML::Node& node, std::string origin, std::string prefix,
                        std::shared_ptr<std::vector<std::string>> errors)
-    : node_(node), origin_(std::move(origin)), prefix_(std::move(prefix)), errors_(std::move(errors)) {}
+    : node_(node),
+      origin_(std::move(origin)),
+      prefix_(std::move(prefix)),
+      errors_(std::move(errors)) {}
 
 std::string YamlReader::Where(const YAML::Node& at, const std::string& key) const {
   const YAML::Mark mark = at.Mark();
@@ -64,7 +67,8 @@ std::optional<YAML::Node> YamlReader::Lookup(const std::string& key) {
 void YamlReader::Int(const std::string& key, int* out, int min, int max) {
   auto value = Lookup(key);
   if (!value) return;
-  const std::string expected = "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  const std::string expected =
+      "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
   long long parsed = 0;
   if (!value->IsScalar() || !YAML::convert<long long>::decode(*value, parsed) || parsed < min ||
       parsed > max) {
@@ -124,7 +128,8 @@ void YamlReader::String(const std::string& key, std::string* out,
     FailAt(*value, key, expected);
     return;
   }
-  if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), value->Scalar()) == allowed.end()) {
+  if (!allowed.empty() &&
+      std::find(allowed.begin(), allowed.end(), value->Scalar()) == allowed.end()) {
     FailAt(*value, key, expected);
     return;
   }
@@ -152,8 +157,9 @@ void YamlReader::StringList(const std::string& key, std::vector<std::string>* ou
 void YamlReader::Bytes(const std::string& key, std::int64_t* out) {
   auto value = Lookup(key);
   if (!value) return;
-  Result<std::int64_t> parsed = value->IsScalar() ? ParseBytes(value->Scalar())
-                                                  : Result<std::int64_t>(Status::InvalidArgument(""));
+  Result<std::int64_t> parsed = value->IsScalar()
+                                    ? ParseBytes(value->Scalar())
+                                    : Result<std::int64_t>(Status::InvalidArgument(""));
   if (!parsed.ok() || *parsed <= 0) {
     FailAt(*value, key, "a positive size such as 24GiB, 512MiB or 0.34GB");
     return;
@@ -191,6 +197,34 @@ void YamlReader::IntOrAuto(const std::string& key, int* out, int min, int max) {
   *out = static_cast<int>(parsed);
 }
 
+void YamlReader::IntListOr(const std::string& key, std::vector<int>* out, std::string* word,
+                           const std::vector<std::string>& words, int min, int max) {
+  auto value = Lookup(key);
+  if (!value) return;
+  std::string expected;
+  for (const auto& w : words) expected += w + " or ";
+  expected += "a list of integers in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  if (value->IsScalar() && std::find(words.begin(), words.end(), value->Scalar()) != words.end()) {
+    *word = value->Scalar();
+    return;
+  }
+  if (!value->IsSequence()) {
+    FailAt(*value, key, expected);
+    return;
+  }
+  std::vector<int> parsed;
+  for (const auto& item : *value) {
+    long long n = 0;
+    if (!item.IsScalar() || !YAML::convert<long long>::decode(item, n) || n < min || n > max) {
+      FailAt(item, key, expected);
+      return;
+    }
+    parsed.push_back(static_cast<int>(n));
+  }
+  word->clear();
+  *out = std::move(parsed);
+}
+
 void YamlReader::Fraction(const std::string& key, double* out, double min, double max) {
   auto value = Lookup(key);
   if (!value) return;
@@ -206,8 +240,7 @@ void YamlReader::Fraction(const std::string& key, double* out, double min, doubl
     if (percent) parsed /= 100.0;
   }
   if (!valid || parsed < min || parsed > max) {
-    FailAt(*value, key,
-           "a fraction in [" + Num(min) + ", " + Num(max) + "] such as 0.1 or 10%");
+    FailAt(*value, key, "a fraction in [" + Num(min) + ", " + Num(max) + "] such as 0.1 or 10%");
     return;
   }
   *out = parsed;

@@ -1,8 +1,12 @@
 // trainer-run: trains one job in the foreground. See `trainer-run --help`.
+#include <torch/cuda.h>
+#include <torch/version.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -12,22 +16,33 @@
 #include "trainerd/trainer/event_sink.h"
 #include "trainerd/trainer/exit_codes.h"
 #include "trainerd/trainer/job_spec_parser.h"
+#include "trainerd/trainer/parity.h"
 #include "trainerd/trainer/text_corpus.h"
 #include "trainerd/trainer/trainer.h"
 
 namespace {
 
-constexpr const char* kUsage = R"(usage: trainer-run --config FILE [--output-dir DIR] [--resume] [--json]
+constexpr const char* kUsage =
+    R"(usage: trainer-run --config FILE [--plan FILE] [--output-dir DIR] [--resume] [--json]
+       trainer-run --config FILE [--plan FILE] --parity [--parity-updates N] [--json]
 
 Trains the job described by a YAML job spec in the foreground.
 
 options:
-  --config FILE      job spec (model, data, optimizer, schedule, training, plan, runtime)
-  --output-dir DIR   where the training checkpoint (checkpoint.pt) and the model artifact
-                     (model.pt) are written; default: runs/<config name>
-  --resume           continue from DIR/checkpoint.pt (same job; the plan may differ)
-  --json             JSON lines on stdout even on a terminal (default when stdout is not one)
-  --help             this text
+  --config FILE        job spec (model, data, optimizer, schedule, training, plan, runtime)
+  --plan FILE          replace the spec's plan with this YAML/JSON mapping: microbatch,
+                       accumulation_steps, checkpoint_blocks (all, none or [0, 2]),
+                       precision (fp32, bf16, fp16)
+  --output-dir DIR     where the training checkpoint (checkpoint.pt) and the model artifact
+                       (model.pt) are written; default: runs/<config name>
+  --resume             continue from DIR/checkpoint.pt (same job; the plan may differ)
+  --parity             release check of the plan: N updates of the plan against the
+                       reference (no checkpointing, real large batch, fp32), same data and
+                       seed; prints the max gradient and loss differences and a verdict;
+                       exit 0 pass, 7 fail
+  --parity-updates N   updates in the parity run (default 5)
+  --json               JSON on stdout even on a terminal (default when stdout is not one)
+  --help               this text
 
 output: on a terminal a progress bar; otherwise one JSON object per line with "event" one of
   start, update, eval, checkpoint, finish, error (schema: docs/trainer-run.md).
@@ -41,6 +56,7 @@ exit codes:
   3   invalid data (missing, empty, unreadable, too short for block_size)
   5   --resume: checkpoint missing, corrupt, or written by a different job
   6   training diverged (non-finite loss)
+  7   --parity: the plan does not match the reference within tolerance
   75  interrupted by a signal after writing a checkpoint
 )";
 
@@ -50,10 +66,30 @@ extern "C" void RequestStop(int /*signal*/) { g_stop_requested.store(true); }
 
 struct Args {
   std::string config;
+  std::string plan;
+  bool parity = false;
+  int parity_updates = 5;
   std::string output_dir;
   bool resume = false;
   bool json = false;
 };
+
+void PrintParity(const trainerd::ParityReport& report, const trainerd::PlanSpec& plan, bool json) {
+  if (json) {
+    std::cout << report.ToJson(plan).dump() << std::endl;
+    return;
+  }
+  std::printf(
+      "parity of plan microbatch %d x %d, checkpoint %zu blocks, %s against the fp32 "
+      "large-batch reference, %d updates:\n",
+      plan.microbatch, plan.accumulation_steps, plan.checkpoint_blocks.size(),
+      trainerd::ToString(plan.precision), report.updates);
+  std::printf("  max |grad difference|  %.3g  (tolerance %.3g, at %s)\n", report.max_grad_diff,
+              report.tolerances.max_grad_diff, report.max_grad_parameter.c_str());
+  std::printf("  max |loss difference|  %.3g  (tolerance %.3g)\n", report.max_loss_diff,
+              report.tolerances.max_loss_diff);
+  std::printf("%s\n", report.pass ? "PASS" : "FAIL");
+}
 
 int UsageError(const std::string& message) {
   std::cerr << "trainer-run: " << message << "\n\n" << kUsage;
@@ -80,6 +116,22 @@ int main(int argc, char** argv) {
       const char* v = value("--output-dir");
       if (v == nullptr) return trainerd::exit_code::kUsage;
       args.output_dir = v;
+    } else if (arg == "--plan") {
+      const char* v = value("--plan");
+      if (v == nullptr) return trainerd::exit_code::kUsage;
+      args.plan = v;
+    } else if (arg == "--parity") {
+      args.parity = true;
+    } else if (arg == "--parity-updates") {
+      const char* v = value("--parity-updates");
+      if (v == nullptr) return trainerd::exit_code::kUsage;
+      char* end = nullptr;
+      const long n = std::strtol(v, &end, 10);
+      if (*end != '\0' || n < 1 || n > 1000) {
+        return UsageError(std::string("--parity-updates: expected an integer in [1, 1000], got '") +
+                          v + "'");
+      }
+      args.parity_updates = static_cast<int>(n);
     } else if (arg == "--resume") {
       args.resume = true;
     } else if (arg == "--json") {
@@ -105,11 +157,30 @@ int main(int argc, char** argv) {
   try {
     trainerd::Result<trainerd::JobSpec> spec = trainerd::ParseJobSpecFile(args.config);
     if (!spec.ok()) return fail("config", spec.status().message(), trainerd::exit_code::kUsage);
+    if (!args.plan.empty()) {
+      if (trainerd::Status s = trainerd::ApplyPlanFile(args.plan, &*spec); !s.ok()) {
+        return fail("config", s.message(), trainerd::exit_code::kUsage);
+      }
+    }
+    if (spec->runtime.device == "cuda" && !torch::cuda::is_available()) {
+      return fail("config",
+                  args.config + ": runtime.device: cuda requested but this LibTorch (" +
+                      TORCH_VERSION + ") sees no CUDA device; use device: cpu",
+                  trainerd::exit_code::kUsage);
+    }
     trainerd::ConfigureThreads(spec->runtime);
     trainerd::Result<trainerd::TextCorpus> corpus =
         trainerd::TextCorpus::Load(spec->data, spec->model.gpt.block_size);
     if (!corpus.ok()) return fail("data", corpus.status().message(), trainerd::exit_code::kBadData);
 
+    if (args.parity) {
+      trainerd::Result<trainerd::ParityReport> report =
+          trainerd::CheckParity(*spec, *corpus, args.parity_updates);
+      if (!report.ok())
+        return fail("internal", report.status().message(), trainerd::exit_code::kInternal);
+      PrintParity(*report, spec->plan, args.json || !::isatty(STDOUT_FILENO));
+      return report->pass ? trainerd::exit_code::kOk : trainerd::exit_code::kParityFailed;
+    }
     if (args.output_dir.empty()) {
       args.output_dir = "runs/" + std::filesystem::path(args.config).stem().string();
     }

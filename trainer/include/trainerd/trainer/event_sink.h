@@ -3,10 +3,9 @@
 // Implementations are not thread-safe; the training loop emits from one thread.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <chrono>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 namespace trainerd {
 

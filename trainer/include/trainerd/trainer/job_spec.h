@@ -13,19 +13,19 @@ namespace trainerd {
 enum class ModelKind { kGpt, kMlpClassifier };
 
 struct GptOptions {
-  int n_layer = 4;         // decoder blocks
-  int n_head = 4;          // attention heads; must divide n_embd
-  int n_embd = 128;        // model width
-  int block_size = 128;    // context length in tokens
-  int vocab_size = 256;    // byte-level vocabulary; fixed by the data
-  double dropout = 0.0;    // probability, [0, 1)
-  bool bias = true;        // biases in Linear and LayerNorm layers
+  int n_layer = 4;       // decoder blocks
+  int n_head = 4;        // attention heads; must divide n_embd
+  int n_embd = 128;      // model width
+  int block_size = 128;  // context length in tokens
+  int vocab_size = 256;  // byte-level vocabulary; fixed by the data
+  double dropout = 0.0;  // probability, [0, 1)
+  bool bias = true;      // biases in Linear and LayerNorm layers
 };
 
 struct MlpOptions {
-  int hidden = 256;        // width of each hidden layer
-  int layers = 2;          // hidden layers ("blocks")
-  bool batch_norm = false; // BatchNorm1d after each hidden Linear
+  int hidden = 256;         // width of each hidden layer
+  int layers = 2;           // hidden layers ("blocks")
+  bool batch_norm = false;  // BatchNorm1d after each hidden Linear
   double dropout = 0.0;
 };
 
@@ -38,12 +38,12 @@ struct ModelSpec {
 struct DataSpec {
   // Text files; one slice each, named by file name. Symlinks to the same file count once.
   std::vector<std::string> files;
-  double holdout_fraction = 0.1;  // tail of each file held out for evaluation, (0, 0.5]
+  double holdout_fraction = 0.1;    // tail of each file held out for evaluation, (0, 0.5]
   int eval_windows_per_slice = 16;  // held-out windows evaluated per slice
 };
 
 struct OptimizerSpec {  // AdamW
-  double lr = 3e-3;              // peak learning rate
+  double lr = 3e-3;     // peak learning rate
   double beta1 = 0.9;
   double beta2 = 0.95;
   double weight_decay = 0.1;
@@ -55,27 +55,38 @@ struct ScheduleSpec {  // linear warmup then cosine decay, counted in optimizer 
   double min_lr = 3e-4;  // learning rate reached at the last update
 };
 
+enum class Precision {
+  kFp32,  // fp32 everywhere
+  kBf16,  // autocast to bf16; fp32 master weights and optimizer state
+  kFp16,  // autocast to fp16 where the device has it (CUDA), dynamic loss scaling always
+};
+
+// How a job is executed. A plan never changes the job: same effective batch, same mean-loss
+// gradient, same number of optimizer updates, same learning-rate schedule.
 struct PlanSpec {
-  int microbatch = 0;  // samples per forward/backward; 0 = effective batch
+  int microbatch = 0;          // samples per forward/backward; 0 = effective batch
+  int accumulation_steps = 0;  // microbatches per update: ceil(effective_batch / microbatch)
+  std::vector<int> checkpoint_blocks;  // sorted indices of blocks recomputed in backward
+  Precision precision = Precision::kFp32;
 };
 
 struct TrainingSpec {
-  int effective_batch = 32;     // samples per optimizer update
-  int updates = 200;            // optimizer updates in the job
-  double grad_clip = 1.0;       // global L2 norm; 0 disables clipping
+  int effective_batch = 32;  // samples per optimizer update
+  int updates = 200;         // optimizer updates in the job
+  double grad_clip = 1.0;    // global L2 norm; 0 disables clipping
   std::uint64_t seed = 1234;
-  int eval_interval = 50;       // updates between evaluations; the last update always evaluates
-  int checkpoint_interval = 50; // updates between training checkpoints
+  int eval_interval = 50;        // updates between evaluations; the last update always evaluates
+  int checkpoint_interval = 50;  // updates between training checkpoints
 };
 
 struct RuntimeSpec {
-  int threads = 0;              // intra-op threads; 0 = auto (all cores)
-  std::string device = "cpu";   // "cpu" or "cuda" (where LibTorch has CUDA)
+  int threads = 0;             // intra-op threads; 0 = auto (all cores)
+  std::string device = "cpu";  // "cpu" or "cuda" (where LibTorch has CUDA)
 };
 
 struct MemorySpec {
   std::int64_t budget_bytes = 24LL << 30;  // device memory the job may use
-  double reserve_fraction = 0.10;           // kept free for fragmentation and the runtime
+  double reserve_fraction = 0.10;          // kept free for fragmentation and the runtime
   std::int64_t usable_bytes() const {
     return static_cast<std::int64_t>(static_cast<double>(budget_bytes) * (1.0 - reserve_fraction));
   }
@@ -95,5 +106,8 @@ struct JobSpec {
 };
 
 const char* ToString(ModelKind kind);
+const char* ToString(Precision precision);
+// Blocks a plan may checkpoint: GPT decoder blocks or MLP hidden layers.
+int NumBlocks(const ModelSpec& model);
 
 }  // namespace trainerd

@@ -19,4 +19,8 @@ Result<JobSpec> ParseJobSpecFile(const std::string& path);
 // relative data paths.
 Result<JobSpec> ParseJobSpecText(const std::string& yaml_text, const std::string& origin);
 
+// Replaces spec->plan with the plan in the YAML (or JSON) file at `path`: a mapping with the
+// keys of the job spec's `plan:` section, validated against the job.
+Status ApplyPlanFile(const std::string& path, JobSpec* spec);
+
 }  // namespace trainerd

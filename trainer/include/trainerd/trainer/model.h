@@ -3,11 +3,14 @@
 // individually. Not thread-safe (torch modules).
 #pragma once
 
+#include <torch/csrc/autograd/grad_mode.h>
 #include <torch/nn/module.h>
 #include <torch/types.h>
 
 #include <memory>
+#include <vector>
 
+#include "trainerd/trainer/activation_checkpoint.h"
 #include "trainerd/trainer/job_spec.h"
 #include "trainerd/trainer/text_corpus.h"
 
@@ -22,6 +25,25 @@ class TrainableModel : public torch::nn::Module {
   // True when a layer's output depends on the other samples of its microbatch (BatchNorm),
   // so that gradient accumulation is not equivalent to one large batch.
   virtual bool has_batch_statistics() const = 0;
+
+  // Blocks whose activations are recomputed in backward instead of kept (plan
+  // checkpoint_blocks). REQUIRES: every index < num_blocks().
+  void set_checkpointed_blocks(const std::vector<int>& blocks);
+  const std::vector<int>& checkpointed_blocks() const { return checkpointed_; }
+
+ protected:
+  // Runs block `index`, checkpointed when the plan says so and gradients are being recorded.
+  template <typename BlockHolder>
+  torch::Tensor RunBlock(int index, BlockHolder& block, const torch::Tensor& x) {
+    if (!IsCheckpointed(index) || !torch::GradMode::is_enabled()) return block->forward(x);
+    return CheckpointedForward(
+        [block](const torch::Tensor& in) mutable { return block->forward(in); }, x,
+        block->parameters());
+  }
+
+ private:
+  bool IsCheckpointed(int index) const;
+  std::vector<int> checkpointed_;
 };
 
 // Builds the model of `spec`; `num_classes` is the classifier's output size (slices).

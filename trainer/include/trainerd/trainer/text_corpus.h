@@ -19,8 +19,8 @@
 namespace trainerd {
 
 struct TextSlice {
-  std::string name;         // file name, e.g. "GPL-3"
-  std::string path;         // canonical path
+  std::string name;  // file name, e.g. "GPL-3"
+  std::string path;  // canonical path
   std::int64_t train_bytes = 0;
   std::int64_t holdout_bytes = 0;
 };
@@ -34,7 +34,7 @@ struct Batch {
 };
 
 enum class SampleFormat {
-  kNextToken,  // inputs [B, T] token ids, targets [B, T] next tokens (GPT)
+  kNextToken,      // inputs [B, T] token ids, targets [B, T] next tokens (GPT)
   kSliceOfWindow,  // inputs [B, 256] byte histogram, targets [B] slice index (classifier)
 };
 
@@ -64,7 +64,7 @@ class TextCorpus {
   Batch Assemble(const std::vector<Window>& windows, SampleFormat format) const;
 
   std::vector<TextSlice> slices_;
-  std::vector<std::string> bytes_;              // per slice, whole file
+  std::vector<std::string> bytes_;                // per slice, whole file
   std::vector<std::int64_t> train_start_cumsum_;  // prefix sums of valid training start positions
   std::string fingerprint_;
   int window_ = 0;

@@ -1,7 +1,8 @@
 // The training loop: one job spec, trained update by update with its plan, emitting events
 // to an EventSink. Per optimizer update: zero gradients once; for each microbatch, forward,
 // loss divided by the valid-target count of the whole effective batch, backward; then once:
-// clip the global gradient norm, AdamW step with the scheduled learning rate.
+// unscale (fp16), clip the global gradient norm, AdamW step with the scheduled learning
+// rate (see gradient_accumulation.h).
 // Not thread-safe; owns its model and optimizer. Torch exceptions are turned into Status.
 #pragma once
 
@@ -9,12 +10,15 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "trainerd/common/status.h"
 #include "trainerd/trainer/event_sink.h"
+#include "trainerd/trainer/gradient_accumulation.h"
 #include "trainerd/trainer/job_spec.h"
+#include "trainerd/trainer/loss_scaler.h"
 #include "trainerd/trainer/model.h"
 #include "trainerd/trainer/text_corpus.h"
 
@@ -47,31 +51,46 @@ struct TrainOutcome {
   std::string model_sha256;     // set when finished
 };
 
+// What one optimizer update did.
+struct UpdateStats {
+  double loss = 0;  // mean over the effective batch; non-finite means diverged
+  double lr = 0;
+  double grad_norm = 0;  // before clipping; inf when an fp16 overflow skipped the step
+  bool skipped = false;  // fp16 overflow: no optimizer step
+};
+
 class Trainer {
  public:
   // `corpus` and `sink` must outlive the trainer. Seeds torch from the spec and builds the
-  // model, so two trainers of one spec start from identical parameters.
+  // model with the plan's checkpointed blocks, so two trainers of one spec start from
+  // identical parameters whatever their plans.
   Trainer(const JobSpec& spec, const TextCorpus& corpus, EventSink* sink);
 
   // Trains until the spec's update count, a stop request or a non-finite loss. Errors:
   // checkpoint problems (NotFound, Corruption, FailedPrecondition), IO and LibTorch errors.
   Result<TrainOutcome> Run(const TrainerOptions& options);
 
+  // Optimizer update `update` (0-based): zero grads, accumulate over the plan's
+  // microbatches, unscale/clip/step, learning rate from the schedule. A non-finite loss is
+  // returned without stepping. Exposed for the parity check and tests.
+  UpdateStats TrainUpdate(int update);
+
   TrainableModel& model() { return *model_; }
+  const DynamicLossScaler* loss_scaler() const { return scaler_ ? &*scaler_ : nullptr; }
   // Held-out loss per slice with the current parameters (eval mode, no grad).
   std::vector<SliceLoss> Evaluate();
 
  private:
-  // One optimizer update; returns the mean training loss of the effective batch. A
-  // non-finite loss is returned without stepping the optimizer.
-  Result<double> Update(int update, double* grad_norm);
   nlohmann::json StartEvent(int resumed_from) const;
+  PrecisionContext precision_context();
 
   JobSpec spec_;
   const TextCorpus& corpus_;
   EventSink* sink_;
+  torch::Device device_;
   std::shared_ptr<TrainableModel> model_;
   std::unique_ptr<torch::optim::AdamW> optimizer_;
+  std::optional<DynamicLossScaler> scaler_;  // fp16 only
   std::string job_identity_;
 };
 

@@ -1,12 +1,13 @@
 // Training checkpoints: everything needed to continue a job bit-for-bit: model parameters
-// and buffers, AdamW state, the number of updates done (which is also the data position and
-// the schedule position), the CPU RNG state, and the identity of the job that wrote it.
-// Written atomically (temporary file, fsync, rename, fsync of the directory).
+// and buffers, AdamW state, the fp16 loss-scaler state, the number of updates done (which is also
+// the data position and the schedule position), the CPU RNG state, and the identity of the job that
+// wrote it. Written atomically (temporary file, fsync, rename, fsync of the directory).
 #pragma once
 
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
+#include <optional>
 #include <string>
 
 #include "trainerd/common/status.h"
@@ -16,7 +17,9 @@ namespace trainerd {
 
 struct CheckpointState {
   int updates_done = 0;
-  std::string job_identity;  // JobIdentity() of the job that wrote it
+  std::string job_identity;          // JobIdentity() of the job that wrote it
+  std::optional<double> loss_scale;  // fp16 dynamic loss scaler state, when the plan had one
+  int clean_updates = 0;
 };
 
 // A hash of what defines the job's training semantics: model, data fingerprint, optimizer,

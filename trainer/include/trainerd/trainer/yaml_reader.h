@@ -31,6 +31,10 @@ class YamlReader {
   void DurationSeconds(const std::string& key, std::optional<double>* out);
   // Integer or "auto" (stored as 0).
   void IntOrAuto(const std::string& key, int* out, int min, int max);
+  // Either one of `words` (stored in *word, *out untouched) or a list of integers in
+  // [min, max] (stored in *out, *word cleared).
+  void IntListOr(const std::string& key, std::vector<int>* out, std::string* word,
+                 const std::vector<std::string>& words, int min, int max);
   // A fraction written as 0.1 or "10%".
   void Fraction(const std::string& key, double* out, double min, double max);
 

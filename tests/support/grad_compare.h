@@ -1,0 +1,42 @@
+// Comparisons of two models' parameters or gradients, by parameter name.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <string>
+
+namespace trainerd::testing {
+
+// Largest |a - b| over every element of every parameter's gradient. A gradient present on
+// one side only counts as infinitely different.
+inline double MaxGradDifference(const torch::nn::Module& a, const torch::nn::Module& b) {
+  double worst = 0;
+  auto other = b.named_parameters();
+  for (const auto& item : a.named_parameters()) {
+    const torch::Tensor& ga = item.value().grad();
+    const torch::Tensor& gb = other[item.key()].grad();
+    if (ga.defined() != gb.defined()) return std::numeric_limits<double>::infinity();
+    if (ga.defined()) worst = std::max(worst, (ga - gb).abs().max().item<double>());
+  }
+  return worst;
+}
+
+inline double MaxParameterDifference(const torch::nn::Module& a, const torch::nn::Module& b) {
+  double worst = 0;
+  auto other = b.named_parameters();
+  for (const auto& item : a.named_parameters()) {
+    worst = std::max(worst, (item.value() - other[item.key()]).abs().max().item<double>());
+  }
+  return worst;
+}
+
+inline double GlobalGradNorm(const torch::nn::Module& m) {
+  double sum = 0;
+  for (const auto& p : m.parameters()) {
+    if (p.grad().defined()) sum += p.grad().square().sum().item<double>();
+  }
+  return std::sqrt(sum);
+}
+
+}  // namespace trainerd::testing

@@ -1,0 +1,41 @@
+// The math of one optimizer update, split in its two halves so tests can check each:
+//   AccumulateGradients: for each microbatch, forward (under autocast for bf16/fp16), loss
+//     summed over valid targets and divided by the valid-target count of the WHOLE update,
+//     scaled for fp16, backward. The accumulated gradient is the gradient of the mean loss
+//     over the effective batch, whatever the microbatch split (uneven last microbatch and
+//     masked tokens included).
+//   UnscaleClipStep: once per update: unscale and check overflow (fp16; an overflow skips
+//     the step and backs the scale off), clip the global gradient norm, optimizer step.
+// REQUIRES: gradients zeroed before AccumulateGradients (once per update).
+#pragma once
+
+#include <torch/optim/optimizer.h>
+
+#include <vector>
+
+#include "trainerd/trainer/job_spec.h"
+#include "trainerd/trainer/loss_scaler.h"
+#include "trainerd/trainer/model.h"
+#include "trainerd/trainer/text_corpus.h"
+
+namespace trainerd {
+
+struct PrecisionContext {
+  Precision precision = Precision::kFp32;
+  DynamicLossScaler* scaler = nullptr;  // required for fp16, ignored otherwise
+};
+
+// Returns the mean loss over the valid targets of all microbatches (not scaled).
+double AccumulateGradients(TrainableModel& model, const std::vector<Batch>& microbatches,
+                           const PrecisionContext& precision);
+
+struct StepResult {
+  bool skipped = false;  // fp16 overflow: no step taken
+  double grad_norm = 0;  // global L2 norm of the unscaled gradient, before clipping
+};
+
+// `grad_clip` <= 0 disables clipping (the norm is still measured).
+StepResult UnscaleClipStep(TrainableModel& model, torch::optim::Optimizer& optimizer,
+                           double grad_clip, const PrecisionContext& precision);
+
+}  // namespace trainerd
