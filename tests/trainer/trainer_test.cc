@@ -37,7 +37,7 @@ class TrainerTest : public ::testing::Test {
     Result<TextCorpus> corpus = TextCorpus::Load(spec_.data, spec_.model.gpt.block_size);
     ASSERT_TRUE(corpus.ok()) << corpus.status().message();
     corpus_ = std::make_unique<TextCorpus>(std::move(corpus).value());
-    ConfigureThreads(spec_.runtime);
+    ConfigureRuntime(spec_.runtime);
   }
   TrainerOptions Options() const {
     TrainerOptions options;

@@ -21,8 +21,16 @@ std::optional<compat::AutocastState> AutocastFor(Precision precision, at::Device
 
 }  // namespace
 
+torch::Tensor ForwardWithPrecision(TrainableModel& model, const torch::Tensor& inputs,
+                                   Precision precision) {
+  const auto autocast = AutocastFor(precision, inputs.device().type());
+  if (!autocast) return model.forward(inputs);
+  compat::AutocastScope scope(inputs.device().type(), *autocast);
+  return model.forward(inputs);
+}
+
 double AccumulateGradients(TrainableModel& model, const std::vector<Batch>& microbatches,
-                           const PrecisionContext& precision) {
+                           const PrecisionContext& precision, const AfterForward& after_forward) {
   std::int64_t valid_targets = 0;
   for (const Batch& batch : microbatches)
     valid_targets += batch.targets.ne(-1).sum().item<std::int64_t>();
@@ -30,18 +38,13 @@ double AccumulateGradients(TrainableModel& model, const std::vector<Batch>& micr
   TORCH_CHECK(precision.precision != Precision::kFp16 || precision.scaler != nullptr,
               "fp16 needs a loss scaler");
   double loss_sum = 0;
-  for (const Batch& batch : microbatches) {
-    torch::Tensor logits;
-    const auto autocast = AutocastFor(precision.precision, batch.inputs.device().type());
-    if (autocast) {
-      compat::AutocastScope scope(batch.inputs.device().type(), *autocast);
-      logits = model.forward(batch.inputs);
-    } else {
-      logits = model.forward(batch.inputs);
-    }
-    const LossTerms terms = CrossEntropySum(logits, batch.targets);
+  for (std::size_t index = 0; index < microbatches.size(); ++index) {
+    const Batch& batch = microbatches[index];
+    const LossTerms terms = CrossEntropySum(
+        ForwardWithPrecision(model, batch.inputs, precision.precision), batch.targets);
     torch::Tensor loss = terms.sum / static_cast<double>(valid_targets);
     if (precision.precision == Precision::kFp16) loss = precision.scaler->Scale(loss);
+    if (after_forward) after_forward(index);
     loss.backward();
     loss_sum += terms.sum.item<double>();
   }

@@ -39,6 +39,10 @@ Result<YAML::Node> LoadYamlMapping(const std::string& text, const std::string& o
   return root;
 }
 
+Precision PrecisionNamed(const std::string& name) {
+  return name == "bf16" ? Precision::kBf16 : name == "fp16" ? Precision::kFp16 : Precision::kFp32;
+}
+
 void ReadModel(YamlReader model, ModelSpec* spec) {
   std::string kind = "gpt";
   model.String("kind", &kind, {"gpt", "mlp"});
@@ -154,9 +158,7 @@ void ReadPlan(YamlReader plan, const ModelSpec& model, const TrainingSpec& train
   }
   std::string precision = ToString(spec->precision);
   plan.String("precision", &precision, {"fp32", "bf16", "fp16"});
-  spec->precision = precision == "bf16"   ? Precision::kBf16
-                    : precision == "fp16" ? Precision::kFp16
-                                          : Precision::kFp32;
+  spec->precision = PrecisionNamed(precision);
   plan.RejectUnknownKeys();
 }
 
@@ -164,6 +166,26 @@ void ReadRuntime(YamlReader runtime, RuntimeSpec* spec) {
   runtime.IntOrAuto("threads", &spec->threads, 1, 1024);
   runtime.String("device", &spec->device, {"cpu", "cuda"});
   runtime.RejectUnknownKeys();
+}
+
+void ReadPlanner(YamlReader planner, PlannerSpec* spec) {
+  std::vector<std::string> names;
+  planner.StringList("precisions", &names);
+  if (!names.empty()) {
+    spec->precisions.clear();
+    for (const std::string& name : names) {
+      if (name != "fp32" && name != "bf16" && name != "fp16") {
+        planner.Fail("precisions", "a list of fp32, bf16, fp16", "'" + name + "'");
+        return;
+      }
+      spec->precisions.push_back(PrecisionNamed(name));
+    }
+  }
+  std::vector<int> probes;
+  std::string unused;
+  planner.IntListOr("probe_microbatches", &probes, &unused, {}, 1, kMaxCount);
+  if (!probes.empty()) spec->probe_microbatches = probes;
+  planner.RejectUnknownKeys();
 }
 
 void ReadMemory(YamlReader memory, MemorySpec* spec) {
@@ -190,6 +212,7 @@ Result<JobSpec> ParseJobSpecText(const std::string& yaml_text, const std::string
   if (top.ok()) ReadPlan(top.Child("plan"), spec.model, spec.training, &spec.plan);
   ReadRuntime(top.Child("runtime"), &spec.runtime);
   ReadMemory(top.Child("memory"), &spec.memory);
+  ReadPlanner(top.Child("planner"), &spec.planner);
   top.DurationSeconds("window", &spec.window_seconds);
   top.RejectUnknownKeys();
   if (!top.ok()) return Status::InvalidArgument(top.first_error());

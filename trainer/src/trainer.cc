@@ -1,5 +1,7 @@
 #include "trainerd/trainer/trainer.h"
 
+#include <malloc.h>
+#include <torch/cuda.h>
 #include <torch/torch.h>
 
 #include <chrono>
@@ -8,8 +10,12 @@
 
 #include "trainerd/common/atomic_file.h"
 #include "trainerd/common/sha256.h"
+#include "trainerd/trainer/device_memory.h"
 #include "trainerd/trainer/lr_schedule.h"
+#include "trainerd/trainer/memory_ledger.h"
+#include "trainerd/trainer/throughput.h"
 #include "trainerd/trainer/training_checkpoint.h"
+#include "trainerd/trainer/units.h"
 
 namespace trainerd {
 namespace {
@@ -36,7 +42,10 @@ double MeanLoss(const std::vector<SliceLoss>& slices) {
 
 }  // namespace
 
-int ConfigureThreads(const RuntimeSpec& runtime) {
+int ConfigureRuntime(const RuntimeSpec& runtime) {
+  constexpr int kHeapBlockLimit = 32 << 20;  // glibc's maximum mmap threshold on 64-bit
+  mallopt(M_MMAP_THRESHOLD, kHeapBlockLimit);
+  mallopt(M_TRIM_THRESHOLD, 2 * kHeapBlockLimit);
   const int threads = runtime.threads > 0
                           ? runtime.threads
                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -63,8 +72,36 @@ Trainer::Trainer(const JobSpec& spec, const TextCorpus& corpus, EventSink* sink)
   job_identity_ = JobIdentity(spec_, corpus_.fingerprint());
 }
 
+void Trainer::SynchronizeDevice() const {
+  if (device_.is_cuda()) torch::cuda::synchronize();
+}
+
 PrecisionContext Trainer::precision_context() {
   return {spec_.plan.precision, scaler_ ? &*scaler_ : nullptr};
+}
+
+nlohmann::json Trainer::PlanJson() const {
+  return {{"microbatch", spec_.plan.microbatch},
+          {"accumulation_steps", spec_.plan.accumulation_steps},
+          {"checkpoint_blocks", spec_.plan.checkpoint_blocks},
+          {"precision", ToString(spec_.plan.precision)}};
+}
+
+nlohmann::json Trainer::LedgerSnapshot() const {
+  const DeviceMemory& memory = MemoryOf(device_);
+  std::int64_t parameters = 0, gradients = 0;
+  for (const auto& p : model_->parameters()) {
+    parameters += static_cast<std::int64_t>(p.nbytes());
+    if (p.grad().defined()) gradients += static_cast<std::int64_t>(p.grad().nbytes());
+  }
+  return {{"parameters_bytes", parameters},
+          {"gradients_bytes", gradients},
+          {"optimizer_state_bytes", AdamWStateBytes(*optimizer_)},
+          {"live_bytes", memory.live_bytes()},
+          {"peak_bytes", memory.peak_bytes()},
+          {"limit_bytes", memory.limit()},
+          {"budget_bytes", spec_.memory.budget_bytes},
+          {"usable_bytes", spec_.memory.usable_bytes()}};
 }
 
 nlohmann::json Trainer::StartEvent(int resumed_from) const {
@@ -82,11 +119,7 @@ nlohmann::json Trainer::StartEvent(int resumed_from) const {
         {"parameters", CountParameters(*model_)},
         {"blocks", model_->num_blocks()},
         {"block_size", spec_.model.gpt.block_size}}},
-      {"plan",
-       {{"microbatch", spec_.plan.microbatch},
-        {"accumulation_steps", spec_.plan.accumulation_steps},
-        {"checkpoint_blocks", spec_.plan.checkpoint_blocks},
-        {"precision", ToString(spec_.plan.precision)}}},
+      {"plan", PlanJson()},
       {"effective_batch", spec_.training.effective_batch},
       {"updates", spec_.training.updates},
       {"seed", spec_.training.seed},
@@ -100,13 +133,8 @@ nlohmann::json Trainer::StartEvent(int resumed_from) const {
   };
 }
 
-UpdateStats Trainer::TrainUpdate(int update) {
+std::vector<Batch> Trainer::Microbatches(int update) const {
   const TrainingSpec& t = spec_.training;
-  UpdateStats stats;
-  stats.lr = LearningRateAt(spec_.optimizer, spec_.schedule, update, t.updates);
-  for (auto& group : optimizer_->param_groups()) {
-    static_cast<torch::optim::AdamWOptions&>(group.options()).lr(stats.lr);
-  }
   // Sample i of the stream is fixed by (seed, i): the split into microbatches changes
   // nothing about which samples the update sees.
   const std::int64_t first_sample = static_cast<std::int64_t>(update) * t.effective_batch;
@@ -120,8 +148,19 @@ UpdateStats Trainer::TrainUpdate(int update) {
     batch.targets = batch.targets.to(device_);
     microbatches.push_back(std::move(batch));
   }
+  return microbatches;
+}
+
+UpdateStats Trainer::TrainUpdate(int update, const AfterForward& after_forward) {
+  const TrainingSpec& t = spec_.training;
+  UpdateStats stats;
+  stats.lr = LearningRateAt(spec_.optimizer, spec_.schedule, update, t.updates);
+  for (auto& group : optimizer_->param_groups()) {
+    static_cast<torch::optim::AdamWOptions&>(group.options()).lr(stats.lr);
+  }
+  const std::vector<Batch> microbatches = Microbatches(update);
   optimizer_->zero_grad();
-  stats.loss = AccumulateGradients(*model_, microbatches, precision_context());
+  stats.loss = AccumulateGradients(*model_, microbatches, precision_context(), after_forward);
   if (!std::isfinite(stats.loss)) return stats;  // the caller stops; no step on a diverged loss
   const StepResult step = UnscaleClipStep(*model_, *optimizer_, t.grad_clip, precision_context());
   stats.grad_norm = step.grad_norm;
@@ -187,6 +226,10 @@ Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
     };
 
     const TrainingSpec& t = spec_.training;
+    DeviceMemory& memory = MemoryOf(device_);
+    memory.ResetPeak();
+    LeakDetector leaks(options.leak_detection);
+    torch::Tensor retained_by_test_hook;
     const auto started = Clock::now();
     double measured_seconds = 0;  // update time after warm-up, evals and checkpoints excluded
     int measured_updates = 0;
@@ -197,8 +240,21 @@ Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
         outcome.kind = TrainOutcome::Kind::kInterrupted;
         return outcome;
       }
+      // Live bytes at the same point of every update: growth means something keeps a graph.
+      if (leaks.Observe(memory.live_bytes())) {
+        outcome.kind = TrainOutcome::Kind::kLeak;
+        outcome.message = "live memory grew by " + FormatBytes(leaks.growth_bytes()) +
+                          " over the last updates and keeps growing: a tensor that holds a "
+                          "graph is being retained across updates";
+        outcome.details = {{"update", update + 1},
+                           {"growth_bytes", leaks.growth_bytes()},
+                           {"ledger", LedgerSnapshot()}};
+        return outcome;
+      }
+      SynchronizeDevice();
       const auto update_started = Clock::now();
       const UpdateStats stats = TrainUpdate(update);
+      SynchronizeDevice();
       if (!std::isfinite(stats.loss)) {
         outcome.kind = TrainOutcome::Kind::kDiverged;
         outcome.message = "training loss is " + std::to_string(stats.loss) + " at update " +
@@ -206,6 +262,13 @@ Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
         return outcome;
       }
       const auto now = Clock::now();
+      if (options.test_only_retain_loss_graph) {
+        const Batch batch = Microbatches(update).front();
+        const torch::Tensor loss =
+            CrossEntropySum(model_->forward(batch.inputs), batch.targets).sum;
+        retained_by_test_hook =
+            retained_by_test_hook.defined() ? retained_by_test_hook + loss : loss;
+      }
       outcome.updates_done = update + 1;
       outcome.final_train_loss = stats.loss;
       const double update_seconds = Seconds(now - update_started);
@@ -252,6 +315,11 @@ Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
     // Too short a run to exclude warm-up: fall back to the whole elapsed time.
     const double throughput_seconds = measured_updates > 0 ? measured_seconds : elapsed;
     const int throughput_updates = measured_updates > 0 ? measured_updates : t.updates - first;
+    const double samples_per_second =
+        throughput_updates * static_cast<double>(t.effective_batch) / throughput_seconds;
+    const ThroughputAssessment flops = AssessThroughput(
+        samples_per_second * ModelFlopsPerSample(spec_.model, CountParameters(*model_)),
+        PeakFlops(spec_.plan.precision, options.peak_flops_cache));
     sink_->Emit({{"event", "finish"},
                  {"updates", outcome.updates_done},
                  {"final_train_loss", outcome.final_train_loss},
@@ -260,12 +328,26 @@ Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
                  {"model_path", options.model_path},
                  {"model_sha256", outcome.model_sha256},
                  {"elapsed_seconds", elapsed},
-                 {"samples_per_second",
-                  throughput_updates * static_cast<double>(t.effective_batch) / throughput_seconds},
+                 {"samples_per_second", samples_per_second},
+                 {"tokens_per_second", samples_per_second * corpus_.window()},
                  {"throughput_method",
-                  "wall clock per optimizer update (CPU ops are synchronous), evaluation and "
+                  "wall clock per optimizer update after device synchronization, evaluation and "
                   "checkpoints excluded, first " +
-                      std::to_string(kWarmupUpdates) + " updates excluded as warm-up"}});
+                      std::to_string(kWarmupUpdates) + " updates excluded as warm-up"},
+                 {"peak_bytes", memory.peak_bytes()},
+                 {"memory_method", memory.method()},
+                 {"model_flops_per_second", flops.achieved_flops},
+                 {"peak_flops_per_second", flops.peak_flops},
+                 {"mfu", flops.valid ? nlohmann::json(flops.mfu) : nlohmann::json(nullptr)},
+                 {"measurement_valid", flops.valid},
+                 {"measurement_note", flops.note},
+                 {"hardware", HardwareFingerprint()}});
+  } catch (const c10::OutOfMemoryError& e) {
+    outcome.kind = TrainOutcome::Kind::kOutOfMemory;
+    outcome.message = e.what_without_backtrace();
+    outcome.details = {
+        {"update", outcome.updates_done + 1}, {"plan", PlanJson()}, {"ledger", LedgerSnapshot()}};
+    return outcome;
   } catch (const c10::Error& e) {
     return Status::Internal(std::string("LibTorch: ") + e.what_without_backtrace());
   }

@@ -7,56 +7,79 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
+#include <functional>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <string>
 
+#include "trainerd/trainer/device_memory.h"
 #include "trainerd/trainer/event_sink.h"
 #include "trainerd/trainer/exit_codes.h"
 #include "trainerd/trainer/job_spec_parser.h"
+#include "trainerd/trainer/memory_ledger.h"
 #include "trainerd/trainer/parity.h"
+#include "trainerd/trainer/planner.h"
 #include "trainerd/trainer/text_corpus.h"
+#include "trainerd/trainer/throughput.h"
 #include "trainerd/trainer/trainer.h"
+#include "trainerd/trainer/units.h"
+#include "trainerd/trainer/what_if.h"
 
 namespace {
 
-constexpr const char* kUsage =
-    R"(usage: trainer-run --config FILE [--plan FILE] [--output-dir DIR] [--resume] [--json]
-       trainer-run --config FILE [--plan FILE] --parity [--parity-updates N] [--json]
+namespace exit_code = trainerd::exit_code;
 
-Trains the job described by a YAML job spec in the foreground.
+constexpr const char* kUsage = R"(usage:
+  trainer-run --config FILE [--plan FILE|auto] [--output-dir DIR] [--resume] [--json]
+  trainer-run --config FILE [--plan FILE] --ledger [--json]
+  trainer-run --config FILE --plan-only [--json]
+  trainer-run --config FILE [--plan FILE] --parity [--parity-updates N] [--json]
+  trainer-run --what-if --static SIZE --act-per-sample SIZE --device SIZE [--reserve 10%]
+              [--microbatch N --blocks N] [--json]
+
+Trains the job described by a YAML job spec in the foreground, under its memory budget
+(memory.budget less memory.reserve): an allocation beyond it is an out-of-memory error.
 
 options:
-  --config FILE        job spec (model, data, optimizer, schedule, training, plan, runtime)
+  --config FILE        job spec (model, data, optimizer, schedule, training, plan, runtime,
+                       memory, planner, window)
   --plan FILE          replace the spec's plan with this YAML/JSON mapping: microbatch,
                        accumulation_steps, checkpoint_blocks (all, none or [0, 2]),
                        precision (fp32, bf16, fp16)
+  --plan auto          run the planner first, then train with the plan it chose
   --output-dir DIR     where the training checkpoint (checkpoint.pt) and the model artifact
                        (model.pt) are written; default: runs/<config name>
   --resume             continue from DIR/checkpoint.pt (same job; the plan may differ)
+  --ledger             measure the memory ledger at the plan and target shape: bytes of
+                       parameters, gradients, optimizer state, activations, temporaries,
+                       inputs, per block, the peak against usable memory
+  --plan-only          run the planner and print the chosen plan and rejected alternatives
   --parity             release check of the plan: N updates of the plan against the
                        reference (no checkpointing, real large batch, fp32), same data and
-                       seed; prints the max gradient and loss differences and a verdict;
-                       exit 0 pass, 7 fail
+                       seed; prints the max gradient and loss differences and a verdict
   --parity-updates N   updates in the parity run (default 5)
+  --what-if            budget arithmetic without a model (sizes: 3.2GB, 512MiB, ...)
   --json               JSON on stdout even on a terminal (default when stdout is not one)
   --help               this text
 
-output: on a terminal a progress bar; otherwise one JSON object per line with "event" one of
-  start, update, eval, checkpoint, finish, error (schema: docs/trainer-run.md).
+output: training prints a progress bar on a terminal; otherwise one JSON object per line with
+  "event" one of start, warning, update, eval, checkpoint, finish, error
+  (schema: docs/trainer-run.md).
 
 signals: SIGTERM or SIGINT finish the current update, write a checkpoint and exit 75.
 
 exit codes:
-  0   finished; model artifact written
+  0   finished (or the requested report was printed)
   1   internal error (LibTorch, IO)
   2   usage error or invalid config
   3   invalid data (missing, empty, unreadable, too short for block_size)
+  4   out of memory: the budget was exceeded, or no plan fits it
   5   --resume: checkpoint missing, corrupt, or written by a different job
   6   training diverged (non-finite loss)
   7   --parity: the plan does not match the reference within tolerance
+  8   memory leak: live memory kept growing across updates
   75  interrupted by a signal after writing a checkpoint
 )";
 
@@ -67,18 +90,116 @@ extern "C" void RequestStop(int /*signal*/) { g_stop_requested.store(true); }
 struct Args {
   std::string config;
   std::string plan;
-  bool parity = false;
-  int parity_updates = 5;
   std::string output_dir;
   bool resume = false;
   bool json = false;
+  bool ledger = false;
+  bool plan_only = false;
+  bool parity = false;
+  int parity_updates = 5;
+  bool what_if = false;
+  std::map<std::string, std::string> what_if_values;  // --static, --act-per-sample, ...
 };
 
-void PrintParity(const trainerd::ParityReport& report, const trainerd::PlanSpec& plan, bool json) {
-  if (json) {
-    std::cout << report.ToJson(plan).dump() << std::endl;
-    return;
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+int ParseCount(const std::string& flag, const std::string& text, int min, int max) {
+  char* end = nullptr;
+  const long n = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || n < min || n > max) {
+    throw UsageError(flag + ": expected an integer in [" + std::to_string(min) + ", " +
+                     std::to_string(max) + "], got '" + text + "'");
   }
+  return static_cast<int>(n);
+}
+
+Args ParseArgs(int argc, char** argv) {
+  Args args;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw UsageError(arg + " needs a value");
+      return argv[++i];
+    };
+    if (arg == "--config") {
+      args.config = value();
+    } else if (arg == "--plan") {
+      args.plan = value();
+    } else if (arg == "--output-dir") {
+      args.output_dir = value();
+    } else if (arg == "--resume") {
+      args.resume = true;
+    } else if (arg == "--json") {
+      args.json = true;
+    } else if (arg == "--ledger") {
+      args.ledger = true;
+    } else if (arg == "--plan-only") {
+      args.plan_only = true;
+    } else if (arg == "--parity") {
+      args.parity = true;
+    } else if (arg == "--parity-updates") {
+      args.parity_updates = ParseCount(arg, value(), 1, 1000);
+    } else if (arg == "--what-if") {
+      args.what_if = true;
+    } else if (arg == "--static" || arg == "--act-per-sample" || arg == "--device" ||
+               arg == "--reserve" || arg == "--microbatch" || arg == "--blocks") {
+      args.what_if_values[arg] = value();
+    } else {
+      throw UsageError("unknown argument '" + arg + "'");
+    }
+  }
+  if (!args.what_if && !args.what_if_values.empty()) {
+    throw UsageError(args.what_if_values.begin()->first + " only goes with --what-if");
+  }
+  if (!args.what_if && args.config.empty()) throw UsageError("--config FILE is required");
+  return args;
+}
+
+std::int64_t SizeFlag(const Args& args, const std::string& flag, bool required) {
+  const auto it = args.what_if_values.find(flag);
+  if (it == args.what_if_values.end()) {
+    if (required) throw UsageError("--what-if needs " + flag + " SIZE");
+    return 0;
+  }
+  trainerd::Result<std::int64_t> bytes = trainerd::ParseBytes(it->second);
+  if (!bytes.ok()) throw UsageError(flag + ": " + bytes.status().message());
+  return *bytes;
+}
+
+int RunWhatIf(const Args& args) {
+  trainerd::WhatIfInput input;
+  input.static_bytes = SizeFlag(args, "--static", true);
+  input.activation_bytes_per_sample = SizeFlag(args, "--act-per-sample", true);
+  input.device_bytes = SizeFlag(args, "--device", true);
+  if (auto it = args.what_if_values.find("--reserve"); it != args.what_if_values.end()) {
+    std::string text = it->second;
+    const bool percent = !text.empty() && text.back() == '%';
+    if (percent) text.pop_back();
+    char* end = nullptr;
+    input.reserve_fraction = std::strtod(text.c_str(), &end) / (percent ? 100.0 : 1.0);
+    if (text.empty() || *end != '\0')
+      throw UsageError("--reserve: expected e.g. 10% or 0.1, got '" + it->second + "'");
+  }
+  if (auto it = args.what_if_values.find("--microbatch"); it != args.what_if_values.end()) {
+    input.microbatch = ParseCount("--microbatch", it->second, 1, 1 << 24);
+  }
+  if (auto it = args.what_if_values.find("--blocks"); it != args.what_if_values.end()) {
+    input.blocks = ParseCount("--blocks", it->second, 1, 1 << 20);
+  }
+  trainerd::Result<trainerd::WhatIfResult> result = trainerd::ComputeWhatIf(input);
+  if (!result.ok()) throw UsageError(result.status().message());
+  if (args.json) {
+    std::cout << result->ToJson().dump() << std::endl;
+  } else {
+    std::cout << result->ToText(input);
+  }
+  return exit_code::kOk;
+}
+
+void PrintParity(const trainerd::ParityReport& report, const trainerd::PlanSpec& plan) {
   std::printf(
       "parity of plan microbatch %d x %d, checkpoint %zu blocks, %s against the fp32 "
       "large-batch reference, %d updates:\n",
@@ -91,96 +212,100 @@ void PrintParity(const trainerd::ParityReport& report, const trainerd::PlanSpec&
   std::printf("%s\n", report.pass ? "PASS" : "FAIL");
 }
 
-int UsageError(const std::string& message) {
-  std::cerr << "trainer-run: " << message << "\n\n" << kUsage;
-  return trainerd::exit_code::kUsage;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  Args args;
   for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&](const char* flag) -> const char* {
-      return i + 1 < argc ? argv[++i] : (UsageError(std::string(flag) + " needs a value"), nullptr);
-    };
-    if (arg == "--help" || arg == "-h") {
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
       std::cout << kUsage;
-      return trainerd::exit_code::kOk;
-    } else if (arg == "--config") {
-      const char* v = value("--config");
-      if (v == nullptr) return trainerd::exit_code::kUsage;
-      args.config = v;
-    } else if (arg == "--output-dir") {
-      const char* v = value("--output-dir");
-      if (v == nullptr) return trainerd::exit_code::kUsage;
-      args.output_dir = v;
-    } else if (arg == "--plan") {
-      const char* v = value("--plan");
-      if (v == nullptr) return trainerd::exit_code::kUsage;
-      args.plan = v;
-    } else if (arg == "--parity") {
-      args.parity = true;
-    } else if (arg == "--parity-updates") {
-      const char* v = value("--parity-updates");
-      if (v == nullptr) return trainerd::exit_code::kUsage;
-      char* end = nullptr;
-      const long n = std::strtol(v, &end, 10);
-      if (*end != '\0' || n < 1 || n > 1000) {
-        return UsageError(std::string("--parity-updates: expected an integer in [1, 1000], got '") +
-                          v + "'");
-      }
-      args.parity_updates = static_cast<int>(n);
-    } else if (arg == "--resume") {
-      args.resume = true;
-    } else if (arg == "--json") {
-      args.json = true;
-    } else {
-      return UsageError("unknown argument '" + arg + "'");
+      return exit_code::kOk;
     }
   }
-  if (args.config.empty()) return UsageError("--config FILE is required");
+  Args args;
+  try {
+    args = ParseArgs(argc, argv);
+    if (!::isatty(STDOUT_FILENO)) args.json = true;
+    if (args.what_if) return RunWhatIf(args);
+  } catch (const UsageError& e) {
+    std::cerr << "trainer-run: " << e.what() << "\n\n" << kUsage;
+    return exit_code::kUsage;
+  }
 
   std::unique_ptr<trainerd::EventSink> sink;
-  if (args.json || !::isatty(STDOUT_FILENO)) {
+  if (args.json) {
     sink = std::make_unique<trainerd::JsonLinesSink>(stdout);
   } else {
     sink = std::make_unique<trainerd::TerminalProgress>(stdout);
   }
-  auto fail = [&](const char* kind, const std::string& message, int code) {
-    sink->Emit({{"event", "error"}, {"kind", kind}, {"message", message}});
-    if (!::isatty(STDOUT_FILENO) || args.json) std::cerr << "trainer-run: " << message << "\n";
+  auto fail = [&](const char* kind, const std::string& message, int code,
+                  const nlohmann::json& details = nullptr) {
+    nlohmann::json event = {{"event", "error"}, {"kind", kind}, {"message", message}};
+    if (!details.is_null()) event["details"] = details;
+    sink->Emit(event);
+    if (args.json) std::cerr << "trainer-run: " << message << "\n";
     return code;
   };
 
   try {
     trainerd::Result<trainerd::JobSpec> spec = trainerd::ParseJobSpecFile(args.config);
-    if (!spec.ok()) return fail("config", spec.status().message(), trainerd::exit_code::kUsage);
-    if (!args.plan.empty()) {
+    if (!spec.ok()) return fail("config", spec.status().message(), exit_code::kUsage);
+    const bool auto_plan = args.plan == "auto";
+    if (!args.plan.empty() && !auto_plan) {
       if (trainerd::Status s = trainerd::ApplyPlanFile(args.plan, &*spec); !s.ok()) {
-        return fail("config", s.message(), trainerd::exit_code::kUsage);
+        return fail("config", s.message(), exit_code::kUsage);
       }
     }
     if (spec->runtime.device == "cuda" && !torch::cuda::is_available()) {
       return fail("config",
                   args.config + ": runtime.device: cuda requested but this LibTorch (" +
                       TORCH_VERSION + ") sees no CUDA device; use device: cpu",
-                  trainerd::exit_code::kUsage);
+                  exit_code::kUsage);
     }
-    trainerd::ConfigureThreads(spec->runtime);
+    trainerd::ConfigureRuntime(spec->runtime);
     trainerd::Result<trainerd::TextCorpus> corpus =
         trainerd::TextCorpus::Load(spec->data, spec->model.gpt.block_size);
-    if (!corpus.ok()) return fail("data", corpus.status().message(), trainerd::exit_code::kBadData);
+    if (!corpus.ok()) return fail("data", corpus.status().message(), exit_code::kBadData);
 
+    if (args.ledger) {
+      trainerd::Result<trainerd::MemoryLedger> ledger = trainerd::MeasureLedger(*spec, *corpus);
+      if (!ledger.ok()) return fail("internal", ledger.status().message(), exit_code::kInternal);
+      if (args.json) {
+        std::cout << ledger->ToJson().dump() << std::endl;
+      } else {
+        std::cout << ledger->ToTable();
+      }
+      return exit_code::kOk;
+    }
+    if (args.plan_only || auto_plan) {
+      trainerd::Result<trainerd::ChosenPlan> chosen = trainerd::PlanJob(*spec, *corpus);
+      if (!chosen.ok()) {
+        const bool oom = chosen.status().code() == trainerd::Status::Code::kOutOfMemory;
+        return fail(oom ? "oom" : "internal", chosen.status().message(),
+                    oom ? exit_code::kOutOfMemory : exit_code::kInternal);
+      }
+      if (args.plan_only) {
+        if (args.json) {
+          std::cout << chosen->ToJson().dump() << std::endl;
+        } else {
+          std::cout << chosen->ToText();
+        }
+        return exit_code::kOk;
+      }
+      spec->plan = chosen->plan;
+      sink->Emit({{"event", "plan"}, {"plan", chosen->ToJson()}});
+    }
     if (args.parity) {
       trainerd::Result<trainerd::ParityReport> report =
           trainerd::CheckParity(*spec, *corpus, args.parity_updates);
-      if (!report.ok())
-        return fail("internal", report.status().message(), trainerd::exit_code::kInternal);
-      PrintParity(*report, spec->plan, args.json || !::isatty(STDOUT_FILENO));
-      return report->pass ? trainerd::exit_code::kOk : trainerd::exit_code::kParityFailed;
+      if (!report.ok()) return fail("internal", report.status().message(), exit_code::kInternal);
+      if (args.json) {
+        std::cout << report->ToJson(spec->plan).dump() << std::endl;
+      } else {
+        PrintParity(*report, spec->plan);
+      }
+      return report->pass ? exit_code::kOk : exit_code::kParityFailed;
     }
+
     if (args.output_dir.empty()) {
       args.output_dir = "runs/" + std::filesystem::path(args.config).stem().string();
     }
@@ -188,37 +313,43 @@ int main(int argc, char** argv) {
     std::filesystem::create_directories(args.output_dir, ec);
     if (ec) {
       return fail("io", "cannot create --output-dir " + args.output_dir + ": " + ec.message(),
-                  trainerd::exit_code::kInternal);
+                  exit_code::kInternal);
     }
     trainerd::TrainerOptions options;
     options.checkpoint_path = args.output_dir + "/checkpoint.pt";
     options.model_path = args.output_dir + "/model.pt";
     options.resume = args.resume;
     options.stop_requested = &g_stop_requested;
+    options.peak_flops_cache = trainerd::DefaultPeakFlopsCache();
     std::signal(SIGTERM, RequestStop);
     std::signal(SIGINT, RequestStop);
 
     trainerd::Trainer trainer(*spec, *corpus, sink.get());
+    trainerd::MemoryOf(trainer.device()).SetLimit(spec->memory.usable_bytes());
     trainerd::Result<trainerd::TrainOutcome> outcome = trainer.Run(options);
     if (!outcome.ok()) {
       const trainerd::Status& s = outcome.status();
       using Code = trainerd::Status::Code;
       if (s.code() == Code::kNotFound || s.code() == Code::kCorruption ||
           s.code() == Code::kFailedPrecondition) {
-        return fail("checkpoint", s.message(), trainerd::exit_code::kBadCheckpoint);
+        return fail("checkpoint", s.message(), exit_code::kBadCheckpoint);
       }
-      return fail("internal", s.message(), trainerd::exit_code::kInternal);
+      return fail("internal", s.message(), exit_code::kInternal);
     }
     switch (outcome->kind) {
       case trainerd::TrainOutcome::Kind::kFinished:
-        return trainerd::exit_code::kOk;
+        return exit_code::kOk;
       case trainerd::TrainOutcome::Kind::kInterrupted:
-        return trainerd::exit_code::kInterrupted;
+        return exit_code::kInterrupted;
       case trainerd::TrainOutcome::Kind::kDiverged:
-        return fail("nan", outcome->message, trainerd::exit_code::kNonFiniteLoss);
+        return fail("nan", outcome->message, exit_code::kNonFiniteLoss);
+      case trainerd::TrainOutcome::Kind::kOutOfMemory:
+        return fail("oom", outcome->message, exit_code::kOutOfMemory, outcome->details);
+      case trainerd::TrainOutcome::Kind::kLeak:
+        return fail("leak", outcome->message, exit_code::kLeak, outcome->details);
     }
-    return trainerd::exit_code::kInternal;
+    return exit_code::kInternal;
   } catch (const std::exception& e) {
-    return fail("internal", e.what(), trainerd::exit_code::kInternal);
+    return fail("internal", e.what(), exit_code::kInternal);
   }
 }

@@ -11,6 +11,7 @@
 
 #include <torch/optim/optimizer.h>
 
+#include <functional>
 #include <vector>
 
 #include "trainerd/trainer/job_spec.h"
@@ -25,9 +26,19 @@ struct PrecisionContext {
   DynamicLossScaler* scaler = nullptr;  // required for fp16, ignored otherwise
 };
 
+// The model's forward under the plan's precision: autocast to bf16 (any device) or fp16
+// (CUDA only; CPU fp16 plans compute in fp32 and exercise only the loss scaler).
+torch::Tensor ForwardWithPrecision(TrainableModel& model, const torch::Tensor& inputs,
+                                   Precision precision);
+
+// Called after microbatch `index`'s forward and loss, before its backward: the moment
+// its saved activations peak (the memory ledger measures there).
+using AfterForward = std::function<void(std::size_t index)>;
+
 // Returns the mean loss over the valid targets of all microbatches (not scaled).
 double AccumulateGradients(TrainableModel& model, const std::vector<Batch>& microbatches,
-                           const PrecisionContext& precision);
+                           const PrecisionContext& precision,
+                           const AfterForward& after_forward = {});
 
 struct StepResult {
   bool skipped = false;  // fp16 overflow: no step taken

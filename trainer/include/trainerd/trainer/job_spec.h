@@ -79,6 +79,11 @@ struct TrainingSpec {
   int checkpoint_interval = 50;  // updates between training checkpoints
 };
 
+struct PlannerSpec {
+  std::vector<Precision> precisions = {Precision::kFp32, Precision::kBf16};  // allowed
+  std::vector<int> probe_microbatches = {1, 2, 4};  // microbatches measured by the probe
+};
+
 struct RuntimeSpec {
   int threads = 0;             // intra-op threads; 0 = auto (all cores)
   std::string device = "cpu";  // "cpu" or "cuda" (where LibTorch has CUDA)
@@ -102,6 +107,7 @@ struct JobSpec {
   PlanSpec plan;
   RuntimeSpec runtime;
   MemorySpec memory;
+  PlannerSpec planner;
   std::optional<double> window_seconds;  // completion window, when the job has one
 };
 

@@ -7,6 +7,7 @@
 #include <torch/nn/module.h>
 #include <torch/types.h>
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -31,19 +32,32 @@ class TrainableModel : public torch::nn::Module {
   void set_checkpointed_blocks(const std::vector<int>& blocks);
   const std::vector<int>& checkpointed_blocks() const { return checkpointed_; }
 
+  // Called before (after = false) and after (after = true) each block's forward; the memory
+  // ledger measures per-block activations with it. Empty to remove.
+  using BlockObserver = std::function<void(int index, bool after)>;
+  void set_block_observer(BlockObserver observer) { block_observer_ = std::move(observer); }
+
  protected:
   // Runs block `index`, checkpointed when the plan says so and gradients are being recorded.
   template <typename BlockHolder>
   torch::Tensor RunBlock(int index, BlockHolder& block, const torch::Tensor& x) {
-    if (!IsCheckpointed(index) || !torch::GradMode::is_enabled()) return block->forward(x);
-    return CheckpointedForward(
-        [block](const torch::Tensor& in) mutable { return block->forward(in); }, x,
-        block->parameters());
+    if (block_observer_) block_observer_(index, false);
+    torch::Tensor y;
+    if (!IsCheckpointed(index) || !torch::GradMode::is_enabled()) {
+      y = block->forward(x);
+    } else {
+      y = CheckpointedForward(
+          [block](const torch::Tensor& in) mutable { return block->forward(in); }, x,
+          block->parameters());
+    }
+    if (block_observer_) block_observer_(index, true);
+    return y;
   }
 
  private:
   bool IsCheckpointed(int index) const;
   std::vector<int> checkpointed_;
+  BlockObserver block_observer_;
 };
 
 // Builds the model of `spec`; `num_classes` is the classifier's output size (slices).

@@ -18,6 +18,7 @@
 #include "trainerd/trainer/event_sink.h"
 #include "trainerd/trainer/gradient_accumulation.h"
 #include "trainerd/trainer/job_spec.h"
+#include "trainerd/trainer/leak_detector.h"
 #include "trainerd/trainer/loss_scaler.h"
 #include "trainerd/trainer/model.h"
 #include "trainerd/trainer/text_corpus.h"
@@ -30,6 +31,13 @@ struct TrainerOptions {
   bool resume = false;          // continue from checkpoint_path
   // Polled between updates; when set, the loop writes a checkpoint and returns kInterrupted.
   const std::atomic<bool>* stop_requested = nullptr;
+  // Machine peak FLOP/s cache for MFU (throughput.h); empty: measure without caching.
+  std::string peak_flops_cache;
+  LeakDetectorOptions leak_detection;
+  // TEST ONLY: fault injection for the leak detector. Each update also adds the loss of an
+  // extra forward, never backpropagated, to a running total kept across updates: the classic
+  // `total += loss` that keeps every forward's graph and activations alive.
+  bool test_only_retain_loss_graph = false;
 };
 
 struct SliceLoss {
@@ -42,9 +50,12 @@ struct TrainOutcome {
     kFinished,     // all updates done, model artifact written
     kInterrupted,  // stop requested; checkpoint written
     kDiverged,     // non-finite loss; no step taken, nothing written
+    kOutOfMemory,  // an allocation exceeded the device limit; `details` has plan and ledger
+    kLeak,         // live bytes kept growing across updates; `details` has the growth
   };
   Kind kind = Kind::kFinished;
-  std::string message;  // why, when not finished
+  std::string message;     // why, when not finished
+  nlohmann::json details;  // for kOutOfMemory and kLeak
   int updates_done = 0;
   double final_train_loss = 0;
   std::vector<SliceLoss> eval;  // last evaluation; empty when interrupted before any
@@ -72,17 +83,27 @@ class Trainer {
 
   // Optimizer update `update` (0-based): zero grads, accumulate over the plan's
   // microbatches, unscale/clip/step, learning rate from the schedule. A non-finite loss is
-  // returned without stepping. Exposed for the parity check and tests.
-  UpdateStats TrainUpdate(int update);
+  // returned without stepping. Exposed for the parity check, the ledger and tests;
+  // `after_forward` observes each microbatch between its forward and backward.
+  UpdateStats TrainUpdate(int update, const AfterForward& after_forward = {});
 
   TrainableModel& model() { return *model_; }
+  torch::optim::AdamW& optimizer() { return *optimizer_; }
+  const torch::Device& device() const { return device_; }
+  // The plan's microbatches of update `update`, on the device.
+  std::vector<Batch> Microbatches(int update) const;
   const DynamicLossScaler* loss_scaler() const { return scaler_ ? &*scaler_ : nullptr; }
   // Held-out loss per slice with the current parameters (eval mode, no grad).
   std::vector<SliceLoss> Evaluate();
 
  private:
   nlohmann::json StartEvent(int resumed_from) const;
+  nlohmann::json PlanJson() const;
+  // Bytes by category at the moment of a failure: what is exact, and what was live.
+  nlohmann::json LedgerSnapshot() const;
   PrecisionContext precision_context();
+  // Waits for queued device work so wall-clock timing measures it (no-op on the CPU).
+  void SynchronizeDevice() const;
 
   JobSpec spec_;
   const TextCorpus& corpus_;
@@ -94,7 +115,10 @@ class Trainer {
   std::string job_identity_;
 };
 
-// Sets LibTorch's intra-op threads from the spec (0 = all cores) and returns the count used.
-int ConfigureThreads(const RuntimeSpec& runtime);
+// Process-wide settings for training: LibTorch's intra-op threads from the spec (0 = all
+// cores; LibTorch alone would use one) and glibc malloc thresholds that keep activation-
+// sized blocks (up to 32 MiB) on the heap instead of a fresh mmap per allocation, whose page
+// faults more than doubled fp32 update time (docs/benchmarks.md). Returns the thread count.
+int ConfigureRuntime(const RuntimeSpec& runtime);
 
 }  // namespace trainerd

@@ -1,0 +1,100 @@
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "../support/temp_dir.h"
+#include "../support/tiny_job.h"
+#include "trainerd/trainer/leak_detector.h"
+#include "trainerd/trainer/throughput.h"
+#include "trainerd/trainer/trainer.h"
+
+namespace trainerd {
+namespace {
+
+class Discard : public EventSink {
+ public:
+  void Emit(const nlohmann::json& /*event*/) override {}
+};
+
+TEST(LeakDetectorTest, FlatMemoryIsNoLeakSustainedGrowthIs) {
+  LeakDetector flat;
+  for (int i = 0; i < 50; ++i) EXPECT_FALSE(flat.Observe(1000 + (i == 1 ? 500 : 0)));
+  LeakDetector growing({/*warmup_samples=*/2, /*sustained=*/3, /*tolerance_bytes=*/100});
+  bool leak = false;
+  int samples = 0;
+  for (std::int64_t live = 1000; !leak && samples < 20; live += 80, ++samples)
+    leak = growing.Observe(live);
+  EXPECT_TRUE(leak);
+  EXPECT_GT(growing.growth_bytes(), 100);
+  EXPECT_LT(samples, 10);
+}
+
+class TrainerLeakTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Result<TextCorpus> corpus = TextCorpus::Load(spec_.data, spec_.model.gpt.block_size);
+    ASSERT_TRUE(corpus.ok());
+    corpus_ = std::make_unique<TextCorpus>(std::move(corpus).value());
+    torch::set_num_threads(1);
+    spec_.training.updates = 15;
+  }
+  TrainerOptions Options() {
+    TrainerOptions options;
+    options.checkpoint_path = dir_.File("c.pt");
+    options.model_path = dir_.File("m.pt");
+    options.leak_detection.tolerance_bytes = 64 << 10;
+    return options;
+  }
+  JobSpec spec_ = testing::TinyGptJob();
+  std::unique_ptr<TextCorpus> corpus_;
+  testing::TempDir dir_;
+};
+
+TEST_F(TrainerLeakTest, ARetainedLossGraphIsCaughtAndStopsTheRun) {
+  Discard discard;
+  Trainer trainer(spec_, *corpus_, &discard);
+  TrainerOptions options = Options();
+  options.test_only_retain_loss_graph = true;
+  Result<TrainOutcome> outcome = trainer.Run(options);
+  ASSERT_TRUE(outcome.ok()) << outcome.status().message();
+  EXPECT_EQ(outcome->kind, TrainOutcome::Kind::kLeak);
+  EXPECT_LT(outcome->updates_done, 15);
+  EXPECT_GT(outcome->details["growth_bytes"].get<std::int64_t>(), 64 << 10);
+}
+
+TEST_F(TrainerLeakTest, ACleanRunIsNotFlagged) {
+  Discard discard;
+  Trainer trainer(spec_, *corpus_, &discard);
+  Result<TrainOutcome> outcome = trainer.Run(Options());
+  ASSERT_TRUE(outcome.ok());
+  EXPECT_EQ(outcome->kind, TrainOutcome::Kind::kFinished);
+}
+
+TEST(ThroughputTest, AchievedAbovePeakIsAnInvalidMeasurementNotASpeedup) {
+  const ThroughputAssessment ok = AssessThroughput(40e9, 100e9);
+  EXPECT_TRUE(ok.valid);
+  EXPECT_DOUBLE_EQ(ok.mfu, 0.4);
+  const ThroughputAssessment bad = AssessThroughput(150e9, 100e9);
+  EXPECT_FALSE(bad.valid);
+  EXPECT_EQ(bad.mfu, 0.0);
+  EXPECT_NE(bad.note.find("above the measured machine peak"), std::string::npos);
+}
+
+TEST(ThroughputTest, ModelFlopsFollowTheSixNRule) {
+  ModelSpec model;
+  model.gpt = {2, 2, 32, 16, 256, 0.0, true};
+  EXPECT_DOUBLE_EQ(ModelFlopsPerSample(model, 1000), (6.0 * 1000 + 12.0 * 2 * 16 * 32) * 16);
+}
+
+TEST(ThroughputTest, PeakProbeIsCachedPerFingerprint) {
+  testing::TempDir dir;
+  const std::string cache = dir.File("peak.json");
+  const double first = PeakFlops(Precision::kFp32, cache);
+  EXPECT_GT(first, 1e8);
+  ASSERT_TRUE(std::filesystem::exists(cache));
+  EXPECT_EQ(PeakFlops(Precision::kFp32, cache), first);  // read back, not re-measured
+  std::ofstream(cache) << "{ not json";
+  EXPECT_GT(PeakFlops(Precision::kFp32, cache), 1e8);  // a corrupt cache is re-measured
+}
+
+}  // namespace
+}  // namespace trainerd

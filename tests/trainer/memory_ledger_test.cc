@@ -1,0 +1,72 @@
+#include "trainerd/trainer/memory_ledger.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "../support/tiny_job.h"
+#include "trainerd/trainer/model.h"
+
+namespace trainerd {
+namespace {
+
+class MemoryLedgerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Result<TextCorpus> corpus = TextCorpus::Load(spec_.data, spec_.model.gpt.block_size);
+    ASSERT_TRUE(corpus.ok());
+    corpus_ = std::make_unique<TextCorpus>(std::move(corpus).value());
+    torch::set_num_threads(1);
+  }
+  JobSpec spec_ = testing::TinyGptJob();
+  std::unique_ptr<TextCorpus> corpus_;
+};
+
+TEST_F(MemoryLedgerTest, StaticCategoriesEqualTheAnalyticBytes) {
+  Result<MemoryLedger> ledger = MeasureLedger(spec_, *corpus_);
+  ASSERT_TRUE(ledger.ok()) << ledger.status().message();
+  torch::manual_seed(0);
+  const std::int64_t parameters = CountParameters(*BuildModel(spec_.model, 2));
+  EXPECT_EQ(ledger->parameters_bytes, parameters * 4);       // fp32
+  EXPECT_EQ(ledger->gradients_bytes, parameters * 4);        // one fp32 gradient each
+  EXPECT_EQ(ledger->optimizer_state_bytes, parameters * 8);  // AdamW exp_avg + exp_avg_sq
+  // inputs and targets: effective batch x block_size int64 tokens each.
+  EXPECT_EQ(ledger->inputs_bytes, 2LL * 8 * 32 * 8);
+  EXPECT_GT(ledger->activations_bytes, 0);
+  EXPECT_EQ(ledger->parameters_bytes + ledger->gradients_bytes + ledger->optimizer_state_bytes +
+                ledger->inputs_bytes + ledger->activations_bytes + ledger->temporaries_bytes,
+            ledger->peak_bytes);
+  EXPECT_EQ(ledger->usable_bytes, spec_.memory.usable_bytes());
+  const nlohmann::json json = ledger->ToJson();
+  for (const char* key : {"parameters_bytes", "gradients_bytes", "optimizer_state_bytes",
+                          "activations_bytes", "temporaries_bytes", "inputs_bytes", "peak_bytes",
+                          "budget_bytes", "usable_bytes", "blocks"}) {
+    EXPECT_TRUE(json.contains(key)) << key;
+  }
+}
+
+TEST_F(MemoryLedgerTest, CheckpointingLowersMeasuredActivations) {
+  Result<MemoryLedger> plain = MeasureLedger(spec_, *corpus_);
+  spec_.plan.checkpoint_blocks = {0, 1};
+  Result<MemoryLedger> checkpointed = MeasureLedger(spec_, *corpus_);
+  ASSERT_TRUE(plain.ok() && checkpointed.ok());
+  EXPECT_LT(checkpointed->activations_bytes, plain->activations_bytes * 3 / 4);
+  EXPECT_LT(checkpointed->peak_bytes, plain->peak_bytes);
+  ASSERT_EQ(plain->blocks.size(), 2u);
+  for (const BlockActivation& b : plain->blocks) {
+    EXPECT_LT(b.checkpointed_activation_bytes, b.activation_bytes / 4) << b.index;
+  }
+}
+
+TEST_F(MemoryLedgerTest, TableListsCategoriesLargestFirst) {
+  Result<MemoryLedger> ledger = MeasureLedger(spec_, *corpus_);
+  ASSERT_TRUE(ledger.ok());
+  const std::string table = ledger->ToTable();
+  const auto activations = table.find("activations");
+  const auto inputs = table.find("inputs");
+  ASSERT_NE(activations, std::string::npos);
+  ASSERT_NE(inputs, std::string::npos);
+  EXPECT_LT(activations, inputs) << table;
+}
+
+}  // namespace
+}  // namespace trainerd

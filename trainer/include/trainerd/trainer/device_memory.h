@@ -1,0 +1,38 @@
+// Device memory as a measured, budgeted quantity, behind one interface for the CPU and CUDA.
+//
+// CPU: a counting allocator installed with c10::SetCPUAllocator wraps LibTorch's own; it
+//   keeps live and peak bytes of every CPU tensor allocated after installation and throws
+//   c10::OutOfMemoryError when an allocation would take live bytes above the limit, so an
+//   OOM on a "24 GB device" is real and reproducible on a CPU machine.
+// CUDA (built only where LibTorch has CUDA): the caching allocator's allocated/peak
+//   statistics and its per-process memory fraction as the limit.
+// Thread safety: counters are atomic; allocation happens on LibTorch's worker threads.
+#pragma once
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <string>
+
+namespace trainerd {
+
+class DeviceMemory {
+ public:
+  virtual ~DeviceMemory() = default;
+  virtual std::int64_t live_bytes() const = 0;
+  // Highest live_bytes() since the last ResetPeak().
+  virtual std::int64_t peak_bytes() const = 0;
+  virtual void ResetPeak() = 0;
+  // Allocations that would take live bytes above `bytes` fail with c10::OutOfMemoryError;
+  // 0 removes the limit.
+  virtual void SetLimit(std::int64_t bytes) = 0;
+  virtual std::int64_t limit() const = 0;
+  // How bytes are counted, for the run record.
+  virtual std::string method() const = 0;
+};
+
+// The memory of `device`. For the CPU the first call installs the counting allocator for the
+// whole process (tensors allocated before are not counted). Lives until the process exits.
+DeviceMemory& MemoryOf(const torch::Device& device);
+
+}  // namespace trainerd

@@ -1,0 +1,65 @@
+// The planner: picks the plan (microbatch, checkpointed blocks, precision) that fits the
+// device's usable memory and finishes the job soonest, from measurements.
+//
+// 1. Probe, per allowed precision: one real update of a single microbatch at each probe
+//    microbatch size, with no blocks and with every block checkpointed; peak bytes and
+//    update time are fitted as linear functions of the microbatch. A per-block ledger ranks
+//    blocks by activation bytes saved per second of recompute.
+// 2. Predict peak and update time for every (microbatch 1..effective batch, the k best blocks
+//    checkpointed, precision); keep those predicted to fit usable memory; order by predicted
+//    job duration, then by less memory.
+// 3. Validate: one real optimizer update at the chosen plan under the device limit; a plan
+//    that OOMs or measures above usable is rejected and the next is tried.
+// The named baseline (microbatch 1, every block checkpointed, fp32) is the last resort; when
+// even it does not fit the result is OutOfMemory with the bytes it needs.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trainerd/common/status.h"
+#include "trainerd/trainer/job_spec.h"
+#include "trainerd/trainer/text_corpus.h"
+
+namespace trainerd {
+
+struct RejectedPlan {
+  PlanSpec plan;
+  std::int64_t predicted_peak_bytes = 0;
+  double predicted_duration_seconds = 0;
+  std::string reason;
+};
+
+struct ChosenPlan {
+  PlanSpec plan;
+  std::int64_t predicted_peak_bytes = 0;
+  std::int64_t measured_peak_bytes = 0;
+  std::int64_t usable_bytes = 0;
+  double predicted_update_seconds = 0;
+  double predicted_duration_seconds = 0;
+  std::optional<double> window_seconds;
+  bool fits_memory = false;
+  bool fits_window = true;             // true when the job has no window
+  double probe_seconds = 0;            // time spent probing and validating
+  std::vector<RejectedPlan> rejected;  // faster alternatives and why they were not chosen
+
+  nlohmann::json ToJson() const;
+  std::string ToText() const;
+};
+
+PlanSpec NamedBaselinePlan(const JobSpec& spec);
+
+Result<ChosenPlan> PlanJob(const JobSpec& spec, const TextCorpus& corpus);
+
+// Fits y = intercept + slope * x by least squares (one point: slope 0).
+struct LinearFit {
+  double intercept = 0;
+  double slope = 0;
+  double At(double x) const { return intercept + slope * x; }
+};
+LinearFit FitLine(const std::vector<double>& x, const std::vector<double>& y);
+
+}  // namespace trainerd

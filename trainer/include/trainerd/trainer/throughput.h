@@ -1,0 +1,38 @@
+// Throughput accounting: model FLOPs of an update, the machine's measured peak (a
+// matrix-product probe, cached per hardware fingerprint), and MFU. An achieved rate above
+// the measured peak is an invalid measurement, not a speedup: it is flagged, never reported
+// as MFU.
+#pragma once
+
+#include <string>
+
+#include "trainerd/trainer/job_spec.h"
+
+namespace trainerd {
+
+// Training FLOPs (forward + backward) per sample: 6 per parameter per token, plus attention
+// 12 * n_layer * block_size * n_embd per token for the GPT (nanoGPT's estimate).
+// Recomputation of checkpointed blocks is not useful work and is not counted.
+double ModelFlopsPerSample(const ModelSpec& model, std::int64_t parameters);
+
+// "CPU model | cores | memory" of this machine, from /proc.
+std::string HardwareFingerprint();
+
+// Best FLOP/s of square matrix products in `precision` on the current thread setting,
+// measured once and cached in `cache_file` (JSON keyed by fingerprint, precision and threads).
+// An empty cache_file disables caching.
+double PeakFlops(Precision precision, const std::string& cache_file);
+
+// Default cache: $XDG_CACHE_HOME/trainerd/peak_flops.json or ~/.cache/trainerd/...
+std::string DefaultPeakFlopsCache();
+
+struct ThroughputAssessment {
+  double achieved_flops = 0;  // FLOP/s
+  double peak_flops = 0;
+  double mfu = 0;  // achieved / peak, when valid
+  bool valid = true;
+  std::string note;  // why invalid
+};
+ThroughputAssessment AssessThroughput(double achieved_flops, double peak_flops);
+
+}  // namespace trainerd

@@ -1,0 +1,189 @@
+#include "trainerd/trainer/memory_ledger.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <utility>
+
+#include "trainerd/trainer/device_memory.h"
+#include "trainerd/trainer/gradient_accumulation.h"
+#include "trainerd/trainer/trainer.h"
+#include "trainerd/trainer/units.h"
+
+namespace trainerd {
+namespace {
+
+class DiscardEvents : public EventSink {
+ public:
+  void Emit(const nlohmann::json& /*event*/) override {}
+};
+
+// Restores the device limit on scope exit.
+class LimitLifted {
+ public:
+  explicit LimitLifted(DeviceMemory& memory) : memory_(memory), saved_(memory.limit()) {
+    memory_.SetLimit(0);
+  }
+  ~LimitLifted() { memory_.SetLimit(saved_); }
+  LimitLifted(const LimitLifted&) = delete;
+  LimitLifted& operator=(const LimitLifted&) = delete;
+
+ private:
+  DeviceMemory& memory_;
+  std::int64_t saved_;
+};
+
+std::int64_t Bytes(const torch::Tensor& t) {
+  return t.defined() ? static_cast<std::int64_t>(t.nbytes()) : 0;
+}
+
+// Live bytes each block leaves behind in one forward with `checkpointed` blocks.
+std::vector<std::pair<std::int64_t, double>> MeasureBlocks(Trainer& trainer, DeviceMemory& memory,
+                                                           const torch::Tensor& inputs,
+                                                           const std::vector<int>& checkpointed,
+                                                           Precision precision) {
+  TrainableModel& model = trainer.model();
+  std::vector<std::pair<std::int64_t, double>> per_block(
+      static_cast<std::size_t>(model.num_blocks()));
+  std::int64_t live_before = 0;
+  std::chrono::steady_clock::time_point started;
+  model.set_checkpointed_blocks(checkpointed);
+  model.set_block_observer([&](int index, bool after) {
+    if (!after) {
+      live_before = memory.live_bytes();
+      started = std::chrono::steady_clock::now();
+      return;
+    }
+    per_block[static_cast<std::size_t>(index)] = {
+        memory.live_bytes() - live_before,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()};
+  });
+  { torch::Tensor logits = ForwardWithPrecision(model, inputs, precision); }
+  model.set_block_observer({});
+  return per_block;
+}
+
+}  // namespace
+
+std::int64_t AdamWStateBytes(const torch::optim::Optimizer& optimizer) {
+  std::int64_t total = 0;
+  for (const auto& entry : optimizer.state()) {
+    const auto& state = static_cast<const torch::optim::AdamWParamState&>(*entry.second);
+    total += Bytes(state.exp_avg()) + Bytes(state.exp_avg_sq()) + Bytes(state.max_exp_avg_sq());
+  }
+  return total;
+}
+
+Result<MemoryLedger> MeasureLedger(const JobSpec& spec, const TextCorpus& corpus) {
+  MemoryLedger ledger;
+  ledger.plan = spec.plan;
+  ledger.budget_bytes = spec.memory.budget_bytes;
+  ledger.usable_bytes = spec.memory.usable_bytes();
+  try {
+    DiscardEvents discard;
+    Trainer trainer(spec, corpus, &discard);
+    DeviceMemory& memory = MemoryOf(trainer.device());
+    ledger.method = memory.method();
+    LimitLifted lifted(memory);
+
+    trainer.TrainUpdate(0);  // gradients and AdamW state now exist
+    for (const auto& p : trainer.model().parameters()) {
+      ledger.parameters_bytes += Bytes(p);
+      ledger.gradients_bytes += Bytes(p.grad());
+    }
+    ledger.optimizer_state_bytes = AdamWStateBytes(trainer.optimizer());
+    for (const Batch& b : trainer.Microbatches(1)) {
+      ledger.inputs_bytes += Bytes(b.inputs) + Bytes(b.targets);
+    }
+
+    const std::int64_t live_at_start = memory.live_bytes();
+    memory.ResetPeak();
+    trainer.TrainUpdate(1, [&](std::size_t index) {
+      if (index == 0) {
+        ledger.activations_bytes = memory.live_bytes() - live_at_start - ledger.inputs_bytes;
+      }
+    });
+    ledger.peak_bytes = memory.peak_bytes();
+    ledger.temporaries_bytes = std::max<std::int64_t>(
+        0, ledger.peak_bytes - ledger.parameters_bytes - ledger.gradients_bytes -
+               ledger.optimizer_state_bytes - ledger.inputs_bytes - ledger.activations_bytes);
+
+    const torch::Tensor inputs = trainer.Microbatches(1).front().inputs;
+    std::vector<int> all(static_cast<std::size_t>(trainer.model().num_blocks()));
+    for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+    const auto plain = MeasureBlocks(trainer, memory, inputs, {}, spec.plan.precision);
+    const auto checkpointed = MeasureBlocks(trainer, memory, inputs, all, spec.plan.precision);
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      ledger.blocks.push_back(
+          {static_cast<int>(i), plain[i].first, checkpointed[i].first, plain[i].second});
+    }
+  } catch (const c10::Error& e) {
+    return Status::Internal(std::string("measuring the ledger: ") + e.what_without_backtrace());
+  }
+  return ledger;
+}
+
+nlohmann::json MemoryLedger::ToJson() const {
+  nlohmann::json block_list = nlohmann::json::array();
+  for (const BlockActivation& b : blocks) {
+    block_list.push_back({{"index", b.index},
+                          {"activation_bytes", b.activation_bytes},
+                          {"checkpointed_activation_bytes", b.checkpointed_activation_bytes},
+                          {"forward_seconds", b.forward_seconds}});
+  }
+  return {{"parameters_bytes", parameters_bytes},
+          {"gradients_bytes", gradients_bytes},
+          {"optimizer_state_bytes", optimizer_state_bytes},
+          {"activations_bytes", activations_bytes},
+          {"temporaries_bytes", temporaries_bytes},
+          {"inputs_bytes", inputs_bytes},
+          {"peak_bytes", peak_bytes},
+          {"budget_bytes", budget_bytes},
+          {"usable_bytes", usable_bytes},
+          {"plan",
+           {{"microbatch", plan.microbatch},
+            {"accumulation_steps", plan.accumulation_steps},
+            {"checkpoint_blocks", plan.checkpoint_blocks},
+            {"precision", ToString(plan.precision)}}},
+          {"method", method},
+          {"blocks", block_list}};
+}
+
+std::string MemoryLedger::ToTable() const {
+  std::vector<std::pair<std::string, std::int64_t>> rows = {
+      {"parameters", parameters_bytes},           {"gradients", gradients_bytes},
+      {"optimizer state", optimizer_state_bytes}, {"activations", activations_bytes},
+      {"temporaries", temporaries_bytes},         {"inputs", inputs_bytes}};
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string out;
+  char line[160];
+  std::snprintf(line, sizeof(line), "%-18s %12s %7s\n", "category", "size", "share");
+  out += line;
+  for (const auto& [name, bytes] : rows) {
+    std::snprintf(
+        line, sizeof(line), "%-18s %12s %6.1f%%\n", name.c_str(), FormatBytes(bytes).c_str(),
+        peak_bytes > 0 ? 100.0 * static_cast<double>(bytes) / static_cast<double>(peak_bytes)
+                       : 0.0);
+    out += line;
+  }
+  std::snprintf(line, sizeof(line), "%-18s %12s\n%-18s %12s %s\n%-18s %12s\n", "peak",
+                FormatBytes(peak_bytes).c_str(), "usable", FormatBytes(usable_bytes).c_str(),
+                peak_bytes <= usable_bytes ? "(fits)" : "(DOES NOT FIT)", "budget",
+                FormatBytes(budget_bytes).c_str());
+  out += line;
+  std::snprintf(line, sizeof(line), "\n%-6s %14s %14s %12s\n", "block", "activations",
+                "checkpointed", "forward");
+  out += line;
+  for (const BlockActivation& b : blocks) {
+    std::snprintf(line, sizeof(line), "%-6d %14s %14s %11.1fms\n", b.index,
+                  FormatBytes(b.activation_bytes).c_str(),
+                  FormatBytes(b.checkpointed_activation_bytes).c_str(), b.forward_seconds * 1e3);
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace trainerd

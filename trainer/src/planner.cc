@@ -1,0 +1,317 @@
+#include "trainerd/trainer/planner.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+
+#include "trainerd/trainer/device_memory.h"
+#include "trainerd/trainer/memory_ledger.h"
+#include "trainerd/trainer/trainer.h"
+#include "trainerd/trainer/units.h"
+
+namespace trainerd {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class DiscardEvents : public EventSink {
+ public:
+  void Emit(const nlohmann::json& /*event*/) override {}
+};
+
+int Steps(int effective_batch, int microbatch) {
+  return (effective_batch + microbatch - 1) / microbatch;
+}
+
+PlanSpec MakePlan(const JobSpec& spec, int microbatch, std::vector<int> blocks,
+                  Precision precision) {
+  return {microbatch, Steps(spec.training.effective_batch, microbatch), std::move(blocks),
+          precision};
+}
+
+struct Measurement {
+  std::int64_t peak_bytes = 0;
+  double update_seconds = 0;
+  bool oom = false;
+};
+
+// One real optimizer update of `plan` (after one warm-up update) under `limit` bytes.
+// `effective_batch` overrides the job's, so the probe can time a single microbatch.
+Measurement MeasureUpdate(const JobSpec& spec, const TextCorpus& corpus, const PlanSpec& plan,
+                          int effective_batch, std::int64_t limit) {
+  JobSpec job = spec;
+  job.plan = plan;
+  job.training.effective_batch = effective_batch;
+  Measurement m;
+  DiscardEvents discard;
+  DeviceMemory* memory = nullptr;
+  try {
+    Trainer trainer(job, corpus, &discard);
+    memory = &MemoryOf(trainer.device());
+    memory->SetLimit(limit);
+    trainer.TrainUpdate(0);
+    memory->ResetPeak();
+    const auto start = Clock::now();
+    trainer.TrainUpdate(1);
+    m.update_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    m.peak_bytes = memory->peak_bytes();
+  } catch (const c10::OutOfMemoryError&) {
+    m.oom = true;
+  }
+  if (memory != nullptr) memory->SetLimit(0);
+  return m;
+}
+
+// Peak and time of one microbatch as linear functions of its size, with no blocks and with
+// every block checkpointed.
+struct PrecisionModel {
+  Precision precision;
+  LinearFit peak_none, peak_all, seconds_none, seconds_all;
+};
+
+std::string Describe(const PlanSpec& plan) {
+  return "microbatch " + std::to_string(plan.microbatch) + " x " +
+         std::to_string(plan.accumulation_steps) + ", " +
+         std::to_string(plan.checkpoint_blocks.size()) + " blocks checkpointed, " +
+         ToString(plan.precision);
+}
+
+}  // namespace
+
+LinearFit FitLine(const std::vector<double>& x, const std::vector<double>& y) {
+  const double n = static_cast<double>(x.size());
+  const double mx = std::accumulate(x.begin(), x.end(), 0.0) / n;
+  const double my = std::accumulate(y.begin(), y.end(), 0.0) / n;
+  double sxx = 0, sxy = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    sxx += (x[i] - mx) * (x[i] - mx);
+    sxy += (x[i] - mx) * (y[i] - my);
+  }
+  const double slope = sxx > 0 ? sxy / sxx : 0.0;
+  return {my - slope * mx, slope};
+}
+
+PlanSpec NamedBaselinePlan(const JobSpec& spec) {
+  std::vector<int> all(static_cast<std::size_t>(NumBlocks(spec.model)));
+  std::iota(all.begin(), all.end(), 0);
+  return MakePlan(spec, 1, all, Precision::kFp32);
+}
+
+Result<ChosenPlan> PlanJob(const JobSpec& spec, const TextCorpus& corpus) {
+  const auto started = Clock::now();
+  const int batch = spec.training.effective_batch;
+  const int blocks = NumBlocks(spec.model);
+  const std::int64_t usable = spec.memory.usable_bytes();
+  std::vector<int> all(static_cast<std::size_t>(blocks));
+  std::iota(all.begin(), all.end(), 0);
+
+  // Blocks ranked by activation bytes saved per second of recompute, from one ledger.
+  JobSpec ledger_spec = spec;
+  ledger_spec.plan =
+      MakePlan(spec, std::min(batch, spec.planner.probe_microbatches.back()), {}, Precision::kFp32);
+  Result<MemoryLedger> ledger = MeasureLedger(ledger_spec, corpus);
+  if (!ledger.ok()) return ledger.status();
+  std::vector<BlockActivation> ranked = ledger->blocks;
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const BlockActivation& a, const BlockActivation& b) {
+                     const double ra =
+                         static_cast<double>(a.activation_bytes - a.checkpointed_activation_bytes) /
+                         std::max(a.forward_seconds, 1e-9);
+                     const double rb =
+                         static_cast<double>(b.activation_bytes - b.checkpointed_activation_bytes) /
+                         std::max(b.forward_seconds, 1e-9);
+                     return ra > rb;
+                   });
+  double total_saved = 0, total_cost = 0;
+  for (const auto& b : ranked) {
+    total_saved += static_cast<double>(b.activation_bytes - b.checkpointed_activation_bytes);
+    total_cost += b.forward_seconds;
+  }
+  // Fraction of the all-blocks saving (memory) and recompute cost (time) of the k best blocks.
+  std::vector<double> saved_fraction(blocks + 1, 0.0), cost_fraction(blocks + 1, 0.0);
+  for (int k = 1; k <= blocks; ++k) {
+    const auto& b = ranked[static_cast<std::size_t>(k - 1)];
+    saved_fraction[k] =
+        saved_fraction[k - 1] +
+        (total_saved > 0 ? (b.activation_bytes - b.checkpointed_activation_bytes) / total_saved
+                         : 1.0 / blocks);
+    cost_fraction[k] =
+        cost_fraction[k - 1] + (total_cost > 0 ? b.forward_seconds / total_cost : 1.0 / blocks);
+  }
+  const double recompute_per_sample = total_cost / static_cast<double>(ledger_spec.plan.microbatch);
+  const double input_bytes_per_sample =
+      static_cast<double>(ledger->inputs_bytes) / static_cast<double>(ledger_spec.plan.microbatch);
+
+  std::vector<PrecisionModel> models;
+  for (Precision precision : spec.planner.precisions) {
+    std::vector<double> sizes, peak_none, peak_all, sec_none, sec_all;
+    for (int m : spec.planner.probe_microbatches) {
+      if (m > batch) continue;
+      const Measurement none = MeasureUpdate(spec, corpus, MakePlan(spec, m, {}, precision), m, 0);
+      const Measurement ckpt = MeasureUpdate(spec, corpus, MakePlan(spec, m, all, precision), m, 0);
+      sizes.push_back(m);
+      peak_none.push_back(static_cast<double>(none.peak_bytes));
+      peak_all.push_back(static_cast<double>(ckpt.peak_bytes));
+      sec_none.push_back(none.update_seconds);
+      sec_all.push_back(ckpt.update_seconds);
+    }
+    if (sizes.empty())
+      return Status::InvalidArgument("planner.probe_microbatches: none <= the effective batch");
+    models.push_back({precision, FitLine(sizes, peak_none), FitLine(sizes, peak_all),
+                      FitLine(sizes, sec_none), FitLine(sizes, sec_all)});
+  }
+
+  struct Candidate {
+    PlanSpec plan;
+    std::int64_t peak;
+    double update_seconds;
+    double duration;
+  };
+  std::vector<Candidate> fitting;
+  std::vector<RejectedPlan> rejected;
+  for (const PrecisionModel& model : models) {
+    for (int m = 1; m <= batch; ++m) {
+      for (int k = 0; k <= blocks; ++k) {
+        std::vector<int> chosen;
+        for (int i = 0; i < k; ++i) chosen.push_back(ranked[static_cast<std::size_t>(i)].index);
+        std::sort(chosen.begin(), chosen.end());
+        const PlanSpec plan = MakePlan(spec, m, chosen, model.precision);
+        // Checkpointing never adds memory: clamp fit noise to that.
+        const double none = model.peak_none.At(m), ckpt = std::min(none, model.peak_all.At(m));
+        const auto peak = static_cast<std::int64_t>(none - saved_fraction[k] * (none - ckpt) +
+                                                    input_bytes_per_sample * (batch - m));
+        // Recomputing every block costs at least one more forward through them.
+        const double t_none = model.seconds_none.At(m);
+        const double t_all = std::max(model.seconds_all.At(m), t_none + recompute_per_sample * m);
+        const double update_seconds =
+            plan.accumulation_steps * std::max(1e-6, t_none + cost_fraction[k] * (t_all - t_none));
+        const double duration = update_seconds * spec.training.updates;
+        if (peak <= usable) {
+          fitting.push_back({plan, peak, update_seconds, duration});
+        } else {
+          rejected.push_back(
+              {plan, peak, duration,
+               "predicted peak " + FormatBytes(peak) + " exceeds usable " + FormatBytes(usable)});
+        }
+      }
+    }
+  }
+  std::sort(fitting.begin(), fitting.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.duration != b.duration) return a.duration < b.duration;
+    return a.peak < b.peak;
+  });
+  // The named baseline is always tried last.
+  const PlanSpec baseline = NamedBaselinePlan(spec);
+  fitting.push_back({baseline, 0, 0, 0});
+
+  ChosenPlan result;
+  result.usable_bytes = usable;
+  result.window_seconds = spec.window_seconds;
+  constexpr int kMaxValidations = 6;
+  int validations = 0;
+  for (const Candidate& candidate : fitting) {
+    const bool is_baseline = &candidate == &fitting.back();
+    if (!is_baseline && validations >= kMaxValidations) continue;
+    ++validations;
+    const Measurement real = MeasureUpdate(spec, corpus, candidate.plan, batch, usable);
+    if (real.oom || real.peak_bytes > usable) {
+      rejected.push_back({candidate.plan, candidate.peak, candidate.duration,
+                          real.oom ? "out of memory when validated under the usable limit"
+                                   : "measured peak " + FormatBytes(real.peak_bytes) +
+                                         " exceeds usable " + FormatBytes(usable)});
+      if (is_baseline) {
+        return Status::OutOfMemory(
+            "does not fit: even the named baseline (" + Describe(baseline) + ") needs more than " +
+            FormatBytes(usable) + " usable (memory.budget " +
+            FormatBytes(spec.memory.budget_bytes) + " less " +
+            std::to_string(static_cast<int>(spec.memory.reserve_fraction * 100)) + "% reserve)");
+      }
+      continue;
+    }
+    result.plan = candidate.plan;
+    result.measured_peak_bytes = real.peak_bytes;
+    result.predicted_peak_bytes = is_baseline ? real.peak_bytes : candidate.peak;
+    result.predicted_update_seconds = is_baseline ? real.update_seconds : candidate.update_seconds;
+    result.predicted_duration_seconds = result.predicted_update_seconds * spec.training.updates;
+    result.fits_memory = true;
+    break;
+  }
+  result.fits_window =
+      !spec.window_seconds || result.predicted_duration_seconds <= *spec.window_seconds;
+  // Report the alternatives that would have been faster than the chosen plan.
+  std::vector<RejectedPlan> faster;
+  for (const RejectedPlan& r : rejected) {
+    if (r.predicted_duration_seconds < result.predicted_duration_seconds ||
+        r.reason.find("validated") != std::string::npos ||
+        r.reason.find("measured") != std::string::npos) {
+      faster.push_back(r);
+    }
+  }
+  std::sort(faster.begin(), faster.end(), [](const RejectedPlan& a, const RejectedPlan& b) {
+    return a.predicted_duration_seconds < b.predicted_duration_seconds;
+  });
+  if (faster.size() > 10) faster.resize(10);
+  result.rejected = faster;
+  result.probe_seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  return result;
+}
+
+nlohmann::json ChosenPlan::ToJson() const {
+  auto plan_json = [](const PlanSpec& p) {
+    return nlohmann::json{{"microbatch", p.microbatch},
+                          {"accumulation_steps", p.accumulation_steps},
+                          {"checkpoint_blocks", p.checkpoint_blocks},
+                          {"precision", ToString(p.precision)}};
+  };
+  nlohmann::json rejected_json = nlohmann::json::array();
+  for (const RejectedPlan& r : rejected) {
+    nlohmann::json entry = plan_json(r.plan);
+    entry["predicted_peak_bytes"] = r.predicted_peak_bytes;
+    entry["predicted_duration_seconds"] = r.predicted_duration_seconds;
+    entry["reason"] = r.reason;
+    rejected_json.push_back(entry);
+  }
+  nlohmann::json out = plan_json(plan);
+  out["predicted_peak_bytes"] = predicted_peak_bytes;
+  out["measured_peak_bytes"] = measured_peak_bytes;
+  out["usable_bytes"] = usable_bytes;
+  out["predicted_update_seconds"] = predicted_update_seconds;
+  out["predicted_duration_seconds"] = predicted_duration_seconds;
+  out["window_seconds"] =
+      window_seconds ? nlohmann::json(*window_seconds) : nlohmann::json(nullptr);
+  out["fits_memory"] = fits_memory;
+  out["fits_window"] = fits_window;
+  out["probe_seconds"] = probe_seconds;
+  out["rejected"] = rejected_json;
+  return out;
+}
+
+std::string ChosenPlan::ToText() const {
+  std::string out;
+  char line[256];
+  std::snprintf(line, sizeof(line), "plan: %s\n", Describe(plan).c_str());
+  out += line;
+  std::snprintf(line, sizeof(line), "  peak: predicted %s, measured %s, usable %s\n",
+                FormatBytes(predicted_peak_bytes).c_str(), FormatBytes(measured_peak_bytes).c_str(),
+                FormatBytes(usable_bytes).c_str());
+  out += line;
+  std::snprintf(line, sizeof(line), "  time: %.3fs per update, job %s", predicted_update_seconds,
+                FormatDuration(predicted_duration_seconds).c_str());
+  out += line;
+  if (window_seconds) {
+    out += " against a window of " + FormatDuration(*window_seconds) +
+           (fits_window ? " (fits)" : " -- NO PLAN FITS THE WINDOW");
+  }
+  out += "\n  probe and validation took " + FormatDuration(probe_seconds) + "\n";
+  if (!rejected.empty()) out += "rejected alternatives:\n";
+  for (const RejectedPlan& r : rejected) {
+    out += "  " + Describe(r.plan) + ": " + r.reason + "\n";
+  }
+  return out;
+}
+
+}  // namespace trainerd
