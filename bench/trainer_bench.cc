@@ -22,11 +22,6 @@
 
 namespace {
 
-class DiscardEvents : public trainerd::EventSink {
- public:
-  void Emit(const nlohmann::json& /*event*/) override {}
-};
-
 struct Scenario {
   std::string name;
   int threads;
@@ -103,7 +98,7 @@ int main(int argc, char** argv) {
                              : s.checkpoint == Scenario::kHalf ? blocks / 2
                                                                : 0;
     for (int b = 0; b < checkpointed; ++b) job.plan.checkpoint_blocks.push_back(b);
-    DiscardEvents discard;
+    trainerd::NullEventSink discard;
     trainerd::Trainer trainer(job, *corpus, &discard);
     std::vector<double> measured;
     for (int u = 0; u < job.training.updates; ++u) {

@@ -4,8 +4,9 @@
 #include <torch/torch.h>
 
 #include "../support/grad_compare.h"
+#include "../support/recording_sink.h"
 #include "../support/temp_dir.h"
-#include "../support/tiny_job.h"
+#include "../support/tiny_job_test.h"
 #include "trainerd/trainer/gpt.h"
 #include "trainerd/trainer/mlp_classifier.h"
 #include "trainerd/trainer/trainer.h"
@@ -13,29 +14,13 @@
 namespace trainerd {
 namespace {
 
+using testing::RecordingSink;
+
 using testing::GlobalGradNorm;
 using testing::MaxGradDifference;
 
-class RecordingSink : public EventSink {
- public:
-  void Emit(const nlohmann::json& event) override { events.push_back(event); }
-  std::vector<nlohmann::json> Of(const std::string& kind) const {
-    std::vector<nlohmann::json> out;
-    for (const auto& e : events)
-      if (e["event"] == kind) out.push_back(e);
-    return out;
-  }
-  std::vector<nlohmann::json> events;
-};
-
-class GradientAccumulationTest : public ::testing::Test {
+class GradientAccumulationTest : public testing::TinyJobTest {
  protected:
-  void SetUp() override {
-    Result<TextCorpus> corpus = TextCorpus::Load(spec_.data, spec_.model.gpt.block_size);
-    ASSERT_TRUE(corpus.ok()) << corpus.status().message();
-    corpus_ = std::make_unique<TextCorpus>(std::move(corpus).value());
-    torch::set_num_threads(1);
-  }
   std::shared_ptr<TrainableModel> Model(std::uint64_t seed = 11) {
     torch::manual_seed(seed);
     return BuildModel(spec_.model, 2);
@@ -64,9 +49,6 @@ class GradientAccumulationTest : public ::testing::Test {
     }
     return {torch::cat(inputs), torch::cat(targets), 0};
   }
-
-  JobSpec spec_ = testing::TinyGptJob();
-  std::unique_ptr<TextCorpus> corpus_;
 };
 
 TEST_F(GradientAccumulationTest, UnequalMicrobatchesAndMaskedTokensGiveTheLargeBatchGradient) {

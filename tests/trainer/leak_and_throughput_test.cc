@@ -2,7 +2,7 @@
 #include <torch/torch.h>
 
 #include "../support/temp_dir.h"
-#include "../support/tiny_job.h"
+#include "../support/tiny_job_test.h"
 #include "trainerd/trainer/leak_detector.h"
 #include "trainerd/trainer/throughput.h"
 #include "trainerd/trainer/trainer.h"
@@ -28,13 +28,10 @@ TEST(LeakDetectorTest, FlatMemoryIsNoLeakSustainedGrowthIs) {
   EXPECT_LT(samples, 10);
 }
 
-class TrainerLeakTest : public ::testing::Test {
+class TrainerLeakTest : public testing::TinyJobTest {
  protected:
   void SetUp() override {
-    Result<TextCorpus> corpus = TextCorpus::Load(spec_.data, spec_.model.gpt.block_size);
-    ASSERT_TRUE(corpus.ok());
-    corpus_ = std::make_unique<TextCorpus>(std::move(corpus).value());
-    torch::set_num_threads(1);
+    TinyJobTest::SetUp();
     spec_.training.updates = 15;
   }
   TrainerOptions Options() {
@@ -44,8 +41,6 @@ class TrainerLeakTest : public ::testing::Test {
     options.leak_detection.tolerance_bytes = 64 << 10;
     return options;
   }
-  JobSpec spec_ = testing::TinyGptJob();
-  std::unique_ptr<TextCorpus> corpus_;
   testing::TempDir dir_;
 };
 

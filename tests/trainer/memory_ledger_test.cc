@@ -3,22 +3,14 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "../support/tiny_job.h"
+#include "../support/tiny_job_test.h"
 #include "trainerd/trainer/model.h"
 
 namespace trainerd {
 namespace {
 
-class MemoryLedgerTest : public ::testing::Test {
+class MemoryLedgerTest : public testing::TinyJobTest {
  protected:
-  void SetUp() override {
-    Result<TextCorpus> corpus = TextCorpus::Load(spec_.data, spec_.model.gpt.block_size);
-    ASSERT_TRUE(corpus.ok());
-    corpus_ = std::make_unique<TextCorpus>(std::move(corpus).value());
-    torch::set_num_threads(1);
-  }
-  JobSpec spec_ = testing::TinyGptJob();
-  std::unique_ptr<TextCorpus> corpus_;
 };
 
 TEST_F(MemoryLedgerTest, StaticCategoriesEqualTheAnalyticBytes) {

@@ -2,7 +2,7 @@
 #include <torch/torch.h>
 
 #include "../support/temp_dir.h"
-#include "../support/tiny_job.h"
+#include "../support/tiny_job_test.h"
 #include "trainerd/trainer/gradient_accumulation.h"
 #include "trainerd/trainer/loss_scaler.h"
 #include "trainerd/trainer/parity.h"
@@ -11,16 +11,8 @@
 namespace trainerd {
 namespace {
 
-class PrecisionTest : public ::testing::Test {
+class PrecisionTest : public testing::TinyJobTest {
  protected:
-  void SetUp() override {
-    Result<TextCorpus> corpus = TextCorpus::Load(spec_.data, spec_.model.gpt.block_size);
-    ASSERT_TRUE(corpus.ok()) << corpus.status().message();
-    corpus_ = std::make_unique<TextCorpus>(std::move(corpus).value());
-    torch::set_num_threads(1);
-  }
-  JobSpec spec_ = testing::TinyGptJob();
-  std::unique_ptr<TextCorpus> corpus_;
 };
 
 TEST_F(PrecisionTest, Bf16TracksFp32WithinTheStatedTolerance) {

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "../support/child_process.h"
@@ -142,6 +143,55 @@ TEST(TrainerRunTest, InvalidPlanFileExitsTwoNamingTheKey) {
                        "in [0, 1], got '5'"),
             std::string::npos)
       << error;
+}
+
+TEST(TrainerRunTest, ABudgetTooSmallForTheForcedPlanIsAnOomWithPlanAndLedger) {
+  testing::TempDir dir;
+  const std::string config =
+      dir.Write("job.yaml", testing::TinyGptYaml(3) + "memory: {budget: 1500KiB, reserve: 0%}\n");
+  ChildProcess child({TRAINER_RUN_PATH, "--config", config, "--output-dir", dir.File("out")});
+  const auto events = Events(child.ReadAllLines());
+  EXPECT_EQ(child.ExitCode(), 4);
+  ASSERT_FALSE(events.empty());
+  const nlohmann::json& error = events.back();
+  EXPECT_EQ(error["event"], "error");
+  EXPECT_EQ(error["kind"], "oom");
+  EXPECT_EQ(error["details"]["plan"]["microbatch"], 8);
+  EXPECT_EQ(error["details"]["ledger"]["limit_bytes"], 1500 * 1024);
+  EXPECT_GT(error["details"]["ledger"]["parameters_bytes"].get<std::int64_t>(), 0);
+}
+
+TEST(TrainerRunTest, PlanAutoFitsTheSameBudgetAndTrains) {
+  testing::TempDir dir;
+  const std::string config = dir.Write(
+      "job.yaml", testing::TinyGptYaml(3) +
+                      "memory: {budget: 1500KiB, reserve: 0%}\nplanner: {precisions: [fp32]}\n");
+  // An empty peak-FLOP/s cache: the probe's matrices must not count against the budget.
+  ::setenv("XDG_CACHE_HOME", dir.File("cache").c_str(), 1);
+  ChildProcess child(
+      {TRAINER_RUN_PATH, "--config", config, "--plan", "auto", "--output-dir", dir.File("out")});
+  ::unsetenv("XDG_CACHE_HOME");
+  const auto events = Events(child.ReadAllLines());
+  EXPECT_EQ(child.ExitCode(), 0) << child.ReadAllStderr();
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events[0]["event"], "plan");
+  EXPECT_LE(events[0]["plan"]["measured_peak_bytes"].get<std::int64_t>(), 1500 * 1024);
+  EXPECT_EQ(events[1]["plan"]["microbatch"], events[0]["plan"]["microbatch"]);
+  EXPECT_EQ(events.back()["event"], "finish");
+  EXPECT_LE(events.back()["peak_bytes"].get<std::int64_t>(), 1500 * 1024);
+}
+
+TEST(TrainerRunTest, WhatIfPrintsTheWorkedExample) {
+  ChildProcess child({TRAINER_RUN_PATH, "--what-if", "--static", "3.2GB", "--act-per-sample",
+                      "0.34GB", "--device", "24GB", "--reserve", "10%", "--microbatch", "32",
+                      "--blocks", "10", "--json"});
+  const auto lines = child.ReadAllLines();
+  EXPECT_EQ(child.ExitCode(), 0);
+  ASSERT_EQ(lines.size(), 1u);
+  const nlohmann::json result = nlohmann::json::parse(lines[0]);
+  EXPECT_EQ(result["max_microbatch"], 54);
+  EXPECT_EQ(result["blocks"].size(), 10u);
+  EXPECT_EQ(result["fits"], true);
 }
 
 }  // namespace

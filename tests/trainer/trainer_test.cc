@@ -5,40 +5,32 @@
 
 #include <fstream>
 
+#include "../support/recording_sink.h"
 #include "../support/temp_dir.h"
-#include "../support/tiny_job.h"
+#include "../support/tiny_job_test.h"
 #include "trainerd/trainer/lr_schedule.h"
 
 namespace trainerd {
 namespace {
 
-// Keeps every event; optionally raises the stop flag once an update count is reached.
-class RecordingSink : public EventSink {
+using testing::RecordingSink;
+
+// Raises the stop flag once update `stop_after` has been reported, as a SIGTERM would.
+class StoppingSink : public RecordingSink {
  public:
+  StoppingSink(std::atomic<bool>* stop, int stop_after) : stop_(stop), stop_after_(stop_after) {}
   void Emit(const nlohmann::json& event) override {
-    events.push_back(event);
-    if (stop != nullptr && event["event"] == "update" && event["update"] == stop_after)
-      stop->store(true);
+    RecordingSink::Emit(event);
+    if (event["event"] == "update" && event["update"] == stop_after_) stop_->store(true);
   }
-  std::vector<nlohmann::json> Of(const std::string& kind) const {
-    std::vector<nlohmann::json> out;
-    for (const auto& e : events)
-      if (e["event"] == kind) out.push_back(e);
-    return out;
-  }
-  std::vector<nlohmann::json> events;
-  std::atomic<bool>* stop = nullptr;
-  int stop_after = 0;
+
+ private:
+  std::atomic<bool>* stop_;
+  int stop_after_;
 };
 
-class TrainerTest : public ::testing::Test {
+class TrainerTest : public testing::TinyJobTest {
  protected:
-  void SetUp() override {
-    Result<TextCorpus> corpus = TextCorpus::Load(spec_.data, spec_.model.gpt.block_size);
-    ASSERT_TRUE(corpus.ok()) << corpus.status().message();
-    corpus_ = std::make_unique<TextCorpus>(std::move(corpus).value());
-    ConfigureRuntime(spec_.runtime);
-  }
   TrainerOptions Options() const {
     TrainerOptions options;
     options.checkpoint_path = dir_.File("checkpoint.pt");
@@ -46,8 +38,6 @@ class TrainerTest : public ::testing::Test {
     return options;
   }
 
-  JobSpec spec_ = testing::TinyGptJob();
-  std::unique_ptr<TextCorpus> corpus_;
   testing::TempDir dir_;
 };
 
@@ -104,9 +94,7 @@ TEST_F(TrainerTest, InterruptedAndResumedRunEqualsUninterruptedRun) {
   ASSERT_TRUE(reference.Run(reference_options).ok());
 
   std::atomic<bool> stop{false};
-  RecordingSink first_sink;
-  first_sink.stop = &stop;
-  first_sink.stop_after = 4;
+  StoppingSink first_sink(&stop, /*stop_after=*/4);
   TrainerOptions options = Options();
   options.stop_requested = &stop;
   {

@@ -252,6 +252,13 @@ const char* ToString(Precision precision) {
   return "?";
 }
 
+nlohmann::json ToJson(const PlanSpec& plan) {
+  return {{"microbatch", plan.microbatch},
+          {"accumulation_steps", plan.accumulation_steps},
+          {"checkpoint_blocks", plan.checkpoint_blocks},
+          {"precision", ToString(plan.precision)}};
+}
+
 int NumBlocks(const ModelSpec& model) {
   return model.kind == ModelKind::kGpt ? model.gpt.n_layer : model.mlp.layers;
 }

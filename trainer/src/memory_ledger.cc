@@ -15,26 +15,6 @@
 namespace trainerd {
 namespace {
 
-class DiscardEvents : public EventSink {
- public:
-  void Emit(const nlohmann::json& /*event*/) override {}
-};
-
-// Restores the device limit on scope exit.
-class LimitLifted {
- public:
-  explicit LimitLifted(DeviceMemory& memory) : memory_(memory), saved_(memory.limit()) {
-    memory_.SetLimit(0);
-  }
-  ~LimitLifted() { memory_.SetLimit(saved_); }
-  LimitLifted(const LimitLifted&) = delete;
-  LimitLifted& operator=(const LimitLifted&) = delete;
-
- private:
-  DeviceMemory& memory_;
-  std::int64_t saved_;
-};
-
 std::int64_t Bytes(const torch::Tensor& t) {
   return t.defined() ? static_cast<std::int64_t>(t.nbytes()) : 0;
 }
@@ -82,11 +62,11 @@ Result<MemoryLedger> MeasureLedger(const JobSpec& spec, const TextCorpus& corpus
   ledger.budget_bytes = spec.memory.budget_bytes;
   ledger.usable_bytes = spec.memory.usable_bytes();
   try {
-    DiscardEvents discard;
+    NullEventSink discard;
     Trainer trainer(spec, corpus, &discard);
     DeviceMemory& memory = MemoryOf(trainer.device());
     ledger.method = memory.method();
-    LimitLifted lifted(memory);
+    ScopedMemoryLimit lifted(memory, 0);
 
     trainer.TrainUpdate(0);  // gradients and AdamW state now exist
     for (const auto& p : trainer.model().parameters()) {
@@ -142,11 +122,7 @@ nlohmann::json MemoryLedger::ToJson() const {
           {"peak_bytes", peak_bytes},
           {"budget_bytes", budget_bytes},
           {"usable_bytes", usable_bytes},
-          {"plan",
-           {{"microbatch", plan.microbatch},
-            {"accumulation_steps", plan.accumulation_steps},
-            {"checkpoint_blocks", plan.checkpoint_blocks},
-            {"precision", ToString(plan.precision)}}},
+          {"plan", trainerd::ToJson(plan)},
           {"method", method},
           {"blocks", block_list}};
 }

@@ -8,14 +8,7 @@
 #include "trainerd/trainer/trainer.h"
 
 namespace trainerd {
-namespace {
-
-class DiscardEvents : public EventSink {
- public:
-  void Emit(const nlohmann::json& /*event*/) override {}
-};
-
-}  // namespace
+namespace {}  // namespace
 
 ParityTolerances ToleranceFor(Precision precision) {
   switch (precision) {
@@ -38,11 +31,7 @@ nlohmann::json ParityReport::ToJson(const PlanSpec& plan) const {
       {"tolerances",
        {{"max_grad_diff", tolerances.max_grad_diff}, {"max_loss_diff", tolerances.max_loss_diff}}},
       {"updates", updates},
-      {"plan",
-       {{"microbatch", plan.microbatch},
-        {"accumulation_steps", plan.accumulation_steps},
-        {"checkpoint_blocks", plan.checkpoint_blocks},
-        {"precision", ToString(plan.precision)}}},
+      {"plan", trainerd::ToJson(plan)},
       {"plan_losses", plan_losses},
       {"reference_losses", reference_losses},
       {"reference_shape", reference_shape}};
@@ -51,7 +40,7 @@ nlohmann::json ParityReport::ToJson(const PlanSpec& plan) const {
 Result<ParityReport> CheckParity(const JobSpec& spec, const TextCorpus& corpus, int updates) {
   JobSpec reference_spec = spec;
   reference_spec.plan = PlanSpec{spec.training.effective_batch, 1, {}, Precision::kFp32};
-  DiscardEvents discard;
+  NullEventSink discard;
   ParityReport report;
   report.updates = updates;
   report.tolerances = ToleranceFor(spec.plan.precision);

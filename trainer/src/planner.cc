@@ -18,11 +18,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-class DiscardEvents : public EventSink {
- public:
-  void Emit(const nlohmann::json& /*event*/) override {}
-};
-
 int Steps(int effective_batch, int microbatch) {
   return (effective_batch + microbatch - 1) / microbatch;
 }
@@ -47,22 +42,20 @@ Measurement MeasureUpdate(const JobSpec& spec, const TextCorpus& corpus, const P
   job.plan = plan;
   job.training.effective_batch = effective_batch;
   Measurement m;
-  DiscardEvents discard;
-  DeviceMemory* memory = nullptr;
+  NullEventSink discard;
   try {
     Trainer trainer(job, corpus, &discard);
-    memory = &MemoryOf(trainer.device());
-    memory->SetLimit(limit);
+    DeviceMemory& memory = MemoryOf(trainer.device());
+    ScopedMemoryLimit limited(memory, limit);
     trainer.TrainUpdate(0);
-    memory->ResetPeak();
+    memory.ResetPeak();
     const auto start = Clock::now();
     trainer.TrainUpdate(1);
     m.update_seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    m.peak_bytes = memory->peak_bytes();
+    m.peak_bytes = memory.peak_bytes();
   } catch (const c10::OutOfMemoryError&) {
     m.oom = true;
   }
-  if (memory != nullptr) memory->SetLimit(0);
   return m;
 }
 
@@ -211,10 +204,16 @@ Result<ChosenPlan> PlanJob(const JobSpec& spec, const TextCorpus& corpus) {
   ChosenPlan result;
   result.usable_bytes = usable;
   result.window_seconds = spec.window_seconds;
-  constexpr int kMaxValidations = 6;
-  int validations = 0;
+  // Validate the best-predicted plans with real updates under the usable limit and keep the
+  // fastest measured one: the linear time model cannot see cache effects between close
+  // candidates. A plan that OOMs or measures above usable is rejected with its reason.
+  constexpr int kMaxValidations = 8;
+  constexpr int kFastestToCompare = 3;
+  int validations = 0, validated = 0;
+  double best_measured = 0;
   for (const Candidate& candidate : fitting) {
     const bool is_baseline = &candidate == &fitting.back();
+    if (validated >= kFastestToCompare || (is_baseline && validated > 0)) break;
     if (!is_baseline && validations >= kMaxValidations) continue;
     ++validations;
     const Measurement real = MeasureUpdate(spec, corpus, candidate.plan, batch, usable);
@@ -232,13 +231,19 @@ Result<ChosenPlan> PlanJob(const JobSpec& spec, const TextCorpus& corpus) {
       }
       continue;
     }
+    ++validated;
+    if (result.fits_memory && real.update_seconds >= best_measured) {
+      rejected.push_back({candidate.plan, candidate.peak, candidate.duration,
+                          "validated, but its measured update was slower than the chosen plan's"});
+      continue;
+    }
+    best_measured = real.update_seconds;
     result.plan = candidate.plan;
     result.measured_peak_bytes = real.peak_bytes;
     result.predicted_peak_bytes = is_baseline ? real.peak_bytes : candidate.peak;
     result.predicted_update_seconds = is_baseline ? real.update_seconds : candidate.update_seconds;
     result.predicted_duration_seconds = result.predicted_update_seconds * spec.training.updates;
     result.fits_memory = true;
-    break;
   }
   result.fits_window =
       !spec.window_seconds || result.predicted_duration_seconds <= *spec.window_seconds;
@@ -261,21 +266,15 @@ Result<ChosenPlan> PlanJob(const JobSpec& spec, const TextCorpus& corpus) {
 }
 
 nlohmann::json ChosenPlan::ToJson() const {
-  auto plan_json = [](const PlanSpec& p) {
-    return nlohmann::json{{"microbatch", p.microbatch},
-                          {"accumulation_steps", p.accumulation_steps},
-                          {"checkpoint_blocks", p.checkpoint_blocks},
-                          {"precision", ToString(p.precision)}};
-  };
   nlohmann::json rejected_json = nlohmann::json::array();
   for (const RejectedPlan& r : rejected) {
-    nlohmann::json entry = plan_json(r.plan);
+    nlohmann::json entry = trainerd::ToJson(r.plan);
     entry["predicted_peak_bytes"] = r.predicted_peak_bytes;
     entry["predicted_duration_seconds"] = r.predicted_duration_seconds;
     entry["reason"] = r.reason;
     rejected_json.push_back(entry);
   }
-  nlohmann::json out = plan_json(plan);
+  nlohmann::json out = trainerd::ToJson(plan);
   out["predicted_peak_bytes"] = predicted_peak_bytes;
   out["measured_peak_bytes"] = measured_peak_bytes;
   out["usable_bytes"] = usable_bytes;

@@ -80,13 +80,6 @@ PrecisionContext Trainer::precision_context() {
   return {spec_.plan.precision, scaler_ ? &*scaler_ : nullptr};
 }
 
-nlohmann::json Trainer::PlanJson() const {
-  return {{"microbatch", spec_.plan.microbatch},
-          {"accumulation_steps", spec_.plan.accumulation_steps},
-          {"checkpoint_blocks", spec_.plan.checkpoint_blocks},
-          {"precision", ToString(spec_.plan.precision)}};
-}
-
 nlohmann::json Trainer::LedgerSnapshot() const {
   const DeviceMemory& memory = MemoryOf(device_);
   std::int64_t parameters = 0, gradients = 0;
@@ -119,7 +112,7 @@ nlohmann::json Trainer::StartEvent(int resumed_from) const {
         {"parameters", CountParameters(*model_)},
         {"blocks", model_->num_blocks()},
         {"block_size", spec_.model.gpt.block_size}}},
-      {"plan", PlanJson()},
+      {"plan", ToJson(spec_.plan)},
       {"effective_batch", spec_.training.effective_batch},
       {"updates", spec_.training.updates},
       {"seed", spec_.training.seed},
@@ -317,9 +310,15 @@ Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
     const int throughput_updates = measured_updates > 0 ? measured_updates : t.updates - first;
     const double samples_per_second =
         throughput_updates * static_cast<double>(t.effective_batch) / throughput_seconds;
+    const std::int64_t peak_bytes = memory.peak_bytes();
+    double peak_flops = 0;
+    {
+      ScopedMemoryLimit lifted(memory, 0);  // the probe's matrices are not the job's memory
+      peak_flops = PeakFlops(spec_.plan.precision, options.peak_flops_cache);
+    }
     const ThroughputAssessment flops = AssessThroughput(
         samples_per_second * ModelFlopsPerSample(spec_.model, CountParameters(*model_)),
-        PeakFlops(spec_.plan.precision, options.peak_flops_cache));
+        peak_flops);
     sink_->Emit({{"event", "finish"},
                  {"updates", outcome.updates_done},
                  {"final_train_loss", outcome.final_train_loss},
@@ -334,7 +333,7 @@ Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
                   "wall clock per optimizer update after device synchronization, evaluation and "
                   "checkpoints excluded, first " +
                       std::to_string(kWarmupUpdates) + " updates excluded as warm-up"},
-                 {"peak_bytes", memory.peak_bytes()},
+                 {"peak_bytes", peak_bytes},
                  {"memory_method", memory.method()},
                  {"model_flops_per_second", flops.achieved_flops},
                  {"peak_flops_per_second", flops.peak_flops},
@@ -345,8 +344,9 @@ Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
   } catch (const c10::OutOfMemoryError& e) {
     outcome.kind = TrainOutcome::Kind::kOutOfMemory;
     outcome.message = e.what_without_backtrace();
-    outcome.details = {
-        {"update", outcome.updates_done + 1}, {"plan", PlanJson()}, {"ledger", LedgerSnapshot()}};
+    outcome.details = {{"update", outcome.updates_done + 1},
+                       {"plan", ToJson(spec_.plan)},
+                       {"ledger", LedgerSnapshot()}};
     return outcome;
   } catch (const c10::Error& e) {
     return Status::Internal(std::string("LibTorch: ") + e.what_without_backtrace());

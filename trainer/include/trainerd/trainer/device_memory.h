@@ -31,6 +31,22 @@ class DeviceMemory {
   virtual std::string method() const = 0;
 };
 
+// Sets a limit for a scope and restores the previous one on exit (0 lifts it).
+class ScopedMemoryLimit {
+ public:
+  ScopedMemoryLimit(DeviceMemory& memory, std::int64_t limit)
+      : memory_(memory), saved_(memory.limit()) {
+    memory_.SetLimit(limit);
+  }
+  ~ScopedMemoryLimit() { memory_.SetLimit(saved_); }
+  ScopedMemoryLimit(const ScopedMemoryLimit&) = delete;
+  ScopedMemoryLimit& operator=(const ScopedMemoryLimit&) = delete;
+
+ private:
+  DeviceMemory& memory_;
+  std::int64_t saved_;
+};
+
 // The memory of `device`. For the CPU the first call installs the counting allocator for the
 // whole process (tensors allocated before are not counted). Lives until the process exits.
 DeviceMemory& MemoryOf(const torch::Device& device);

@@ -15,6 +15,12 @@ class EventSink {
   virtual void Emit(const nlohmann::json& event) = 0;
 };
 
+// Drops every event: for internal runs (parity, probes, ledgers) whose progress nobody reads.
+class NullEventSink : public EventSink {
+ public:
+  void Emit(const nlohmann::json& /*event*/) override {}
+};
+
 // One compact JSON object per line, flushed after each: for pipes (the daemon) and logs.
 class JsonLinesSink : public EventSink {
  public:

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -113,6 +114,10 @@ struct JobSpec {
 
 const char* ToString(ModelKind kind);
 const char* ToString(Precision precision);
+// {microbatch, accumulation_steps, checkpoint_blocks, precision}: the plan as every report
+// (events, ledger, planner, parity) shows it.
+nlohmann::json ToJson(const PlanSpec& plan);
+
 // Blocks a plan may checkpoint: GPT decoder blocks or MLP hidden layers.
 int NumBlocks(const ModelSpec& model);
 

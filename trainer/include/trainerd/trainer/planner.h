@@ -9,7 +9,8 @@
 //    checkpointed, precision); keep those predicted to fit usable memory; order by predicted
 //    job duration, then by less memory.
 // 3. Validate: one real optimizer update at the chosen plan under the device limit; a plan
-//    that OOMs or measures above usable is rejected and the next is tried.
+//    that OOMs or measures above usable is rejected and the next is tried; of the first
+//    three that fit, the fastest measured one is chosen.
 // The named baseline (microbatch 1, every block checkpointed, fp32) is the last resort; when
 // even it does not fit the result is OutOfMemory with the bytes it needs.
 #pragma once

@@ -98,7 +98,6 @@ class Trainer {
 
  private:
   nlohmann::json StartEvent(int resumed_from) const;
-  nlohmann::json PlanJson() const;
   // Bytes by category at the moment of a failure: what is exact, and what was live.
   nlohmann::json LedgerSnapshot() const;
   PrecisionContext precision_context();

@@ -1,0 +1,25 @@
+// An EventSink that keeps every event, for assertions on what the trainer reported.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "trainerd/trainer/event_sink.h"
+
+namespace trainerd::testing {
+
+class RecordingSink : public EventSink {
+ public:
+  void Emit(const nlohmann::json& event) override { events.push_back(event); }
+  // Every event of one kind ("update", "eval", ...), in order.
+  std::vector<nlohmann::json> Of(const std::string& kind) const {
+    std::vector<nlohmann::json> out;
+    for (const auto& e : events) {
+      if (e["event"] == kind) out.push_back(e);
+    }
+    return out;
+  }
+  std::vector<nlohmann::json> events;
+};
+
+}  // namespace trainerd::testing
