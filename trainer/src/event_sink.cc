@@ -25,8 +25,13 @@ void TerminalProgress::Emit(const nlohmann::json& event) {
                  event["model"]["kind"].get<std::string>().c_str(),
                  event["model"]["parameters"].get<long long>(), event["updates"].get<long long>(),
                  event["effective_batch"].get<int>());
-    std::fprintf(out_, "  plan: microbatch %d x %d accumulation steps; %d threads on %s\n",
+    std::string checkpointed = "none";
+    if (!plan["checkpoint_blocks"].empty()) checkpointed = plan["checkpoint_blocks"].dump();
+    std::fprintf(out_,
+                 "  plan: microbatch %d x %d accumulation steps, checkpointed blocks %s, %s; "
+                 "%d threads on %s\n",
                  plan["microbatch"].get<int>(), plan["accumulation_steps"].get<int>(),
+                 checkpointed.c_str(), plan["precision"].get<std::string>().c_str(),
                  event["threads"].get<int>(), event["device"].get<std::string>().c_str());
     std::fprintf(out_, "  data: %zu slices, fingerprint %.12s\n", event["data"]["slices"].size(),
                  event["data"]["fingerprint"].get<std::string>().c_str());
@@ -71,6 +76,21 @@ void TerminalProgress::Emit(const nlohmann::json& event) {
     std::fprintf(out_, "  model: %s (sha256 %.12s)\n",
                  event["model_path"].get<std::string>().c_str(),
                  event["model_sha256"].get<std::string>().c_str());
+    const std::string mfu =
+        event["mfu"].is_null()
+            ? "not reported: " + event["measurement_note"].get<std::string>()
+            : std::to_string(event["mfu"].get<double>() * 100.0).substr(0, 5) + "%";
+    std::fprintf(out_, "  peak memory %s; MFU %s\n",
+                 FormatBytes(event["peak_bytes"].get<std::int64_t>()).c_str(), mfu.c_str());
+  } else if (kind == "warning") {
+    EndBar();
+    std::fprintf(out_, "warning (%s): %s\n", event["kind"].get<std::string>().c_str(),
+                 event["message"].get<std::string>().c_str());
+  } else if (kind == "plan") {
+    std::fprintf(out_, "planner chose microbatch %d, checkpointed blocks %s, %s\n",
+                 event["plan"]["microbatch"].get<int>(),
+                 event["plan"]["checkpoint_blocks"].dump().c_str(),
+                 event["plan"]["precision"].get<std::string>().c_str());
   } else if (kind == "error") {
     EndBar();
     std::fprintf(out_, "error (%s): %s\n", event["kind"].get<std::string>().c_str(),
