@@ -31,11 +31,23 @@ TEST_F(PrecisionTest, Fp32PlanWithCheckpointingAndAccumulationPassesParity) {
   ASSERT_TRUE(report.ok());
   EXPECT_TRUE(report->pass) << report->ToJson(spec_.plan).dump();
   EXPECT_LE(report->max_grad_diff, 1e-6);
+  EXPECT_EQ(report->reference_shape["reduced"], false);
   const nlohmann::json json = report->ToJson(spec_.plan);
   for (const char* key :
        {"pass", "max_grad_diff", "max_loss_diff", "tolerances", "reference_shape"}) {
     EXPECT_TRUE(json.contains(key)) << key;
   }
+}
+
+TEST_F(PrecisionTest, ParityShrinksTheShapeWhenTheReferenceDoesNotFit) {
+  spec_.plan = {2, 4, {0, 1}, Precision::kFp32};
+  spec_.memory.reserve_fraction = 0.0;
+  spec_.memory.budget_bytes = 1536 << 10;  // the full-batch reference needs more
+  Result<ParityReport> report = CheckParity(spec_, *corpus_, /*updates=*/2);
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  EXPECT_EQ(report->reference_shape["reduced"], true);
+  EXPECT_LT(report->reference_shape["effective_batch"].get<int>(), 8);
+  EXPECT_TRUE(report->pass) << report->ToJson(spec_.plan).dump();
 }
 
 TEST(LossScalerTest, OverflowSkipsTheStepAndHalvesTheScale) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "trainerd/trainer/memory_ledger.h"
 #include "trainerd/trainer/trainer.h"
 
 namespace trainerd {
@@ -38,17 +39,40 @@ nlohmann::json ParityReport::ToJson(const PlanSpec& plan) const {
 }
 
 Result<ParityReport> CheckParity(const JobSpec& spec, const TextCorpus& corpus, int updates) {
+  // The reference runs the real large batch. When that needs more than the usable memory,
+  // both runs use a reduced shape: the effective batch is halved until the reference fits.
+  JobSpec plan_spec = spec;
   JobSpec reference_spec = spec;
-  reference_spec.plan = PlanSpec{spec.training.effective_batch, 1, {}, Precision::kFp32};
+  bool reduced = false;
+  for (;;) {
+    reference_spec.plan =
+        PlanSpec{reference_spec.training.effective_batch, 1, {}, Precision::kFp32};
+    Result<MemoryLedger> ledger = MeasureLedger(reference_spec, corpus);
+    if (!ledger.ok()) return ledger.status();
+    if (ledger->peak_bytes <= spec.memory.usable_bytes() ||
+        reference_spec.training.effective_batch == 1) {
+      break;
+    }
+    reference_spec.training.effective_batch /= 2;
+    reduced = true;
+  }
+  if (reduced) {
+    const int batch = reference_spec.training.effective_batch;
+    plan_spec.training.effective_batch = batch;
+    plan_spec.plan.microbatch = std::min(plan_spec.plan.microbatch, batch);
+    plan_spec.plan.accumulation_steps =
+        (batch + plan_spec.plan.microbatch - 1) / plan_spec.plan.microbatch;
+  }
   NullEventSink discard;
   ParityReport report;
   report.updates = updates;
   report.tolerances = ToleranceFor(spec.plan.precision);
-  report.reference_shape = {{"effective_batch", spec.training.effective_batch},
+  report.reference_shape = {{"effective_batch", reference_spec.training.effective_batch},
                             {"block_size", spec.model.gpt.block_size},
-                            {"blocks", NumBlocks(spec.model)}};
+                            {"blocks", NumBlocks(spec.model)},
+                            {"reduced", reduced}};
   try {
-    Trainer plan(spec, corpus, &discard);
+    Trainer plan(plan_spec, corpus, &discard);
     Trainer reference(reference_spec, corpus, &discard);
     for (int update = 0; update < updates; ++update) {
       report.plan_losses.push_back(plan.TrainUpdate(update).loss);

@@ -32,11 +32,14 @@ struct ParityReport {
   int updates = 0;
   std::vector<double> plan_losses;
   std::vector<double> reference_losses;
-  nlohmann::json reference_shape;  // the shape both runs used
+  nlohmann::json reference_shape;  // the shape both runs used: effective_batch, block_size,
+                                   // blocks, reduced
   nlohmann::json ToJson(const PlanSpec& plan) const;
 };
 
-// Runs `updates` updates of `spec` with its plan and with the reference plan.
+// Runs `updates` updates of `spec` with its plan and with the reference plan. When the
+// reference's measured peak exceeds the job's usable memory, both run at a reduced shape:
+// the effective batch halved until the reference fits (`reference_shape.reduced`).
 Result<ParityReport> CheckParity(const JobSpec& spec, const TextCorpus& corpus, int updates);
 
 }  // namespace trainerd
