@@ -4,6 +4,7 @@
 #include <c10/core/impl/alloc_cpu.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 
