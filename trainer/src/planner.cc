@@ -221,7 +221,8 @@ Result<ChosenPlan> PlanJob(const JobSpec& spec, const TextCorpus& corpus) {
       rejected.push_back({candidate.plan, candidate.peak, candidate.duration,
                           real.oom ? "out of memory when validated under the usable limit"
                                    : "measured peak " + FormatBytes(real.peak_bytes) +
-                                         " exceeds usable " + FormatBytes(usable)});
+                                         " exceeds usable " + FormatBytes(usable),
+                          /*validated=*/true});
       if (is_baseline) {
         return Status::OutOfMemory(
             "does not fit: even the named baseline (" + Describe(baseline) + ") needs more than " +
@@ -234,7 +235,8 @@ Result<ChosenPlan> PlanJob(const JobSpec& spec, const TextCorpus& corpus) {
     ++validated;
     if (result.fits_memory && real.update_seconds >= best_measured) {
       rejected.push_back({candidate.plan, candidate.peak, candidate.duration,
-                          "validated, but its measured update was slower than the chosen plan's"});
+                          "validated, but its measured update was slower than the chosen plan's",
+                          /*validated=*/true});
       continue;
     }
     best_measured = real.update_seconds;
@@ -250,9 +252,7 @@ Result<ChosenPlan> PlanJob(const JobSpec& spec, const TextCorpus& corpus) {
   // Report the alternatives that would have been faster than the chosen plan.
   std::vector<RejectedPlan> faster;
   for (const RejectedPlan& r : rejected) {
-    if (r.predicted_duration_seconds < result.predicted_duration_seconds ||
-        r.reason.find("validated") != std::string::npos ||
-        r.reason.find("measured") != std::string::npos) {
+    if (r.validated || r.predicted_duration_seconds < result.predicted_duration_seconds) {
       faster.push_back(r);
     }
   }

@@ -107,6 +107,18 @@ Result<double> ParseDurationSeconds(std::string_view text) {
   return total;
 }
 
+Result<double> ParseFraction(std::string_view text) {
+  const bool percent = !text.empty() && text.back() == '%';
+  const std::string number(percent ? text.substr(0, text.size() - 1) : text);
+  char* end = nullptr;
+  const double parsed = std::strtod(number.c_str(), &end);
+  if (number.empty() || end != number.c_str() + number.size() || !std::isfinite(parsed)) {
+    return Status::InvalidArgument("'" + std::string(text) +
+                                   "' is not a fraction (expected e.g. 0.1 or 10%)");
+  }
+  return percent ? parsed / 100.0 : parsed;
+}
+
 std::string FormatBytes(std::int64_t bytes) {
   static constexpr std::array<std::string_view, 5> kNames = {"B", "KiB", "MiB", "GiB", "TiB"};
   double value = static_cast<double>(bytes);

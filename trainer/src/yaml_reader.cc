@@ -228,22 +228,14 @@ void YamlReader::IntListOr(const std::string& key, std::vector<int>* out, std::s
 void YamlReader::Fraction(const std::string& key, double* out, double min, double max) {
   auto value = Lookup(key);
   if (!value) return;
-  double parsed = 0;
-  bool valid = value->IsScalar();
-  if (valid) {
-    std::string text = value->Scalar();
-    const bool percent = !text.empty() && text.back() == '%';
-    if (percent) text.pop_back();
-    char* end = nullptr;
-    parsed = std::strtod(text.c_str(), &end);
-    valid = !text.empty() && end == text.c_str() + text.size() && std::isfinite(parsed);
-    if (percent) parsed /= 100.0;
-  }
-  if (!valid || parsed < min || parsed > max) {
+  const Result<double> parsed = value->IsScalar()
+                                    ? ParseFraction(value->Scalar())
+                                    : Result<double>(Status::InvalidArgument("not a scalar"));
+  if (!parsed.ok() || *parsed < min || *parsed > max) {
     FailAt(*value, key, "a fraction in [" + Num(min) + ", " + Num(max) + "] such as 0.1 or 10%");
     return;
   }
-  *out = parsed;
+  *out = *parsed;
 }
 
 YamlReader YamlReader::Child(const std::string& key) {

@@ -175,13 +175,9 @@ int RunWhatIf(const Args& args) {
   input.activation_bytes_per_sample = SizeFlag(args, "--act-per-sample", true);
   input.device_bytes = SizeFlag(args, "--device", true);
   if (auto it = args.what_if_values.find("--reserve"); it != args.what_if_values.end()) {
-    std::string text = it->second;
-    const bool percent = !text.empty() && text.back() == '%';
-    if (percent) text.pop_back();
-    char* end = nullptr;
-    input.reserve_fraction = std::strtod(text.c_str(), &end) / (percent ? 100.0 : 1.0);
-    if (text.empty() || *end != '\0')
-      throw UsageError("--reserve: expected e.g. 10% or 0.1, got '" + it->second + "'");
+    const trainerd::Result<double> reserve = trainerd::ParseFraction(it->second);
+    if (!reserve.ok()) throw UsageError("--reserve: " + reserve.status().message());
+    input.reserve_fraction = *reserve;
   }
   if (auto it = args.what_if_values.find("--microbatch"); it != args.what_if_values.end()) {
     input.microbatch = ParseCount("--microbatch", it->second, 1, 1 << 24);

@@ -32,6 +32,7 @@ struct RejectedPlan {
   std::int64_t predicted_peak_bytes = 0;
   double predicted_duration_seconds = 0;
   std::string reason;
+  bool validated = false;  // rejected after a real update, not on prediction alone
 };
 
 struct ChosenPlan {

@@ -14,6 +14,8 @@ namespace trainerd {
 
 Result<std::int64_t> ParseBytes(std::string_view text);
 Result<double> ParseDurationSeconds(std::string_view text);
+// "0.1" or "10%" -> 0.1.
+Result<double> ParseFraction(std::string_view text);
 
 // "1.50 GiB", "512.0 MiB", "17 B": for human output only; JSON carries bytes.
 std::string FormatBytes(std::int64_t bytes);
