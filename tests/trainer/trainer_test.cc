@@ -109,7 +109,7 @@ TEST_F(TrainerTest, InterruptedAndResumedRunEqualsUninterruptedRun) {
   stop = false;
   RecordingSink second_sink;
   Trainer second(spec_, *corpus_, &second_sink);
-  options.resume = true;
+  options.resume = trainerd::Resume::kRequired;
   Result<TrainOutcome> resumed = second.Run(options);
   ASSERT_TRUE(resumed.ok()) << resumed.status().message();
   EXPECT_EQ(resumed->kind, TrainOutcome::Kind::kFinished);
@@ -132,17 +132,42 @@ TEST_F(TrainerTest, ResumeRefusesACheckpointOfAnotherJob) {
   JobSpec other = spec_;
   other.training.seed = 8;
   TrainerOptions options = Options();
-  options.resume = true;
+  options.resume = trainerd::Resume::kRequired;
   Result<TrainOutcome> outcome = Trainer(other, *corpus_, &sink).Run(options);
   ASSERT_FALSE(outcome.ok());
   EXPECT_EQ(outcome.status().code(), Status::Code::kFailedPrecondition);
   EXPECT_NE(outcome.status().message().find("another job"), std::string::npos);
 }
 
+TEST_F(TrainerTest, ResumeIfCompatibleStartsAfreshOverAnotherJobsCheckpoint) {
+  spec_.training.updates = 2;
+  RecordingSink sink;
+  ASSERT_TRUE(Trainer(spec_, *corpus_, &sink).Run(Options()).ok());
+  JobSpec other = spec_;
+  other.training.seed = 8;
+  TrainerOptions options = Options();
+  options.resume = Resume::kIfCompatible;
+  RecordingSink other_sink;
+  Result<TrainOutcome> outcome = Trainer(other, *corpus_, &other_sink).Run(options);
+  ASSERT_TRUE(outcome.ok()) << outcome.status().message();
+  EXPECT_EQ(outcome->kind, TrainOutcome::Kind::kFinished);
+  EXPECT_EQ(other_sink.events.front()["resumed_from_update"], 0);
+  ASSERT_EQ(other_sink.Of("warning").size(), 1u);
+  EXPECT_EQ(other_sink.Of("warning")[0]["kind"], "checkpoint_ignored");
+  EXPECT_EQ(other_sink.Of("update").size(), 2u);
+
+  // Its own checkpoint (written at the end of the run above) is resumed: nothing left to do.
+  RecordingSink again_sink;
+  Result<TrainOutcome> again = Trainer(other, *corpus_, &again_sink).Run(options);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(again_sink.events.front()["resumed_from_update"], 2);
+  EXPECT_TRUE(again_sink.Of("warning").empty());
+}
+
 TEST_F(TrainerTest, ResumeReportsMissingAndCorruptCheckpoints) {
   RecordingSink sink;
   TrainerOptions options = Options();
-  options.resume = true;
+  options.resume = trainerd::Resume::kRequired;
   Result<TrainOutcome> missing = Trainer(spec_, *corpus_, &sink).Run(options);
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), Status::Code::kNotFound);

@@ -14,31 +14,6 @@ namespace {
 
 constexpr int kMaxCount = 1 << 24;
 
-Result<std::string> ReadConfigFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return Status::NotFound(path + ": cannot open: " +
-                            (std::filesystem::exists(path) ? "permission denied" : "no such file"));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-Result<YAML::Node> LoadYamlMapping(const std::string& text, const std::string& origin) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    return Status::InvalidArgument(origin + ":" + std::to_string(e.mark.line + 1) +
-                                   ": not valid YAML: " + e.msg);
-  }
-  if (!root.IsMap()) {
-    return Status::InvalidArgument(origin + ": expected a YAML mapping at the top level");
-  }
-  return root;
-}
-
 Precision PrecisionNamed(const std::string& name) {
   return name == "bf16" ? Precision::kBf16 : name == "fp16" ? Precision::kFp16 : Precision::kFp32;
 }
@@ -196,19 +171,23 @@ void ReadMemory(YamlReader memory, MemorySpec* spec) {
 
 }  // namespace
 
-Result<JobSpec> ParseJobSpecText(const std::string& yaml_text, const std::string& origin) {
+Result<JobSpec> ParseJobSpecText(const std::string& yaml_text, const std::string& origin,
+                                 const std::string& base_dir) {
   Result<YAML::Node> parsed = LoadYamlMapping(yaml_text, origin);
   if (!parsed.ok()) return parsed.status();
   const YAML::Node& root = *parsed;
   JobSpec spec;
   spec.source_path = origin;
-  const std::filesystem::path base_dir = std::filesystem::path(origin).parent_path();
   YamlReader top(root, origin, "");
   ReadModel(top.Child("model"), &spec.model);
-  ReadData(top.Child("data"), base_dir, &spec.data);
+  ReadData(top.Child("data"),
+           base_dir.empty() ? std::filesystem::path(origin).parent_path()
+                            : std::filesystem::path(base_dir),
+           &spec.data);
   ReadOptimizer(top.Child("optimizer"), &spec.optimizer);
   ReadSchedule(top.Child("schedule"), spec.optimizer, &spec.schedule);
   ReadTraining(top.Child("training"), &spec.training);
+  spec.plan_given = top.Has("plan");
   if (top.ok()) ReadPlan(top.Child("plan"), spec.model, spec.training, &spec.plan);
   ReadRuntime(top.Child("runtime"), &spec.runtime);
   ReadMemory(top.Child("memory"), &spec.memory);
@@ -219,10 +198,10 @@ Result<JobSpec> ParseJobSpecText(const std::string& yaml_text, const std::string
   return spec;
 }
 
-Result<JobSpec> ParseJobSpecFile(const std::string& path) {
+Result<JobSpec> ParseJobSpecFile(const std::string& path, const std::string& base_dir) {
   Result<std::string> text = ReadConfigFile(path);
   if (!text.ok()) return text.status();
-  return ParseJobSpecText(*text, path);
+  return ParseJobSpecText(*text, path, base_dir);
 }
 
 Status ApplyPlanFile(const std::string& path, JobSpec* spec) {

@@ -64,6 +64,23 @@ std::string HardwareFingerprint() {
          FirstLineStartingWith("/proc/meminfo", "MemTotal");
 }
 
+nlohmann::json SoftwareFingerprint() {
+  std::string blas = "unknown";
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    const auto slash = line.find('/');
+    if (slash == std::string::npos) continue;
+    const std::string file = line.substr(slash);
+    const std::string name = std::filesystem::path(file).filename().string();
+    if (name.find("blas") != std::string::npos) {
+      blas = file;
+      break;
+    }
+  }
+  return {{"torch_version", TORCH_VERSION}, {"blas", blas}, {"compiler", "GCC " __VERSION__}};
+}
+
 std::string DefaultPeakFlopsCache() {
   const char* xdg = std::getenv("XDG_CACHE_HOME");
   const char* home = std::getenv("HOME");

@@ -120,6 +120,7 @@ nlohmann::json Trainer::StartEvent(int resumed_from) const {
       {"threads", torch::get_num_threads()},
       {"device", spec_.runtime.device},
       {"torch_version", TORCH_VERSION},
+      {"software", SoftwareFingerprint()},
       {"budget_bytes", spec_.memory.budget_bytes},
       {"usable_bytes", spec_.memory.usable_bytes()},
       {"data", {{"fingerprint", corpus_.fingerprint()}, {"slices", slices}}},
@@ -180,16 +181,33 @@ std::vector<SliceLoss> Trainer::Evaluate() {
 Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
   TrainOutcome outcome;
   try {
-    if (options.resume) {
+    std::optional<std::string> ignored_checkpoint;
+    if (options.resume != Resume::kNo) {
       Result<CheckpointState> state =
           LoadTrainingCheckpoint(options.checkpoint_path, *model_, *optimizer_, job_identity_);
-      if (!state.ok()) return state.status();
-      outcome.updates_done = state->updates_done;
-      model_->to(device_);  // loading may have replaced parameter storage with host tensors
-      if (scaler_ && state->loss_scale) scaler_->Restore(*state->loss_scale, state->clean_updates);
+      // Missing, or another job's (refused before any tensor is loaded): start afresh.
+      const bool ignorable =
+          !state.ok() && (state.status().code() == Status::Code::kNotFound ||
+                          state.status().code() == Status::Code::kFailedPrecondition);
+      if (options.resume == Resume::kIfCompatible && ignorable) {
+        ignored_checkpoint = state.status().message();
+      } else if (!state.ok()) {
+        return state.status();
+      } else {
+        outcome.updates_done = state->updates_done;
+        model_->to(device_);  // loading may have replaced parameter storage with host tensors
+        if (scaler_ && state->loss_scale) {
+          scaler_->Restore(*state->loss_scale, state->clean_updates);
+        }
+      }
     }
     model_->train();
     sink_->Emit(StartEvent(outcome.updates_done));
+    if (ignored_checkpoint) {
+      sink_->Emit({{"event", "warning"},
+                   {"kind", "checkpoint_ignored"},
+                   {"message", *ignored_checkpoint + "; starting from update 0"}});
+    }
     if (model_->has_batch_statistics() && spec_.plan.accumulation_steps > 1) {
       sink_->Emit({{"event", "warning"},
                    {"kind", "batch_norm_accumulation"},
@@ -283,6 +301,7 @@ Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
                    {"update_seconds", update_seconds},
                    {"samples_per_second", samples_per_second},
                    {"tokens_per_second", samples_per_second * corpus_.window()},
+                   {"live_bytes", memory.live_bytes()},
                    {"elapsed_seconds", Seconds(now - started)},
                    {"eta_seconds", mean_update * (t.updates - outcome.updates_done)}});
       const bool last = outcome.updates_done == t.updates;

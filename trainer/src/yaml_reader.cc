@@ -2,12 +2,42 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <utility>
 
 #include "trainerd/trainer/units.h"
 
 namespace trainerd {
+
+Result<std::string> ReadConfigFile(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    return Status::NotFound(path + ": cannot open: no such file");
+  if (std::filesystem::is_directory(path, ec))
+    return Status::IOError(path + ": cannot open: is a directory");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::IOError(path + ": cannot open: permission denied");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+Result<YAML::Node> LoadYamlMapping(const std::string& text, const std::string& origin) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(origin + ":" + std::to_string(e.mark.line + 1) +
+                                   ": not valid YAML: " + e.msg);
+  }
+  if (!root.IsMap()) {
+    return Status::InvalidArgument(origin + ": expected a YAML mapping at the top level");
+  }
+  return root;
+}
+
 namespace {
 
 std::string Scalar(const YAML::Node& node) {
@@ -21,6 +51,13 @@ std::string Num(double v) {
   std::ostringstream out;
   out << v;
   return out.str();
+}
+
+// 86400 -> "24h", 120 -> "2m", 0 -> "0s": bounds in duration errors, in the units users write.
+std::string CompactDuration(double seconds) {
+  if (seconds != 0 && std::fmod(seconds, 3600) == 0) return Num(seconds / 3600) + "h";
+  if (seconds != 0 && std::fmod(seconds, 60) == 0) return Num(seconds / 60) + "m";
+  return Num(seconds) + "s";
 }
 
 }  // namespace
@@ -179,6 +216,21 @@ void YamlReader::DurationSeconds(const std::string& key, std::optional<double>* 
   *out = *parsed;
 }
 
+void YamlReader::DurationSeconds(const std::string& key, double* out, double min, double max,
+                                 bool min_open) {
+  auto value = Lookup(key);
+  if (!value) return;
+  Result<double> parsed = value->IsScalar() ? ParseDurationSeconds(value->Scalar())
+                                            : Result<double>(Status::InvalidArgument(""));
+  if (!parsed.ok() || (min_open ? *parsed <= min : *parsed < min) || *parsed > max) {
+    FailAt(*value, key,
+           std::string("a duration in ") + (min_open ? "(" : "[") + CompactDuration(min) + ", " +
+               CompactDuration(max) + "] such as 6h, 90m or 45s");
+    return;
+  }
+  *out = *parsed;
+}
+
 void YamlReader::IntOrAuto(const std::string& key, int* out, int min, int max) {
   if (Has(key) && node_[key].IsScalar() && node_[key].Scalar() == "auto") {
     read_keys_.insert(key);
@@ -236,6 +288,35 @@ void YamlReader::Fraction(const std::string& key, double* out, double min, doubl
     return;
   }
   *out = *parsed;
+}
+
+void YamlReader::FractionMap(const std::string& key, std::map<std::string, double>* out, double min,
+                             double max) {
+  auto value = Lookup(key);
+  if (!value) return;
+  const std::string expected =
+      "a fraction in [" + Num(min) + ", " + Num(max) + "] such as 0.1 or 10%";
+  if (!value->IsMap()) {
+    FailAt(*value, key, "a mapping of names to fractions");
+    return;
+  }
+  std::map<std::string, double> parsed;
+  for (const auto& entry : *value) {
+    if (!entry.first.IsScalar()) {
+      FailAt(entry.first, key, "a mapping of names to fractions");
+      return;
+    }
+    const std::string name = entry.first.Scalar();
+    const Result<double> fraction = entry.second.IsScalar()
+                                        ? ParseFraction(entry.second.Scalar())
+                                        : Result<double>(Status::InvalidArgument("not a scalar"));
+    if (!fraction.ok() || *fraction < min || *fraction > max) {
+      FailAt(entry.second, key + "." + name, expected);
+      return;
+    }
+    parsed[name] = *fraction;
+  }
+  *out = std::move(parsed);
 }
 
 YamlReader YamlReader::Child(const std::string& key) {

@@ -32,7 +32,8 @@ namespace {
 namespace exit_code = trainerd::exit_code;
 
 constexpr const char* kUsage = R"(usage:
-  trainer-run --config FILE [--plan FILE|auto] [--output-dir DIR] [--resume] [--json]
+  trainer-run --config FILE [--plan FILE|auto] [--output-dir DIR]
+              [--resume | --resume-if-compatible] [--json]
   trainer-run --config FILE [--plan FILE] --ledger [--json]
   trainer-run --config FILE --plan-only [--json]
   trainer-run --config FILE [--plan FILE] --parity [--parity-updates N] [--json]
@@ -52,6 +53,13 @@ options:
   --output-dir DIR     where the training checkpoint (checkpoint.pt) and the model artifact
                        (model.pt) are written; default: runs/<config name>
   --resume             continue from DIR/checkpoint.pt (same job; the plan may differ)
+  --resume-if-compatible
+                       continue from DIR/checkpoint.pt when it exists and belongs to this
+                       job; otherwise start from update 0 with a warning event
+  --base-dir DIR       resolve the config's relative data paths against DIR instead of the
+                       config's folder (for a copy of a config kept elsewhere)
+  --budget SIZE        replace memory.budget (e.g. 512MiB) for this invocation: training,
+                       --ledger and --plan-only all use it
   --ledger             measure the memory ledger at the plan and target shape: bytes of
                        parameters, gradients, optimizer state, activations, temporaries,
                        inputs, per block, the peak against usable memory
@@ -91,7 +99,9 @@ struct Args {
   std::string config;
   std::string plan;
   std::string output_dir;
-  bool resume = false;
+  std::string base_dir;
+  std::string budget;
+  trainerd::Resume resume = trainerd::Resume::kNo;
   bool json = false;
   bool ledger = false;
   bool plan_only = false;
@@ -131,7 +141,13 @@ Args ParseArgs(int argc, char** argv) {
     } else if (arg == "--output-dir") {
       args.output_dir = value();
     } else if (arg == "--resume") {
-      args.resume = true;
+      args.resume = trainerd::Resume::kRequired;
+    } else if (arg == "--resume-if-compatible") {
+      args.resume = trainerd::Resume::kIfCompatible;
+    } else if (arg == "--base-dir") {
+      args.base_dir = value();
+    } else if (arg == "--budget") {
+      args.budget = value();
     } else if (arg == "--json") {
       args.json = true;
     } else if (arg == "--ledger") {
@@ -211,6 +227,9 @@ void PrintParity(const trainerd::ParityReport& report, const trainerd::PlanSpec&
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A reader that went away (a daemon that died) must not kill the worker mid-checkpoint:
+  // writes to the closed pipe fail instead, and SIGTERM still ends the run cleanly.
+  std::signal(SIGPIPE, SIG_IGN);
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
       std::cout << kUsage;
@@ -243,8 +262,16 @@ int main(int argc, char** argv) {
   };
 
   try {
-    trainerd::Result<trainerd::JobSpec> spec = trainerd::ParseJobSpecFile(args.config);
+    trainerd::Result<trainerd::JobSpec> spec =
+        trainerd::ParseJobSpecFile(args.config, args.base_dir);
     if (!spec.ok()) return fail("config", spec.status().message(), exit_code::kUsage);
+    if (!args.budget.empty()) {
+      trainerd::Result<std::int64_t> budget = trainerd::ParseBytes(args.budget);
+      if (!budget.ok()) {
+        return fail("config", "--budget: " + budget.status().message(), exit_code::kUsage);
+      }
+      spec->memory.budget_bytes = *budget;
+    }
     const bool auto_plan = args.plan == "auto";
     if (!args.plan.empty() && !auto_plan) {
       if (trainerd::Status s = trainerd::ApplyPlanFile(args.plan, &*spec); !s.ok()) {

@@ -150,7 +150,8 @@ struct RunRecord {
 // Sampled once per optimizer update, at the same point of every update. NaN values are
 // kept: SQLite stores NaN as NULL, and the store reads NULL back as NaN.
 struct UpdateMetric {
-  std::int64_t update = 0;  // optimizer update index, from 0; unique within a run
+  std::int64_t update = 0;  // the optimizer update's number (trainerd: 1-based, as the worker
+                            // reports it); unique within a run
   double loss = 0;
   double learning_rate = 0;
   double grad_norm = 0;

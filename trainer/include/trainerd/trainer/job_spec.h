@@ -106,6 +106,7 @@ struct JobSpec {
   ScheduleSpec schedule;
   TrainingSpec training;
   PlanSpec plan;
+  bool plan_given = false;  // the YAML has a `plan:` section (a plan forced by the author)
   RuntimeSpec runtime;
   MemorySpec memory;
   PlannerSpec planner;

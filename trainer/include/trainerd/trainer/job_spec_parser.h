@@ -12,12 +12,13 @@
 namespace trainerd {
 
 // Reads and validates the YAML file at `path`. Relative data file paths are resolved
-// against the directory of `path`.
-Result<JobSpec> ParseJobSpecFile(const std::string& path);
+// against `base_dir`, by default the directory of `path`.
+Result<JobSpec> ParseJobSpecFile(const std::string& path, const std::string& base_dir = "");
 
-// Same, from text already in memory; `origin` names it in error messages and anchors
-// relative data paths.
-Result<JobSpec> ParseJobSpecText(const std::string& yaml_text, const std::string& origin);
+// Same, from text already in memory; `origin` names it in error messages and, unless
+// `base_dir` is given, anchors relative data paths.
+Result<JobSpec> ParseJobSpecText(const std::string& yaml_text, const std::string& origin,
+                                 const std::string& base_dir = "");
 
 // Replaces spec->plan with the plan in the YAML (or JSON) file at `path`: a mapping with the
 // keys of the job spec's `plan:` section, validated against the job.

@@ -4,6 +4,8 @@
 // as MFU.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <string>
 
 #include "trainerd/trainer/job_spec.h"
@@ -17,6 +19,10 @@ double ModelFlopsPerSample(const ModelSpec& model, std::int64_t parameters);
 
 // "CPU model | cores | memory" of this machine, from /proc.
 std::string HardwareFingerprint();
+
+// The software a measurement depends on: {"torch_version", "blas" (the BLAS library file
+// mapped into this process, e.g. .../openblas-openmp/libblas.so.3), "compiler"}.
+nlohmann::json SoftwareFingerprint();
 
 // Best FLOP/s of square matrix products in `precision` on the current thread setting,
 // measured once and cached in `cache_file` (JSON keyed by fingerprint, precision and threads).

@@ -25,10 +25,18 @@
 
 namespace trainerd {
 
+// Whether a run continues from an existing training checkpoint.
+enum class Resume {
+  kNo,            // start from update 0
+  kRequired,      // continue from checkpoint_path; missing, corrupt or another job's: error
+  kIfCompatible,  // continue when checkpoint_path holds this job's checkpoint, else start
+                  // from update 0 with a `warning` event (kind checkpoint_ignored)
+};
+
 struct TrainerOptions {
   std::string checkpoint_path;  // training checkpoint, written every checkpoint_interval
   std::string model_path;       // final model artifact (parameters only)
-  bool resume = false;          // continue from checkpoint_path
+  Resume resume = Resume::kNo;
   // Polled between updates; when set, the loop writes a checkpoint and returns kInterrupted.
   const std::atomic<bool>* stop_requested = nullptr;
   // Machine peak FLOP/s cache for MFU (throughput.h); empty: measure without caching.

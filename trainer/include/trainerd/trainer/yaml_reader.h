@@ -6,13 +6,22 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "trainerd/common/status.h"
+
 namespace trainerd {
+
+// The text of the config file at `path`; NotFound (no such file) or IOError (a directory,
+// unreadable) naming the path.
+Result<std::string> ReadConfigFile(const std::string& path);
+// Parses `text` as YAML whose top level is a mapping; errors name `origin` and the line.
+Result<YAML::Node> LoadYamlMapping(const std::string& text, const std::string& origin);
 
 class YamlReader {
  public:
@@ -29,6 +38,10 @@ class YamlReader {
   void StringList(const std::string& key, std::vector<std::string>* out);
   void Bytes(const std::string& key, std::int64_t* out);
   void DurationSeconds(const std::string& key, std::optional<double>* out);
+  // A duration in [min, max] seconds ((min, max] when min_open), e.g. a grace period that
+  // may be 0 ("0s") or a window of at most a day.
+  void DurationSeconds(const std::string& key, double* out, double min, double max,
+                       bool min_open = false);
   // Integer or "auto" (stored as 0).
   void IntOrAuto(const std::string& key, int* out, int min, int max);
   // Either one of `words` (stored in *word, *out untouched) or a list of integers in
@@ -37,6 +50,11 @@ class YamlReader {
                  const std::vector<std::string>& words, int min, int max);
   // A fraction written as 0.1 or "10%".
   void Fraction(const std::string& key, double* out, double min, double max);
+  // A mapping of free-form names to fractions in [min, max], e.g. per-slice overrides
+  // ({GPL-3: 5%}). The names are data, not schema, so any name is accepted; an error names
+  // the entry as "key.name". On success *out is replaced by the mapping's entries.
+  void FractionMap(const std::string& key, std::map<std::string, double>* out, double min,
+                   double max);
 
   // A nested mapping; absent keys give an empty reader. Errors propagate to this reader.
   YamlReader Child(const std::string& key);
