@@ -15,6 +15,10 @@ packages=(
   base-files
   # Integration tests: promtool and a real Prometheus server; systemd-analyze.
   prometheus systemd
+  # /bin/kill for the unit's ExecReload (systemd-analyze verify checks it exists).
+  procps
+  # The daemon's schedule timezone (IANA names in /usr/share/zoneinfo).
+  tzdata
 )
 
 if [[ $(id -u) -ne 0 ]]; then

@@ -1,0 +1,76 @@
+// The trainerd process: opens the store, recovers from its own crash (runs left running
+// become interrupted; a worker that outlived it is stopped; a run whose window is still open
+// resumes from its checkpoint), then runs the nightly cycle at each scheduled start, catching
+// up at start-up on a window whose cycle has not happened. One Boost.Asio io_context thread;
+// SIGTERM/SIGINT stop gracefully (the worker checkpoints, the run is recorded interrupted),
+// SIGHUP reloads the config between cycles. See docs/daemon.md.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "trainerd/daemon/asio.h"
+#include "trainerd/daemon/clock.h"
+#include "trainerd/daemon/daemon_config.h"
+#include "trainerd/daemon/nightly_cycle.h"
+#include "trainerd/daemon/systemd_notifier.h"
+#include "trainerd/daemon/worker_supervisor.h"
+#include "trainerd/store/store.h"
+
+namespace trainerd::daemon {
+
+// trainerd's exit codes (also in `trainerd --help` and docs/daemon.md).
+namespace exit_code {
+inline constexpr int kOk = 0;            // --once: the cycle's run succeeded and was released
+inline constexpr int kInternal = 1;      // the store or the state directory failed
+inline constexpr int kUsage = 2;         // bad arguments or an invalid daemon config
+inline constexpr int kCycleFailed = 3;   // --once: the cycle ended without a released model
+inline constexpr int kInterrupted = 75;  // stopped by SIGTERM/SIGINT
+}  // namespace exit_code
+
+class Daemon {
+ public:
+  struct Options {
+    bool once = false;  // run one cycle now, then exit
+  };
+
+  // `config_path` is re-read on SIGHUP; `state_dir_override` (--state-dir) replaces the
+  // config's state_dir then too.
+  Daemon(asio::io_context& io, DaemonConfig config, std::string config_path,
+         std::string state_dir_override, const Clock& clock, Options options);
+
+  // Runs until stopped (or the one cycle of --once); returns the process exit code.
+  asio::awaitable<int> Main();
+
+ private:
+  Status Recover();
+  void StopStaleWorker();
+  bool CycleDue(const Window& window);
+  void OnSignal(int signal);
+  void ApplyPendingReload();
+  void Report(const CycleProgress& progress);
+  void ArmWatchdog();
+
+  asio::io_context& io_;
+  DaemonConfig config_;
+  std::optional<DaemonConfig> pending_config_;
+  std::string config_path_;
+  std::string state_dir_override_;
+  const Clock& clock_;
+  Options options_;
+  SystemdNotifier notifier_;
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<WorkerSupervisor> supervisor_;
+  asio::signal_set signals_;
+  asio::steady_timer wake_;
+  asio::steady_timer watchdog_;
+  bool stopping_ = false;
+  bool cycle_running_ = false;
+  std::optional<double> last_cycle_window_;      // start of the window last run by this process
+  std::optional<std::int64_t> interrupted_run_;  // left running by a previous daemon
+  double last_status_at_ = 0;
+  std::string last_phase_;
+};
+
+}  // namespace trainerd::daemon

@@ -1,0 +1,62 @@
+// The daemon's own configuration (trainerd.yaml): which job to train, when the nightly window
+// opens and how long it lasts, where state lives, and the policy's tolerances. The job itself
+// is a separate job spec file (trainer/job_spec.h). Parsed once at start-up; values, freely
+// copyable, no shared state.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "trainerd/common/status.h"
+
+namespace trainerd::daemon {
+
+struct ScheduleConfig {
+  int start_minute = 90;         // minutes after local midnight, from "HH:MM" (00:00..23:59)
+  std::string timezone = "UTC";  // "UTC", "local", or an IANA name present in /usr/share/zoneinfo
+  double window_seconds = 6 * 3600;  // completion window after the start; (0, 24h]
+  // The worker gets SIGTERM at deadline - grace and SIGKILL at the deadline; [0, window).
+  double deadline_grace_seconds = 120;
+};
+
+struct CostConfig {
+  double per_device_hour = 0;    // price of one device for one hour, in `currency`; >= 0
+  std::string currency = "USD";  // ISO 4217 code, three capital letters
+};
+
+struct RegressionConfig {
+  double throughput_tolerance = 0.25;  // fraction: samples/s may be this much below the baseline
+  // fraction: a slice's eval loss may be this much above the current release's
+  double eval_loss_tolerance = 0.02;
+  std::map<std::string, double> slice_tolerances;  // per-slice overrides of eval_loss_tolerance
+  // The eval-loss tolerance of `slice`: its override, else eval_loss_tolerance.
+  double ToleranceFor(const std::string& slice) const;
+};
+
+// Relative paths in the YAML are relative to the config file's folder; after parsing every
+// path below is absolute and lexically normal (the folder of a relative `origin` is taken
+// against the current directory at parse time).
+struct DaemonConfig {
+  std::string source_path;  // the file read, as given
+  std::string job_path;     // the job spec file
+  ScheduleConfig schedule;
+  std::string state_dir;    // default "<config folder>/state"
+  std::string socket_path;  // control socket; default "<state_dir>/trainerd.sock"
+  // host:port of the /metrics endpoint (port 1..65535); "" disables it.
+  std::string metrics_listen = "127.0.0.1:9464";
+  CostConfig cost;
+  RegressionConfig regression;
+  int max_attempts = 4;     // worker attempts per nightly cycle including the first; [1, 16]
+  std::string worker_path;  // trainer-run executable; "" = next to the trainerd executable
+  std::string database_path() const;  // state_dir + "/trainerd.db"
+};
+
+// Errors are InvalidArgument and name file, line and key:
+// "trainerd.yaml:4: schedule.start: expected HH:MM (00:00-23:59), got '25:00'".
+// A missing file gives NotFound, an unreadable one (directory, permissions) IOError, both
+// naming the path.
+Result<DaemonConfig> ParseDaemonConfigFile(const std::string& path);
+// `origin` names the text in errors and anchors relative paths, as if it were the file read.
+Result<DaemonConfig> ParseDaemonConfigText(const std::string& yaml_text, const std::string& origin);
+
+}  // namespace trainerd::daemon

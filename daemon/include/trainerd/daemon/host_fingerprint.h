@@ -1,0 +1,26 @@
+// What the daemon records about the machine and itself: the hardware fingerprint that keys
+// validated plans and throughput baselines, trainerd's version, and the cgroup's count of
+// kernel OOM kills (to tell a worker SIGKILLed by the OOM killer from other SIGKILLs).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "trainerd/store/records.h"
+
+namespace trainerd::daemon {
+
+// CPU model and logical cores from /proc/cpuinfo, host memory from /proc/meminfo; `device`
+// is the job's runtime.device. On "cpu" the device memory is the host memory; on "cuda" it
+// is not known to the daemon and stays 0.
+store::HardwareFingerprint HostHardware(const std::string& device);
+
+// "0.1.0+g1a2b3c4" (git describe at configure time; "0.1.0" outside a git checkout).
+std::string TrainerdVersion();
+
+// The `oom_kill` count of this process's cgroup (cgroup v2 memory.events); empty where it
+// cannot be read.
+std::optional<std::int64_t> CgroupOomKillCount();
+
+}  // namespace trainerd::daemon

@@ -1,0 +1,91 @@
+// One nightly cycle (docs/daemon.md): resolve the config version, then attempts until one
+// ends the cycle: plan (reuse the last validated plan, the job's own plan, or the planner),
+// measure the ledger, train in a trainer-run child under the window's deadline, record the
+// run, and on success run the regression check and the release gate; on an OOM, a crash or
+// a leak, ask the policy (policy.h) for the fallback and retry within the window.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trainerd/daemon/asio.h"
+#include "trainerd/daemon/clock.h"
+#include "trainerd/daemon/daemon_config.h"
+#include "trainerd/daemon/policy.h"
+#include "trainerd/daemon/schedule.h"
+#include "trainerd/daemon/worker_supervisor.h"
+#include "trainerd/store/store.h"
+#include "trainerd/trainer/job_spec.h"
+
+namespace trainerd::daemon {
+
+struct CycleOutcome {
+  // The cycle's last run succeeded (the model may still have failed the gate: see status).
+  bool succeeded = false;
+  bool released = false;                                 // its model became the current release
+  store::RunStatus status = store::RunStatus::kCrashed;  // of the last run
+  std::vector<std::int64_t> run_ids;                     // every run of the cycle, in order
+  std::string summary;                                   // one line for logs
+};
+
+// Where the cycle is, for sd_notify STATUS= and the control socket.
+struct CycleProgress {
+  std::string phase;  // "resolving config", "planning", "measuring ledger", "training", ...
+  std::optional<std::int64_t> run_id;
+  int update = 0;
+  int updates = 0;
+  double eta_seconds = 0;
+  double deadline = 0;  // Unix seconds
+};
+
+// A config version as the cycle runs it.
+struct ActiveConfig {
+  store::ConfigVersion version;
+  JobSpec spec;
+  std::string worker_config_path;  // the version's exact text, where the worker reads it
+};
+
+class NightlyCycle {
+ public:
+  // Everything referenced must outlive the cycle.
+  NightlyCycle(const DaemonConfig& config, store::Store& store, const Clock& clock,
+               WorkerSupervisor& supervisor, std::function<void(const CycleProgress&)> on_progress);
+
+  // Runs the cycle of `window`. `trigger` says why ("schedule", "catch-up", "once",
+  // "resume"); `resumes_run` is a run the cycle continues (interrupted by a daemon restart),
+  // recorded as the first run's fallback_of.
+  asio::awaitable<CycleOutcome> Run(Window window, std::string trigger,
+                                    std::optional<std::int64_t> resumes_run);
+
+ private:
+  struct AttemptResult;
+
+  asio::awaitable<AttemptResult> RunAttempt(const ActiveConfig& active, Attempt& attempt,
+                                            std::optional<std::int64_t> fallback_of);
+  asio::awaitable<Result<std::optional<store::RunPlan>>> Plan(const ActiveConfig& active,
+                                                              Attempt& attempt,
+                                                              std::int64_t run_id);
+  asio::awaitable<std::optional<store::MemoryByCategory>> MeasureLedger(
+      const ActiveConfig& active, const std::string& plan_path, std::int64_t run_id);
+  Result<ActiveConfig> ResolveConfig();
+  Result<ActiveConfig> LoadVersion(const std::string& hash);
+  std::vector<std::string> WorkerArgs(const ActiveConfig& active) const;
+  WorkerSupervisor::Limits Limits() const;
+  void Record(std::optional<std::int64_t> run_id, const std::string& kind, store::Severity severity,
+              const std::string& message, const std::string& details_json = "{}");
+  void Progress(const std::string& phase, std::optional<std::int64_t> run_id = std::nullopt);
+
+  const DaemonConfig& config_;
+  store::Store& store_;
+  const Clock& clock_;
+  WorkerSupervisor& supervisor_;
+  std::function<void(const CycleProgress&)> on_progress_;
+  store::HardwareFingerprint hardware_;
+  Window window_;
+  CycleProgress progress_;
+};
+
+}  // namespace trainerd::daemon

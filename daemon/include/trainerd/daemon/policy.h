@@ -1,0 +1,157 @@
+// The fallback, rollback, regression and release policy: every decision the nightly cycle
+// takes after a worker attempt, in one place, as pure functions of what happened (no clock,
+// no store, no processes), so that each rule is unit-tested. See docs/daemon.md.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trainerd/daemon/daemon_config.h"
+#include "trainerd/store/records.h"
+
+namespace trainerd::daemon {
+
+// How an attempt ended, from the worker's exit and events.
+enum class AttemptOutcome {
+  kSucceeded,    // exit 0 with a finish event
+  kOom,          // an oom error event or exit 4, or SIGKILL by the kernel's OOM killer
+  kLeak,         // a leak error event or exit 8
+  kCrashed,      // any other abnormal exit
+  kDeadline,     // stopped by the daemon at the completion deadline
+  kInterrupted,  // stopped because the daemon is stopping
+  kCancelled,    // stopped by an operator
+};
+std::string_view ToString(AttemptOutcome outcome);
+store::RunStatus RunStatusFor(AttemptOutcome outcome);
+
+// What the daemon knows about a worker that has exited.
+struct WorkerExit {
+  bool exited = false;         // exited normally (else killed by a signal)
+  int code = 0;                // exit code when `exited`
+  int signal = 0;              // the killing signal otherwise
+  bool saw_finish = false;     // a `finish` event was read
+  std::string error_kind;      // the `kind` of its `error` event, if any
+  bool oom_kill_rose = false;  // the cgroup's oom_kill count rose while it ran
+  // Why the daemon itself stopped it, if it did.
+  enum class StoppedBy {
+    kNobody,
+    kDeadline,
+    kDaemonStop,
+    kOperator
+  } stopped_by = StoppedBy::kNobody;
+};
+AttemptOutcome ClassifyExit(const WorkerExit& exit);
+
+// Where an attempt's plan came from, in the order the ladder tries them.
+enum class PlanSource {
+  kValidated,      // the last plan that succeeded for this config version on this hardware
+  kConfig,         // the job spec's own `plan:` section
+  kPlanner,        // the planner at the job's budget
+  kReplanSmaller,  // the planner at kReplanBudgetFraction of the job's budget
+  kBaseline,       // the named baseline: microbatch 1, every block checkpointed, fp32
+};
+std::string_view ToString(PlanSource source);
+
+// A re-plan after a failure plans for this fraction of the job's memory budget.
+inline constexpr double kReplanBudgetFraction = 0.75;
+
+// The named baseline plan of a job: microbatch 1, `effective_batch` accumulation steps,
+// every one of `blocks` checkpointed, fp32.
+store::RunPlan NamedBaselinePlan(int effective_batch, int blocks);
+
+struct Attempt {
+  std::string config_hash;
+  PlanSource source = PlanSource::kPlanner;
+  store::RunPlan plan;
+};
+
+// Everything the fallback rule looks at after a failed attempt.
+struct FallbackInput {
+  AttemptOutcome outcome = AttemptOutcome::kCrashed;  // kOom, kLeak or kCrashed
+  std::vector<Attempt> tried;                         // this cycle's attempts, the failed one last
+  store::ConfigState config_state = store::ConfigState::kCandidate;  // of the failed config
+  std::optional<std::string> known_good_hash;  // the last known-good version, if any
+  // The last validated plan of the failed config on this hardware, if any.
+  std::optional<store::RunPlan> validated_plan;
+  store::RunPlan baseline_plan;  // NamedBaselinePlan of the failed config's job
+  int max_attempts = 1;
+  double seconds_left = 0;  // until the deadline less the grace period
+};
+
+// What to do next.
+struct FallbackDecision {
+  bool retry = false;
+  bool mark_config_bad = false;  // the failed config becomes bad
+  // The active config returns to the last known-good version (`config_hash`); a retry
+  // starts its ladder at FirstPlanSource.
+  bool rolled_back = false;
+  std::string config_hash;  // the config of the next attempt
+  // Without a rollback: the next attempt's plan source, and its plan for kValidated and
+  // kBaseline (planners plan when the attempt starts).
+  PlanSource source = PlanSource::kPlanner;
+  std::optional<store::RunPlan> plan;
+  std::string reason;  // one sentence for the event log
+};
+
+// Below this many seconds before the deadline no new attempt is started.
+inline constexpr double kMinimumAttemptSeconds = 30;
+
+// The rule (docs/daemon.md, "Fallback"): a failed candidate config with a known-good version
+// to return to is marked bad and the cycle rolls back to the known-good version, starting its
+// plan ladder afresh. Otherwise the same config retries down its ladder: the last validated
+// plan, a re-plan at kReplanBudgetFraction of the budget, the named baseline, skipping a plan
+// already tried. No retry when attempts or time run out or the ladder is exhausted; a
+// candidate that fails for good is marked bad. The effective batch and the schedule never
+// change: only the plan (or the config version) does.
+FallbackDecision DecideFallback(const FallbackInput& input);
+
+// After a regressed run: a candidate version is marked bad (the active config returns to the
+// last known-good); a version already known-good keeps its state.
+bool MarkBadAfterRegression(store::ConfigState state);
+
+// The first plan source of a config version in a cycle: its last validated plan if it has
+// one, else the job's own plan, else the planner.
+PlanSource FirstPlanSource(bool has_validated_plan, bool job_has_plan);
+
+// Throughput check against the baseline run (the last succeeded run on the same hardware
+// with the same shapes). Empty when there is no comparable baseline.
+struct ThroughputVerdict {
+  bool regressed = false;
+  double samples_per_second = 0;
+  double baseline_samples_per_second = 0;
+  std::optional<std::int64_t> baseline_run_id;
+  std::string reason;
+};
+ThroughputVerdict CheckThroughput(double samples_per_second,
+                                  const std::optional<store::RunRecord>& baseline,
+                                  const std::string& shapes_json, double tolerance);
+
+// The release gate: every slice's final eval loss against the current release's, each within
+// its tolerance (relative: loss <= reference x (1 + tolerance)). A slice the reference lacks
+// passes. With no current release every slice passes.
+struct SliceVerdict {
+  std::string slice;
+  double loss = 0;
+  std::optional<double> reference;
+  double tolerance = 0;
+  bool pass = true;
+};
+struct GateVerdict {
+  bool pass = true;
+  std::vector<SliceVerdict> slices;
+  std::optional<std::int64_t> reference_run_id;
+  std::string reason;
+  std::string ToJson() const;  // the release's gate_details_json
+};
+// `evals` and `reference_evals`: the final (largest update) loss per slice.
+GateVerdict ReleaseGate(const std::map<std::string, double>& evals,
+                        const std::optional<std::map<std::string, double>>& reference_evals,
+                        std::optional<std::int64_t> reference_run_id,
+                        const RegressionConfig& regression);
+
+// The final loss per slice of a run's evals (the largest update of each slice).
+std::map<std::string, double> FinalSliceLosses(const std::vector<store::SliceEval>& evals);
+
+}  // namespace trainerd::daemon

@@ -1,0 +1,34 @@
+// The daemon's state directory (docs/daemon.md):
+//   trainerd.db            the run store
+//   configs/<hash>.yaml    each config version's exact text, as the worker reads it
+//   work/                  the training worker's output: checkpoint.pt, model.pt, plan.json
+//   releases/              published model artifacts; rejected/ holds those the gate refused
+//   logs/run-<id>.log      each run's worker stderr
+//   worker.pid             the running worker's pid
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "trainerd/common/status.h"
+
+namespace trainerd::daemon {
+
+class StateLayout {
+ public:
+  explicit StateLayout(std::string state_dir) : dir_(std::move(state_dir)) {}
+
+  std::string ConfigCopy(const std::string& config_hash) const;
+  std::string WorkDir() const;
+  std::string PlanFile() const;
+  std::string RunLog(std::int64_t run_id) const;
+  std::string ReleaseArtifact(std::int64_t run_id, const std::string& sha256, bool released) const;
+  std::string WorkerPidFile() const;
+  // Creates the directory and its subdirectories (mode 0750); the error names the path.
+  Status CreateDirectories() const;
+
+ private:
+  std::string dir_;
+};
+
+}  // namespace trainerd::daemon

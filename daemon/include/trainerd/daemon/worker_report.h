@@ -1,0 +1,56 @@
+// The training worker's JSON-lines event stream (docs/trainer-run.md), turned into what the
+// store records: per-update metrics, per-slice evals, events, and the start, finish and
+// error objects the run record is filled from.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trainerd/store/records.h"
+
+namespace trainerd::daemon {
+
+class WorkerReport {
+ public:
+  // Consumes one line of the worker's stdout at time `now`. Lines that are not JSON objects
+  // with an "event" are counted, not fatal.
+  void Consume(const std::string& line, double now);
+
+  const nlohmann::json& start() const { return start_; }    // null until seen
+  const nlohmann::json& finish() const { return finish_; }  // null until seen
+  const nlohmann::json& error() const { return error_; }    // null unless seen
+  // Metrics not taken yet, in update order; the caller stores them in batches.
+  std::vector<store::UpdateMetric> TakeMetrics();
+  std::size_t pending_metrics() const { return metrics_.size(); }
+  // Events not taken yet: warnings, checkpoints and the error, for the store.
+  std::vector<store::Event> TakeEvents();
+  const std::vector<store::SliceEval>& evals() const { return evals_; }
+
+  int updates_done() const { return updates_done_; }  // the last update's number (1-based)
+  int updates() const { return updates_; }            // the job's total
+  double eta_seconds() const { return eta_seconds_; }
+  double last_loss() const { return last_loss_; }
+  double last_samples_per_second() const { return last_samples_per_second_; }
+  std::optional<int> last_checkpoint_update() const { return last_checkpoint_update_; }
+  int unparsed_lines() const { return unparsed_lines_; }
+
+ private:
+  nlohmann::json start_;
+  nlohmann::json finish_;
+  nlohmann::json error_;
+  std::vector<store::UpdateMetric> metrics_;
+  std::vector<store::Event> events_;
+  std::vector<store::SliceEval> evals_;
+  int updates_done_ = 0;
+  int updates_ = 0;
+  double eta_seconds_ = 0;
+  double last_loss_ = 0;
+  double last_samples_per_second_ = 0;
+  std::optional<int> last_checkpoint_update_;
+  int unparsed_lines_ = 0;
+};
+
+}  // namespace trainerd::daemon

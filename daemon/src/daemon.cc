@@ -1,0 +1,221 @@
+#include "trainerd/daemon/daemon.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <thread>
+
+#include "trainerd/daemon/schedule.h"
+#include "trainerd/daemon/state_layout.h"
+
+namespace trainerd::daemon {
+
+namespace {
+
+bool IsTrainerRun(pid_t pid) {
+  std::ifstream cmdline("/proc/" + std::to_string(pid) + "/cmdline");
+  const std::string text((std::istreambuf_iterator<char>(cmdline)),
+                         std::istreambuf_iterator<char>());
+  return text.find("trainer-run") != std::string::npos;
+}
+
+}  // namespace
+
+Daemon::Daemon(asio::io_context& io, DaemonConfig config, std::string config_path,
+               std::string state_dir_override, const Clock& clock, Options options)
+    : io_(io),
+      config_(std::move(config)),
+      config_path_(std::move(config_path)),
+      state_dir_override_(std::move(state_dir_override)),
+      clock_(clock),
+      options_(options),
+      signals_(io, SIGTERM, SIGINT, SIGHUP),
+      wake_(io),
+      watchdog_(io) {}
+
+void Daemon::StopStaleWorker() {
+  std::ifstream in(StateLayout(config_.state_dir).WorkerPidFile());
+  pid_t pid = 0;
+  if (!(in >> pid) || pid <= 1 || ::kill(pid, 0) != 0 || !IsTrainerRun(pid)) return;
+  // A worker of a daemon that died: it got SIGTERM then (PR_SET_PDEATHSIG) and is writing
+  // its checkpoint. Let it finish within the grace period, so the resume starts from there.
+  std::fprintf(stderr, "trainerd: waiting for worker %d left by a previous daemon\n", pid);
+  ::kill(pid, SIGTERM);
+  const double give_up = clock_.Now() + config_.schedule.deadline_grace_seconds;
+  while (::kill(pid, 0) == 0 && IsTrainerRun(pid) && clock_.Now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (::kill(pid, 0) == 0 && IsTrainerRun(pid)) ::kill(pid, SIGKILL);
+}
+
+Status Daemon::Recover() {
+  StopStaleWorker();
+  Result<std::vector<std::int64_t>> interrupted = store_->MarkRunningAsInterrupted(clock_.Now());
+  if (!interrupted.ok()) return interrupted.status();
+  for (std::int64_t id : *interrupted) {
+    (void)store_->RecordEvent({0, clock_.Now(), id, "run_interrupted", store::Severity::kWarning,
+                               "the daemon stopped while this run was running (restart)", "{}"});
+    interrupted_run_ = id;
+  }
+  return Status::Ok();
+}
+
+bool Daemon::CycleDue(const Window& window) {
+  if (last_cycle_window_ && *last_cycle_window_ == window.start) return false;
+  Result<std::vector<store::RunRecord>> runs = store_->ListRecentRuns(50);
+  if (!runs.ok()) return false;
+  for (const store::RunRecord& run : *runs) {  // newest first
+    if (run.created_at < window.start || run.created_at >= window.deadline) continue;
+    // The newest run of the window decides: only an interrupted one leaves work to resume.
+    return run.status == store::RunStatus::kInterrupted;
+  }
+  return true;
+}
+
+void Daemon::OnSignal(int signal) {
+  if (signal == SIGHUP) {
+    notifier_.Reloading();
+    Result<DaemonConfig> reloaded = ParseDaemonConfigFile(config_path_);
+    if (!reloaded.ok()) {
+      std::fprintf(stderr, "trainerd: SIGHUP: keeping the current config: %s\n",
+                   reloaded.status().message().c_str());
+    } else {
+      if (!state_dir_override_.empty()) {
+        reloaded->state_dir = state_dir_override_;
+        reloaded->socket_path = config_.socket_path;
+      }
+      reloaded->worker_path =
+          reloaded->worker_path.empty() ? config_.worker_path : reloaded->worker_path;
+      pending_config_ = *reloaded;
+      std::fprintf(stderr, "trainerd: SIGHUP: config %s reloaded%s\n", config_path_.c_str(),
+                   cycle_running_ ? "; it applies after the running cycle" : "");
+      if (!cycle_running_) wake_.cancel();
+    }
+    notifier_.Ready();
+  } else {
+    std::fprintf(stderr, "trainerd: %s: stopping%s\n", sigabbrev_np(signal),
+                 cycle_running_ ? " (the worker writes a checkpoint first)" : "");
+    stopping_ = true;
+    notifier_.Stopping();
+    supervisor_->Stop(WorkerExit::StoppedBy::kDaemonStop, config_.schedule.deadline_grace_seconds);
+    wake_.cancel();
+  }
+  signals_.async_wait([this](const boost::system::error_code& ec, int next) {
+    if (!ec) OnSignal(next);
+  });
+}
+
+void Daemon::ApplyPendingReload() {
+  if (!pending_config_) return;
+  config_ = *pending_config_;
+  pending_config_.reset();
+}
+
+void Daemon::Report(const CycleProgress& progress) {
+  // Training reports every update; systemd needs no more than one status a second.
+  const double now = clock_.Now();
+  if (progress.phase == last_phase_ && now - last_status_at_ < 1) return;
+  last_status_at_ = now;
+  last_phase_ = progress.phase;
+  std::string status = progress.phase;
+  if (progress.run_id) status += " run " + std::to_string(*progress.run_id);
+  if (progress.phase == "training" && progress.updates > 0) {
+    status += ": update " + std::to_string(progress.update) + "/" +
+              std::to_string(progress.updates) + ", ETA " +
+              std::to_string(static_cast<int>(progress.eta_seconds)) + " s, deadline " +
+              FormatUtc(progress.deadline);
+  }
+  notifier_.Status(status);
+}
+
+void Daemon::ArmWatchdog() {
+  std::optional<std::chrono::microseconds> interval = notifier_.WatchdogInterval();
+  if (!interval) return;
+  watchdog_.expires_after(*interval);
+  watchdog_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    notifier_.Watchdog();
+    ArmWatchdog();
+  });
+}
+
+asio::awaitable<int> Daemon::Main() {
+  const StateLayout layout(config_.state_dir);
+  if (Status s = layout.CreateDirectories(); !s.ok()) {
+    std::fprintf(stderr, "trainerd: %s\n", s.message().c_str());
+    co_return exit_code::kInternal;
+  }
+  Result<std::unique_ptr<store::Store>> store = store::Store::Open(config_.database_path());
+  if (!store.ok()) {
+    std::fprintf(stderr, "trainerd: %s\n", store.status().message().c_str());
+    co_return exit_code::kInternal;
+  }
+  store_ = std::move(*store);
+  supervisor_ = std::make_unique<WorkerSupervisor>(io_, clock_, layout.WorkerPidFile());
+  if (Status s = Recover(); !s.ok()) {
+    std::fprintf(stderr, "trainerd: recovery: %s\n", s.message().c_str());
+    co_return exit_code::kInternal;
+  }
+  signals_.async_wait([this](const boost::system::error_code& ec, int signal) {
+    if (!ec) OnSignal(signal);
+  });
+  ArmWatchdog();
+  notifier_.Ready();
+
+  NightlyCycle cycle(config_, *store_, clock_, *supervisor_,
+                     [this](const CycleProgress& p) { Report(p); });
+  int code = exit_code::kOk;
+  while (!stopping_) {
+    const double now = clock_.Now();
+    std::optional<Window> window;
+    std::string trigger;
+    if (options_.once) {
+      window = WindowStartingAt(now, config_.schedule);
+      trigger = "once";
+    } else if (std::optional<Window> open = WindowContaining(now, config_.schedule);
+               open && CycleDue(*open)) {
+      window = open;
+      trigger = interrupted_run_ ? "resume" : now - open->start < 60 ? "schedule" : "catch-up";
+    }
+    if (!window) {
+      const Window next = NextWindow(now, config_.schedule);
+      notifier_.Status("idle; next cycle at " + FormatUtc(next.start));
+      wake_.expires_after(TimerDelay(next.start - now));
+      boost::system::error_code ec;
+      auto token = asio::redirect_error(asio::use_awaitable, ec);  // no temporaries in co_await
+      co_await wake_.async_wait(token);
+      ApplyPendingReload();
+      continue;
+    }
+    last_cycle_window_ = window->start;
+    cycle_running_ = true;
+    // A run interrupted by a daemon restart is resumed only inside its own window.
+    std::optional<std::int64_t> resumes;
+    if (interrupted_run_) {
+      Result<store::RunRecord> run = store_->GetRun(*interrupted_run_);
+      if (run.ok() && run->deadline_at > now) resumes = interrupted_run_;
+    }
+    interrupted_run_.reset();
+    CycleOutcome outcome = co_await cycle.Run(*window, trigger, resumes);
+    cycle_running_ = false;
+    ApplyPendingReload();
+    if (options_.once) {
+      code = stopping_          ? exit_code::kInterrupted
+             : outcome.released ? exit_code::kOk
+                                : exit_code::kCycleFailed;
+      std::fprintf(stderr, "trainerd: %s\n", outcome.summary.c_str());
+      break;
+    }
+  }
+  if (stopping_ && !options_.once) code = exit_code::kOk;  // a service stop is not a failure
+  watchdog_.cancel();
+  signals_.cancel();
+  store_.reset();  // closes the database cleanly
+  co_return code;
+}
+
+}  // namespace trainerd::daemon

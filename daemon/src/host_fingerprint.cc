@@ -1,0 +1,61 @@
+#include "trainerd/daemon/host_fingerprint.h"
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace trainerd::daemon {
+
+namespace {
+
+// The value after the colon of the first line of `path` that starts with `key`.
+std::string ProcValue(const std::string& path, const std::string& key) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key, 0) != 0) continue;
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string value = line.substr(colon + 1);
+    value.erase(0, value.find_first_not_of(" \t"));
+    return value;
+  }
+  return "";
+}
+
+}  // namespace
+
+store::HardwareFingerprint HostHardware(const std::string& device) {
+  store::HardwareFingerprint hw;
+  hw.cpu_model = ProcValue("/proc/cpuinfo", "model name");
+  if (hw.cpu_model.empty()) hw.cpu_model = "unknown";
+  hw.cpu_cores = std::thread::hardware_concurrency();
+  std::istringstream kib(ProcValue("/proc/meminfo", "MemTotal"));  // "24574412 kB"
+  std::int64_t kilobytes = 0;
+  kib >> kilobytes;
+  hw.memory_bytes = kilobytes * 1024;
+  hw.device = device;
+  hw.device_memory_bytes = device == "cpu" ? hw.memory_bytes : 0;
+  return hw;
+}
+
+std::string TrainerdVersion() { return TRAINERD_VERSION; }
+
+std::optional<std::int64_t> CgroupOomKillCount() {
+  std::ifstream cgroup("/proc/self/cgroup");
+  std::string line;
+  std::string path;
+  while (std::getline(cgroup, line)) {
+    if (line.rfind("0::", 0) == 0) path = line.substr(3);  // the cgroup v2 hierarchy
+  }
+  if (path.empty()) return std::nullopt;
+  std::ifstream events("/sys/fs/cgroup" + path + "/memory.events");
+  std::string key;
+  std::int64_t value = 0;
+  while (events >> key >> value) {
+    if (key == "oom_kill") return value;
+  }
+  return std::nullopt;
+}
+
+}  // namespace trainerd::daemon

@@ -1,0 +1,638 @@
+#include "trainerd/daemon/nightly_cycle.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "trainerd/common/atomic_file.h"
+#include "trainerd/common/sha256.h"
+#include "trainerd/daemon/host_fingerprint.h"
+#include "trainerd/daemon/state_layout.h"
+#include "trainerd/daemon/worker_report.h"
+#include "trainerd/trainer/job_spec_parser.h"
+
+namespace trainerd::daemon {
+
+namespace {
+
+// Metrics are stored in batches of this many updates while a run trains.
+constexpr std::size_t kMetricBatch = 20;
+
+std::string Short(const std::string& hash) { return hash.substr(0, 12); }
+
+std::string Format(const char* format, double a, double b = 0) {
+  char buffer[128];
+  std::snprintf(buffer, sizeof buffer, format, a, b);
+  return buffer;
+}
+
+nlohmann::json PlanJson(const store::RunPlan& plan) {
+  return {{"microbatch", plan.microbatch},
+          {"accumulation_steps", plan.accumulation_steps},
+          {"checkpoint_blocks", plan.checkpoint_blocks},
+          {"precision", plan.precision}};
+}
+
+std::string DescribePlan(const store::RunPlan& plan) {
+  return std::to_string(plan.microbatch) + " x " + std::to_string(plan.accumulation_steps) + ", " +
+         std::to_string(plan.checkpoint_blocks.size()) + " blocks checkpointed, " + plan.precision;
+}
+
+store::RunPlan PlanFromJson(const nlohmann::json& j) {
+  store::RunPlan plan;
+  plan.microbatch = j.at("microbatch").get<std::int64_t>();
+  plan.accumulation_steps = j.at("accumulation_steps").get<std::int64_t>();
+  plan.checkpoint_blocks = j.at("checkpoint_blocks").get<std::vector<std::int64_t>>();
+  plan.precision = j.at("precision").get<std::string>();
+  return plan;
+}
+
+store::RunPlan PlanOfSpec(const PlanSpec& spec) { return PlanFromJson(trainerd::ToJson(spec)); }
+
+// The single JSON object a report-printing worker mode (--plan-only, --ledger) prints, or
+// its error event.
+struct ReportLines {
+  nlohmann::json report;
+  nlohmann::json error;
+  void Consume(const std::string& line) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object()) return;
+    if (j.value("event", "") == "error") {
+      error = j;
+    } else if (!j.contains("event")) {
+      report = j;
+    }
+  }
+};
+
+// Copies the model artifact to `destination` atomically and checks its SHA-256 against the
+// worker's; returns the hash.
+Result<std::string> PublishArtifact(const std::string& source, const std::string& destination,
+                                    const std::string& expected_sha256) {
+  std::ifstream in(source, std::ios::binary);
+  if (!in) return Status::NotFound(source + ": model artifact missing");
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  const std::string sha = Sha256Hex(bytes.str());
+  if (sha != expected_sha256) {
+    return Status::Corruption(source + ": SHA-256 " + Short(sha) + " is not the worker's " +
+                              Short(expected_sha256));
+  }
+  if (Status s = WriteFileAtomically(destination, bytes.str()); !s.ok()) return s;
+  return sha;
+}
+
+}  // namespace
+
+struct NightlyCycle::AttemptResult {
+  std::int64_t run_id = 0;
+  AttemptOutcome outcome = AttemptOutcome::kCrashed;
+  store::RunStatus status = store::RunStatus::kCrashed;
+  bool released = false;
+  std::string message;
+};
+
+NightlyCycle::NightlyCycle(const DaemonConfig& config, store::Store& store, const Clock& clock,
+                           WorkerSupervisor& supervisor,
+                           std::function<void(const CycleProgress&)> on_progress)
+    : config_(config),
+      store_(store),
+      clock_(clock),
+      supervisor_(supervisor),
+      on_progress_(std::move(on_progress)) {}
+
+void NightlyCycle::Record(std::optional<std::int64_t> run_id, const std::string& kind,
+                          store::Severity severity, const std::string& message,
+                          const std::string& details_json) {
+  store::Event event{0, clock_.Now(), run_id, kind, severity, message, details_json};
+  if (Result<std::int64_t> id = store_.RecordEvent(event); !id.ok()) {
+    std::fprintf(stderr, "trainerd: cannot record event %s: %s\n", kind.c_str(),
+                 id.status().message().c_str());
+  }
+  std::fprintf(stderr, "trainerd: %s%s: %s\n",
+               run_id ? ("run " + std::to_string(*run_id) + ": ").c_str() : "", kind.c_str(),
+               message.c_str());
+}
+
+void NightlyCycle::Progress(const std::string& phase, std::optional<std::int64_t> run_id) {
+  progress_.phase = phase;
+  if (run_id) progress_.run_id = run_id;
+  if (on_progress_) on_progress_(progress_);
+}
+
+WorkerSupervisor::Limits NightlyCycle::Limits() const {
+  return {window_.deadline - config_.schedule.deadline_grace_seconds, window_.deadline};
+}
+
+std::vector<std::string> NightlyCycle::WorkerArgs(const ActiveConfig& active) const {
+  return {config_.worker_path,
+          "--config",
+          active.worker_config_path,
+          "--base-dir",
+          std::filesystem::path(config_.job_path).parent_path().string(),
+          "--json"};
+}
+
+Result<ActiveConfig> NightlyCycle::LoadVersion(const std::string& hash) {
+  Result<store::ConfigVersion> version = store_.GetConfigVersion(hash);
+  if (!version.ok()) return version.status();
+  Result<JobSpec> spec = ParseJobSpecText(version->yaml, config_.job_path);
+  if (!spec.ok()) return spec.status();
+  const StateLayout layout(config_.state_dir);
+  const std::string path = layout.ConfigCopy(hash);
+  if (Status s = WriteFileAtomically(path, version->yaml); !s.ok()) return s;
+  return ActiveConfig{*version, *spec, path};
+}
+
+Result<ActiveConfig> NightlyCycle::ResolveConfig() {
+  const double now = clock_.Now();
+  std::string reason;
+  std::string failed_hash;
+  std::ifstream in(config_.job_path, std::ios::binary);
+  if (!in) {
+    reason = config_.job_path + ": cannot read the job spec";
+    Record(std::nullopt, "config_unreadable", store::Severity::kError, reason);
+  } else {
+    std::ostringstream text;
+    text << in.rdbuf();
+    store::ConfigVersion seen{Sha256Hex(text.str()), text.str(), now,
+                              store::ConfigState::kCandidate};
+    Result<store::ConfigVersion> version = store_.RecordConfigVersion(seen);
+    if (!version.ok()) return version.status();
+    failed_hash = version->hash;
+    if (version->first_seen == now) {
+      Record(std::nullopt, "config_candidate", store::Severity::kInfo,
+             "new config version " + Short(version->hash) + " of " + config_.job_path,
+             nlohmann::json{{"config_hash", version->hash}}.dump());
+    }
+    Result<JobSpec> spec = ParseJobSpecText(version->yaml, config_.job_path);
+    if (!spec.ok()) {
+      reason = "invalid job spec: " + spec.status().message();
+      if (version->state != store::ConfigState::kBad) {
+        (void)store_.SetConfigState({version->hash, store::ConfigState::kBad, reason, now});
+      }
+      Record(std::nullopt, "config_invalid", store::Severity::kError, reason,
+             nlohmann::json{{"config_hash", version->hash}}.dump());
+    } else if (version->state == store::ConfigState::kBad) {
+      reason = "config version " + Short(version->hash) + " is marked bad";
+      Record(std::nullopt, "config_bad_skipped", store::Severity::kWarning, reason,
+             nlohmann::json{{"config_hash", version->hash}}.dump());
+    } else {
+      return LoadVersion(version->hash);
+    }
+  }
+  Result<std::optional<store::ConfigVersion>> known_good = store_.LastKnownGoodConfig();
+  if (!known_good.ok()) return known_good.status();
+  if (!*known_good) {
+    return Status::FailedPrecondition(reason + "; no known-good config version to fall back to");
+  }
+  Record(std::nullopt, "rollback", store::Severity::kWarning,
+         reason + "; running the last known-good version " + Short((*known_good)->hash),
+         nlohmann::json{{"from", failed_hash},
+                        {"to", (*known_good)->hash},
+                        {"reason", failed_hash.empty() ? "unreadable_config" : "invalid_config"}}
+             .dump());
+  return LoadVersion((*known_good)->hash);
+}
+
+asio::awaitable<CycleOutcome> NightlyCycle::Run(Window window, std::string trigger,
+                                                std::optional<std::int64_t> resumes_run) {
+  window_ = window;
+  progress_ = CycleProgress{};
+  progress_.deadline = window.deadline;
+  CycleOutcome outcome;
+  Progress("resolving config");
+  Record(
+      std::nullopt, "cycle_started", store::Severity::kInfo,
+      "nightly cycle (" + trigger + "), deadline " + FormatUtc(window.deadline),
+      nlohmann::json{{"trigger", trigger}, {"start", window.start}, {"deadline", window.deadline}}
+          .dump());
+  Result<ActiveConfig> active = ResolveConfig();
+  if (!active.ok()) {
+    Record(std::nullopt, "cycle_failed", store::Severity::kError, active.status().message());
+    outcome.summary = active.status().message();
+    Progress("idle");
+    co_return outcome;
+  }
+  hardware_ = HostHardware(active->spec.runtime.device);
+
+  auto first_attempt = [&](const ActiveConfig& config) -> Result<Attempt> {
+    Result<std::optional<store::RunPlan>> validated =
+        store_.LastValidatedPlan(config.version.hash, hardware_);
+    if (!validated.ok()) return validated.status();
+    Attempt a{
+        config.version.hash, FirstPlanSource(validated->has_value(), config.spec.plan_given), {}};
+    if (a.source == PlanSource::kValidated) a.plan = **validated;
+    if (a.source == PlanSource::kConfig) a.plan = PlanOfSpec(config.spec.plan);
+    return a;
+  };
+  Result<Attempt> attempt = first_attempt(*active);
+  std::vector<Attempt> tried;
+  std::optional<std::int64_t> fallback_of = resumes_run;
+  while (attempt.ok()) {
+    AttemptResult result = co_await RunAttempt(*active, *attempt, fallback_of);
+    outcome.run_ids.push_back(result.run_id);
+    outcome.status = result.status;
+    outcome.released = result.released;
+    outcome.summary = "run " + std::to_string(result.run_id) + " " +
+                      std::string(store::ToString(result.status)) + ": " + result.message;
+    tried.push_back(*attempt);
+    const AttemptOutcome o = result.outcome;
+    if (o == AttemptOutcome::kSucceeded) {
+      outcome.succeeded = result.status == store::RunStatus::kSucceeded;
+      break;
+    }
+    if (o != AttemptOutcome::kOom && o != AttemptOutcome::kCrashed && o != AttemptOutcome::kLeak) {
+      break;  // deadline, interrupted, cancelled: nothing to retry in this cycle
+    }
+    Result<std::optional<store::ConfigVersion>> known_good = store_.LastKnownGoodConfig();
+    Result<std::optional<store::RunPlan>> validated =
+        store_.LastValidatedPlan(active->version.hash, hardware_);
+    Result<store::ConfigVersion> current = store_.GetConfigVersion(active->version.hash);
+    if (!known_good.ok() || !validated.ok() || !current.ok()) break;
+    FallbackInput input;
+    input.outcome = o;
+    input.tried = tried;
+    input.config_state = current->state;
+    if (*known_good) input.known_good_hash = (*known_good)->hash;
+    input.validated_plan = *validated;
+    input.baseline_plan =
+        NamedBaselinePlan(active->spec.training.effective_batch, NumBlocks(active->spec.model));
+    input.max_attempts = config_.max_attempts;
+    input.seconds_left = Limits().sigterm_at - clock_.Now();
+    const FallbackDecision decision = DecideFallback(input);
+    const nlohmann::json details = {{"failed_run", result.run_id},
+                                    {"reason", std::string(ToString(o))},
+                                    {"retry", decision.retry},
+                                    {"config_hash", decision.config_hash},
+                                    {"plan_source", std::string(ToString(decision.source))},
+                                    {"rolled_back", decision.rolled_back},
+                                    {"mark_config_bad", decision.mark_config_bad}};
+    if (decision.mark_config_bad) {
+      (void)store_.SetConfigState({active->version.hash, store::ConfigState::kBad, decision.reason,
+                                   clock_.Now(), result.run_id});
+    }
+    if (decision.rolled_back) {
+      Record(result.run_id, "rollback", store::Severity::kWarning, decision.reason,
+             nlohmann::json{{"from", active->version.hash},
+                            {"to", decision.config_hash},
+                            {"reason", std::string(ToString(o))}}
+                 .dump());
+    }
+    Record(result.run_id, decision.retry ? "fallback" : "fallback_exhausted",
+           decision.retry ? store::Severity::kWarning : store::Severity::kError, decision.reason,
+           details.dump());
+    if (!decision.retry || supervisor_.stopped_by() != WorkerExit::StoppedBy::kNobody) break;
+    if (decision.rolled_back) {
+      active = LoadVersion(decision.config_hash);
+      if (!active.ok()) {
+        Record(result.run_id, "cycle_failed", store::Severity::kError, active.status().message());
+        break;
+      }
+      attempt = first_attempt(*active);
+    } else {
+      attempt =
+          Attempt{decision.config_hash, decision.source, decision.plan.value_or(store::RunPlan{})};
+    }
+    fallback_of = result.run_id;
+  }
+  if (!attempt.ok()) outcome.summary = attempt.status().message();
+  Record(std::nullopt, outcome.succeeded ? "cycle_succeeded" : "cycle_failed",
+         outcome.succeeded ? store::Severity::kInfo : store::Severity::kError, outcome.summary);
+  Progress("idle");
+  co_return outcome;
+}
+
+asio::awaitable<Result<std::optional<store::RunPlan>>> NightlyCycle::Plan(
+    const ActiveConfig& active, Attempt& attempt, std::int64_t run_id) {
+  if (attempt.source != PlanSource::kPlanner && attempt.source != PlanSource::kReplanSmaller) {
+    Record(run_id, "plan", store::Severity::kInfo,
+           std::string(ToString(attempt.source)) + " plan " + DescribePlan(attempt.plan),
+           nlohmann::json{{"source", std::string(ToString(attempt.source))},
+                          {"plan", PlanJson(attempt.plan)}}
+               .dump());
+    co_return std::optional<store::RunPlan>(attempt.plan);
+  }
+  Progress("planning", run_id);
+  std::vector<std::string> argv = WorkerArgs(active);
+  argv.push_back("--plan-only");
+  if (attempt.source == PlanSource::kReplanSmaller) {
+    argv.push_back("--budget");
+    argv.push_back(std::to_string(static_cast<std::int64_t>(
+        static_cast<double>(active.spec.memory.budget_bytes) * kReplanBudgetFraction)));
+  }
+  ReportLines lines;
+  const WorkerSupervisor::Limits limits = Limits();
+  LaunchSpec launch{argv, StateLayout(config_.state_dir).RunLog(run_id)};
+  std::function<void(const std::string&)> consume = [&](const std::string& line) {
+    lines.Consume(line);
+  };
+  Result<ProcessExit> exit = co_await supervisor_.Run(launch, limits, consume);
+  if (!exit.ok()) co_return exit.status();
+  if (!exit->exited || exit->code != 0 || !lines.report.is_object()) {
+    const std::string message =
+        lines.error.is_object() ? lines.error.value("message", "") : "planner " + exit->Describe();
+    Record(run_id, "plan_failed", store::Severity::kError, message,
+           lines.error.is_object() ? lines.error.dump() : "{}");
+    if (exit->exited && exit->code == 4) co_return Status::OutOfMemory(message);
+    co_return std::optional<store::RunPlan>();
+  }
+  attempt.plan = PlanFromJson(lines.report);
+  const double predicted = lines.report.value("predicted_duration_seconds", 0.0);
+  const double left = window_.deadline - clock_.Now();
+  Record(
+      run_id, "plan", store::Severity::kInfo,
+      std::string(ToString(attempt.source)) + " plan " + DescribePlan(attempt.plan) +
+          Format(": predicted %.0f s, %.0f s left in the window", predicted, left),
+      nlohmann::json{{"source", std::string(ToString(attempt.source))}, {"planner", lines.report}}
+          .dump());
+  if (predicted > left) {
+    Record(run_id, "plan_exceeds_window", store::Severity::kWarning,
+           Format("predicted duration %.0f s exceeds the %.0f s left: the run will stop at the "
+                  "deadline and resume from its checkpoint next night",
+                  predicted, left));
+  }
+  co_return std::optional<store::RunPlan>(attempt.plan);
+}
+
+asio::awaitable<std::optional<store::MemoryByCategory>> NightlyCycle::MeasureLedger(
+    const ActiveConfig& active, const std::string& plan_path, std::int64_t run_id) {
+  Progress("measuring ledger", run_id);
+  std::vector<std::string> argv = WorkerArgs(active);
+  argv.insert(argv.end(), {"--plan", plan_path, "--ledger"});
+  ReportLines lines;
+  const WorkerSupervisor::Limits limits = Limits();
+  LaunchSpec launch{argv, StateLayout(config_.state_dir).RunLog(run_id)};
+  std::function<void(const std::string&)> consume = [&](const std::string& line) {
+    lines.Consume(line);
+  };
+  Result<ProcessExit> exit = co_await supervisor_.Run(launch, limits, consume);
+  if (!exit.ok() || !exit->exited || exit->code != 0 || !lines.report.is_object()) {
+    Record(run_id, "ledger_failed", store::Severity::kWarning,
+           "the memory ledger could not be measured (" +
+               (exit.ok() ? exit->Describe() : exit.status().message()) +
+               "); the run record keeps only the measured peak");
+    co_return std::nullopt;
+  }
+  const nlohmann::json& l = lines.report;
+  store::MemoryByCategory m;
+  m.parameters = l.value("parameters_bytes", std::int64_t{0});
+  m.gradients = l.value("gradients_bytes", std::int64_t{0});
+  m.optimizer_state = l.value("optimizer_state_bytes", std::int64_t{0});
+  m.activations = l.value("activations_bytes", std::int64_t{0});
+  m.temporaries = l.value("temporaries_bytes", std::int64_t{0});
+  m.inputs = l.value("inputs_bytes", std::int64_t{0});
+  m.peak = l.value("peak_bytes", std::int64_t{0});
+  const std::int64_t usable = l.value("usable_bytes", std::int64_t{0});
+  Record(run_id, "ledger", m.peak > usable ? store::Severity::kWarning : store::Severity::kInfo,
+         Format("ledger peak %.1f MiB against %.1f MiB usable", m.peak / 1048576.0,
+                usable / 1048576.0),
+         l.dump());
+  co_return m;
+}
+
+asio::awaitable<NightlyCycle::AttemptResult> NightlyCycle::RunAttempt(
+    const ActiveConfig& active, Attempt& attempt, std::optional<std::int64_t> fallback_of) {
+  const StateLayout layout(config_.state_dir);
+  AttemptResult result;
+  store::RunRecord run;
+  run.config_hash = active.version.hash;
+  run.fallback_of = fallback_of;
+  run.created_at = clock_.Now();
+  run.deadline_at = window_.deadline;
+  run.plan = attempt.plan;
+  run.hardware = hardware_;
+  run.software.trainerd_version = TrainerdVersion();
+  Result<std::int64_t> id = store_.CreateRun(run);
+  if (!id.ok()) {
+    result.message = "cannot record the run: " + id.status().message();
+    Record(std::nullopt, "store_error", store::Severity::kError, result.message);
+    co_return result;
+  }
+  run.id = result.run_id = *id;
+  (void)store_.MarkRunStarted(run.id, clock_.Now());
+  run.started_at = clock_.Now();
+  run.status = store::RunStatus::kRunning;
+  Record(run.id, "run_started", store::Severity::kInfo,
+         "config " + Short(run.config_hash) + ", plan source " +
+             std::string(ToString(attempt.source)) +
+             (fallback_of ? ", replacing run " + std::to_string(*fallback_of) : ""),
+         nlohmann::json{{"config_hash", run.config_hash},
+                        {"plan_source", std::string(ToString(attempt.source))},
+                        {"fallback_of", fallback_of ? nlohmann::json(*fallback_of) : nullptr}}
+             .dump());
+
+  auto finish = [&](AttemptOutcome outcome, const std::string& message,
+                    std::vector<store::UpdateMetric> metrics,
+                    const std::vector<store::SliceEval>& evals, bool regressed = false) {
+    result.outcome = outcome;
+    result.status = regressed ? store::RunStatus::kRegressed : RunStatusFor(outcome);
+    result.message = message;
+    run.status = result.status;
+    run.ended_at = clock_.Now();
+    if (Status s = store_.FinishRun(run, metrics, evals, {}); !s.ok()) {
+      Record(run.id, "store_error", store::Severity::kError, s.message());
+    }
+  };
+
+  Result<std::optional<store::RunPlan>> plan = co_await Plan(active, attempt, run.id);
+  if (!plan.ok() || !*plan) {
+    const bool oom = !plan.ok() && plan.status().code() == Status::Code::kOutOfMemory;
+    const auto stopped = supervisor_.stopped_by();
+    WorkerExit exit;
+    exit.stopped_by = stopped;
+    const AttemptOutcome o = oom                                         ? AttemptOutcome::kOom
+                             : stopped != WorkerExit::StoppedBy::kNobody ? ClassifyExit(exit)
+                                                                         : AttemptOutcome::kCrashed;
+    finish(o, plan.ok() ? "planning failed" : plan.status().message(), {}, {});
+    co_return result;
+  }
+  run.plan = attempt.plan;
+  const std::string plan_path = layout.PlanFile();
+  if (Status s = WriteFileAtomically(plan_path, PlanJson(run.plan).dump() + "\n"); !s.ok()) {
+    finish(AttemptOutcome::kCrashed, s.message(), {}, {});
+    co_return result;
+  }
+  run.peak_memory = co_await MeasureLedger(active, plan_path, run.id);
+
+  Progress("training", run.id);
+  std::vector<std::string> argv = WorkerArgs(active);
+  argv.insert(argv.end(),
+              {"--plan", plan_path, "--output-dir", layout.WorkDir(), "--resume-if-compatible"});
+  WorkerReport report;
+  const std::optional<std::int64_t> ooms_before = CgroupOomKillCount();
+  bool warned_late = false;
+  std::function<void(const std::string&)> on_line = [&](const std::string& line) {
+    report.Consume(line, clock_.Now());
+    for (store::Event& e : report.TakeEvents()) {
+      e.run_id = run.id;
+      (void)store_.RecordEvent(e);
+    }
+    if (report.pending_metrics() >= kMetricBatch) {
+      if (Status s = store_.AppendMetrics(run.id, report.TakeMetrics()); !s.ok()) {
+        Record(run.id, "store_error", store::Severity::kError, s.message());
+      }
+    }
+    progress_.update = report.updates_done();
+    progress_.updates = report.updates();
+    progress_.eta_seconds = report.eta_seconds();
+    if (!warned_late && report.updates_done() > 2 &&
+        clock_.Now() + report.eta_seconds() > window_.deadline) {
+      warned_late = true;
+      Record(run.id, "eta_beyond_deadline", store::Severity::kWarning,
+             Format("the worker's ETA is %.0f s but %.0f s are left before the deadline",
+                    report.eta_seconds(), window_.deadline - clock_.Now()));
+    }
+    Progress("training", run.id);
+  };
+  const WorkerSupervisor::Limits limits = Limits();
+  LaunchSpec launch{argv, layout.RunLog(run.id)};
+  Result<ProcessExit> process = co_await supervisor_.Run(launch, limits, on_line);
+  if (!process.ok()) {
+    finish(AttemptOutcome::kCrashed, process.status().message(), report.TakeMetrics(),
+           report.evals());
+    co_return result;
+  }
+  const std::optional<std::int64_t> ooms_after = CgroupOomKillCount();
+  WorkerExit exit;
+  exit.exited = process->exited;
+  exit.code = process->code;
+  exit.signal = process->signal;
+  exit.saw_finish = report.finish().is_object();
+  if (report.error().is_object()) exit.error_kind = report.error().value("kind", "");
+  exit.oom_kill_rose = ooms_before && ooms_after && *ooms_after > *ooms_before;
+  exit.stopped_by = supervisor_.stopped_by();
+  const AttemptOutcome outcome = ClassifyExit(exit);
+
+  // Fill the run record from the worker's events.
+  const nlohmann::json& start = report.start();
+  if (start.is_object()) {
+    const nlohmann::json software = start.value("software", nlohmann::json::object());
+    run.software.libtorch_version = software.value("torch_version", "");
+    run.software.blas = software.value("blas", "");
+    run.software.compiler = software.value("compiler", "");
+    run.shapes_json = nlohmann::json{{"model", start.value("model", nlohmann::json::object())},
+                                     {"effective_batch", start.value("effective_batch", 0)}}
+                          .dump();
+    run.seeds_json = nlohmann::json{{"training", start.value("seed", 0)}}.dump();
+    run.data_fingerprint = start.value("data", nlohmann::json::object()).value("fingerprint", "");
+  }
+  const nlohmann::json& fin = report.finish();
+  if (fin.is_object()) {
+    run.throughput_method = fin.value("throughput_method", "");
+    run.samples_per_second = fin.value("samples_per_second", 0.0);
+    run.tokens_per_second = fin.value("tokens_per_second", 0.0);
+    if (fin.contains("mfu") && fin["mfu"].is_number()) run.mfu = fin["mfu"].get<double>();
+    if (fin.contains("final_train_loss") && fin["final_train_loss"].is_number()) {
+      run.final_loss = fin["final_train_loss"].get<double>();
+    }
+    if (!run.peak_memory) run.peak_memory = store::MemoryByCategory{};
+    run.peak_memory->peak = fin.value("peak_bytes", std::int64_t{0});
+    const int resumed_from = start.is_object() ? start.value("resumed_from_update", 0) : 0;
+    const double samples = static_cast<double>(fin.value("updates", 0) - resumed_from) *
+                           active.spec.training.effective_batch;
+    const double hours = fin.value("elapsed_seconds", 0.0) / 3600;
+    if (samples > 0) run.cost_per_sample = config_.cost.per_device_hour * hours / samples;
+  }
+
+  if (outcome != AttemptOutcome::kSucceeded) {
+    std::string message =
+        exit.stopped_by != WorkerExit::StoppedBy::kNobody
+            ? "stopped (" + std::string(ToString(outcome)) + "), worker " + process->Describe()
+            : "worker " + process->Describe();
+    if (report.error().is_object()) message += ": " + report.error().value("message", "");
+    if (report.last_checkpoint_update()) {
+      message += "; checkpoint at update " + std::to_string(*report.last_checkpoint_update());
+    }
+    Record(run.id, "run_" + std::string(ToString(outcome)),
+           outcome == AttemptOutcome::kDeadline || outcome == AttemptOutcome::kInterrupted
+               ? store::Severity::kWarning
+               : store::Severity::kError,
+           message);
+    finish(outcome, message, report.TakeMetrics(), report.evals());
+    co_return result;
+  }
+
+  // Succeeded: the regression check and the release gate decide its status and release.
+  Result<std::optional<store::RunRecord>> baseline = store_.LastSucceededRun(hardware_);
+  const ThroughputVerdict throughput =
+      CheckThroughput(run.samples_per_second.value_or(0), baseline.ok() ? *baseline : std::nullopt,
+                      run.shapes_json, config_.regression.throughput_tolerance);
+  Record(run.id, throughput.regressed ? "throughput_regressed" : "throughput_check",
+         throughput.regressed ? store::Severity::kError : store::Severity::kInfo,
+         throughput.reason);
+  std::optional<std::map<std::string, double>> reference;
+  std::optional<std::int64_t> reference_run;
+  if (Result<std::optional<store::Release>> current = store_.CurrentRelease();
+      current.ok() && *current) {
+    reference_run = (*current)->run_id;
+    if (Result<std::vector<store::SliceEval>> evals = store_.GetSliceEvals(*reference_run);
+        evals.ok()) {
+      reference = FinalSliceLosses(*evals);
+    }
+  }
+  const GateVerdict gate =
+      ReleaseGate(FinalSliceLosses(report.evals()), reference, reference_run, config_.regression);
+  Record(run.id, gate.pass ? "gate_passed" : "gate_failed",
+         gate.pass ? store::Severity::kInfo : store::Severity::kError, gate.reason, gate.ToJson());
+  const bool regressed = throughput.regressed || !gate.pass;
+  finish(AttemptOutcome::kSucceeded,
+         throughput.regressed ? throughput.reason
+         : regressed          ? gate.reason
+                              : "finished inside the window",
+         report.TakeMetrics(), report.evals(), regressed);
+
+  // The model artifact: published (hashed) either way, current only through the gate.
+  const std::string artifact =
+      layout.ReleaseArtifact(run.id, fin.value("model_sha256", ""), !regressed);
+  Result<std::string> sha = PublishArtifact(fin.value("model_path", layout.WorkDir() + "/model.pt"),
+                                            artifact, fin.value("model_sha256", ""));
+  if (!sha.ok()) {
+    Record(run.id, "release_failed", store::Severity::kError, sha.status().message());
+  } else {
+    store::Release release;
+    release.run_id = run.id;
+    release.artifact_path = artifact;
+    release.artifact_hash = *sha;
+    release.gate_passed = !regressed;
+    release.gate_details_json = gate.ToJson();
+    release.created_at = clock_.Now();
+    Result<std::int64_t> release_id = store_.RecordRelease(release);
+    if (release_id.ok() && !regressed && store_.SetCurrentRelease(*release_id).ok()) {
+      result.released = true;
+      Record(run.id, "released", store::Severity::kInfo,
+             "model " + Short(*sha) + " is the current release (" + artifact + ")");
+    } else if (regressed) {
+      Record(run.id, "release_withheld", store::Severity::kWarning,
+             "model " + Short(*sha) + " not released; the current release stays");
+    }
+  }
+  if (!regressed) {
+    (void)store_.SetConfigState({run.config_hash, store::ConfigState::kKnownGood,
+                                 "run " + std::to_string(run.id) + " finished inside its window",
+                                 clock_.Now(), run.id});
+  } else if (MarkBadAfterRegression(active.version.state)) {
+    (void)store_.SetConfigState({run.config_hash, store::ConfigState::kBad,
+                                 "run " + std::to_string(run.id) + " regressed: " + result.message,
+                                 clock_.Now(), run.id});
+    Result<std::optional<store::ConfigVersion>> known_good = store_.LastKnownGoodConfig();
+    if (known_good.ok() && *known_good) {
+      Record(run.id, "rollback", store::Severity::kWarning,
+             "candidate config " + Short(run.config_hash) +
+                 " regressed: marked bad, active config rolled back to known-good " +
+                 Short((*known_good)->hash),
+             nlohmann::json{
+                 {"from", run.config_hash}, {"to", (*known_good)->hash}, {"reason", "regression"}}
+                 .dump());
+    }
+  }
+  // The job is done: the next night trains afresh rather than resuming a finished job.
+  std::error_code ec;
+  std::filesystem::remove(layout.WorkDir() + "/checkpoint.pt", ec);
+  co_return result;
+}
+
+}  // namespace trainerd::daemon

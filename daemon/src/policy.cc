@@ -1,0 +1,285 @@
+#include "trainerd/daemon/policy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+namespace trainerd::daemon {
+
+std::string_view ToString(AttemptOutcome outcome) {
+  switch (outcome) {
+    case AttemptOutcome::kSucceeded:
+      return "succeeded";
+    case AttemptOutcome::kOom:
+      return "oom";
+    case AttemptOutcome::kLeak:
+      return "leak";
+    case AttemptOutcome::kCrashed:
+      return "crash";
+    case AttemptOutcome::kDeadline:
+      return "deadline";
+    case AttemptOutcome::kInterrupted:
+      return "interrupted";
+    case AttemptOutcome::kCancelled:
+      return "cancelled";
+  }
+  return "crash";
+}
+
+store::RunStatus RunStatusFor(AttemptOutcome outcome) {
+  switch (outcome) {
+    case AttemptOutcome::kSucceeded:
+      return store::RunStatus::kSucceeded;
+    case AttemptOutcome::kOom:
+      return store::RunStatus::kOom;
+    case AttemptOutcome::kLeak:
+      return store::RunStatus::kLeak;
+    case AttemptOutcome::kCrashed:
+      return store::RunStatus::kCrashed;
+    case AttemptOutcome::kDeadline:
+      return store::RunStatus::kDeadline;
+    case AttemptOutcome::kInterrupted:
+      return store::RunStatus::kInterrupted;
+    case AttemptOutcome::kCancelled:
+      return store::RunStatus::kCancelled;
+  }
+  return store::RunStatus::kCrashed;
+}
+
+AttemptOutcome ClassifyExit(const WorkerExit& exit) {
+  // What the daemon did comes first: a worker it stopped exits 75 or is killed.
+  switch (exit.stopped_by) {
+    case WorkerExit::StoppedBy::kDeadline:
+      return AttemptOutcome::kDeadline;
+    case WorkerExit::StoppedBy::kDaemonStop:
+      return AttemptOutcome::kInterrupted;
+    case WorkerExit::StoppedBy::kOperator:
+      return AttemptOutcome::kCancelled;
+    case WorkerExit::StoppedBy::kNobody:
+      break;
+  }
+  if (exit.exited && exit.code == 0 && exit.saw_finish) return AttemptOutcome::kSucceeded;
+  if (exit.error_kind == "oom" || (exit.exited && exit.code == 4)) return AttemptOutcome::kOom;
+  if (!exit.exited && exit.signal == 9 && exit.oom_kill_rose) return AttemptOutcome::kOom;
+  if (exit.error_kind == "leak" || (exit.exited && exit.code == 8)) return AttemptOutcome::kLeak;
+  return AttemptOutcome::kCrashed;
+}
+
+std::string_view ToString(PlanSource source) {
+  switch (source) {
+    case PlanSource::kValidated:
+      return "validated";
+    case PlanSource::kConfig:
+      return "config";
+    case PlanSource::kPlanner:
+      return "planner";
+    case PlanSource::kReplanSmaller:
+      return "replan-smaller-budget";
+    case PlanSource::kBaseline:
+      return "named-baseline";
+  }
+  return "planner";
+}
+
+store::RunPlan NamedBaselinePlan(int effective_batch, int blocks) {
+  store::RunPlan plan;
+  plan.microbatch = 1;
+  plan.accumulation_steps = effective_batch;
+  for (int b = 0; b < blocks; ++b) plan.checkpoint_blocks.push_back(b);
+  plan.precision = "fp32";
+  return plan;
+}
+
+PlanSource FirstPlanSource(bool has_validated_plan, bool job_has_plan) {
+  if (has_validated_plan) return PlanSource::kValidated;
+  return job_has_plan ? PlanSource::kConfig : PlanSource::kPlanner;
+}
+
+bool MarkBadAfterRegression(store::ConfigState state) {
+  return state == store::ConfigState::kCandidate;
+}
+
+namespace {
+
+// Position on the ladder: the first sources share rung 0.
+int Rung(PlanSource source) {
+  switch (source) {
+    case PlanSource::kValidated:
+    case PlanSource::kConfig:
+    case PlanSource::kPlanner:
+      return 0;
+    case PlanSource::kReplanSmaller:
+      return 1;
+    case PlanSource::kBaseline:
+      return 2;
+  }
+  return 2;
+}
+
+bool AlreadyTried(const std::vector<Attempt>& tried, const std::string& config_hash,
+                  const store::RunPlan& plan) {
+  return std::any_of(tried.begin(), tried.end(), [&](const Attempt& a) {
+    return a.config_hash == config_hash && a.plan == plan;
+  });
+}
+
+}  // namespace
+
+FallbackDecision DecideFallback(const FallbackInput& input) {
+  FallbackDecision d;
+  const Attempt& failed = input.tried.back();
+  const std::string what = std::string(ToString(input.outcome));
+  const bool candidate = input.config_state == store::ConfigState::kCandidate;
+  const bool out_of_attempts = static_cast<int>(input.tried.size()) >= input.max_attempts;
+  const bool out_of_time = input.seconds_left < kMinimumAttemptSeconds;
+  auto give_up = [&](const std::string& why) {
+    d.retry = false;
+    d.config_hash = failed.config_hash;
+    d.reason = "after " + what + ": no retry, " + why;
+    return d;
+  };
+
+  if (candidate && input.known_good_hash && *input.known_good_hash != failed.config_hash) {
+    d.mark_config_bad = true;
+    d.rolled_back = true;
+    d.config_hash = *input.known_good_hash;
+    d.retry = !out_of_attempts && !out_of_time;
+    d.reason = "candidate config " + failed.config_hash.substr(0, 12) + " failed (" + what +
+               "): marked bad, active config rolled back to known-good " +
+               input.known_good_hash->substr(0, 12) +
+               (d.retry           ? ""
+                : out_of_attempts ? "; no attempt left in this cycle"
+                                  : "; not enough time left in the window");
+    return d;
+  }
+  if (out_of_attempts) {
+    d.mark_config_bad = candidate;
+    return give_up(std::to_string(input.max_attempts) + " attempts made (retries.max_attempts)");
+  }
+  if (out_of_time) {
+    d.mark_config_bad = candidate;
+    return give_up("fewer than " + std::to_string(static_cast<int>(kMinimumAttemptSeconds)) +
+                   " s left before the deadline");
+  }
+
+  const int rung = Rung(failed.source);
+  d.retry = true;
+  d.config_hash = failed.config_hash;
+  if (rung == 0 && failed.source != PlanSource::kValidated && input.validated_plan &&
+      !AlreadyTried(input.tried, failed.config_hash, *input.validated_plan)) {
+    d.source = PlanSource::kValidated;
+    d.plan = input.validated_plan;
+    d.reason = "after " + what + ": retrying with the last validated plan of this config";
+    return d;
+  }
+  if (rung <= 0) {
+    d.source = PlanSource::kReplanSmaller;
+    d.reason = "after " + what + ": re-planning for " +
+               std::to_string(static_cast<int>(std::lround(kReplanBudgetFraction * 100))) +
+               "% of the memory budget";
+    return d;
+  }
+  if (rung <= 1 && !AlreadyTried(input.tried, failed.config_hash, input.baseline_plan)) {
+    d.source = PlanSource::kBaseline;
+    d.plan = input.baseline_plan;
+    d.reason = "after " + what + ": retrying with the named baseline plan";
+    return d;
+  }
+  d.mark_config_bad = candidate;
+  return give_up("every fallback plan of this config has been tried");
+}
+
+ThroughputVerdict CheckThroughput(double samples_per_second,
+                                  const std::optional<store::RunRecord>& baseline,
+                                  const std::string& shapes_json, double tolerance) {
+  ThroughputVerdict v;
+  v.samples_per_second = samples_per_second;
+  if (!baseline || !baseline->samples_per_second) {
+    v.reason = "no earlier succeeded run on this hardware to compare throughput with";
+    return v;
+  }
+  if (baseline->shapes_json != shapes_json) {
+    v.reason = "the last succeeded run on this hardware (run " + std::to_string(baseline->id) +
+               ") trained other shapes; throughput not compared";
+    return v;
+  }
+  v.baseline_run_id = baseline->id;
+  v.baseline_samples_per_second = *baseline->samples_per_second;
+  const double floor = v.baseline_samples_per_second * (1 - tolerance);
+  v.regressed = samples_per_second < floor;
+  char buffer[256];
+  std::snprintf(buffer, sizeof buffer,
+                "%.1f samples/s against %.1f in run %lld (tolerance %.0f%%, floor %.1f)",
+                samples_per_second, v.baseline_samples_per_second,
+                static_cast<long long>(baseline->id), tolerance * 100, floor);
+  v.reason = buffer;
+  return v;
+}
+
+std::map<std::string, double> FinalSliceLosses(const std::vector<store::SliceEval>& evals) {
+  std::map<std::string, std::pair<std::int64_t, double>> last;
+  for (const store::SliceEval& e : evals) {
+    auto it = last.find(e.slice);
+    if (it == last.end() || e.update > it->second.first) last[e.slice] = {e.update, e.loss};
+  }
+  std::map<std::string, double> losses;
+  for (const auto& [slice, at] : last) losses[slice] = at.second;
+  return losses;
+}
+
+GateVerdict ReleaseGate(const std::map<std::string, double>& evals,
+                        const std::optional<std::map<std::string, double>>& reference_evals,
+                        std::optional<std::int64_t> reference_run_id,
+                        const RegressionConfig& regression) {
+  GateVerdict g;
+  g.reference_run_id = reference_run_id;
+  std::vector<std::string> failed;
+  for (const auto& [slice, loss] : evals) {
+    SliceVerdict s{slice, loss, std::nullopt, regression.ToleranceFor(slice), true};
+    if (reference_evals) {
+      if (auto it = reference_evals->find(slice); it != reference_evals->end()) {
+        s.reference = it->second;
+        // NaN fails: !(x <= y).
+        s.pass = loss <= it->second * (1 + s.tolerance);
+      }
+    } else {
+      s.pass = std::isfinite(loss);
+    }
+    if (!s.pass) failed.push_back(slice);
+    g.slices.push_back(s);
+  }
+  g.pass = failed.empty() && !evals.empty();
+  if (evals.empty()) {
+    g.reason = "the run reported no eval losses";
+  } else if (!reference_evals) {
+    g.reason = g.pass ? "no current release: every slice has a finite eval loss"
+                      : "non-finite eval loss on " + failed.front();
+  } else if (g.pass) {
+    g.reason = "every slice within tolerance of the current release (run " +
+               std::to_string(reference_run_id.value_or(0)) + ")";
+  } else {
+    std::string names;
+    for (const std::string& f : failed) names += (names.empty() ? "" : ", ") + f;
+    g.reason = "eval loss worse than the current release beyond tolerance on: " + names;
+  }
+  return g;
+}
+
+std::string GateVerdict::ToJson() const {
+  nlohmann::json slices_json = nlohmann::json::array();
+  for (const SliceVerdict& s : slices) {
+    slices_json.push_back({{"slice", s.slice},
+                           {"loss", std::isfinite(s.loss) ? nlohmann::json(s.loss) : nullptr},
+                           {"reference", s.reference ? nlohmann::json(*s.reference) : nullptr},
+                           {"tolerance", s.tolerance},
+                           {"pass", s.pass}});
+  }
+  return nlohmann::json{{"pass", pass},
+                        {"reason", reason},
+                        {"reference_run_id", reference_run_id ? nlohmann::json(*reference_run_id)
+                                                              : nlohmann::json(nullptr)},
+                        {"slices", slices_json}}
+      .dump();
+}
+
+}  // namespace trainerd::daemon

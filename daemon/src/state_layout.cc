@@ -1,0 +1,39 @@
+#include "trainerd/daemon/state_layout.h"
+
+#include <filesystem>
+
+namespace trainerd::daemon {
+
+std::string StateLayout::ConfigCopy(const std::string& config_hash) const {
+  return dir_ + "/configs/" + config_hash + ".yaml";
+}
+
+std::string StateLayout::WorkDir() const { return dir_ + "/work"; }
+
+std::string StateLayout::PlanFile() const { return WorkDir() + "/plan.json"; }
+
+std::string StateLayout::RunLog(std::int64_t run_id) const {
+  return dir_ + "/logs/run-" + std::to_string(run_id) + ".log";
+}
+
+std::string StateLayout::ReleaseArtifact(std::int64_t run_id, const std::string& sha256,
+                                         bool released) const {
+  return dir_ + (released ? "/releases/" : "/releases/rejected/") + "run-" +
+         std::to_string(run_id) + "-" + sha256.substr(0, 12) + ".pt";
+}
+
+std::string StateLayout::WorkerPidFile() const { return dir_ + "/worker.pid"; }
+
+Status StateLayout::CreateDirectories() const {
+  namespace fs = std::filesystem;
+  for (const char* sub : {"", "/configs", "/work", "/releases", "/releases/rejected", "/logs"}) {
+    const std::string path = dir_ + sub;
+    std::error_code ec;
+    fs::create_directories(path, ec);
+    if (ec) return Status::IOError(path + ": cannot create state directory: " + ec.message());
+    fs::permissions(path, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec, ec);
+  }
+  return Status::Ok();
+}
+
+}  // namespace trainerd::daemon

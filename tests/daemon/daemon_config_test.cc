@@ -1,0 +1,326 @@
+#include "trainerd/daemon/daemon_config.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "../support/temp_dir.h"
+#include "trainerd/trainer/job_spec_parser.h"
+
+namespace trainerd::daemon {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string SourceDir() {
+  const char* dir = std::getenv("TRAINERD_SOURCE_DIR");
+  return dir != nullptr ? dir : ".";
+}
+
+// Parses `yaml` as if it were the file "trainerd.yaml" and returns the error message.
+std::string ErrorOf(const std::string& yaml) {
+  Result<DaemonConfig> config = ParseDaemonConfigText(yaml, "trainerd.yaml");
+  EXPECT_FALSE(config.ok()) << "expected an error for:\n" << yaml;
+  if (config.ok()) return "";
+  EXPECT_EQ(config.status().code(), Status::Code::kInvalidArgument);
+  return config.status().message();
+}
+
+TEST(DaemonConfigTest, DefaultsFillOmittedKeys) {
+  Result<DaemonConfig> config =
+      ParseDaemonConfigText("job: default.yaml\n", "/etc/trainerd/trainerd.yaml");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->source_path, "/etc/trainerd/trainerd.yaml");
+  EXPECT_EQ(config->job_path, "/etc/trainerd/default.yaml");
+  EXPECT_EQ(config->schedule.start_minute, 90);
+  EXPECT_EQ(config->schedule.timezone, "UTC");
+  EXPECT_DOUBLE_EQ(config->schedule.window_seconds, 21600);
+  EXPECT_DOUBLE_EQ(config->schedule.deadline_grace_seconds, 120);
+  EXPECT_EQ(config->state_dir, "/etc/trainerd/state");
+  EXPECT_EQ(config->socket_path, "/etc/trainerd/state/trainerd.sock");
+  EXPECT_EQ(config->database_path(), "/etc/trainerd/state/trainerd.db");
+  EXPECT_EQ(config->metrics_listen, "127.0.0.1:9464");
+  EXPECT_DOUBLE_EQ(config->cost.per_device_hour, 0);
+  EXPECT_EQ(config->cost.currency, "USD");
+  EXPECT_DOUBLE_EQ(config->regression.throughput_tolerance, 0.25);
+  EXPECT_DOUBLE_EQ(config->regression.eval_loss_tolerance, 0.02);
+  EXPECT_TRUE(config->regression.slice_tolerances.empty());
+  EXPECT_EQ(config->max_attempts, 4);
+  EXPECT_EQ(config->worker_path, "");
+}
+
+TEST(DaemonConfigTest, FullFileSetsEveryValue) {
+  const std::string yaml = R"(job: jobs/nightly.yaml
+schedule:
+  start: "23:05"
+  timezone: local
+  window: 1h30m
+  deadline_grace: 45s
+state_dir: ../state/trainerd
+control:
+  socket: /run/trainerd/trainerd.sock
+metrics:
+  listen: "[::1]:9100"
+cost:
+  per_device_hour: 0.35
+  currency: EUR
+regression:
+  throughput_tolerance: 10%
+  eval_loss_tolerance: 0.05
+  slice_tolerances:
+    GPL-3: 5%
+    MIT: 0.5
+retries:
+  max_attempts: 16
+worker:
+  path: bin/trainer-run
+)";
+  Result<DaemonConfig> config = ParseDaemonConfigText(yaml, "/srv/conf/trainerd.yaml");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->job_path, "/srv/conf/jobs/nightly.yaml");
+  EXPECT_EQ(config->schedule.start_minute, 23 * 60 + 5);
+  EXPECT_EQ(config->schedule.timezone, "local");
+  EXPECT_DOUBLE_EQ(config->schedule.window_seconds, 5400);
+  EXPECT_DOUBLE_EQ(config->schedule.deadline_grace_seconds, 45);
+  EXPECT_EQ(config->state_dir, "/srv/state/trainerd");
+  EXPECT_EQ(config->database_path(), "/srv/state/trainerd/trainerd.db");
+  EXPECT_EQ(config->socket_path, "/run/trainerd/trainerd.sock");
+  EXPECT_EQ(config->metrics_listen, "[::1]:9100");
+  EXPECT_DOUBLE_EQ(config->cost.per_device_hour, 0.35);
+  EXPECT_EQ(config->cost.currency, "EUR");
+  EXPECT_DOUBLE_EQ(config->regression.throughput_tolerance, 0.10);
+  EXPECT_DOUBLE_EQ(config->regression.eval_loss_tolerance, 0.05);
+  EXPECT_EQ(config->regression.slice_tolerances.size(), 2u);
+  EXPECT_DOUBLE_EQ(config->regression.ToleranceFor("GPL-3"), 0.05);
+  EXPECT_DOUBLE_EQ(config->regression.ToleranceFor("MIT"), 0.5);
+  EXPECT_DOUBLE_EQ(config->regression.ToleranceFor("Apache-2.0"), 0.05);
+  EXPECT_EQ(config->max_attempts, 16);
+  EXPECT_EQ(config->worker_path, "/srv/conf/bin/trainer-run");
+}
+
+TEST(DaemonConfigTest, AbsolutePathsAreKeptButNormalised) {
+  Result<DaemonConfig> config = ParseDaemonConfigText(
+      "job: /opt/jobs/../jobs/a.yaml\nstate_dir: /var/lib/trainerd/\nworker:\n  path: "
+      "/usr/bin/trainer-run\n",
+      "/etc/trainerd/trainerd.yaml");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->job_path, "/opt/jobs/a.yaml");
+  EXPECT_EQ(config->state_dir, "/var/lib/trainerd");
+  EXPECT_EQ(config->socket_path, "/var/lib/trainerd/trainerd.sock");
+  EXPECT_EQ(config->database_path(), "/var/lib/trainerd/trainerd.db");
+  EXPECT_EQ(config->worker_path, "/usr/bin/trainer-run");
+}
+
+TEST(DaemonConfigTest, RelativeOriginIsAnchoredAtTheCurrentDirectory) {
+  Result<DaemonConfig> config =
+      ParseDaemonConfigText("job: default.yaml\nstate_dir: ./run/../st\n", "conf/trainerd.yaml");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  const fs::path cwd = fs::current_path();
+  EXPECT_EQ(config->source_path, "conf/trainerd.yaml");
+  EXPECT_EQ(config->job_path, (cwd / "conf" / "default.yaml").string());
+  EXPECT_EQ(config->state_dir, (cwd / "conf" / "st").string());
+  EXPECT_EQ(config->socket_path, (cwd / "conf" / "st" / "trainerd.sock").string());
+}
+
+TEST(DaemonConfigTest, EmptyListenDisablesMetrics) {
+  Result<DaemonConfig> config =
+      ParseDaemonConfigText("job: j.yaml\nmetrics:\n  listen: \"\"\n", "/c/trainerd.yaml");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->metrics_listen, "");
+}
+
+TEST(DaemonConfigTest, AcceptedListenAddresses) {
+  for (const std::string listen : {"0.0.0.0:1", "localhost:65535", "metrics-host.example:9464"}) {
+    Result<DaemonConfig> config = ParseDaemonConfigText(
+        "job: j.yaml\nmetrics:\n  listen: \"" + listen + "\"\n", "/c/trainerd.yaml");
+    ASSERT_TRUE(config.ok()) << listen << ": " << config.status().message();
+    EXPECT_EQ(config->metrics_listen, listen);
+  }
+}
+
+TEST(DaemonConfigTest, GraceMayBeZeroAndWindowMayBeADay) {
+  Result<DaemonConfig> config = ParseDaemonConfigText(
+      "job: j.yaml\nschedule:\n  window: 24h\n  deadline_grace: 0s\n  start: '0:00'\n",
+      "/c/trainerd.yaml");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_DOUBLE_EQ(config->schedule.window_seconds, 86400);
+  EXPECT_DOUBLE_EQ(config->schedule.deadline_grace_seconds, 0);
+  EXPECT_EQ(config->schedule.start_minute, 0);
+}
+
+TEST(DaemonConfigTest, TimezoneNamesAFileInZoneinfo) {
+  if (!fs::exists("/usr/share/zoneinfo/Europe/Berlin")) {
+    GTEST_SKIP() << "tzdata is not installed";
+  }
+  Result<DaemonConfig> config = ParseDaemonConfigText(
+      "job: j.yaml\nschedule:\n  timezone: Europe/Berlin\n", "/c/trainerd.yaml");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->schedule.timezone, "Europe/Berlin");
+}
+
+struct ErrorCase {
+  std::string yaml;
+  std::string expected;  // a substring of the error, from "file:line: key:" on
+};
+
+TEST(DaemonConfigTest, ErrorsNameFileLineKeyAndValue) {
+  const std::string kTzExpected =
+      "expected UTC, local or a timezone name in /usr/share/zoneinfo such as Europe/Berlin, got ";
+  const std::string kListenExpected =
+      "expected host:port with a port in 1-65535 such as 127.0.0.1:9464, or \"\" to disable, "
+      "got ";
+  const std::vector<ErrorCase> cases = {
+      {"job: j.yaml\nschedule:\n  start: '25:00'\n",
+       "trainerd.yaml:3: schedule.start: expected HH:MM (00:00-23:59), got '25:00'"},
+      {"job: j.yaml\nschedule:\n  start: '01:60'\n",
+       "trainerd.yaml:3: schedule.start: expected HH:MM (00:00-23:59), got '01:60'"},
+      {"job: j.yaml\nschedule:\n  start: '1:5'\n",
+       "trainerd.yaml:3: schedule.start: expected HH:MM (00:00-23:59), got '1:5'"},
+      {"job: j.yaml\nschedule:\n  start: 130\n",
+       "trainerd.yaml:3: schedule.start: expected HH:MM (00:00-23:59), got '130'"},
+      {"job: j.yaml\nschedule:\n  timezone: Mars/Olympus_Mons\n",
+       "trainerd.yaml:3: schedule.timezone: " + kTzExpected + "'Mars/Olympus_Mons'"},
+      {"job: j.yaml\nschedule:\n  timezone: ../../etc/passwd\n",
+       "trainerd.yaml:3: schedule.timezone: " + kTzExpected + "'../../etc/passwd'"},
+      {"job: j.yaml\nschedule:\n  timezone: zone.tab\n",
+       "trainerd.yaml:3: schedule.timezone: " + kTzExpected + "'zone.tab'"},
+      {"job: j.yaml\nschedule:\n  timezone: utc\n",
+       "trainerd.yaml:3: schedule.timezone: " + kTzExpected + "'utc'"},
+      {"job: j.yaml\nshedule:\n  start: '01:30'\n", "trainerd.yaml:2: shedule: unknown key"},
+      {"job: j.yaml\nschedule:\n  begin: '01:30'\n",
+       "trainerd.yaml:3: schedule.begin: unknown key"},
+      {"job: j.yaml\nschedule: 5\n", "trainerd.yaml:2: schedule: expected a mapping, got '5'"},
+      {"job: j.yaml\nschedule:\n  window: 0\n",
+       "trainerd.yaml:3: schedule.window: expected a duration in (0s, 24h] such as 6h, 90m or "
+       "45s, got '0'"},
+      {"job: j.yaml\nschedule:\n  window: 25h\n",
+       "trainerd.yaml:3: schedule.window: expected a duration in (0s, 24h] such as 6h, 90m or "
+       "45s, got '25h'"},
+      {"job: j.yaml\nschedule:\n  deadline_grace: -1m\n",
+       "trainerd.yaml:3: schedule.deadline_grace: expected a duration in [0s, 24h] such as 6h, "
+       "90m or 45s, got '-1m'"},
+      {"job: j.yaml\nschedule:\n  window: 1h\n  deadline_grace: 60m\n",
+       "trainerd.yaml:4: schedule.deadline_grace: expected a duration shorter than "
+       "schedule.window (1h 00m), got '60m'"},
+      {"job: j.yaml\nschedule:\n  window: 1m\n",
+       "trainerd.yaml:3: schedule.window: expected a duration longer than "
+       "schedule.deadline_grace (2m 00s), got '1m'"},
+      {"job: j.yaml\nmetrics:\n  listen: localhost\n",
+       "trainerd.yaml:3: metrics.listen: " + kListenExpected + "'localhost'"},
+      {"job: j.yaml\nmetrics:\n  listen: 127.0.0.1:0\n",
+       "trainerd.yaml:3: metrics.listen: " + kListenExpected + "'127.0.0.1:0'"},
+      {"job: j.yaml\nmetrics:\n  listen: 127.0.0.1:65536\n",
+       "trainerd.yaml:3: metrics.listen: " + kListenExpected + "'127.0.0.1:65536'"},
+      {"job: j.yaml\nmetrics:\n  listen: ':9464'\n",
+       "trainerd.yaml:3: metrics.listen: " + kListenExpected + "':9464'"},
+      {"job: j.yaml\nmetrics:\n  listen: 127.0.0.1:http\n",
+       "trainerd.yaml:3: metrics.listen: " + kListenExpected + "'127.0.0.1:http'"},
+      {"schedule:\n  start: '01:30'\n",
+       "trainerd.yaml:1: job: expected the path of a job spec file, got nothing"},
+      {"job: ''\n", "trainerd.yaml:1: job: expected a non-empty path, got ''"},
+      {"job: [a, b]\n", "trainerd.yaml:1: job: expected a string, got a list"},
+      {"job: j.yaml\nretries:\n  max_attempts: 0\n",
+       "trainerd.yaml:3: retries.max_attempts: expected an integer in [1, 16], got '0'"},
+      {"job: j.yaml\nretries:\n  max_attempts: 17\n",
+       "trainerd.yaml:3: retries.max_attempts: expected an integer in [1, 16], got '17'"},
+      {"job: j.yaml\nregression:\n  eval_loss_tolerance: lots\n",
+       "trainerd.yaml:3: regression.eval_loss_tolerance: expected a fraction in [0, 1] such as "
+       "0.1 or 10%, got 'lots'"},
+      {"job: j.yaml\nregression:\n  slice_tolerances:\n    MIT: 1%\n    GPL-3: 150%\n",
+       "trainerd.yaml:5: regression.slice_tolerances.GPL-3: expected a fraction in [0, 1] such "
+       "as 0.1 or 10%, got '150%'"},
+      {"job: j.yaml\nregression:\n  slice_tolerances: [GPL-3]\n",
+       "trainerd.yaml:3: regression.slice_tolerances: expected a mapping of names to fractions, "
+       "got a list"},
+      {"job: j.yaml\ncost:\n  per_device_hour: -0.1\n",
+       "trainerd.yaml:3: cost.per_device_hour: expected a number in [0, 1e+09], got '-0.1'"},
+      {"job: j.yaml\ncost:\n  currency: dollars\n",
+       "trainerd.yaml:3: cost.currency: expected a three-letter currency code such as USD or "
+       "EUR, got 'dollars'"},
+      {"job: j.yaml\ncontrol:\n  socket: ''\n",
+       "trainerd.yaml:3: control.socket: expected a non-empty path, got ''"},
+      {"job: j.yaml\nworker:\n  binary: x\n", "trainerd.yaml:3: worker.binary: unknown key"},
+      {"job: j.yaml\nstate_dir: [a]\n",
+       "trainerd.yaml:2: state_dir: expected a string, got a list"},
+  };
+  for (const auto& c : cases) {
+    const std::string error = ErrorOf(c.yaml);
+    EXPECT_NE(error.find(c.expected), std::string::npos)
+        << "yaml:\n"
+        << c.yaml << "error:    " << error << "\nexpected: " << c.expected;
+  }
+}
+
+TEST(DaemonConfigTest, InvalidYamlNamesTheLine) {
+  const std::string error = ErrorOf("job: j.yaml\nschedule: [\n");
+  EXPECT_NE(error.find("trainerd.yaml:"), std::string::npos) << error;
+  EXPECT_NE(error.find("not valid YAML"), std::string::npos) << error;
+  EXPECT_NE(ErrorOf("- a\n- b\n").find("expected a YAML mapping"), std::string::npos);
+}
+
+TEST(DaemonConfigTest, FileErrorsNameTheFile) {
+  testing::TempDir dir;
+  const std::string path = dir.Write("trainerd.yaml", "job: j.yaml\nschedule:\n  start: noon\n");
+  Result<DaemonConfig> config = ParseDaemonConfigFile(path);
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(config.status().message().rfind(path + ":3: schedule.start: expected HH:MM", 0), 0u)
+      << config.status().message();
+}
+
+TEST(DaemonConfigTest, FileAnchorsRelativePathsAtItsFolder) {
+  testing::TempDir dir;
+  const std::string path = dir.Write("trainerd.yaml", "job: default.yaml\n");
+  Result<DaemonConfig> config = ParseDaemonConfigFile(path);
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->source_path, path);
+  EXPECT_EQ(config->job_path, dir.File("default.yaml"));
+  EXPECT_EQ(config->state_dir, dir.File("state"));
+}
+
+TEST(DaemonConfigTest, MissingFileIsNotFoundNamingThePath) {
+  testing::TempDir dir;
+  const std::string path = dir.File("absent.yaml");
+  Result<DaemonConfig> config = ParseDaemonConfigFile(path);
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), Status::Code::kNotFound);
+  EXPECT_NE(config.status().message().find(path), std::string::npos) << config.status().message();
+}
+
+TEST(DaemonConfigTest, DirectoryIsAnIOError) {
+  testing::TempDir dir;
+  Result<DaemonConfig> config = ParseDaemonConfigFile(dir.path().string());
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), Status::Code::kIOError);
+  EXPECT_NE(config.status().message().find(dir.path().string()), std::string::npos);
+}
+
+TEST(DaemonConfigTest, BundledConfigParsesAndItsJobExists) {
+  const fs::path source = fs::absolute(SourceDir()).lexically_normal();
+  Result<DaemonConfig> config = ParseDaemonConfigFile((source / "configs/trainerd.yaml").string());
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->job_path, (source / "configs/default.yaml").string());
+  EXPECT_TRUE(fs::is_regular_file(config->job_path)) << config->job_path;
+  Result<JobSpec> job = ParseJobSpecFile(config->job_path);
+  EXPECT_TRUE(job.ok()) << job.status().message();
+  EXPECT_EQ(config->state_dir, (source / "state/trainerd").string());
+  EXPECT_EQ(config->socket_path, (source / "state/trainerd/trainerd.sock").string());
+  EXPECT_EQ(config->schedule.start_minute, 90);
+  EXPECT_EQ(config->schedule.timezone, "UTC");
+  EXPECT_DOUBLE_EQ(config->schedule.window_seconds, 6 * 3600);
+  EXPECT_DOUBLE_EQ(config->schedule.deadline_grace_seconds, 120);
+  EXPECT_EQ(config->metrics_listen, "127.0.0.1:9464");
+  EXPECT_DOUBLE_EQ(config->cost.per_device_hour, 0.35);
+  EXPECT_EQ(config->cost.currency, "USD");
+  EXPECT_DOUBLE_EQ(config->regression.throughput_tolerance, 0.25);
+  EXPECT_DOUBLE_EQ(config->regression.eval_loss_tolerance, 0.02);
+  EXPECT_TRUE(config->regression.slice_tolerances.empty());
+  EXPECT_EQ(config->max_attempts, 4);
+  EXPECT_EQ(config->worker_path, "");
+}
+
+}  // namespace
+}  // namespace trainerd::daemon

@@ -1,0 +1,460 @@
+// trainerd end to end: the real daemon executable, real trainer-run workers, a real SQLite
+// file in a temporary state directory, real signals. Tiny jobs keep each cycle to seconds.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <ctime>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "../support/child_process.h"
+#include "../support/temp_dir.h"
+#include "trainerd/common/sha256.h"
+#include "trainerd/store/store.h"
+
+namespace trainerd {
+namespace {
+
+using store::RunStatus;
+using testing::ChildProcess;
+
+constexpr const char* kLicences = "/usr/share/common-licenses";
+
+struct JobOptions {
+  int updates = 30;
+  int checkpoint_interval = 10;
+  double lr = 3e-3;
+  std::string extra;  // more top-level YAML (plan:, memory:)
+};
+
+std::string JobYaml(const JobOptions& o) {
+  return std::string("model: {kind: gpt, n_layer: 2, n_head: 2, n_embd: 32, block_size: 32}\n") +
+         "data:\n  files: [" + kLicences + "/GPL-3, " + kLicences + "/Apache-2.0]\n" +
+         "  eval_windows_per_slice: 4\n" + "optimizer: {lr: " + std::to_string(o.lr) + "}\n" +
+         "schedule: {warmup_updates: 3, min_lr: 1.0e-6}\n" +
+         "training: {effective_batch: 8, updates: " + std::to_string(o.updates) +
+         ", seed: 7, eval_interval: 10, checkpoint_interval: " +
+         std::to_string(o.checkpoint_interval) + "}\n" + "runtime: {threads: 1}\n" + o.extra;
+}
+
+// "HH:MM" in UTC, `offset_seconds` from now.
+std::string UtcClock(int offset_seconds) {
+  const std::time_t t = std::time(nullptr) + offset_seconds;
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char text[8];
+  std::strftime(text, sizeof text, "%H:%M", &tm);
+  return text;
+}
+
+// A datagram socket standing in for systemd's NOTIFY_SOCKET, drained by a thread as systemd
+// would (an undrained socket fills up and blocks the sender).
+class NotifySocket {
+ public:
+  explicit NotifySocket(const std::string& path) {
+    fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    path.copy(address.sun_path, sizeof address.sun_path - 1);
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address);
+    timeval timeout{0, 100000};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    reader_ = std::thread([this] {
+      char buffer[4096];
+      while (!stop_) {
+        const ssize_t n = ::recv(fd_, buffer, sizeof buffer, 0);
+        if (n <= 0) continue;
+        std::lock_guard<std::mutex> lock(mutex_);
+        messages_.emplace_back(buffer, n);
+      }
+    });
+  }
+  ~NotifySocket() {
+    stop_ = true;
+    reader_.join();
+    ::close(fd_);
+  }
+  // Every message received so far, one per datagram.
+  std::vector<std::string> Messages() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return messages_;
+  }
+
+ private:
+  int fd_;
+  std::atomic<bool> stop_{false};
+  std::mutex mutex_;
+  std::vector<std::string> messages_;
+  std::thread reader_;
+};
+
+bool AnyStartsWith(const std::vector<std::string>& messages, const std::string& prefix) {
+  for (const std::string& m : messages) {
+    if (m.rfind(prefix, 0) == 0) return true;
+  }
+  return false;
+}
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  void WriteJob(const JobOptions& options) { dir_.Write("job.yaml", JobYaml(options)); }
+
+  void WriteDaemonConfig(const std::string& start = "01:30", const std::string& window = "1h",
+                         const std::string& grace = "5s") {
+    dir_.Write("trainerd.yaml", "job: job.yaml\nschedule: {start: \"" + start +
+                                    "\", window: " + window + ", deadline_grace: " + grace +
+                                    "}\nstate_dir: state\nmetrics: {listen: \"\"}\n"
+                                    "cost: {per_device_hour: 0.35}\n"
+                                    "regression: {throughput_tolerance: 95%}\n");
+  }
+
+  std::vector<std::string> Argv(bool once) const {
+    std::vector<std::string> argv = {TRAINERD_PATH, "--config", dir_.File("trainerd.yaml")};
+    if (once) argv.push_back("--once");
+    return argv;
+  }
+
+  // Runs `trainerd --once` to its exit; returns the exit code.
+  int RunOnce() {
+    ChildProcess daemon(Argv(true));
+    const int code = daemon.ExitCode();
+    last_stderr_ = daemon.ReadAllStderr();
+    return code;
+  }
+
+  std::unique_ptr<store::Store> Store() const {
+    store::StoreOptions options;
+    options.check_integrity_on_open = false;
+    Result<std::unique_ptr<store::Store>> s =
+        store::Store::OpenReadOnly(dir_.File("state/trainerd.db"), options);
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+
+  // Polls the store until `done` holds; false after `seconds`.
+  bool WaitFor(const std::function<bool(store::Store&)>& done, double seconds = 300) const {
+    const auto give_up = std::chrono::steady_clock::now() +
+                         std::chrono::milliseconds(static_cast<int>(seconds * 1000));
+    while (std::chrono::steady_clock::now() < give_up) {
+      if (std::unique_ptr<store::Store> s = Store(); s && done(*s)) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  }
+
+  static std::vector<store::Event> EventsOfKind(store::Store& s, std::int64_t run,
+                                                const std::string& kind) {
+    std::vector<store::Event> out;
+    const Result<std::vector<store::Event>> events = s.GetRunEvents(run);
+    for (const store::Event& e : events.ok() ? *events : std::vector<store::Event>{}) {
+      if (e.kind == kind) out.push_back(e);
+    }
+    return out;
+  }
+
+  static std::vector<store::Event> CycleEvents(store::Store& s, const std::string& kind) {
+    std::vector<store::Event> out;
+    const Result<std::vector<store::Event>> events = s.ListRecentEvents(1000);
+    for (const store::Event& e : events.ok() ? *events : std::vector<store::Event>{}) {
+      if (e.kind == kind) out.push_back(e);
+    }
+    return out;
+  }
+
+  // The update of a run's last interval checkpoint, from its worker_checkpoint events.
+  static int LastCheckpoint(store::Store& s, std::int64_t run) {
+    int update = 0;
+    for (const store::Event& e : EventsOfKind(s, run, "worker_checkpoint")) {
+      update = std::max(update, nlohmann::json::parse(e.details_json).value("update", 0));
+    }
+    return update;
+  }
+
+  static std::int64_t FirstMetricUpdate(store::Store& s, std::int64_t run) {
+    const std::vector<store::UpdateMetric> metrics = *s.GetMetrics(run);
+    return metrics.empty() ? -1 : metrics.front().update;
+  }
+
+  std::string Diagnostics() const { return "trainerd stderr:\n" + last_stderr_; }
+
+  testing::TempDir dir_;
+  std::string last_stderr_;
+};
+
+TEST_F(DaemonTest, OnceRecordsAFullRunReleasesTheModelAndMarksTheConfigKnownGood) {
+  WriteJob({});
+  WriteDaemonConfig();
+  ASSERT_EQ(RunOnce(), 0) << Diagnostics();
+  std::unique_ptr<store::Store> s = Store();
+  ASSERT_NE(s, nullptr);
+  const std::vector<store::RunRecord> runs = *s->ListRecentRuns(10);
+  ASSERT_EQ(runs.size(), 1u) << Diagnostics();
+  const store::RunRecord& run = runs[0];
+  EXPECT_EQ(run.status, RunStatus::kSucceeded);
+  EXPECT_FALSE(run.fallback_of.has_value());
+  ASSERT_TRUE(run.started_at && run.ended_at);
+  EXPECT_LE(run.created_at, *run.started_at);
+  EXPECT_LT(*run.started_at, *run.ended_at);
+  EXPECT_LT(*run.ended_at, run.deadline_at);
+  EXPECT_EQ(run.plan.microbatch * run.plan.accumulation_steps, 8);
+  EXPECT_FALSE(run.hardware.cpu_model.empty());
+  EXPECT_GT(run.hardware.cpu_cores, 0);
+  EXPECT_GT(run.hardware.memory_bytes, 0);
+  EXPECT_EQ(run.hardware.device, "cpu");
+  EXPECT_FALSE(run.software.trainerd_version.empty());
+  EXPECT_FALSE(run.software.libtorch_version.empty());
+  EXPECT_FALSE(run.software.blas.empty());
+  EXPECT_FALSE(run.software.compiler.empty());
+  const nlohmann::json shapes = nlohmann::json::parse(run.shapes_json);
+  EXPECT_EQ(shapes["effective_batch"], 8);
+  EXPECT_EQ(shapes["model"]["blocks"], 2);
+  EXPECT_EQ(nlohmann::json::parse(run.seeds_json)["training"], 7);
+  EXPECT_EQ(run.data_fingerprint.size(), 64u);
+  EXPECT_NE(run.throughput_method.find("warm-up"), std::string::npos);
+  ASSERT_TRUE(run.peak_memory.has_value());
+  EXPECT_GT(run.peak_memory->parameters, 0);
+  EXPECT_EQ(run.peak_memory->gradients, run.peak_memory->parameters);
+  EXPECT_GT(run.peak_memory->optimizer_state, 0);
+  EXPECT_GT(run.peak_memory->activations, 0);
+  EXPECT_GT(run.peak_memory->inputs, 0);
+  EXPECT_GT(run.peak_memory->peak, run.peak_memory->parameters);
+  ASSERT_TRUE(run.samples_per_second && run.tokens_per_second && run.mfu && run.cost_per_sample &&
+              run.final_loss);
+  EXPECT_GT(*run.samples_per_second, 0);
+  EXPECT_DOUBLE_EQ(*run.tokens_per_second, *run.samples_per_second * 32);
+  EXPECT_GT(*run.mfu, 0);
+  EXPECT_LE(*run.mfu, 1);
+  EXPECT_GT(*run.cost_per_sample, 0);
+  EXPECT_LT(*run.final_loss, 5.0);
+
+  EXPECT_EQ(s->GetMetrics(run.id)->size(), 30u);
+  EXPECT_EQ(FirstMetricUpdate(*s, run.id), 1);
+  EXPECT_FALSE(s->GetSliceEvals(run.id)->empty());
+
+  const std::optional<store::Release> release = *s->CurrentRelease();
+  ASSERT_TRUE(release.has_value());
+  EXPECT_EQ(release->run_id, run.id);
+  EXPECT_TRUE(release->gate_passed);
+  Result<std::string> sha = Sha256File(release->artifact_path);
+  ASSERT_TRUE(sha.ok()) << release->artifact_path;
+  EXPECT_EQ(*sha, release->artifact_hash);
+
+  const std::optional<store::ConfigVersion> good = *s->LastKnownGoodConfig();
+  ASSERT_TRUE(good.has_value());
+  EXPECT_EQ(good->hash, run.config_hash);
+  EXPECT_EQ(good->yaml, JobYaml({}));
+  EXPECT_FALSE(EventsOfKind(*s, run.id, "gate_passed").empty());
+  EXPECT_FALSE(EventsOfKind(*s, run.id, "ledger").empty());
+  // The finished job's checkpoint is gone: the next night trains afresh.
+  EXPECT_FALSE(std::ifstream(dir_.File("state/work/checkpoint.pt")).good());
+}
+
+TEST_F(DaemonTest, OomOfACandidateFallsBackToTheKnownGoodConfigInTheSameCycle) {
+  WriteJob({});
+  WriteDaemonConfig();
+  ASSERT_EQ(RunOnce(), 0) << Diagnostics();
+  // The candidate forces a plan that cannot fit its 1 MiB budget.
+  JobOptions forced;
+  forced.extra = "plan: {microbatch: 8}\nmemory: {budget: 1MiB, reserve: 0}\n";
+  WriteJob(forced);
+  ASSERT_EQ(RunOnce(), 0) << Diagnostics();
+
+  std::unique_ptr<store::Store> s = Store();
+  ASSERT_NE(s, nullptr);
+  const std::vector<store::RunRecord> runs = *s->ListRecentRuns(10);  // newest first
+  ASSERT_EQ(runs.size(), 3u) << Diagnostics();
+  const store::RunRecord& known_good = runs[2];
+  const store::RunRecord& oom = runs[1];
+  const store::RunRecord& fallback = runs[0];
+  EXPECT_EQ(oom.status, RunStatus::kOom);
+  EXPECT_NE(oom.config_hash, known_good.config_hash);
+  EXPECT_EQ(fallback.status, RunStatus::kSucceeded);
+  EXPECT_EQ(fallback.fallback_of, oom.id);
+  EXPECT_EQ(fallback.config_hash, known_good.config_hash);
+  EXPECT_EQ(fallback.plan, known_good.plan);  // the last validated plan
+  // The effective batch never changes.
+  EXPECT_EQ(nlohmann::json::parse(oom.shapes_json)["effective_batch"],
+            nlohmann::json::parse(fallback.shapes_json)["effective_batch"]);
+  EXPECT_EQ(fallback.plan.microbatch * fallback.plan.accumulation_steps, 8);
+
+  ASSERT_EQ(EventsOfKind(*s, oom.id, "worker_error").size(), 1u);
+  EXPECT_NE(EventsOfKind(*s, oom.id, "worker_error")[0].details_json.find("\"oom\""),
+            std::string::npos);
+  ASSERT_EQ(EventsOfKind(*s, oom.id, "rollback").size(), 1u);
+  ASSERT_EQ(EventsOfKind(*s, oom.id, "fallback").size(), 1u);
+  EXPECT_EQ(s->GetConfigVersion(oom.config_hash)->state, store::ConfigState::kBad);
+  EXPECT_EQ((*s->LastKnownGoodConfig())->hash, known_good.config_hash);
+  EXPECT_EQ((*s->CurrentRelease())->run_id, fallback.id);
+
+  // The next night skips the bad candidate and runs the known-good version again.
+  ASSERT_EQ(RunOnce(), 0) << Diagnostics();
+  s = Store();
+  EXPECT_EQ((*s->ListRecentRuns(1))[0].config_hash, known_good.config_hash);
+  EXPECT_EQ(CycleEvents(*s, "config_bad_skipped").size(), 1u);
+}
+
+TEST_F(DaemonTest, AWorkerKilledMidRunIsRetriedFromItsCheckpoint) {
+  JobOptions job;
+  job.updates = 4000;
+  job.checkpoint_interval = 50;
+  WriteJob(job);
+  WriteDaemonConfig();
+  ChildProcess daemon(Argv(true));
+  ASSERT_TRUE(WaitFor([](store::Store& s) { return LastCheckpoint(s, 1) >= 100; }))
+      << daemon.ReadAllStderr();
+  std::ifstream pid_file(dir_.File("state/worker.pid"));
+  pid_t worker = 0;
+  ASSERT_TRUE(pid_file >> worker);
+  std::ifstream cmdline("/proc/" + std::to_string(worker) + "/cmdline");
+  const std::string args((std::istreambuf_iterator<char>(cmdline)),
+                         std::istreambuf_iterator<char>());
+  ASSERT_NE(args.find("--output-dir"), std::string::npos) << "not the training worker";
+  ASSERT_EQ(::kill(worker, SIGKILL), 0);
+  EXPECT_EQ(daemon.ExitCode(), 0) << daemon.ReadAllStderr();
+
+  std::unique_ptr<store::Store> s = Store();
+  ASSERT_NE(s, nullptr);
+  const store::RunRecord crashed = *s->GetRun(1);
+  const store::RunRecord retry = *s->GetRun(2);
+  EXPECT_EQ(crashed.status, RunStatus::kCrashed);
+  EXPECT_EQ(retry.status, RunStatus::kSucceeded);
+  EXPECT_EQ(retry.fallback_of, 1);
+  // Updates done before the last checkpoint are not repeated.
+  const int checkpoint = LastCheckpoint(*s, 1);
+  EXPECT_EQ(FirstMetricUpdate(*s, 2), checkpoint + 1);
+  EXPECT_EQ(s->GetMetrics(2)->size(), static_cast<std::size_t>(4000 - checkpoint));
+}
+
+TEST_F(DaemonTest, ACandidateThatDegradesEvalLossIsNotReleasedAndRollsBack) {
+  WriteJob({});
+  WriteDaemonConfig();
+  ASSERT_EQ(RunOnce(), 0) << Diagnostics();
+  JobOptions slow;
+  slow.lr = 1e-6;  // barely trains: every slice's eval loss stays near ln(256)
+  WriteJob(slow);
+  EXPECT_EQ(RunOnce(), 3) << Diagnostics();
+
+  std::unique_ptr<store::Store> s = Store();
+  ASSERT_NE(s, nullptr);
+  const store::RunRecord first = *s->GetRun(1);
+  const store::RunRecord regressed = *s->GetRun(2);
+  EXPECT_EQ(regressed.status, RunStatus::kRegressed);
+  EXPECT_EQ((*s->CurrentRelease())->run_id, first.id);  // the old model stays current
+  const std::vector<store::Release> releases = *s->ListReleases(10);
+  ASSERT_EQ(releases.size(), 2u);
+  EXPECT_EQ(releases[0].run_id, regressed.id);
+  EXPECT_FALSE(releases[0].gate_passed);
+  EXPECT_FALSE(releases[0].current);
+  EXPECT_EQ(EventsOfKind(*s, regressed.id, "gate_failed").size(), 1u);
+  EXPECT_EQ(s->GetConfigVersion(regressed.config_hash)->state, store::ConfigState::kBad);
+  EXPECT_EQ((*s->LastKnownGoodConfig())->hash, first.config_hash);
+  const std::vector<store::Event> rollback = EventsOfKind(*s, regressed.id, "rollback");
+  ASSERT_EQ(rollback.size(), 1u);
+  EXPECT_EQ(nlohmann::json::parse(rollback[0].details_json)["reason"], "regression");
+}
+
+TEST_F(DaemonTest, TheDeadlineStopsTheWorkerAndTheNextCycleResumesFromItsCheckpoint) {
+  // A job far longer than its 12 s window; the worker is told to stop 6 s before the end.
+  JobOptions job;
+  job.updates = 200000;
+  job.checkpoint_interval = 1000000;
+  job.extra = "plan: {microbatch: 8}\n";
+  WriteJob(job);
+  WriteDaemonConfig("01:30", "12s", "6s");
+  EXPECT_EQ(RunOnce(), 3) << Diagnostics();
+  std::unique_ptr<store::Store> s = Store();
+  ASSERT_NE(s, nullptr);
+  const store::RunRecord first = *s->GetRun(1);
+  EXPECT_EQ(first.status, RunStatus::kDeadline);
+  ASSERT_TRUE(first.ended_at.has_value());
+  EXPECT_LT(*first.ended_at, first.deadline_at);  // stopped inside the window
+  const std::vector<store::Event> checkpoints = EventsOfKind(*s, 1, "worker_checkpoint");
+  ASSERT_EQ(checkpoints.size(), 1u) << Diagnostics();
+  EXPECT_NE(checkpoints[0].details_json.find("\"signal\""), std::string::npos);
+  const int stopped_at = LastCheckpoint(*s, 1);
+  EXPECT_GT(stopped_at, 0);
+  EXPECT_EQ(s->GetMetrics(1)->size(), static_cast<std::size_t>(stopped_at));
+
+  // The next cycle continues where the first stopped.
+  EXPECT_EQ(RunOnce(), 3) << Diagnostics();
+  s = Store();
+  EXPECT_EQ(s->GetRun(2)->status, RunStatus::kDeadline);
+  EXPECT_EQ(FirstMetricUpdate(*s, 2), stopped_at + 1);
+}
+
+TEST_F(DaemonTest, CatchesUpAtStartUpInsideAnOpenWindowAndStopsOnSigterm) {
+  WriteJob({});
+  WriteDaemonConfig(UtcClock(-60), "1h");
+  NotifySocket systemd(dir_.File("notify.sock"));
+  ::setenv("NOTIFY_SOCKET", dir_.File("notify.sock").c_str(), 1);
+  ::setenv("WATCHDOG_USEC", "200000", 1);
+  ChildProcess daemon(Argv(false));
+  ::unsetenv("NOTIFY_SOCKET");
+  ::unsetenv("WATCHDOG_USEC");
+  ASSERT_TRUE(WaitFor([](store::Store& s) {
+    Result<std::vector<store::RunRecord>> runs = s.ListRunsByStatus(RunStatus::kSucceeded, 1);
+    return runs.ok() && !runs->empty();
+  })) << daemon.ReadAllStderr();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  daemon.Signal(SIGTERM);
+  EXPECT_EQ(daemon.ExitCode(), 0);
+  const std::vector<std::string> notified = systemd.Messages();
+  EXPECT_TRUE(AnyStartsWith(notified, "READY=1"));
+  EXPECT_TRUE(AnyStartsWith(notified, "STATUS=training run 1"));
+  EXPECT_TRUE(AnyStartsWith(notified, "STATUS=idle; next cycle at "));
+  EXPECT_TRUE(AnyStartsWith(notified, "WATCHDOG=1"));
+  EXPECT_TRUE(AnyStartsWith(notified, "STOPPING=1"));
+  std::unique_ptr<store::Store> s = Store();
+  EXPECT_EQ(s->ListRecentRuns(10)->size(), 1u);  // one cycle per window
+  const std::vector<store::Event> started = CycleEvents(*s, "cycle_started");
+  ASSERT_EQ(started.size(), 1u);
+  EXPECT_EQ(nlohmann::json::parse(started[0].details_json)["trigger"], "catch-up");
+}
+
+TEST_F(DaemonTest, ADaemonKilledMidRunResumesTheRunAfterRestart) {
+  JobOptions job;
+  job.updates = 3000;
+  job.checkpoint_interval = 50;
+  WriteJob(job);
+  WriteDaemonConfig(UtcClock(-60), "1h");
+  {
+    ChildProcess first(Argv(false));
+    ASSERT_TRUE(WaitFor([](store::Store& s) { return LastCheckpoint(s, 1) >= 100; }))
+        << first.ReadAllStderr();
+    first.Signal(SIGKILL);
+    first.Wait();
+  }
+  // The orphaned worker got SIGTERM (PR_SET_PDEATHSIG): it writes a checkpoint and exits.
+  ChildProcess second(Argv(false));
+  ASSERT_TRUE(WaitFor([](store::Store& s) {
+    Result<std::vector<store::RunRecord>> runs = s.ListRunsByStatus(RunStatus::kSucceeded, 1);
+    return runs.ok() && !runs->empty();
+  })) << second.ReadAllStderr();
+  second.Signal(SIGTERM);
+  EXPECT_EQ(second.ExitCode(), 0);
+
+  std::unique_ptr<store::Store> s = Store();
+  const store::RunRecord interrupted = *s->GetRun(1);
+  const store::RunRecord resumed = *s->GetRun(2);
+  EXPECT_EQ(interrupted.status, RunStatus::kInterrupted);
+  EXPECT_EQ(resumed.status, RunStatus::kSucceeded);
+  EXPECT_EQ(resumed.fallback_of, 1);
+  EXPECT_EQ(nlohmann::json::parse(CycleEvents(*s, "cycle_started")[0].details_json)["trigger"],
+            "resume");
+  // It continued from a checkpoint at least as late as the last one the first daemon saw.
+  const std::int64_t first_update = FirstMetricUpdate(*s, 2);
+  EXPECT_GT(first_update, LastCheckpoint(*s, 1));
+  EXPECT_EQ(s->GetMetrics(2)->size(), static_cast<std::size_t>(3000 - first_update + 1));
+}
+
+}  // namespace
+}  // namespace trainerd

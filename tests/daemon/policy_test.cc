@@ -1,0 +1,257 @@
+// The fallback, rollback, regression and release-gate rules (daemon/policy.h).
+#include "trainerd/daemon/policy.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+namespace trainerd::daemon {
+namespace {
+
+using store::ConfigState;
+using store::RunPlan;
+
+RunPlan Plan(std::int64_t microbatch, std::int64_t steps, std::string precision = "fp32") {
+  return RunPlan{microbatch, steps, {}, std::move(precision)};
+}
+
+using By = WorkerExit::StoppedBy;
+
+WorkerExit Exited(int code, bool saw_finish = false, std::string error_kind = "",
+                  By stopped_by = By::kNobody) {
+  WorkerExit e;
+  e.exited = true;
+  e.code = code;
+  e.saw_finish = saw_finish;
+  e.error_kind = std::move(error_kind);
+  e.stopped_by = stopped_by;
+  return e;
+}
+
+WorkerExit Killed(int signal, bool oom_kill_rose = false, By stopped_by = By::kNobody) {
+  WorkerExit e;
+  e.signal = signal;
+  e.oom_kill_rose = oom_kill_rose;
+  e.stopped_by = stopped_by;
+  return e;
+}
+
+TEST(ClassifyExitTest, EachExitMapsToItsOutcome) {
+  EXPECT_EQ(ClassifyExit(Exited(0, true)), AttemptOutcome::kSucceeded);
+  EXPECT_EQ(ClassifyExit(Exited(0, false)), AttemptOutcome::kCrashed);  // no finish event
+  EXPECT_EQ(ClassifyExit(Exited(4)), AttemptOutcome::kOom);
+  EXPECT_EQ(ClassifyExit(Exited(1, false, "oom")), AttemptOutcome::kOom);
+  EXPECT_EQ(ClassifyExit(Exited(8)), AttemptOutcome::kLeak);
+  EXPECT_EQ(ClassifyExit(Exited(6, false, "nan")), AttemptOutcome::kCrashed);
+  // SIGKILL is an OOM only when the cgroup's oom_kill count rose.
+  EXPECT_EQ(ClassifyExit(Killed(9, true)), AttemptOutcome::kOom);
+  EXPECT_EQ(ClassifyExit(Killed(9)), AttemptOutcome::kCrashed);
+  EXPECT_EQ(ClassifyExit(Killed(11)), AttemptOutcome::kCrashed);
+}
+
+TEST(ClassifyExitTest, AWorkerTheDaemonStoppedIsNotAFailure) {
+  EXPECT_EQ(ClassifyExit(Exited(75, false, "", By::kDeadline)), AttemptOutcome::kDeadline);
+  EXPECT_EQ(ClassifyExit(Killed(9, false, By::kDeadline)), AttemptOutcome::kDeadline);
+  EXPECT_EQ(ClassifyExit(Exited(75, false, "", By::kDaemonStop)), AttemptOutcome::kInterrupted);
+  EXPECT_EQ(ClassifyExit(Exited(75, false, "", By::kOperator)), AttemptOutcome::kCancelled);
+  EXPECT_EQ(RunStatusFor(AttemptOutcome::kDeadline), store::RunStatus::kDeadline);
+  EXPECT_EQ(RunStatusFor(AttemptOutcome::kOom), store::RunStatus::kOom);
+}
+
+TEST(NamedBaselinePlanTest, MicrobatchOneEveryBlockFp32SameEffectiveBatch) {
+  const RunPlan plan = NamedBaselinePlan(32, 4);
+  EXPECT_EQ(plan.microbatch, 1);
+  EXPECT_EQ(plan.accumulation_steps, 32);
+  EXPECT_EQ(plan.checkpoint_blocks, (std::vector<std::int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(plan.precision, "fp32");
+}
+
+TEST(FirstPlanSourceTest, ValidatedThenTheJobsOwnThenThePlanner) {
+  EXPECT_EQ(FirstPlanSource(true, true), PlanSource::kValidated);
+  EXPECT_EQ(FirstPlanSource(false, true), PlanSource::kConfig);
+  EXPECT_EQ(FirstPlanSource(false, false), PlanSource::kPlanner);
+}
+
+class FallbackTest : public ::testing::Test {
+ protected:
+  FallbackInput Input(AttemptOutcome outcome, std::vector<Attempt> tried) {
+    FallbackInput in;
+    in.outcome = outcome;
+    in.tried = std::move(tried);
+    in.config_state = ConfigState::kKnownGood;
+    in.baseline_plan = NamedBaselinePlan(8, 2);
+    in.max_attempts = 4;
+    in.seconds_left = 3600;
+    return in;
+  }
+};
+
+TEST_F(FallbackTest, FailedCandidateIsMarkedBadAndRollsBackToKnownGood) {
+  FallbackInput in = Input(AttemptOutcome::kOom, {{"cand", PlanSource::kConfig, Plan(8, 1)}});
+  in.config_state = ConfigState::kCandidate;
+  in.known_good_hash = "good";
+  const FallbackDecision d = DecideFallback(in);
+  EXPECT_TRUE(d.retry);
+  EXPECT_TRUE(d.mark_config_bad);
+  EXPECT_TRUE(d.rolled_back);
+  EXPECT_EQ(d.config_hash, "good");
+  EXPECT_NE(d.reason.find("rolled back"), std::string::npos) << d.reason;
+}
+
+TEST_F(FallbackTest, RollbackWithoutAttemptsLeftStillMarksBadButDoesNotRetry) {
+  FallbackInput in = Input(AttemptOutcome::kCrashed, {{"cand", PlanSource::kConfig, Plan(8, 1)}});
+  in.config_state = ConfigState::kCandidate;
+  in.known_good_hash = "good";
+  in.max_attempts = 1;
+  const FallbackDecision d = DecideFallback(in);
+  EXPECT_FALSE(d.retry);
+  EXPECT_TRUE(d.mark_config_bad);
+  EXPECT_TRUE(d.rolled_back);
+}
+
+TEST_F(FallbackTest, KnownGoodConfigWalksDownItsLadder) {
+  // Planner plan OOMs -> the last validated plan.
+  FallbackInput in = Input(AttemptOutcome::kOom, {{"good", PlanSource::kPlanner, Plan(8, 1)}});
+  in.validated_plan = Plan(4, 2);
+  FallbackDecision d = DecideFallback(in);
+  ASSERT_TRUE(d.retry);
+  EXPECT_FALSE(d.mark_config_bad);
+  EXPECT_FALSE(d.rolled_back);
+  EXPECT_EQ(d.config_hash, "good");
+  EXPECT_EQ(d.source, PlanSource::kValidated);
+  EXPECT_EQ(d.plan, Plan(4, 2));
+
+  // The validated plan fails too -> a re-plan at a smaller budget.
+  in.tried.push_back({"good", PlanSource::kValidated, Plan(4, 2)});
+  d = DecideFallback(in);
+  ASSERT_TRUE(d.retry);
+  EXPECT_EQ(d.source, PlanSource::kReplanSmaller);
+  EXPECT_FALSE(d.plan.has_value());
+
+  // The re-plan fails -> the named baseline.
+  in.tried.push_back({"good", PlanSource::kReplanSmaller, Plan(2, 4)});
+  d = DecideFallback(in);
+  ASSERT_TRUE(d.retry);
+  EXPECT_EQ(d.source, PlanSource::kBaseline);
+  EXPECT_EQ(d.plan, NamedBaselinePlan(8, 2));
+  EXPECT_EQ(d.plan->microbatch * d.plan->accumulation_steps, 8);  // same effective batch
+
+  // Even the baseline fails: nothing left.
+  in.tried.push_back({"good", PlanSource::kBaseline, NamedBaselinePlan(8, 2)});
+  in.max_attempts = 10;
+  d = DecideFallback(in);
+  EXPECT_FALSE(d.retry);
+  EXPECT_FALSE(d.mark_config_bad);  // known-good stays known-good
+  EXPECT_NE(d.reason.find("every fallback plan"), std::string::npos) << d.reason;
+}
+
+TEST_F(FallbackTest, AValidatedPlanThatAlreadyFailedIsSkipped) {
+  FallbackInput in = Input(AttemptOutcome::kLeak, {{"good", PlanSource::kConfig, Plan(4, 2)}});
+  in.validated_plan = Plan(4, 2);  // the same plan as the job's own
+  const FallbackDecision d = DecideFallback(in);
+  ASSERT_TRUE(d.retry);
+  EXPECT_EQ(d.source, PlanSource::kReplanSmaller);
+}
+
+TEST_F(FallbackTest, ABaselineAlreadyTriedIsSkipped) {
+  FallbackInput in =
+      Input(AttemptOutcome::kOom, {{"good", PlanSource::kConfig, NamedBaselinePlan(8, 2)},
+                                   {"good", PlanSource::kReplanSmaller, Plan(2, 4)}});
+  const FallbackDecision d = DecideFallback(in);
+  EXPECT_FALSE(d.retry);
+}
+
+TEST_F(FallbackTest, CandidateWithoutKnownGoodRetriesItselfUntilTheLadderEnds) {
+  FallbackInput in = Input(AttemptOutcome::kCrashed, {{"cand", PlanSource::kPlanner, Plan(8, 1)}});
+  in.config_state = ConfigState::kCandidate;
+  FallbackDecision d = DecideFallback(in);
+  ASSERT_TRUE(d.retry);
+  EXPECT_FALSE(d.mark_config_bad);
+  EXPECT_EQ(d.source, PlanSource::kReplanSmaller);
+  in.tried.push_back({"cand", PlanSource::kReplanSmaller, Plan(4, 2)});
+  in.tried.push_back({"cand", PlanSource::kBaseline, NamedBaselinePlan(8, 2)});
+  d = DecideFallback(in);
+  EXPECT_FALSE(d.retry);
+  EXPECT_TRUE(d.mark_config_bad);  // a candidate that fails for good is bad
+}
+
+TEST_F(FallbackTest, NoRetryWithoutTimeOrAttempts) {
+  FallbackInput in = Input(AttemptOutcome::kOom, {{"good", PlanSource::kPlanner, Plan(8, 1)}});
+  in.seconds_left = kMinimumAttemptSeconds - 1;
+  FallbackDecision d = DecideFallback(in);
+  EXPECT_FALSE(d.retry);
+  EXPECT_NE(d.reason.find("before the deadline"), std::string::npos) << d.reason;
+  in.seconds_left = 3600;
+  in.max_attempts = 1;
+  d = DecideFallback(in);
+  EXPECT_FALSE(d.retry);
+  EXPECT_NE(d.reason.find("max_attempts"), std::string::npos) << d.reason;
+}
+
+TEST(RegressionTest, OnlyACandidateIsMarkedBadAfterARegression) {
+  EXPECT_TRUE(MarkBadAfterRegression(ConfigState::kCandidate));
+  EXPECT_FALSE(MarkBadAfterRegression(ConfigState::kKnownGood));
+}
+
+store::RunRecord Baseline(double samples_per_second, std::string shapes) {
+  store::RunRecord run;
+  run.id = 7;
+  run.samples_per_second = samples_per_second;
+  run.shapes_json = std::move(shapes);
+  return run;
+}
+
+TEST(CheckThroughputTest, RegressedOnlyBelowTheToleratedFloorOfAComparableBaseline) {
+  EXPECT_FALSE(CheckThroughput(10, std::nullopt, "{}", 0.25).regressed);
+  EXPECT_FALSE(CheckThroughput(10, Baseline(100, R"({"a":1})"), R"({"a":2})", 0.25).regressed);
+  const ThroughputVerdict slow = CheckThroughput(74, Baseline(100, "{}"), "{}", 0.25);
+  EXPECT_TRUE(slow.regressed);
+  EXPECT_EQ(slow.baseline_run_id, 7);
+  EXPECT_NE(slow.reason.find("run 7"), std::string::npos) << slow.reason;
+  EXPECT_FALSE(CheckThroughput(76, Baseline(100, "{}"), "{}", 0.25).regressed);
+}
+
+TEST(FinalSliceLossesTest, TakesEachSlicesLastUpdate) {
+  const auto losses = FinalSliceLosses(
+      {{"a", 50, 3.0}, {"a", 100, 2.0}, {"b", 100, 4.0}, {"b", 50, 5.0}, {"a", 10, 9.0}});
+  EXPECT_EQ(losses.at("a"), 2.0);
+  EXPECT_EQ(losses.at("b"), 4.0);
+}
+
+TEST(ReleaseGateTest, FirstReleasePassesWhenEveryLossIsFinite) {
+  RegressionConfig r;
+  EXPECT_TRUE(ReleaseGate({{"a", 2.0}}, std::nullopt, std::nullopt, r).pass);
+  const GateVerdict nan =
+      ReleaseGate({{"a", std::numeric_limits<double>::quiet_NaN()}}, std::nullopt, std::nullopt, r);
+  EXPECT_FALSE(nan.pass);
+  EXPECT_FALSE(ReleaseGate({}, std::nullopt, std::nullopt, r).pass);  // no evals, no release
+}
+
+TEST(ReleaseGateTest, EverySliceWithinItsToleranceOfTheCurrentRelease) {
+  RegressionConfig r;
+  r.eval_loss_tolerance = 0.02;
+  r.slice_tolerances["b"] = 0.10;
+  const std::map<std::string, double> reference = {{"a", 2.0}, {"b", 3.0}};
+  EXPECT_TRUE(ReleaseGate({{"a", 2.04}, {"b", 3.29}}, reference, 4, r).pass);
+  const GateVerdict worse = ReleaseGate({{"a", 2.05}, {"b", 3.0}}, reference, 4, r);
+  EXPECT_FALSE(worse.pass);
+  EXPECT_NE(worse.reason.find("a"), std::string::npos) << worse.reason;
+  EXPECT_FALSE(worse.slices[0].pass);
+  EXPECT_TRUE(worse.slices[1].pass);
+  EXPECT_FALSE(ReleaseGate({{"a", 2.0}, {"b", 3.31}}, reference, 4, r).pass);
+  // A slice the release never had passes; a NaN never does.
+  EXPECT_TRUE(ReleaseGate({{"a", 2.0}, {"c", 99.0}}, reference, 4, r).pass);
+  EXPECT_FALSE(ReleaseGate({{"a", std::nan("")}}, reference, 4, r).pass);
+}
+
+TEST(ReleaseGateTest, DetailsJsonNamesEverySlice) {
+  RegressionConfig r;
+  const std::string json = ReleaseGate({{"GPL-3", 2.5}}, {{{"GPL-3", 2.0}}}, 3, r).ToJson();
+  EXPECT_NE(json.find("\"GPL-3\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"reference_run_id\":3"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"pass\":false"), std::string::npos) << json;
+}
+
+}  // namespace
+}  // namespace trainerd::daemon
