@@ -116,9 +116,12 @@ void Daemon::ApplyPendingReload() {
 }
 
 void Daemon::Report(const CycleProgress& progress) {
-  // Training reports every update; systemd needs no more than one status a second.
+  // Training reports every update; systemd needs no more than one status a second, a person
+  // watching `--once` one line every 10 s.
   const double now = clock_.Now();
-  if (progress.phase == last_phase_ && now - last_status_at_ < 1) return;
+  const bool same_phase = progress.phase == last_phase_;
+  if (same_phase && now - last_status_at_ < 1) return;
+  const bool print = options_.once && (!same_phase || now - last_printed_at_ >= 10);
   last_status_at_ = now;
   last_phase_ = progress.phase;
   std::string status = progress.phase;
@@ -130,6 +133,10 @@ void Daemon::Report(const CycleProgress& progress) {
               FormatUtc(progress.deadline);
   }
   notifier_.Status(status);
+  if (print && progress.phase != "idle") {
+    last_printed_at_ = now;
+    std::fprintf(stderr, "trainerd: %s\n", status.c_str());
+  }
 }
 
 void Daemon::ArmWatchdog() {

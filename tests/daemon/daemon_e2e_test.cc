@@ -420,6 +420,23 @@ TEST_F(DaemonTest, CatchesUpAtStartUpInsideAnOpenWindowAndStopsOnSigterm) {
   EXPECT_EQ(nlohmann::json::parse(started[0].details_json)["trigger"], "catch-up");
 }
 
+TEST_F(DaemonTest, SighupReloadsTheScheduleOfAnIdleDaemon) {
+  WriteJob({});
+  WriteDaemonConfig(UtcClock(3 * 3600), "1h");  // the next window opens in three hours
+  ChildProcess daemon(Argv(false));
+  ASSERT_TRUE(WaitFor([](store::Store&) { return true; }));  // the store exists: it is up
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_TRUE(Store()->ListRecentRuns(1)->empty());
+  WriteDaemonConfig(UtcClock(-60), "1h");  // now inside an open window
+  daemon.Signal(SIGHUP);
+  EXPECT_TRUE(WaitFor([](store::Store& s) {
+    Result<std::vector<store::RunRecord>> runs = s.ListRunsByStatus(RunStatus::kSucceeded, 1);
+    return runs.ok() && !runs->empty();
+  })) << daemon.ReadAllStderr();
+  daemon.Signal(SIGTERM);
+  EXPECT_EQ(daemon.ExitCode(), 0);
+}
+
 TEST_F(DaemonTest, ADaemonKilledMidRunResumesTheRunAfterRestart) {
   JobOptions job;
   job.updates = 3000;

@@ -71,6 +71,7 @@ class Daemon {
   std::optional<std::int64_t> interrupted_run_;  // left running by a previous daemon
   double last_status_at_ = 0;
   std::string last_phase_;
+  double last_printed_at_ = 0;
 };
 
 }  // namespace trainerd::daemon
