@@ -9,8 +9,11 @@
 #include <iterator>
 #include <thread>
 
+#include "trainerd/daemon/host_fingerprint.h"
+#include "trainerd/daemon/policy.h"
 #include "trainerd/daemon/schedule.h"
 #include "trainerd/daemon/state_layout.h"
+#include "trainerd/trainer/job_spec_parser.h"
 
 namespace trainerd::daemon {
 
@@ -62,6 +65,24 @@ Status Daemon::Recover() {
     interrupted_run_ = id;
   }
   return Status::Ok();
+}
+
+void Daemon::RestoreMetrics() {
+  Result<std::vector<store::RunRecord>> last = store_->ListRecentRuns(1);
+  if (last.ok() && !last->empty() && store::IsFinished(last->front().status)) {
+    const store::RunRecord& run = last->front();
+    Result<std::vector<store::SliceEval>> evals = store_->GetSliceEvals(run.id);
+    metrics_->RunFinished(
+        run, evals.ok() ? FinalSliceLosses(*evals) : std::map<std::string, double>{}, false);
+  }
+  if (Result<JobSpec> job = ParseJobSpecFile(config_.job_path); job.ok()) {
+    metrics_->Budget(job->memory.budget_bytes, job->memory.usable_bytes());
+  }
+  Result<std::vector<store::RunRecord>> success =
+      store_->ListRunsByStatus(store::RunStatus::kSucceeded, 1);
+  if (success.ok() && !success->empty() && success->front().ended_at) {
+    metrics_->LastSuccess(*success->front().ended_at);
+  }
 }
 
 bool Daemon::CycleDue(const Window& window) {
@@ -167,13 +188,27 @@ asio::awaitable<int> Daemon::Main() {
     std::fprintf(stderr, "trainerd: recovery: %s\n", s.message().c_str());
     co_return exit_code::kInternal;
   }
+  metrics_ = std::make_unique<DaemonMetrics>(TrainerdVersion());
+  RestoreMetrics();
+  if (!config_.metrics_listen.empty()) {
+    Result<std::unique_ptr<MetricsEndpoint>> endpoint =
+        MetricsEndpoint::Start(config_.metrics_listen, *metrics_);
+    if (!endpoint.ok()) {
+      std::fprintf(stderr, "trainerd: %s: %s\n", config_path_.c_str(),
+                   endpoint.status().message().c_str());
+      co_return exit_code::kInternal;
+    }
+    metrics_endpoint_ = std::move(*endpoint);
+    std::fprintf(stderr, "trainerd: metrics on http://%s/metrics\n",
+                 config_.metrics_listen.c_str());
+  }
   signals_.async_wait([this](const boost::system::error_code& ec, int signal) {
     if (!ec) OnSignal(signal);
   });
   ArmWatchdog();
   notifier_.Ready();
 
-  NightlyCycle cycle(config_, *store_, clock_, *supervisor_,
+  NightlyCycle cycle(config_, *store_, clock_, *supervisor_, metrics_.get(),
                      [this](const CycleProgress& p) { Report(p); });
   int code = exit_code::kOk;
   while (!stopping_) {

@@ -96,12 +96,13 @@ struct NightlyCycle::AttemptResult {
 };
 
 NightlyCycle::NightlyCycle(const DaemonConfig& config, store::Store& store, const Clock& clock,
-                           WorkerSupervisor& supervisor,
+                           WorkerSupervisor& supervisor, DaemonMetrics* metrics,
                            std::function<void(const CycleProgress&)> on_progress)
     : config_(config),
       store_(store),
       clock_(clock),
       supervisor_(supervisor),
+      metrics_(metrics),
       on_progress_(std::move(on_progress)) {}
 
 void NightlyCycle::Record(std::optional<std::int64_t> run_id, const std::string& kind,
@@ -144,6 +145,7 @@ Result<ActiveConfig> NightlyCycle::LoadVersion(const std::string& hash) {
   const StateLayout layout(config_.state_dir);
   const std::string path = layout.ConfigCopy(hash);
   if (Status s = WriteFileAtomically(path, version->yaml); !s.ok()) return s;
+  if (metrics_) metrics_->Budget(spec->memory.budget_bytes, spec->memory.usable_bytes());
   return ActiveConfig{*version, *spec, path};
 }
 
@@ -189,6 +191,7 @@ Result<ActiveConfig> NightlyCycle::ResolveConfig() {
   if (!*known_good) {
     return Status::FailedPrecondition(reason + "; no known-good config version to fall back to");
   }
+  if (metrics_) metrics_->Rollback("invalid_config");
   Record(std::nullopt, "rollback", store::Severity::kWarning,
          reason + "; running the last known-good version " + Short((*known_good)->hash),
          nlohmann::json{{"from", failed_hash},
@@ -275,6 +278,8 @@ asio::awaitable<CycleOutcome> NightlyCycle::Run(Window window, std::string trigg
       (void)store_.SetConfigState({active->version.hash, store::ConfigState::kBad, decision.reason,
                                    clock_.Now(), result.run_id});
     }
+    if (metrics_ && decision.retry) metrics_->Fallback(ToString(o));
+    if (metrics_ && decision.rolled_back) metrics_->Rollback(ToString(o));
     if (decision.rolled_back) {
       Record(result.run_id, "rollback", store::Severity::kWarning, decision.reason,
              nlohmann::json{{"from", active->version.hash},
@@ -416,6 +421,7 @@ asio::awaitable<NightlyCycle::AttemptResult> NightlyCycle::RunAttempt(
   (void)store_.MarkRunStarted(run.id, clock_.Now());
   run.started_at = clock_.Now();
   run.status = store::RunStatus::kRunning;
+  if (metrics_) metrics_->RunStarted();
   Record(run.id, "run_started", store::Severity::kInfo,
          "config " + Short(run.config_hash) + ", plan source " +
              std::string(ToString(attempt.source)) +
@@ -436,6 +442,7 @@ asio::awaitable<NightlyCycle::AttemptResult> NightlyCycle::RunAttempt(
     if (Status s = store_.FinishRun(run, metrics, evals, {}); !s.ok()) {
       Record(run.id, "store_error", store::Severity::kError, s.message());
     }
+    if (metrics_) metrics_->RunFinished(run, FinalSliceLosses(evals));
   };
 
   Result<std::optional<store::RunPlan>> plan = co_await Plan(active, attempt, run.id);
@@ -479,6 +486,7 @@ asio::awaitable<NightlyCycle::AttemptResult> NightlyCycle::RunAttempt(
     progress_.update = report.updates_done();
     progress_.updates = report.updates();
     progress_.eta_seconds = report.eta_seconds();
+    if (metrics_) metrics_->Progress(window_.deadline, clock_.Now() + report.eta_seconds());
     if (!warned_late && report.updates_done() > 2 &&
         clock_.Now() + report.eta_seconds() > window_.deadline) {
       warned_late = true;
@@ -620,6 +628,7 @@ asio::awaitable<NightlyCycle::AttemptResult> NightlyCycle::RunAttempt(
                                  clock_.Now(), run.id});
     Result<std::optional<store::ConfigVersion>> known_good = store_.LastKnownGoodConfig();
     if (known_good.ok() && *known_good) {
+      if (metrics_) metrics_->Rollback("regression");
       Record(run.id, "rollback", store::Severity::kWarning,
              "candidate config " + Short(run.config_hash) +
                  " regressed: marked bad, active config rolled back to known-good " +

@@ -13,6 +13,7 @@
 #include "trainerd/daemon/asio.h"
 #include "trainerd/daemon/clock.h"
 #include "trainerd/daemon/daemon_config.h"
+#include "trainerd/daemon/daemon_metrics.h"
 #include "trainerd/daemon/nightly_cycle.h"
 #include "trainerd/daemon/systemd_notifier.h"
 #include "trainerd/daemon/worker_supervisor.h"
@@ -45,6 +46,7 @@ class Daemon {
 
  private:
   Status Recover();
+  void RestoreMetrics();
   void StopStaleWorker();
   bool CycleDue(const Window& window);
   void OnSignal(int signal);
@@ -62,6 +64,8 @@ class Daemon {
   SystemdNotifier notifier_;
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<WorkerSupervisor> supervisor_;
+  std::unique_ptr<DaemonMetrics> metrics_;
+  std::unique_ptr<MetricsEndpoint> metrics_endpoint_;
   asio::signal_set signals_;
   asio::steady_timer wake_;
   asio::steady_timer watchdog_;

@@ -14,6 +14,7 @@
 #include "trainerd/daemon/asio.h"
 #include "trainerd/daemon/clock.h"
 #include "trainerd/daemon/daemon_config.h"
+#include "trainerd/daemon/daemon_metrics.h"
 #include "trainerd/daemon/policy.h"
 #include "trainerd/daemon/schedule.h"
 #include "trainerd/daemon/worker_supervisor.h"
@@ -50,9 +51,10 @@ struct ActiveConfig {
 
 class NightlyCycle {
  public:
-  // Everything referenced must outlive the cycle.
+  // Everything referenced must outlive the cycle; `metrics` may be null.
   NightlyCycle(const DaemonConfig& config, store::Store& store, const Clock& clock,
-               WorkerSupervisor& supervisor, std::function<void(const CycleProgress&)> on_progress);
+               WorkerSupervisor& supervisor, DaemonMetrics* metrics,
+               std::function<void(const CycleProgress&)> on_progress);
 
   // Runs the cycle of `window`. `trigger` says why ("schedule", "catch-up", "once",
   // "resume"); `resumes_run` is a run the cycle continues (interrupted by a daemon restart),
@@ -82,6 +84,7 @@ class NightlyCycle {
   store::Store& store_;
   const Clock& clock_;
   WorkerSupervisor& supervisor_;
+  DaemonMetrics* metrics_;
   std::function<void(const CycleProgress&)> on_progress_;
   store::HardwareFingerprint hardware_;
   Window window_;

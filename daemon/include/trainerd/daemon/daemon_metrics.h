@@ -1,0 +1,71 @@
+// The daemon's Prometheus metrics (prometheus-cpp): base units, `_total` counters, bounded
+// labels (outcome, reason, category, slice; never a run id). The nightly cycle reports into
+// it; MetricsEndpoint serves it on /metrics. Names and meanings: docs/operations.md and
+// deploy/README.md. Counters start at 0 for every label value so that increase() sees the
+// first event; gauges about the last run appear after the first finished run (a restarted
+// daemon restores them from the store).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "trainerd/common/status.h"
+#include "trainerd/store/records.h"
+
+namespace prometheus {
+class Registry;
+}  // namespace prometheus
+
+namespace trainerd::daemon {
+
+class DaemonMetrics {
+ public:
+  explicit DaemonMetrics(const std::string& version);
+  ~DaemonMetrics();
+  DaemonMetrics(const DaemonMetrics&) = delete;
+  DaemonMetrics& operator=(const DaemonMetrics&) = delete;
+
+  // A worker attempt started / a training progress report (`predicted_finish`: now + ETA).
+  void RunStarted();
+  void Progress(double deadline, double predicted_finish);
+  // A run ended: counters by outcome, and the last run's gauges from its record and its
+  // final slice losses. `count` false only restores the gauges (start-up).
+  void RunFinished(const store::RunRecord& run, const std::map<std::string, double>& evals,
+                   bool count = true);
+  // The active job's memory budget and its usable part.
+  void Budget(std::int64_t budget_bytes, std::int64_t usable_bytes);
+  void LastSuccess(double ended_at);
+  // reason: "oom", "crash" or "leak".
+  void Fallback(std::string_view reason);
+  // reason: "oom", "crash", "leak", "regression" or "invalid_config".
+  void Rollback(std::string_view reason);
+
+  // The text exposition format, as /metrics serves it.
+  std::string Exposition() const;
+  std::shared_ptr<prometheus::Registry> registry() const;
+
+ private:
+  struct Families;
+  std::unique_ptr<Families> f_;
+};
+
+// The HTTP endpoint (prometheus-cpp's civetweb) serving a registry on /metrics.
+class MetricsEndpoint {
+ public:
+  // `listen` is "host:port" (port 0 picks a free one). IOError naming the address when it
+  // cannot bind.
+  static Result<std::unique_ptr<MetricsEndpoint>> Start(const std::string& listen,
+                                                        const DaemonMetrics& metrics);
+  ~MetricsEndpoint();
+  int port() const;
+
+ private:
+  struct Server;
+  explicit MetricsEndpoint(std::unique_ptr<Server> server);
+  std::unique_ptr<Server> server_;
+};
+
+}  // namespace trainerd::daemon

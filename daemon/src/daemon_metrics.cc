@@ -1,0 +1,195 @@
+#include "trainerd/daemon/daemon_metrics.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/exposer.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include <exception>
+#include <sstream>
+
+namespace trainerd::daemon {
+
+namespace {
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::Counter;
+using prometheus::Family;
+using prometheus::Gauge;
+
+constexpr std::string_view kOutcomes[] = {"succeeded", "oom",       "crashed",   "leak",
+                                          "deadline",  "regressed", "cancelled", "interrupted"};
+constexpr std::string_view kFallbackReasons[] = {"oom", "crash", "leak"};
+constexpr std::string_view kRollbackReasons[] = {"oom", "crash", "leak", "regression",
+                                                 "invalid_config"};
+
+Family<Gauge>& GaugeFamily(prometheus::Registry& registry, const std::string& name,
+                           const std::string& help) {
+  return BuildGauge().Name(name).Help(help).Register(registry);
+}
+
+Family<Counter>& CounterFamily(prometheus::Registry& registry, const std::string& name,
+                               const std::string& help) {
+  return BuildCounter().Name(name).Help(help).Register(registry);
+}
+
+}  // namespace
+
+struct DaemonMetrics::Families {
+  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  Family<Gauge>& build_info =
+      GaugeFamily(*registry, "trainerd_build_info", "trainerd's version, as a label; always 1");
+  Family<Counter>& runs = CounterFamily(*registry, "trainerd_runs_total",
+                                        "Runs that ended, by outcome (the run's status)");
+  Family<Gauge>& in_progress =
+      GaugeFamily(*registry, "trainerd_run_in_progress", "1 while a worker attempt runs");
+  Family<Gauge>& last_success = GaugeFamily(*registry, "trainerd_last_success_timestamp_seconds",
+                                            "End of the last succeeded run, Unix seconds");
+  Family<Gauge>& duration =
+      GaugeFamily(*registry, "trainerd_run_duration_seconds", "Wall time of the last finished run");
+  Family<Gauge>& margin = GaugeFamily(
+      *registry, "trainerd_window_margin_seconds",
+      "Deadline minus the predicted finish (during a run) or the actual end (after one)");
+  Family<Gauge>& samples = GaugeFamily(*registry, "trainerd_train_samples_per_second",
+                                       "Training throughput of the last finished run");
+  Family<Gauge>& train_loss =
+      GaugeFamily(*registry, "trainerd_train_loss", "Training loss of the last run's last update");
+  Family<Gauge>& eval_loss = GaugeFamily(*registry, "trainerd_eval_loss",
+                                         "Final held-out loss of the last run, by data slice");
+  Family<Gauge>& peak = GaugeFamily(*registry, "trainerd_memory_peak_bytes",
+                                    "Last run's memory ledger by category, and its measured peak");
+  Family<Gauge>& budget =
+      GaugeFamily(*registry, "trainerd_memory_budget_bytes", "The job's device memory budget");
+  Family<Gauge>& usable = GaugeFamily(*registry, "trainerd_memory_usable_bytes",
+                                      "The budget less its reserve: the training limit");
+  Family<Gauge>& mfu =
+      GaugeFamily(*registry, "trainerd_mfu_ratio", "Model FLOP utilization of the last run, 0-1");
+  Family<Gauge>& cost = GaugeFamily(*registry, "trainerd_cost_per_sample",
+                                    "Device cost per trained sample of the last run");
+  Family<Counter>& ooms =
+      CounterFamily(*registry, "trainerd_ooms_total", "Runs that ran out of device memory");
+  Family<Counter>& fallbacks = CounterFamily(*registry, "trainerd_fallbacks_total",
+                                             "Retries with a fallback plan or config, by cause");
+  Family<Counter>& rollbacks = CounterFamily(*registry, "trainerd_rollbacks_total",
+                                             "Active config rolled back to known-good, by cause");
+  Family<Counter>& leaks =
+      CounterFamily(*registry, "trainerd_leaks_total", "Runs stopped for a memory leak");
+  Family<Gauge>& microbatch =
+      GaugeFamily(*registry, "trainerd_plan_microbatch", "The last run's plan: microbatch");
+  Family<Gauge>& accumulation = GaugeFamily(*registry, "trainerd_plan_accumulation_steps",
+                                            "The last run's plan: accumulation steps");
+  Family<Gauge>& checkpointed = GaugeFamily(*registry, "trainerd_plan_checkpointed_blocks",
+                                            "The last run's plan: activation-checkpointed blocks");
+};
+
+DaemonMetrics::DaemonMetrics(const std::string& version) : f_(std::make_unique<Families>()) {
+  f_->build_info.Add({{"version", version}}).Set(1);
+  for (std::string_view outcome : kOutcomes) f_->runs.Add({{"outcome", std::string(outcome)}});
+  for (std::string_view reason : kFallbackReasons) {
+    f_->fallbacks.Add({{"reason", std::string(reason)}});
+  }
+  for (std::string_view reason : kRollbackReasons) {
+    f_->rollbacks.Add({{"reason", std::string(reason)}});
+  }
+  f_->in_progress.Add({}).Set(0);
+  f_->ooms.Add({});
+  f_->leaks.Add({});
+}
+
+DaemonMetrics::~DaemonMetrics() = default;
+
+void DaemonMetrics::RunStarted() { f_->in_progress.Add({}).Set(1); }
+
+void DaemonMetrics::Progress(double deadline, double predicted_finish) {
+  f_->margin.Add({}).Set(deadline - predicted_finish);
+}
+
+void DaemonMetrics::RunFinished(const store::RunRecord& run,
+                                const std::map<std::string, double>& evals, bool count) {
+  if (count) {
+    f_->in_progress.Add({}).Set(0);
+    f_->runs.Add({{"outcome", std::string(store::ToString(run.status))}}).Increment();
+    if (run.status == store::RunStatus::kOom) f_->ooms.Add({}).Increment();
+    if (run.status == store::RunStatus::kLeak) f_->leaks.Add({}).Increment();
+  }
+  if (run.status == store::RunStatus::kSucceeded && run.ended_at) LastSuccess(*run.ended_at);
+  if (run.started_at && run.ended_at) {
+    f_->duration.Add({}).Set(*run.ended_at - *run.started_at);
+    f_->margin.Add({}).Set(run.deadline_at - *run.ended_at);
+  }
+  if (run.samples_per_second) f_->samples.Add({}).Set(*run.samples_per_second);
+  if (run.final_loss) f_->train_loss.Add({}).Set(*run.final_loss);
+  for (const auto& [slice, loss] : evals) f_->eval_loss.Add({{"slice", slice}}).Set(loss);
+  if (run.peak_memory) {
+    const store::MemoryByCategory& m = *run.peak_memory;
+    const std::pair<const char*, std::int64_t> categories[] = {
+        {"parameters", m.parameters},
+        {"gradients", m.gradients},
+        {"optimizer_state", m.optimizer_state},
+        {"activations", m.activations},
+        {"temporaries", m.temporaries},
+        {"inputs", m.inputs},
+        {"peak", m.peak}};
+    for (const auto& [category, bytes] : categories) {
+      f_->peak.Add({{"category", category}}).Set(static_cast<double>(bytes));
+    }
+  }
+  if (run.mfu) f_->mfu.Add({}).Set(*run.mfu);
+  if (run.cost_per_sample) f_->cost.Add({}).Set(*run.cost_per_sample);
+  f_->microbatch.Add({}).Set(static_cast<double>(run.plan.microbatch));
+  f_->accumulation.Add({}).Set(static_cast<double>(run.plan.accumulation_steps));
+  f_->checkpointed.Add({}).Set(static_cast<double>(run.plan.checkpoint_blocks.size()));
+}
+
+void DaemonMetrics::Budget(std::int64_t budget_bytes, std::int64_t usable_bytes) {
+  f_->budget.Add({}).Set(static_cast<double>(budget_bytes));
+  f_->usable.Add({}).Set(static_cast<double>(usable_bytes));
+}
+
+void DaemonMetrics::LastSuccess(double ended_at) { f_->last_success.Add({}).Set(ended_at); }
+
+void DaemonMetrics::Fallback(std::string_view reason) {
+  f_->fallbacks.Add({{"reason", std::string(reason)}}).Increment();
+}
+
+void DaemonMetrics::Rollback(std::string_view reason) {
+  f_->rollbacks.Add({{"reason", std::string(reason)}}).Increment();
+}
+
+std::string DaemonMetrics::Exposition() const {
+  std::ostringstream out;
+  prometheus::TextSerializer().Serialize(out, f_->registry->Collect());
+  return out.str();
+}
+
+std::shared_ptr<prometheus::Registry> DaemonMetrics::registry() const { return f_->registry; }
+
+struct MetricsEndpoint::Server {
+  std::unique_ptr<prometheus::Exposer> exposer;
+};
+
+Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const std::string& listen,
+                                                                const DaemonMetrics& metrics) {
+  auto server = std::make_unique<Server>();
+  try {
+    server->exposer = std::make_unique<prometheus::Exposer>(listen, 1);
+  } catch (const std::exception& e) {
+    return Status::IOError("metrics.listen " + listen + ": cannot listen: " + e.what());
+  }
+  server->exposer->RegisterCollectable(metrics.registry());
+  return std::unique_ptr<MetricsEndpoint>(new MetricsEndpoint(std::move(server)));
+}
+
+MetricsEndpoint::MetricsEndpoint(std::unique_ptr<Server> server) : server_(std::move(server)) {}
+
+MetricsEndpoint::~MetricsEndpoint() = default;
+
+int MetricsEndpoint::port() const {
+  const std::vector<int> ports = server_->exposer->GetListeningPorts();
+  return ports.empty() ? 0 : ports.front();
+}
+
+}  // namespace trainerd::daemon

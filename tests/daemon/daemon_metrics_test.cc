@@ -1,0 +1,127 @@
+// The exporter's metrics: names, labels and values from a run record, in an exposition that
+// `promtool check metrics` (Debian package prometheus) accepts.
+#include "trainerd/daemon/daemon_metrics.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+
+namespace trainerd::daemon {
+namespace {
+
+store::RunRecord FinishedRun(store::RunStatus status) {
+  store::RunRecord run;
+  run.id = 12;
+  run.status = status;
+  run.started_at = 1000;
+  run.ended_at = 1600;
+  run.deadline_at = 2000;
+  run.plan = {4, 8, {0, 1, 2}, "bf16"};
+  run.peak_memory = store::MemoryByCategory{100, 100, 200, 5000, 300, 16, 5800};
+  run.samples_per_second = 250.5;
+  run.mfu = 0.31;
+  run.cost_per_sample = 4e-7;
+  run.final_loss = 2.25;
+  return run;
+}
+
+bool Contains(const std::string& text, const std::string& line) {
+  return text.find(line + "\n") != std::string::npos;
+}
+
+TEST(DaemonMetricsTest, EveryCounterLabelStartsAtZero) {
+  const DaemonMetrics metrics("0.1.0+gabc");
+  const std::string text = metrics.Exposition();
+  EXPECT_TRUE(Contains(text, R"(trainerd_build_info{version="0.1.0+gabc"} 1)")) << text;
+  EXPECT_TRUE(Contains(text, R"(trainerd_runs_total{outcome="oom"} 0)")) << text;
+  EXPECT_TRUE(Contains(text, R"(trainerd_fallbacks_total{reason="crash"} 0)")) << text;
+  EXPECT_TRUE(Contains(text, R"(trainerd_rollbacks_total{reason="regression"} 0)")) << text;
+  EXPECT_TRUE(Contains(text, "trainerd_run_in_progress 0")) << text;
+  EXPECT_TRUE(Contains(text, "trainerd_ooms_total 0")) << text;
+  // Nothing about a last run before there is one.
+  EXPECT_EQ(text.find("trainerd_train_samples_per_second "), std::string::npos) << text;
+}
+
+TEST(DaemonMetricsTest, AFinishedRunSetsTheLastRunGaugesAndCountsItsOutcome) {
+  DaemonMetrics metrics("v");
+  metrics.RunStarted();
+  EXPECT_TRUE(Contains(metrics.Exposition(), "trainerd_run_in_progress 1"));
+  metrics.Progress(2000, 1900);
+  EXPECT_TRUE(Contains(metrics.Exposition(), "trainerd_window_margin_seconds 100"));
+  metrics.RunFinished(FinishedRun(store::RunStatus::kSucceeded), {{"GPL-3", 2.5}});
+  metrics.Budget(1 << 30, 966367641);
+  const std::string text = metrics.Exposition();
+  EXPECT_TRUE(Contains(text, "trainerd_run_in_progress 0")) << text;
+  EXPECT_TRUE(Contains(text, R"(trainerd_runs_total{outcome="succeeded"} 1)")) << text;
+  EXPECT_TRUE(Contains(text, "trainerd_last_success_timestamp_seconds 1600")) << text;
+  EXPECT_TRUE(Contains(text, "trainerd_run_duration_seconds 600")) << text;
+  EXPECT_TRUE(Contains(text, "trainerd_window_margin_seconds 400")) << text;
+  EXPECT_TRUE(Contains(text, "trainerd_train_samples_per_second 250.5")) << text;
+  EXPECT_TRUE(Contains(text, "trainerd_train_loss 2.25")) << text;
+  EXPECT_TRUE(Contains(text, R"(trainerd_eval_loss{slice="GPL-3"} 2.5)")) << text;
+  EXPECT_TRUE(Contains(text, R"(trainerd_memory_peak_bytes{category="activations"} 5000)")) << text;
+  EXPECT_TRUE(Contains(text, R"(trainerd_memory_peak_bytes{category="peak"} 5800)")) << text;
+  EXPECT_TRUE(Contains(text, "trainerd_memory_budget_bytes 1073741824")) << text;
+  EXPECT_TRUE(Contains(text, "trainerd_memory_usable_bytes 966367641")) << text;
+  EXPECT_TRUE(Contains(text, "trainerd_mfu_ratio 0.31")) << text;
+  EXPECT_TRUE(Contains(text, "trainerd_plan_microbatch 4")) << text;
+  EXPECT_TRUE(Contains(text, "trainerd_plan_accumulation_steps 8")) << text;
+  EXPECT_TRUE(Contains(text, "trainerd_plan_checkpointed_blocks 3")) << text;
+}
+
+TEST(DaemonMetricsTest, OomsLeaksFallbacksAndRollbacksAreCounted) {
+  DaemonMetrics metrics("v");
+  metrics.RunFinished(FinishedRun(store::RunStatus::kOom), {});
+  metrics.RunFinished(FinishedRun(store::RunStatus::kLeak), {});
+  metrics.Fallback("oom");
+  metrics.Rollback("oom");
+  metrics.Rollback("regression");
+  const std::string text = metrics.Exposition();
+  EXPECT_TRUE(Contains(text, "trainerd_ooms_total 1")) << text;
+  EXPECT_TRUE(Contains(text, "trainerd_leaks_total 1")) << text;
+  EXPECT_TRUE(Contains(text, R"(trainerd_fallbacks_total{reason="oom"} 1)")) << text;
+  EXPECT_TRUE(Contains(text, R"(trainerd_rollbacks_total{reason="regression"} 1)")) << text;
+  // A failed run is no success.
+  EXPECT_EQ(text.find("trainerd_last_success_timestamp_seconds "), std::string::npos);
+}
+
+TEST(DaemonMetricsTest, RestoringTheLastRunDoesNotCountIt) {
+  DaemonMetrics metrics("v");
+  metrics.RunFinished(FinishedRun(store::RunStatus::kSucceeded), {}, /*count=*/false);
+  const std::string text = metrics.Exposition();
+  EXPECT_TRUE(Contains(text, R"(trainerd_runs_total{outcome="succeeded"} 0)")) << text;
+  EXPECT_TRUE(Contains(text, "trainerd_train_samples_per_second 250.5")) << text;
+}
+
+TEST(DaemonMetricsTest, ExpositionPassesPromtoolCheckMetrics) {
+  DaemonMetrics metrics("0.1.0");
+  metrics.RunFinished(FinishedRun(store::RunStatus::kSucceeded),
+                      {{"GPL-3", 2.5}, {"MPL-2.0", 2.1}});
+  metrics.Budget(1 << 30, 1 << 29);
+  metrics.Fallback("crash");
+  const std::string command = std::string(TRAINERD_PROMTOOL) + " check metrics";
+  FILE* promtool = ::popen(command.c_str(), "w");
+  ASSERT_NE(promtool, nullptr) << "cannot run " << TRAINERD_PROMTOOL
+                               << " (Debian package prometheus; scripts/install-deps.sh)";
+  const std::string text = metrics.Exposition();
+  std::fwrite(text.data(), 1, text.size(), promtool);
+  const int status = ::pclose(promtool);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << text;
+}
+
+TEST(MetricsEndpointTest, AnAddressInUseIsAnErrorNamingIt) {
+  DaemonMetrics metrics("v");
+  Result<std::unique_ptr<MetricsEndpoint>> first = MetricsEndpoint::Start("127.0.0.1:0", metrics);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  ASSERT_GT((*first)->port(), 0);
+  const std::string taken = "127.0.0.1:" + std::to_string((*first)->port());
+  Result<std::unique_ptr<MetricsEndpoint>> second = MetricsEndpoint::Start(taken, metrics);
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.status().message().find(taken), std::string::npos);
+}
+
+}  // namespace
+}  // namespace trainerd::daemon
