@@ -302,6 +302,31 @@ TEST_F(DaemonTest, OomOfACandidateFallsBackToTheKnownGoodConfigInTheSameCycle) {
   EXPECT_EQ(CycleEvents(*s, "config_bad_skipped").size(), 1u);
 }
 
+TEST_F(DaemonTest, AnInvalidJobSpecIsMarkedBadAndTheKnownGoodVersionRuns) {
+  WriteJob({});
+  WriteDaemonConfig();
+  ASSERT_EQ(RunOnce(), 0) << Diagnostics();
+  std::string invalid_yaml = JobYaml({});
+  invalid_yaml.replace(invalid_yaml.find("updates: 30"), 11, "updates: many");
+  dir_.Write("job.yaml", invalid_yaml);
+  ASSERT_EQ(RunOnce(), 0) << Diagnostics();
+  EXPECT_NE(last_stderr_.find("training.updates"), std::string::npos) << Diagnostics();
+  std::unique_ptr<store::Store> s = Store();
+  ASSERT_NE(s, nullptr);
+  const std::vector<store::RunRecord> runs = *s->ListRecentRuns(10);
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].config_hash, runs[1].config_hash);  // the known-good version again
+  EXPECT_EQ(runs[0].status, RunStatus::kSucceeded);
+  const std::vector<store::Event> invalid = CycleEvents(*s, "config_invalid");
+  ASSERT_EQ(invalid.size(), 1u);
+  const std::string bad_hash =
+      nlohmann::json::parse(invalid[0].details_json)["config_hash"].get<std::string>();
+  EXPECT_EQ(s->GetConfigVersion(bad_hash)->state, store::ConfigState::kBad);
+  const std::vector<store::Event> rollback = CycleEvents(*s, "rollback");
+  ASSERT_EQ(rollback.size(), 1u);
+  EXPECT_EQ(nlohmann::json::parse(rollback[0].details_json)["reason"], "invalid_config");
+}
+
 TEST_F(DaemonTest, AWorkerKilledMidRunIsRetriedFromItsCheckpoint) {
   JobOptions job;
   job.updates = 4000;
