@@ -52,22 +52,6 @@ store::RunPlan PlanFromJson(const nlohmann::json& j) {
 
 store::RunPlan PlanOfSpec(const PlanSpec& spec) { return PlanFromJson(trainerd::ToJson(spec)); }
 
-// The single JSON object a report-printing worker mode (--plan-only, --ledger) prints, or
-// its error event.
-struct ReportLines {
-  nlohmann::json report;
-  nlohmann::json error;
-  void Consume(const std::string& line) {
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (!j.is_object()) return;
-    if (j.value("event", "") == "error") {
-      error = j;
-    } else if (!j.contains("event")) {
-      report = j;
-    }
-  }
-};
-
 // Copies the model artifact to `destination` atomically and checks its SHA-256 against the
 // worker's; returns the hash.
 Result<std::string> PublishArtifact(const std::string& source, const std::string& destination,
@@ -86,6 +70,32 @@ Result<std::string> PublishArtifact(const std::string& source, const std::string
 }
 
 }  // namespace
+
+struct NightlyCycle::WorkerReportOutput {
+  Result<ProcessExit> exit = Status::Internal("not run");
+  nlohmann::json report;  // the one JSON object the mode prints
+  nlohmann::json error;   // its error event, if any
+};
+
+asio::awaitable<NightlyCycle::WorkerReportOutput> NightlyCycle::RunReportMode(
+    const ActiveConfig& active, const std::vector<std::string>& extra_args, std::int64_t run_id) {
+  WorkerReportOutput out;
+  std::vector<std::string> argv = WorkerArgs(active);
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  const WorkerSupervisor::Limits limits = Limits();
+  const LaunchSpec launch{argv, StateLayout(config_.state_dir).RunLog(run_id)};
+  const std::function<void(const std::string&)> consume = [&](const std::string& line) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object()) return;
+    if (j.value("event", "") == "error") {
+      out.error = j;
+    } else if (!j.contains("event")) {
+      out.report = j;
+    }
+  };
+  out.exit = co_await supervisor_.Run(launch, limits, consume);
+  co_return out;
+}
 
 struct NightlyCycle::AttemptResult {
   std::int64_t run_id = 0;
@@ -322,20 +332,14 @@ asio::awaitable<Result<std::optional<store::RunPlan>>> NightlyCycle::Plan(
     co_return std::optional<store::RunPlan>(attempt.plan);
   }
   Progress("planning", run_id);
-  std::vector<std::string> argv = WorkerArgs(active);
-  argv.push_back("--plan-only");
+  std::vector<std::string> args = {"--plan-only"};
   if (attempt.source == PlanSource::kReplanSmaller) {
-    argv.push_back("--budget");
-    argv.push_back(std::to_string(static_cast<std::int64_t>(
+    args.push_back("--budget");
+    args.push_back(std::to_string(static_cast<std::int64_t>(
         static_cast<double>(active.spec.memory.budget_bytes) * kReplanBudgetFraction)));
   }
-  ReportLines lines;
-  const WorkerSupervisor::Limits limits = Limits();
-  LaunchSpec launch{argv, StateLayout(config_.state_dir).RunLog(run_id)};
-  std::function<void(const std::string&)> consume = [&](const std::string& line) {
-    lines.Consume(line);
-  };
-  Result<ProcessExit> exit = co_await supervisor_.Run(launch, limits, consume);
+  const WorkerReportOutput lines = co_await RunReportMode(active, args, run_id);
+  const Result<ProcessExit>& exit = lines.exit;
   if (!exit.ok()) co_return exit.status();
   if (!exit->exited || exit->code != 0 || !lines.report.is_object()) {
     const std::string message =
@@ -366,15 +370,9 @@ asio::awaitable<Result<std::optional<store::RunPlan>>> NightlyCycle::Plan(
 asio::awaitable<std::optional<store::MemoryByCategory>> NightlyCycle::MeasureLedger(
     const ActiveConfig& active, const std::string& plan_path, std::int64_t run_id) {
   Progress("measuring ledger", run_id);
-  std::vector<std::string> argv = WorkerArgs(active);
-  argv.insert(argv.end(), {"--plan", plan_path, "--ledger"});
-  ReportLines lines;
-  const WorkerSupervisor::Limits limits = Limits();
-  LaunchSpec launch{argv, StateLayout(config_.state_dir).RunLog(run_id)};
-  std::function<void(const std::string&)> consume = [&](const std::string& line) {
-    lines.Consume(line);
-  };
-  Result<ProcessExit> exit = co_await supervisor_.Run(launch, limits, consume);
+  const std::vector<std::string> args = {"--plan", plan_path, "--ledger"};
+  const WorkerReportOutput lines = co_await RunReportMode(active, args, run_id);
+  const Result<ProcessExit>& exit = lines.exit;
   if (!exit.ok() || !exit->exited || exit->code != 0 || !lines.report.is_object()) {
     Record(run_id, "ledger_failed", store::Severity::kWarning,
            "the memory ledger could not be measured (" +

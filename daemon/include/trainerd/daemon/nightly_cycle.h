@@ -64,12 +64,18 @@ class NightlyCycle {
 
  private:
   struct AttemptResult;
+  struct WorkerReportOutput;
 
   asio::awaitable<AttemptResult> RunAttempt(const ActiveConfig& active, Attempt& attempt,
                                             std::optional<std::int64_t> fallback_of);
   asio::awaitable<Result<std::optional<store::RunPlan>>> Plan(const ActiveConfig& active,
                                                               Attempt& attempt,
                                                               std::int64_t run_id);
+  // Runs a report-printing worker mode (--plan-only, --ledger): `extra_args` after the
+  // common ones; its one JSON object or its error event.
+  asio::awaitable<WorkerReportOutput> RunReportMode(const ActiveConfig& active,
+                                                    const std::vector<std::string>& extra_args,
+                                                    std::int64_t run_id);
   asio::awaitable<std::optional<store::MemoryByCategory>> MeasureLedger(
       const ActiveConfig& active, const std::string& plan_path, std::int64_t run_id);
   Result<ActiveConfig> ResolveConfig();
