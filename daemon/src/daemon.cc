@@ -1,5 +1,6 @@
 #include "trainerd/daemon/daemon.h"
 
+#include <grp.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -9,6 +10,7 @@
 #include <iterator>
 #include <thread>
 
+#include "trainerd/daemon/control_queries.h"
 #include "trainerd/daemon/host_fingerprint.h"
 #include "trainerd/daemon/policy.h"
 #include "trainerd/daemon/schedule.h"
@@ -85,6 +87,140 @@ void Daemon::RestoreMetrics() {
   }
 }
 
+Status Daemon::StartControlServer() {
+  std::optional<gid_t> allowed_group;
+  if (!config_.control_group.empty()) {
+    const struct group* g = ::getgrnam(config_.control_group.c_str());
+    if (g == nullptr) {
+      return Status::InvalidArgument(config_path_ + ": control.group: no group named '" +
+                                     config_.control_group + "'");
+    }
+    allowed_group = g->gr_gid;
+  }
+  Result<std::unique_ptr<ControlServer>> server = ControlServer::Start(
+      io_, config_.socket_path, allowed_group,
+      [this](const nlohmann::json& request) { return HandleControl(request); });
+  if (!server.ok()) return server.status();
+  control_ = std::move(*server);
+  return Status::Ok();
+}
+
+nlohmann::json Daemon::HandleControl(const nlohmann::json& request) {
+  const std::string command = request["command"];
+  if (command == "status") {
+    nlohmann::json status = AnswerFromStore(*store_, config_.job_path, request);
+    if (!status.value("ok", false)) return status;
+    nlohmann::json& r = status["result"];
+    const double now = clock_.Now();
+    r["daemon"] = {{"pid", ::getpid()},
+                   {"version", TrainerdVersion()},
+                   {"phase", cycle_running_ ? progress_.phase : "idle"},
+                   {"stopping", stopping_}};
+    r["next_start"] = options_.once ? nlohmann::json(nullptr)
+                                    : nlohmann::json(NextWindow(now, config_.schedule).start);
+    r["current_run"] = nullptr;
+    if (cycle_running_ && progress_.run_id) {
+      r["current_run"] = {{"id", *progress_.run_id},
+                          {"phase", progress_.phase},
+                          {"update", progress_.update},
+                          {"updates", progress_.updates},
+                          {"eta_seconds", progress_.eta_seconds},
+                          {"deadline", progress_.deadline},
+                          {"margin_seconds", progress_.deadline - (now + progress_.eta_seconds)}};
+    }
+    return status;
+  }
+  if (command == "runs" || command == "show" || command == "configs") {
+    return AnswerFromStore(*store_, config_.job_path, request);
+  }
+  if (command == "run-now") {
+    if (cycle_running_) return Error(kConflict, "a cycle is already running");
+    if (stopping_ || options_.once) return Error(kConflict, "the daemon is not taking cycles");
+    run_now_ = true;
+    wake_.cancel();
+    return Ok({{"started", true}});
+  }
+  if (command == "cancel") {
+    if (!cycle_running_) return Error(kConflict, "no run in progress");
+    supervisor_->Stop(WorkerExit::StoppedBy::kOperator, config_.schedule.deadline_grace_seconds);
+    return Ok({{"cancelled", progress_.run_id ? nlohmann::json(*progress_.run_id) : nullptr}});
+  }
+  if (command == "rollback") return Rollback(request);
+  return Error(kBadRequest, "unknown command '" + command + "'");
+}
+
+nlohmann::json Daemon::Rollback(const nlohmann::json& request) {
+  const double now = clock_.Now();
+  if (request.value("model", false)) {
+    // The model: back to the newest gate-passed release older than the current one, or to
+    // the release given.
+    Result<std::vector<store::Release>> releases = store_->ListReleases(10000);
+    Result<std::optional<store::Release>> current = store_->CurrentRelease();
+    if (!releases.ok() || !current.ok()) return Error(kInternalError, "cannot read releases");
+    std::optional<std::int64_t> target;
+    if (request.contains("release")) {
+      if (!request["release"].is_number_integer()) {
+        return Error(kBadRequest, "rollback: release must be an integer id");
+      }
+      target = request["release"].get<std::int64_t>();
+    } else {
+      for (const store::Release& r : *releases) {  // newest first
+        if (r.gate_passed && *current && r.id < (*current)->id) {
+          target = r.id;
+          break;
+        }
+      }
+      if (!target) return Error(kNotFound, "no earlier released model to roll back to");
+    }
+    if (Status s = store_->SetCurrentRelease(*target); !s.ok()) {
+      return Error(s.code() == Status::Code::kNotFound ? kNotFound : kConflict, s.message());
+    }
+    (void)store_->RecordEvent({0, now, std::nullopt, "model_rollback", store::Severity::kWarning,
+                               "operator made release " + std::to_string(*target) + " current",
+                               nlohmann::json{{"release", *target}}.dump()});
+    return Ok({{"current_release", *target}});
+  }
+  // The config: pin a version as the active known-good one, and mark the job file's newer
+  // version bad so that the next cycle runs the pinned one.
+  const nlohmann::json active = ActiveConfigJson(*store_, config_.job_path);
+  std::string target;
+  if (request.contains("to")) {
+    if (!request["to"].is_string() || request["to"].get<std::string>().size() < 4) {
+      return Error(kBadRequest, "rollback: to must be a config hash or a prefix of 4+ characters");
+    }
+    const std::string prefix = request["to"];
+    Result<std::vector<store::ConfigVersion>> versions = store_->ListConfigVersions();
+    if (!versions.ok()) return Error(kInternalError, versions.status().message());
+    for (const store::ConfigVersion& v : *versions) {
+      if (v.hash.rfind(prefix, 0) != 0) continue;
+      if (!target.empty()) return Error(kBadRequest, "rollback: '" + prefix + "' is ambiguous");
+      target = v.hash;
+    }
+    if (target.empty()) return Error(kNotFound, "no config version " + prefix);
+  } else {
+    Result<std::vector<store::ConfigVersion>> versions = store_->ListConfigVersions();
+    if (!versions.ok()) return Error(kInternalError, versions.status().message());
+    for (const store::ConfigVersion& v : *versions) {  // newest first
+      if (v.state == store::ConfigState::kKnownGood && v.hash != active.value("hash", "")) {
+        target = v.hash;
+        break;
+      }
+    }
+    if (target.empty()) return Error(kNotFound, "no other known-good config version");
+  }
+  const std::string reason = "rolled back by an operator to " + target.substr(0, 12);
+  if (active.contains("hash") && active["hash"] != target) {
+    (void)store_->SetConfigState({active["hash"], store::ConfigState::kBad, reason, now});
+  }
+  (void)store_->SetConfigState({target, store::ConfigState::kKnownGood, reason, now});
+  (void)store_->RecordEvent(
+      {0, now, std::nullopt, "rollback", store::Severity::kWarning, reason,
+       nlohmann::json{{"from", active.value("hash", "")}, {"to", target}, {"reason", "operator"}}
+           .dump()});
+  metrics_->Rollback("operator");
+  return Ok({{"active_config", target}});
+}
+
 bool Daemon::CycleDue(const Window& window) {
   if (last_cycle_window_ && *last_cycle_window_ == window.start) return false;
   Result<std::vector<store::RunRecord>> runs = store_->ListRecentRuns(50);
@@ -137,6 +273,7 @@ void Daemon::ApplyPendingReload() {
 }
 
 void Daemon::Report(const CycleProgress& progress) {
+  progress_ = progress;
   // Training reports every update; systemd needs no more than one status a second, a person
   // watching `--once` one line every 10 s.
   const double now = clock_.Now();
@@ -202,6 +339,10 @@ asio::awaitable<int> Daemon::Main() {
     std::fprintf(stderr, "trainerd: metrics on http://%s/metrics\n",
                  config_.metrics_listen.c_str());
   }
+  if (Status s = StartControlServer(); !s.ok()) {
+    std::fprintf(stderr, "trainerd: %s\n", s.message().c_str());
+    co_return exit_code::kInternal;
+  }
   signals_.async_wait([this](const boost::system::error_code& ec, int signal) {
     if (!ec) OnSignal(signal);
   });
@@ -215,9 +356,10 @@ asio::awaitable<int> Daemon::Main() {
     const double now = clock_.Now();
     std::optional<Window> window;
     std::string trigger;
-    if (options_.once) {
+    if (options_.once || run_now_) {
       window = WindowStartingAt(now, config_.schedule);
-      trigger = "once";
+      trigger = run_now_ ? "run-now" : "once";
+      run_now_ = false;
     } else if (std::optional<Window> open = WindowContaining(now, config_.schedule);
                open && CycleDue(*open)) {
       window = open;
@@ -256,6 +398,7 @@ asio::awaitable<int> Daemon::Main() {
   if (stopping_ && !options_.once) code = exit_code::kOk;  // a service stop is not a failure
   watchdog_.cancel();
   signals_.cancel();
+  control_.reset();
   store_.reset();  // closes the database cleanly
   co_return code;
 }

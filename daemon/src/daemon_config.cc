@@ -202,6 +202,7 @@ Result<DaemonConfig> ParseDaemonConfigText(const std::string& yaml_text,
   YamlReader control = top.Child("control");
   std::string socket;
   ReadPath(control, "socket", &socket, /*allow_empty=*/false);
+  control.String("group", &config.control_group, {});
   control.RejectUnknownKeys();
   YamlReader metrics = top.Child("metrics");
   metrics.String("listen", &config.metrics_listen, {});

@@ -23,8 +23,8 @@ using prometheus::Gauge;
 constexpr std::string_view kOutcomes[] = {"succeeded", "oom",       "crashed",   "leak",
                                           "deadline",  "regressed", "cancelled", "interrupted"};
 constexpr std::string_view kFallbackReasons[] = {"oom", "crash", "leak"};
-constexpr std::string_view kRollbackReasons[] = {"oom", "crash", "leak", "regression",
-                                                 "invalid_config"};
+constexpr std::string_view kRollbackReasons[] = {"oom",        "crash",          "leak",
+                                                 "regression", "invalid_config", "operator"};
 
 Family<Gauge>& GaugeFamily(prometheus::Registry& registry, const std::string& name,
                            const std::string& help) {

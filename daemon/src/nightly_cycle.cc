@@ -214,6 +214,7 @@ Result<ActiveConfig> NightlyCycle::ResolveConfig() {
 asio::awaitable<CycleOutcome> NightlyCycle::Run(Window window, std::string trigger,
                                                 std::optional<std::int64_t> resumes_run) {
   window_ = window;
+  supervisor_.Reset();  // an operator's cancel ends one cycle, not the next
   progress_ = CycleProgress{};
   progress_.deadline = window.deadline;
   CycleOutcome outcome;

@@ -12,6 +12,7 @@
 
 #include "trainerd/daemon/asio.h"
 #include "trainerd/daemon/clock.h"
+#include "trainerd/daemon/control_server.h"
 #include "trainerd/daemon/daemon_config.h"
 #include "trainerd/daemon/daemon_metrics.h"
 #include "trainerd/daemon/nightly_cycle.h"
@@ -53,6 +54,9 @@ class Daemon {
   void ApplyPendingReload();
   void Report(const CycleProgress& progress);
   void ArmWatchdog();
+  Status StartControlServer();
+  nlohmann::json HandleControl(const nlohmann::json& request);
+  nlohmann::json Rollback(const nlohmann::json& request);
 
   asio::io_context& io_;
   DaemonConfig config_;
@@ -66,6 +70,9 @@ class Daemon {
   std::unique_ptr<WorkerSupervisor> supervisor_;
   std::unique_ptr<DaemonMetrics> metrics_;
   std::unique_ptr<MetricsEndpoint> metrics_endpoint_;
+  std::unique_ptr<ControlServer> control_;
+  CycleProgress progress_;  // the last progress report of the running cycle
+  bool run_now_ = false;    // trainerctl run-now: start a cycle at once
   asio::signal_set signals_;
   asio::steady_timer wake_;
   asio::steady_timer watchdog_;

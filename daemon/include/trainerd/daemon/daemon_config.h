@@ -42,6 +42,9 @@ struct DaemonConfig {
   ScheduleConfig schedule;
   std::string state_dir;    // default "<config folder>/state"
   std::string socket_path;  // control socket; default "<state_dir>/trainerd.sock"
+  // A group whose members may use the control socket besides root and the daemon's user
+  // ("" = none); checked by name when the daemon starts.
+  std::string control_group;
   // host:port of the /metrics endpoint (port 1..65535); "" disables it.
   std::string metrics_listen = "127.0.0.1:9464";
   CostConfig cost;

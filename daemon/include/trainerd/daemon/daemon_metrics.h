@@ -40,7 +40,7 @@ class DaemonMetrics {
   void LastSuccess(double ended_at);
   // reason: "oom", "crash" or "leak".
   void Fallback(std::string_view reason);
-  // reason: "oom", "crash", "leak", "regression" or "invalid_config".
+  // reason: "oom", "crash", "leak", "regression", "invalid_config" or "operator".
   void Rollback(std::string_view reason);
 
   // The text exposition format, as /metrics serves it.

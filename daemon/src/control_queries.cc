@@ -1,0 +1,192 @@
+#include "trainerd/daemon/control_queries.h"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "trainerd/common/sha256.h"
+
+namespace trainerd::daemon {
+
+namespace {
+
+nlohmann::json Optional(const std::optional<double>& value) {
+  return value && std::isfinite(*value) ? nlohmann::json(*value) : nlohmann::json(nullptr);
+}
+
+nlohmann::json ParsedOrText(const std::string& json_text) {
+  nlohmann::json j = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  return j.is_discarded() ? nlohmann::json(json_text) : j;
+}
+
+}  // namespace
+
+nlohmann::json Ok(nlohmann::json result) { return {{"ok", true}, {"result", std::move(result)}}; }
+
+nlohmann::json Error(const std::string& code, const std::string& message) {
+  return {{"ok", false}, {"error", {{"code", code}, {"message", message}}}};
+}
+
+nlohmann::json RunJson(const store::RunRecord& run) {
+  nlohmann::json j = {
+      {"id", run.id},
+      {"config_hash", run.config_hash},
+      {"fallback_of", run.fallback_of ? nlohmann::json(*run.fallback_of) : nullptr},
+      {"status", std::string(store::ToString(run.status))},
+      {"created_at", run.created_at},
+      {"started_at", Optional(run.started_at)},
+      {"ended_at", Optional(run.ended_at)},
+      {"deadline_at", run.deadline_at},
+      {"plan",
+       {{"microbatch", run.plan.microbatch},
+        {"accumulation_steps", run.plan.accumulation_steps},
+        {"checkpoint_blocks", run.plan.checkpoint_blocks},
+        {"precision", run.plan.precision}}},
+      {"hardware",
+       {{"cpu_model", run.hardware.cpu_model},
+        {"cpu_cores", run.hardware.cpu_cores},
+        {"memory_bytes", run.hardware.memory_bytes},
+        {"device", run.hardware.device},
+        {"device_memory_bytes", run.hardware.device_memory_bytes}}},
+      {"software",
+       {{"trainerd_version", run.software.trainerd_version},
+        {"libtorch_version", run.software.libtorch_version},
+        {"blas", run.software.blas},
+        {"compiler", run.software.compiler}}},
+      {"shapes", ParsedOrText(run.shapes_json)},
+      {"seeds", ParsedOrText(run.seeds_json)},
+      {"data_fingerprint", run.data_fingerprint},
+      {"throughput_method", run.throughput_method},
+      {"samples_per_second", Optional(run.samples_per_second)},
+      {"tokens_per_second", Optional(run.tokens_per_second)},
+      {"mfu", Optional(run.mfu)},
+      {"cost_per_sample", Optional(run.cost_per_sample)},
+      {"final_loss", Optional(run.final_loss)},
+      {"peak_memory_bytes", nullptr},
+  };
+  if (run.peak_memory) {
+    const store::MemoryByCategory& m = *run.peak_memory;
+    j["peak_memory_bytes"] = {{"parameters", m.parameters},
+                              {"gradients", m.gradients},
+                              {"optimizer_state", m.optimizer_state},
+                              {"activations", m.activations},
+                              {"temporaries", m.temporaries},
+                              {"inputs", m.inputs},
+                              {"peak", m.peak}};
+  }
+  return j;
+}
+
+nlohmann::json ConfigJson(const store::ConfigVersion& version) {
+  return {{"hash", version.hash},
+          {"state", std::string(store::ToString(version.state))},
+          {"first_seen", version.first_seen}};
+}
+
+nlohmann::json ReleaseJson(const store::Release& release) {
+  return {{"id", release.id},
+          {"run_id", release.run_id},
+          {"artifact_path", release.artifact_path},
+          {"artifact_sha256", release.artifact_hash},
+          {"gate_passed", release.gate_passed},
+          {"gate", ParsedOrText(release.gate_details_json)},
+          {"created_at", release.created_at},
+          {"current", release.current}};
+}
+
+nlohmann::json EventJson(const store::Event& event) {
+  return {{"id", event.id},
+          {"at", event.at},
+          {"run_id", event.run_id ? nlohmann::json(*event.run_id) : nullptr},
+          {"kind", event.kind},
+          {"severity", std::string(store::ToString(event.severity))},
+          {"message", event.message},
+          {"details", ParsedOrText(event.details_json)}};
+}
+
+nlohmann::json ActiveConfigJson(store::Store& store, const std::string& job_path) {
+  std::ifstream in(job_path, std::ios::binary);
+  if (in) {
+    std::ostringstream text;
+    text << in.rdbuf();
+    Result<store::ConfigVersion> version = store.GetConfigVersion(Sha256Hex(text.str()));
+    if (version.ok() && version->state != store::ConfigState::kBad) return ConfigJson(*version);
+  }
+  Result<std::optional<store::ConfigVersion>> good = store.LastKnownGoodConfig();
+  return good.ok() && *good ? ConfigJson(**good) : nlohmann::json::object();
+}
+
+nlohmann::json AnswerFromStore(store::Store& store, const std::string& job_path,
+                               const nlohmann::json& request) {
+  const std::string command = request.value("command", "");
+  if (command == "runs") {
+    const nlohmann::json limit = request.value("limit", nlohmann::json(20));
+    if (!limit.is_number_integer() || limit.get<int>() < 1 || limit.get<int>() > 10000) {
+      return Error(kBadRequest, "runs: limit must be an integer in [1, 10000]");
+    }
+    Result<std::vector<store::RunRecord>> runs = store.ListRecentRuns(limit.get<int>());
+    if (!runs.ok()) return Error(kInternalError, runs.status().message());
+    nlohmann::json list = nlohmann::json::array();
+    for (const store::RunRecord& run : *runs) list.push_back(RunJson(run));
+    return Ok({{"runs", list}});
+  }
+  if (command == "show") {
+    const nlohmann::json id = request.value("run", nlohmann::json());
+    if (!id.is_number_integer()) return Error(kBadRequest, "show: run must be an integer id");
+    Result<store::RunRecord> run = store.GetRun(id.get<std::int64_t>());
+    if (!run.ok()) {
+      return run.status().code() == Status::Code::kNotFound
+                 ? Error(kNotFound, "no run " + std::to_string(id.get<std::int64_t>()))
+                 : Error(kInternalError, run.status().message());
+    }
+    nlohmann::json events = nlohmann::json::array();
+    if (Result<std::vector<store::Event>> e = store.GetRunEvents(run->id); e.ok()) {
+      for (const store::Event& event : *e) events.push_back(EventJson(event));
+    }
+    nlohmann::json evals = nlohmann::json::array();
+    if (Result<std::vector<store::SliceEval>> e = store.GetSliceEvals(run->id); e.ok()) {
+      for (const store::SliceEval& s : *e) {
+        evals.push_back({{"slice", s.slice},
+                         {"update", s.update},
+                         {"loss", std::isfinite(s.loss) ? nlohmann::json(s.loss) : nullptr}});
+      }
+    }
+    std::size_t updates = 0;
+    if (Result<std::vector<store::UpdateMetric>> m = store.GetMetrics(run->id); m.ok()) {
+      updates = m->size();
+    }
+    return Ok({{"run", RunJson(*run)},
+               {"events", events},
+               {"slice_evals", evals},
+               {"updates_recorded", updates}});
+  }
+  if (command == "configs") {
+    Result<std::vector<store::ConfigVersion>> versions = store.ListConfigVersions();
+    if (!versions.ok()) return Error(kInternalError, versions.status().message());
+    nlohmann::json list = nlohmann::json::array();
+    for (const store::ConfigVersion& v : *versions) list.push_back(ConfigJson(v));
+    return Ok({{"configs", list}, {"active", ActiveConfigJson(store, job_path)}});
+  }
+  if (command == "status") {
+    nlohmann::json status = {{"active_config", ActiveConfigJson(store, job_path)},
+                             {"last_known_good", nullptr},
+                             {"current_release", nullptr},
+                             {"last_run", nullptr}};
+    if (Result<std::optional<store::ConfigVersion>> good = store.LastKnownGoodConfig();
+        good.ok() && *good) {
+      status["last_known_good"] = ConfigJson(**good);
+    }
+    if (Result<std::optional<store::Release>> release = store.CurrentRelease();
+        release.ok() && *release) {
+      status["current_release"] = ReleaseJson(**release);
+    }
+    if (Result<std::vector<store::RunRecord>> last = store.ListRecentRuns(1);
+        last.ok() && !last->empty()) {
+      status["last_run"] = RunJson(last->front());
+    }
+    return Ok(status);
+  }
+  return Error(kBadRequest, "unknown command '" + command + "'");
+}
+
+}  // namespace trainerd::daemon

@@ -1,0 +1,194 @@
+#include "trainerctl_format.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+#include <vector>
+
+#include "trainerd/daemon/schedule.h"
+#include "trainerd/trainer/units.h"
+
+namespace trainerd::daemon {
+
+namespace {
+
+using Json = nlohmann::json;
+
+std::string Short(const Json& hash) {
+  return hash.is_string() ? hash.get<std::string>().substr(0, 12) : "-";
+}
+
+std::string Time(const Json& t) { return t.is_number() ? FormatUtc(t.get<double>()) : "-"; }
+
+std::string Number(const Json& value, const char* format) {
+  if (!value.is_number()) return "-";
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, format, value.get<double>());
+  return buffer;
+}
+
+std::string Bytes(const Json& value) {
+  return value.is_number() ? FormatBytes(value.get<std::int64_t>()) : "-";
+}
+
+std::string Plan(const Json& plan) {
+  if (!plan.is_object()) return "-";
+  return std::to_string(plan.value("microbatch", 0)) + " x " +
+         std::to_string(plan.value("accumulation_steps", 0)) + " " + plan.value("precision", "") +
+         " ckpt " + std::to_string(plan.value("checkpoint_blocks", Json::array()).size());
+}
+
+std::string Duration(const Json& run) {
+  if (!run["started_at"].is_number() || !run["ended_at"].is_number()) return "-";
+  return FormatDuration(run["ended_at"].get<double>() - run["started_at"].get<double>());
+}
+
+// Rows of cells, each column padded to its widest cell.
+std::string Table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::size_t> widths;
+  for (const auto& row : rows) {
+    widths.resize(std::max(widths.size(), row.size()));
+    for (std::size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
+  }
+  std::ostringstream out;
+  for (const auto& row : rows) {
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      out << row[c];
+      if (c + 1 < row.size()) out << std::string(widths[c] - row[c].size() + 2, ' ');
+    }
+    out << "\n";
+  }
+  return out.str();
+}
+
+std::string Config(const Json& config) {
+  if (!config.is_object() || !config.contains("hash")) return "none";
+  return Short(config["hash"]) + " (" + config.value("state", "") + ")";
+}
+
+}  // namespace
+
+std::string FormatStatus(const Json& s) {
+  std::vector<std::vector<std::string>> rows;
+  const Json& daemon = s["daemon"];
+  if (daemon.is_object() && daemon.value("running", true)) {
+    rows.push_back({"daemon", "running, pid " + std::to_string(daemon.value("pid", 0)) +
+                                  ", trainerd " + daemon.value("version", "") + ", " +
+                                  daemon.value("phase", "")});
+  } else {
+    rows.push_back({"daemon", "not running (read from the database)"});
+  }
+  if (const Json& run = s.value("current_run", Json()); run.is_object()) {
+    rows.push_back(
+        {"current run", std::to_string(run.value("id", 0)) + ": " + run.value("phase", "") +
+                            (run.value("updates", 0) > 0
+                                 ? ", update " + std::to_string(run.value("update", 0)) + "/" +
+                                       std::to_string(run.value("updates", 0)) + ", ETA " +
+                                       FormatDuration(run.value("eta_seconds", 0.0))
+                                 : "")});
+    rows.push_back({"deadline", Time(run["deadline"]) + ", margin " +
+                                    FormatDuration(run.value("margin_seconds", 0.0))});
+  }
+  rows.push_back({"next start", Time(s.value("next_start", Json()))});
+  rows.push_back({"active config", Config(s.value("active_config", Json()))});
+  rows.push_back({"last known-good", Config(s.value("last_known_good", Json()))});
+  if (const Json& r = s.value("current_release", Json()); r.is_object()) {
+    rows.push_back({"current release", std::to_string(r.value("id", 0)) + ": run " +
+                                           std::to_string(r.value("run_id", 0)) + ", model " +
+                                           Short(r["artifact_sha256"])});
+  } else {
+    rows.push_back({"current release", "none"});
+  }
+  if (const Json& run = s.value("last_run", Json()); run.is_object()) {
+    rows.push_back(
+        {"last run",
+         std::to_string(run.value("id", 0)) + " " + run.value("status", "") + ", " +
+             Number(run["samples_per_second"], "%.1f") + " samples/s, " + "peak " +
+             Bytes(run["peak_memory_bytes"].is_object() ? run["peak_memory_bytes"]["peak"]
+                                                        : Json()) +
+             ", ended " + Time(run["ended_at"])});
+  }
+  return Table(rows);
+}
+
+std::string FormatRuns(const Json& result) {
+  std::vector<std::vector<std::string>> rows = {
+      {"ID", "STATUS", "CONFIG", "PLAN", "SAMPLES/S", "PEAK", "DURATION", "ENDED", "FALLBACK OF"}};
+  for (const Json& run : result["runs"]) {
+    rows.push_back(
+        {std::to_string(run.value("id", 0)), run.value("status", ""), Short(run["config_hash"]),
+         Plan(run["plan"]), Number(run["samples_per_second"], "%.1f"),
+         Bytes(run["peak_memory_bytes"].is_object() ? run["peak_memory_bytes"]["peak"] : Json()),
+         Duration(run), Time(run["ended_at"]),
+         run["fallback_of"].is_number() ? std::to_string(run["fallback_of"].get<int>()) : "-"});
+  }
+  return Table(rows);
+}
+
+std::string FormatShow(const Json& result) {
+  const Json& run = result["run"];
+  const Json& hw = run["hardware"];
+  const Json& sw = run["software"];
+  std::vector<std::vector<std::string>> rows = {
+      {"run", std::to_string(run.value("id", 0))},
+      {"status", run.value("status", "")},
+      {"config", run.value("config_hash", "")},
+      {"fallback of",
+       run["fallback_of"].is_number() ? std::to_string(run["fallback_of"].get<int>()) : "-"},
+      {"created / started", Time(run["created_at"]) + " / " + Time(run["started_at"])},
+      {"ended / deadline", Time(run["ended_at"]) + " / " + Time(run["deadline_at"])},
+      {"duration", Duration(run)},
+      {"plan", Plan(run["plan"]) + " (blocks " + run["plan"]["checkpoint_blocks"].dump() + ")"},
+      {"hardware", hw.value("cpu_model", "") + ", " + std::to_string(hw.value("cpu_cores", 0)) +
+                       " cores, " + Bytes(hw["memory_bytes"]) + "; device " +
+                       hw.value("device", "") + " " + Bytes(hw["device_memory_bytes"])},
+      {"software", "trainerd " + sw.value("trainerd_version", "") + ", LibTorch " +
+                       sw.value("libtorch_version", "") + ", " + sw.value("compiler", "")},
+      {"blas", sw.value("blas", "")},
+      {"shapes", run["shapes"].dump()},
+      {"seeds", run["seeds"].dump()},
+      {"data", run.value("data_fingerprint", "")},
+      {"samples/s", Number(run["samples_per_second"], "%.1f") + " (tokens/s " +
+                        Number(run["tokens_per_second"], "%.0f") + ")"},
+      {"throughput method", run.value("throughput_method", "")},
+      {"MFU", Number(run["mfu"], "%.3f")},
+      {"cost per sample", Number(run["cost_per_sample"], "%.3g")},
+      {"final loss", Number(run["final_loss"], "%.4f")},
+      {"updates recorded", std::to_string(result.value("updates_recorded", 0))},
+  };
+  std::string out = Table(rows);
+  if (const Json& m = run["peak_memory_bytes"]; m.is_object()) {
+    out += "\nmemory at the peak\n";
+    std::vector<std::vector<std::string>> memory;
+    for (const char* category : {"activations", "optimizer_state", "temporaries", "parameters",
+                                 "gradients", "inputs", "peak"}) {
+      memory.push_back({std::string("  ") + category, Bytes(m[category])});
+    }
+    out += Table(memory);
+  }
+  std::vector<std::vector<std::string>> evals;
+  for (const Json& e : result["slice_evals"]) {
+    evals.push_back({"  " + e.value("slice", ""), "update " + std::to_string(e.value("update", 0)),
+                     Number(e["loss"], "%.4f")});
+  }
+  if (!evals.empty()) out += "\neval loss by slice\n" + Table(evals);
+  std::vector<std::vector<std::string>> events;
+  for (const Json& e : result["events"]) {
+    events.push_back({"  " + Time(e["at"]), e.value("severity", ""), e.value("kind", ""),
+                      e.value("message", "")});
+  }
+  if (!events.empty()) out += "\nevents\n" + Table(events);
+  return out;
+}
+
+std::string FormatConfigs(const Json& result) {
+  const std::string active = result["active"].value("hash", "");
+  std::vector<std::vector<std::string>> rows = {{"HASH", "STATE", "FIRST SEEN", "ACTIVE"}};
+  for (const Json& c : result["configs"]) {
+    rows.push_back({Short(c["hash"]), c.value("state", ""), Time(c["first_seen"]),
+                    c.value("hash", "") == active ? "*" : ""});
+  }
+  return Table(rows);
+}
+
+}  // namespace trainerd::daemon
