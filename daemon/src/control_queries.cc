@@ -109,8 +109,11 @@ nlohmann::json ActiveConfigJson(store::Store& store, const std::string& job_path
   if (in) {
     std::ostringstream text;
     text << in.rdbuf();
-    Result<store::ConfigVersion> version = store.GetConfigVersion(Sha256Hex(text.str()));
+    const std::string hash = Sha256Hex(text.str());
+    Result<store::ConfigVersion> version = store.GetConfigVersion(hash);
     if (version.ok() && version->state != store::ConfigState::kBad) return ConfigJson(*version);
+    // Edited since the last cycle: the next one records it as a candidate and runs it.
+    if (!version.ok()) return {{"hash", hash}, {"state", "new"}, {"first_seen", nullptr}};
   }
   Result<std::optional<store::ConfigVersion>> good = store.LastKnownGoodConfig();
   return good.ok() && *good ? ConfigJson(**good) : nlohmann::json::object();

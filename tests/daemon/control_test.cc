@@ -183,6 +183,13 @@ TEST_F(ControlTest, EveryCommandAgainstALiveDaemon) {
   const Ctl ledger = Run({"ledger", "--json"});
   ASSERT_EQ(ledger.code, 0) << ledger.err;
   EXPECT_GT(ledger.json()["peak_bytes"].get<std::int64_t>(), 0);
+  const Ctl plan = Run({"plan", "--json"});
+  ASSERT_EQ(plan.code, 0) << plan.err;
+  EXPECT_EQ(plan.json()["microbatch"].get<int>() * plan.json()["accumulation_steps"].get<int>(), 8);
+  const Ctl what_if = Run({"what-if", "--static", "3.2GB", "--act-per-sample", "0.34GB", "--device",
+                           "24GB", "--reserve", "10%", "--json"});
+  ASSERT_EQ(what_if.code, 0) << what_if.err;
+  EXPECT_EQ(what_if.json()["max_microbatch"], 54);
   StopDaemon();
 }
 

@@ -322,5 +322,16 @@ TEST(DaemonConfigTest, BundledConfigParsesAndItsJobExists) {
   EXPECT_EQ(config->worker_path, "");
 }
 
+TEST(DaemonConfigTest, TheServiceConfigInDeployParses) {
+  const char* root = std::getenv("TRAINERD_SOURCE_DIR");
+  ASSERT_NE(root, nullptr) << "run through ctest";
+  Result<DaemonConfig> config = ParseDaemonConfigFile(std::string(root) + "/deploy/trainerd.yaml");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->state_dir, "/var/lib/trainerd");
+  EXPECT_EQ(config->socket_path, "/run/trainerd/trainerd.sock");
+  EXPECT_EQ(config->control_group, "trainerd");
+  EXPECT_EQ(config->job_path, "/etc/trainerd/job.yaml");
+}
+
 }  // namespace
 }  // namespace trainerd::daemon

@@ -32,7 +32,8 @@ nlohmann::json ReleaseJson(const store::Release& release);
 nlohmann::json EventJson(const store::Event& event);
 
 // The config version the next cycle would run: the job file's version unless it is bad or
-// unreadable, else the last known-good version. Empty object when there is none.
+// unreadable (state "new" when the file changed since the last cycle), else the last
+// known-good version. Empty object when there is none.
 nlohmann::json ActiveConfigJson(store::Store& store, const std::string& job_path);
 
 // Answers the read-only commands from the store: "runs" {limit}, "show" {run}, "configs",
