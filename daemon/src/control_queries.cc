@@ -65,14 +65,10 @@ nlohmann::json RunJson(const store::RunRecord& run) {
       {"peak_memory_bytes", nullptr},
   };
   if (run.peak_memory) {
-    const store::MemoryByCategory& m = *run.peak_memory;
-    j["peak_memory_bytes"] = {{"parameters", m.parameters},
-                              {"gradients", m.gradients},
-                              {"optimizer_state", m.optimizer_state},
-                              {"activations", m.activations},
-                              {"temporaries", m.temporaries},
-                              {"inputs", m.inputs},
-                              {"peak", m.peak}};
+    j["peak_memory_bytes"] = nlohmann::json::object();
+    for (const auto& [category, bytes] : store::NamedCategories(*run.peak_memory)) {
+      j["peak_memory_bytes"][std::string(category)] = bytes;
+    }
   }
   return j;
 }

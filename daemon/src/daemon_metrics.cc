@@ -124,17 +124,8 @@ void DaemonMetrics::RunFinished(const store::RunRecord& run,
   if (run.final_loss) f_->train_loss.Add({}).Set(*run.final_loss);
   for (const auto& [slice, loss] : evals) f_->eval_loss.Add({{"slice", slice}}).Set(loss);
   if (run.peak_memory) {
-    const store::MemoryByCategory& m = *run.peak_memory;
-    const std::pair<const char*, std::int64_t> categories[] = {
-        {"parameters", m.parameters},
-        {"gradients", m.gradients},
-        {"optimizer_state", m.optimizer_state},
-        {"activations", m.activations},
-        {"temporaries", m.temporaries},
-        {"inputs", m.inputs},
-        {"peak", m.peak}};
-    for (const auto& [category, bytes] : categories) {
-      f_->peak.Add({{"category", category}}).Set(static_cast<double>(bytes));
+    for (const auto& [category, bytes] : store::NamedCategories(*run.peak_memory)) {
+      f_->peak.Add({{"category", std::string(category)}}).Set(static_cast<double>(bytes));
     }
   }
   if (run.mfu) f_->mfu.Add({}).Set(*run.mfu);

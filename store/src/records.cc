@@ -77,4 +77,15 @@ bool IsFinished(RunStatus status) {
   return status != RunStatus::kScheduled && status != RunStatus::kRunning;
 }
 
+std::array<std::pair<std::string_view, std::int64_t>, 7> NamedCategories(
+    const MemoryByCategory& m) {
+  return {{{"parameters", m.parameters},
+           {"gradients", m.gradients},
+           {"optimizer_state", m.optimizer_state},
+           {"activations", m.activations},
+           {"temporaries", m.temporaries},
+           {"inputs", m.inputs},
+           {"peak", m.peak}}};
+}
+
 }  // namespace trainerd::store

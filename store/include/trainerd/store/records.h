@@ -10,10 +10,12 @@
 // Thread safety: plain values, freely copyable, no shared state.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "trainerd/common/status.h"
@@ -114,6 +116,12 @@ struct MemoryByCategory {
 
   bool operator==(const MemoryByCategory&) const = default;
 };
+
+// Every category and the peak as (name, bytes), in ledger order. The names are the stable
+// spelling in JSON and metric labels: "parameters", "gradients", "optimizer_state",
+// "activations", "temporaries", "inputs", "peak".
+std::array<std::pair<std::string_view, std::int64_t>, 7> NamedCategories(
+    const MemoryByCategory& memory);
 
 // One run of a config version with one plan. Fields marked "measured" stay empty until the
 // run has produced them; an empty optional is stored as SQL NULL.
