@@ -18,6 +18,7 @@
 
 #include "../support/child_process.h"
 #include "../support/temp_dir.h"
+#include "../support/utc_clock.h"
 #include "trainerd/daemon/control_client.h"
 
 namespace trainerd {
@@ -49,8 +50,10 @@ class ControlTest : public ::testing::Test {
     // The next window is hours away: cycles start only on run-now.
     dir_.Write("trainerd.yaml",
                "job: job.yaml\nstate_dir: state\nmetrics: {listen: \"\"}\n"
-               "schedule: {start: \"00:00\", window: 1m, deadline_grace: 5s}\n"
-               "regression: {throughput_tolerance: 95%}\n");
+               "schedule: {start: \"" +
+                   testing::UtcClock(3 * 3600) +
+                   "\", window: 1m, deadline_grace: 5s}\n"
+                   "regression: {throughput_tolerance: 95%}\n");
   }
 
   std::string Socket() const { return dir_.File("state/trainerd.sock"); }

@@ -19,6 +19,7 @@
 
 #include "../support/child_process.h"
 #include "../support/temp_dir.h"
+#include "../support/utc_clock.h"
 #include "trainerd/common/sha256.h"
 #include "trainerd/store/store.h"
 
@@ -27,6 +28,7 @@ namespace {
 
 using store::RunStatus;
 using testing::ChildProcess;
+using testing::UtcClock;
 
 constexpr const char* kLicences = "/usr/share/common-licenses";
 
@@ -45,16 +47,6 @@ std::string JobYaml(const JobOptions& o) {
          "training: {effective_batch: 8, updates: " + std::to_string(o.updates) +
          ", seed: 7, eval_interval: 10, checkpoint_interval: " +
          std::to_string(o.checkpoint_interval) + "}\n" + "runtime: {threads: 1}\n" + o.extra;
-}
-
-// "HH:MM" in UTC, `offset_seconds` from now.
-std::string UtcClock(int offset_seconds) {
-  const std::time_t t = std::time(nullptr) + offset_seconds;
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char text[8];
-  std::strftime(text, sizeof text, "%H:%M", &tm);
-  return text;
 }
 
 // A datagram socket standing in for systemd's NOTIFY_SOCKET, drained by a thread as systemd
@@ -388,13 +380,14 @@ TEST_F(DaemonTest, ACandidateThatDegradesEvalLossIsNotReleasedAndRollsBack) {
 }
 
 TEST_F(DaemonTest, TheDeadlineStopsTheWorkerAndTheNextCycleResumesFromItsCheckpoint) {
-  // A job far longer than its 12 s window; the worker is told to stop 6 s before the end.
+  // A job far longer than its 20 s window; the worker is told to stop 10 s before the end
+  // (after the ledger and the worker's start-up, even on a loaded machine).
   JobOptions job;
   job.updates = 200000;
   job.checkpoint_interval = 1000000;
   job.extra = "plan: {microbatch: 8}\n";
   WriteJob(job);
-  WriteDaemonConfig("01:30", "12s", "6s");
+  WriteDaemonConfig("01:30", "20s", "10s");
   EXPECT_EQ(RunOnce(), 3) << Diagnostics();
   std::unique_ptr<store::Store> s = Store();
   ASSERT_NE(s, nullptr);

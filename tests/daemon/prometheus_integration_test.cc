@@ -16,6 +16,7 @@
 
 #include "../support/child_process.h"
 #include "../support/temp_dir.h"
+#include "../support/utc_clock.h"
 #include "trainerd/daemon/asio.h"
 #include "trainerd/store/store.h"
 
@@ -117,7 +118,8 @@ TEST(PrometheusIntegrationTest, DashboardQueriesReturnDataAndAlertRulesEvaluate)
   // --once exits after its cycle: serve the finished run's metrics from a long-running
   // daemon whose next window is hours away (it restores them from the store).
   dir.Write("trainerd.yaml", "job: job.yaml\nstate_dir: state\nmetrics: {listen: \"" + target +
-                                 "\"}\nschedule: {start: \"00:00\", window: 1m, "
+                                 "\"}\nschedule: {start: \"" + testing::UtcClock(3 * 3600) +
+                                 "\", window: 1m, "
                                  "deadline_grace: 10s}\n");
   ChildProcess serving({TRAINERD_PATH, "--config", dir.File("trainerd.yaml")});
   ASSERT_TRUE(Eventually(
