@@ -315,7 +315,7 @@ TEST(DaemonConfigTest, BundledConfigParsesAndItsJobExists) {
   EXPECT_EQ(config->metrics_listen, "127.0.0.1:9464");
   EXPECT_DOUBLE_EQ(config->cost.per_device_hour, 0.35);
   EXPECT_EQ(config->cost.currency, "USD");
-  EXPECT_DOUBLE_EQ(config->regression.throughput_tolerance, 0.25);
+  EXPECT_DOUBLE_EQ(config->regression.throughput_tolerance, 0.50);
   EXPECT_DOUBLE_EQ(config->regression.eval_loss_tolerance, 0.02);
   EXPECT_TRUE(config->regression.slice_tolerances.empty());
   EXPECT_EQ(config->max_attempts, 4);
