@@ -320,7 +320,7 @@ asio::awaitable<int> Daemon::Main() {
     co_return exit_code::kInternal;
   }
   store_ = std::move(*store);
-  supervisor_ = std::make_unique<WorkerSupervisor>(io_, clock_, layout.WorkerPidFile());
+  supervisor_ = std::make_unique<WorkerSupervisor>(io_, clock_, launcher_, layout.WorkerPidFile());
   if (Status s = Recover(); !s.ok()) {
     std::fprintf(stderr, "trainerd: recovery: %s\n", s.message().c_str());
     co_return exit_code::kInternal;
@@ -349,7 +349,7 @@ asio::awaitable<int> Daemon::Main() {
   ArmWatchdog();
   notifier_.Ready();
 
-  NightlyCycle cycle(config_, *store_, clock_, *supervisor_, metrics_.get(),
+  NightlyCycle cycle(config_, *store_, clock_, *supervisor_, files_, metrics_.get(),
                      [this](const CycleProgress& p) { Report(p); });
   int code = exit_code::kOk;
   while (!stopping_) {

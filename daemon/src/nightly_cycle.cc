@@ -3,11 +3,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
-#include "trainerd/common/atomic_file.h"
 #include "trainerd/common/sha256.h"
 #include "trainerd/daemon/host_fingerprint.h"
 #include "trainerd/daemon/state_layout.h"
@@ -52,23 +49,6 @@ store::RunPlan PlanFromJson(const nlohmann::json& j) {
 
 store::RunPlan PlanOfSpec(const PlanSpec& spec) { return PlanFromJson(trainerd::ToJson(spec)); }
 
-// Copies the model artifact to `destination` atomically and checks its SHA-256 against the
-// worker's; returns the hash.
-Result<std::string> PublishArtifact(const std::string& source, const std::string& destination,
-                                    const std::string& expected_sha256) {
-  std::ifstream in(source, std::ios::binary);
-  if (!in) return Status::NotFound(source + ": model artifact missing");
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  const std::string sha = Sha256Hex(bytes.str());
-  if (sha != expected_sha256) {
-    return Status::Corruption(source + ": SHA-256 " + Short(sha) + " is not the worker's " +
-                              Short(expected_sha256));
-  }
-  if (Status s = WriteFileAtomically(destination, bytes.str()); !s.ok()) return s;
-  return sha;
-}
-
 }  // namespace
 
 struct NightlyCycle::WorkerReportOutput {
@@ -106,14 +86,31 @@ struct NightlyCycle::AttemptResult {
 };
 
 NightlyCycle::NightlyCycle(const DaemonConfig& config, store::Store& store, const Clock& clock,
-                           WorkerSupervisor& supervisor, DaemonMetrics* metrics,
+                           WorkerSupervisor& supervisor, FileStore& files, DaemonMetrics* metrics,
                            std::function<void(const CycleProgress&)> on_progress)
     : config_(config),
       store_(store),
       clock_(clock),
       supervisor_(supervisor),
+      files_(files),
       metrics_(metrics),
       on_progress_(std::move(on_progress)) {}
+
+// Copies the model artifact to `destination` atomically and checks its SHA-256 against the
+// worker's; returns the hash.
+Result<std::string> NightlyCycle::PublishArtifact(const std::string& source,
+                                                  const std::string& destination,
+                                                  const std::string& expected_sha256) {
+  Result<std::string> bytes = files_.Read(source);
+  if (!bytes.ok()) return bytes.status();
+  const std::string sha = Sha256Hex(*bytes);
+  if (sha != expected_sha256) {
+    return Status::Corruption(source + ": SHA-256 " + Short(sha) + " is not the worker's " +
+                              Short(expected_sha256));
+  }
+  if (Status s = files_.WriteAtomically(destination, *bytes); !s.ok()) return s;
+  return sha;
+}
 
 void NightlyCycle::Record(std::optional<std::int64_t> run_id, const std::string& kind,
                           store::Severity severity, const std::string& message,
@@ -154,7 +151,7 @@ Result<ActiveConfig> NightlyCycle::LoadVersion(const std::string& hash) {
   if (!spec.ok()) return spec.status();
   const StateLayout layout(config_.state_dir);
   const std::string path = layout.ConfigCopy(hash);
-  if (Status s = WriteFileAtomically(path, version->yaml); !s.ok()) return s;
+  if (Status s = files_.WriteAtomically(path, version->yaml); !s.ok()) return s;
   if (metrics_) metrics_->Budget(spec->memory.budget_bytes, spec->memory.usable_bytes());
   return ActiveConfig{*version, *spec, path};
 }
@@ -163,15 +160,12 @@ Result<ActiveConfig> NightlyCycle::ResolveConfig() {
   const double now = clock_.Now();
   std::string reason;
   std::string failed_hash;
-  std::ifstream in(config_.job_path, std::ios::binary);
-  if (!in) {
-    reason = config_.job_path + ": cannot read the job spec";
+  Result<std::string> text = files_.Read(config_.job_path);
+  if (!text.ok()) {
+    reason = text.status().message() + " (the job spec)";
     Record(std::nullopt, "config_unreadable", store::Severity::kError, reason);
   } else {
-    std::ostringstream text;
-    text << in.rdbuf();
-    store::ConfigVersion seen{Sha256Hex(text.str()), text.str(), now,
-                              store::ConfigState::kCandidate};
+    store::ConfigVersion seen{Sha256Hex(*text), *text, now, store::ConfigState::kCandidate};
     Result<store::ConfigVersion> version = store_.RecordConfigVersion(seen);
     if (!version.ok()) return version.status();
     failed_hash = version->hash;
@@ -458,7 +452,7 @@ asio::awaitable<NightlyCycle::AttemptResult> NightlyCycle::RunAttempt(
   }
   run.plan = attempt.plan;
   const std::string plan_path = layout.PlanFile();
-  if (Status s = WriteFileAtomically(plan_path, PlanJson(run.plan).dump() + "\n"); !s.ok()) {
+  if (Status s = files_.WriteAtomically(plan_path, PlanJson(run.plan).dump() + "\n"); !s.ok()) {
     finish(AttemptOutcome::kCrashed, s.message(), {}, {});
     co_return result;
   }
@@ -638,8 +632,7 @@ asio::awaitable<NightlyCycle::AttemptResult> NightlyCycle::RunAttempt(
     }
   }
   // The job is done: the next night trains afresh rather than resuming a finished job.
-  std::error_code ec;
-  std::filesystem::remove(layout.WorkDir() + "/checkpoint.pt", ec);
+  files_.Remove(layout.WorkDir() + "/checkpoint.pt");
   co_return result;
 }
 

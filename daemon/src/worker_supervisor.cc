@@ -11,9 +11,11 @@
 
 namespace trainerd::daemon {
 
-WorkerSupervisor::WorkerSupervisor(asio::io_context& io, const Clock& clock, std::string pid_file)
+WorkerSupervisor::WorkerSupervisor(asio::io_context& io, const Clock& clock,
+                                   ProcessLauncher& launcher, std::string pid_file)
     : io_(io),
       clock_(clock),
+      launcher_(launcher),
       pid_file_(std::move(pid_file)),
       term_timer_(io),
       kill_timer_(io),
@@ -31,7 +33,7 @@ void WorkerSupervisor::ScheduleSignal(asio::steady_timer& timer, double at, int 
 asio::awaitable<Result<ProcessExit>> WorkerSupervisor::Run(
     const LaunchSpec& spec, const Limits& limits,
     const std::function<void(const std::string&)>& on_line) {
-  Result<std::unique_ptr<ChildProcess>> child = ChildProcess::Spawn(io_, spec);
+  Result<std::unique_ptr<ChildProcess>> child = launcher_.Launch(io_, spec);
   if (!child.ok()) co_return child.status();
   child_ = child->get();
   if (!pid_file_.empty()) {

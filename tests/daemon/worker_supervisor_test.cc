@@ -37,7 +37,8 @@ struct Outcome {
 Outcome Supervise(const std::string& script, const Clock& clock,
                   const WorkerSupervisor::Limits& limits, const std::string& pid_file = "") {
   asio::io_context io;
-  WorkerSupervisor supervisor(io, clock, pid_file);
+  PosixProcessLauncher launcher;
+  WorkerSupervisor supervisor(io, clock, launcher, pid_file);
   Outcome outcome;
   const LaunchSpec spec{{"/bin/sh", "-c", script}, ""};
   const std::function<void(const std::string&)> on_line = [&](const std::string& line) {

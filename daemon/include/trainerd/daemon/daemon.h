@@ -15,7 +15,9 @@
 #include "trainerd/daemon/control_server.h"
 #include "trainerd/daemon/daemon_config.h"
 #include "trainerd/daemon/daemon_metrics.h"
+#include "trainerd/daemon/file_store.h"
 #include "trainerd/daemon/nightly_cycle.h"
+#include "trainerd/daemon/process_launcher.h"
 #include "trainerd/daemon/systemd_notifier.h"
 #include "trainerd/daemon/worker_supervisor.h"
 #include "trainerd/store/store.h"
@@ -67,6 +69,8 @@ class Daemon {
   Options options_;
   SystemdNotifier notifier_;
   std::unique_ptr<store::Store> store_;
+  PosixProcessLauncher launcher_;
+  LocalFileStore files_;
   std::unique_ptr<WorkerSupervisor> supervisor_;
   std::unique_ptr<DaemonMetrics> metrics_;
   std::unique_ptr<MetricsEndpoint> metrics_endpoint_;

@@ -15,6 +15,7 @@
 #include "trainerd/daemon/clock.h"
 #include "trainerd/daemon/daemon_config.h"
 #include "trainerd/daemon/daemon_metrics.h"
+#include "trainerd/daemon/file_store.h"
 #include "trainerd/daemon/policy.h"
 #include "trainerd/daemon/schedule.h"
 #include "trainerd/daemon/worker_supervisor.h"
@@ -53,7 +54,7 @@ class NightlyCycle {
  public:
   // Everything referenced must outlive the cycle; `metrics` may be null.
   NightlyCycle(const DaemonConfig& config, store::Store& store, const Clock& clock,
-               WorkerSupervisor& supervisor, DaemonMetrics* metrics,
+               WorkerSupervisor& supervisor, FileStore& files, DaemonMetrics* metrics,
                std::function<void(const CycleProgress&)> on_progress);
 
   // Runs the cycle of `window`. `trigger` says why ("schedule", "catch-up", "once",
@@ -80,6 +81,8 @@ class NightlyCycle {
       const ActiveConfig& active, const std::string& plan_path, std::int64_t run_id);
   Result<ActiveConfig> ResolveConfig();
   Result<ActiveConfig> LoadVersion(const std::string& hash);
+  Result<std::string> PublishArtifact(const std::string& source, const std::string& destination,
+                                      const std::string& expected_sha256);
   std::vector<std::string> WorkerArgs(const ActiveConfig& active) const;
   WorkerSupervisor::Limits Limits() const;
   void Record(std::optional<std::int64_t> run_id, const std::string& kind, store::Severity severity,
@@ -90,6 +93,7 @@ class NightlyCycle {
   store::Store& store_;
   const Clock& clock_;
   WorkerSupervisor& supervisor_;
+  FileStore& files_;
   DaemonMetrics* metrics_;
   std::function<void(const CycleProgress&)> on_progress_;
   store::HardwareFingerprint hardware_;

@@ -17,6 +17,7 @@
 #include "trainerd/daemon/child_process.h"
 #include "trainerd/daemon/clock.h"
 #include "trainerd/daemon/policy.h"
+#include "trainerd/daemon/process_launcher.h"
 
 namespace trainerd::daemon {
 
@@ -29,8 +30,10 @@ class WorkerSupervisor {
     double sigkill_at = 0;  // clock seconds, >= sigterm_at
   };
 
-  // `pid_file`: where the running child's pid is written ("" for none).
-  WorkerSupervisor(asio::io_context& io, const Clock& clock, std::string pid_file);
+  // `pid_file`: where the running child's pid is written ("" for none). `launcher` starts
+  // the children.
+  WorkerSupervisor(asio::io_context& io, const Clock& clock, ProcessLauncher& launcher,
+                   std::string pid_file);
 
   // Runs `spec` to its exit, calling `on_line` with each line of its stdout. An error only
   // when the child could not be started. The arguments are referenced until the child has
@@ -54,6 +57,7 @@ class WorkerSupervisor {
 
   asio::io_context& io_;
   const Clock& clock_;
+  ProcessLauncher& launcher_;
   std::string pid_file_;
   ChildProcess* child_ = nullptr;  // the running child, owned by Run()
   StoppedBy stopped_by_ = StoppedBy::kNobody;

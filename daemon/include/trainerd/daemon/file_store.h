@@ -1,0 +1,31 @@
+// The file operations of the nightly cycle (the job file, config copies, the plan file, the
+// published model artifact, the finished checkpoint), behind an interface so that tests can
+// inject faults: a full disk when the model is published, an unreadable job file.
+#pragma once
+
+#include <string>
+
+#include "trainerd/common/status.h"
+
+namespace trainerd::daemon {
+
+class FileStore {
+ public:
+  virtual ~FileStore() = default;
+  // The whole file; NotFound or IOError naming the path.
+  virtual Result<std::string> Read(const std::string& path) = 0;
+  // Replaces `path` atomically (temporary file, fsync, rename).
+  virtual Status WriteAtomically(const std::string& path, const std::string& contents) = 0;
+  // Removes `path` if it exists.
+  virtual void Remove(const std::string& path) = 0;
+};
+
+// The local filesystem.
+class LocalFileStore final : public FileStore {
+ public:
+  Result<std::string> Read(const std::string& path) override;
+  Status WriteAtomically(const std::string& path, const std::string& contents) override;
+  void Remove(const std::string& path) override;
+};
+
+}  // namespace trainerd::daemon
