@@ -4,33 +4,16 @@
 #include <sstream>
 #include <thread>
 
+#include "trainerd/common/proc_file.h"
+
 namespace trainerd::daemon {
-
-namespace {
-
-// The value after the colon of the first line of `path` that starts with `key`.
-std::string ProcValue(const std::string& path, const std::string& key) {
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(key, 0) != 0) continue;
-    const auto colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    std::string value = line.substr(colon + 1);
-    value.erase(0, value.find_first_not_of(" \t"));
-    return value;
-  }
-  return "";
-}
-
-}  // namespace
 
 store::HardwareFingerprint HostHardware(const std::string& device) {
   store::HardwareFingerprint hw;
-  hw.cpu_model = ProcValue("/proc/cpuinfo", "model name");
+  hw.cpu_model = ProcFileValue("/proc/cpuinfo", "model name");
   if (hw.cpu_model.empty()) hw.cpu_model = "unknown";
   hw.cpu_cores = std::thread::hardware_concurrency();
-  std::istringstream kib(ProcValue("/proc/meminfo", "MemTotal"));  // "24574412 kB"
+  std::istringstream kib(ProcFileValue("/proc/meminfo", "MemTotal"));  // "24574412 kB"
   std::int64_t kilobytes = 0;
   kib >> kilobytes;
   hw.memory_bytes = kilobytes * 1024;

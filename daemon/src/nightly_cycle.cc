@@ -243,7 +243,6 @@ asio::awaitable<CycleOutcome> NightlyCycle::Run(Window window, std::string trigg
   while (attempt.ok()) {
     AttemptResult result = co_await RunAttempt(*active, *attempt, fallback_of);
     outcome.run_ids.push_back(result.run_id);
-    outcome.status = result.status;
     outcome.released = result.released;
     outcome.summary = "run " + std::to_string(result.run_id) + " " +
                       std::string(store::ToString(result.status)) + ": " + result.message;

@@ -15,10 +15,7 @@ double NumberOr(const nlohmann::json& object, const char* key, double fallback) 
 
 void WorkerReport::Consume(const std::string& line, double now) {
   nlohmann::json event = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (!event.is_object() || !event.contains("event") || !event["event"].is_string()) {
-    ++unparsed_lines_;
-    return;
-  }
+  if (!event.is_object() || !event.contains("event") || !event["event"].is_string()) return;
   const std::string kind = event["event"];
   if (kind == "start") {
     start_ = event;
@@ -36,8 +33,6 @@ void WorkerReport::Consume(const std::string& line, double now) {
     metrics_.push_back(m);
     updates_done_ = static_cast<int>(m.update);
     eta_seconds_ = NumberOr(event, "eta_seconds", 0);
-    last_loss_ = m.loss;
-    last_samples_per_second_ = m.samples_per_second;
   } else if (kind == "eval") {
     const auto update = static_cast<std::int64_t>(NumberOr(event, "update", 0));
     for (const nlohmann::json& slice : event.value("slices", nlohmann::json::array())) {

@@ -62,9 +62,4 @@ void WorkerSupervisor::Stop(StoppedBy why, double grace_seconds) {
   });
 }
 
-std::optional<pid_t> WorkerSupervisor::running_pid() const {
-  if (child_ == nullptr) return std::nullopt;
-  return child_->pid();
-}
-
 }  // namespace trainerd::daemon

@@ -18,6 +18,7 @@
 
 #include "../support/child_process.h"
 #include "../support/temp_dir.h"
+#include "../support/tiny_job.h"
 #include "../support/utc_clock.h"
 #include "trainerd/daemon/control_client.h"
 
@@ -39,14 +40,10 @@ class ControlTest : public ::testing::Test {
   void SetUp() override { WriteJob(30); }
 
   void WriteJob(int updates) {
-    dir_.Write("job.yaml",
-               "model: {kind: gpt, n_layer: 2, n_head: 2, n_embd: 32, block_size: 32}\n"
-               "data:\n  files: [/usr/share/common-licenses/GPL-3, "
-               "/usr/share/common-licenses/Apache-2.0]\n  eval_windows_per_slice: 4\n"
-               "training: {effective_batch: 8, updates: " +
-                   std::to_string(updates) +
-                   ", seed: 7, eval_interval: 10, checkpoint_interval: 10}\n"
-                   "plan: {microbatch: 8}\nruntime: {threads: 1}\n");
+    testing::TinyGptYamlOptions job;
+    job.updates = updates;
+    job.extra = "plan: {microbatch: 8}\n";
+    dir_.Write("job.yaml", testing::TinyGptYaml(job));
     // The next window is hours away: cycles start only on run-now.
     dir_.Write("trainerd.yaml",
                "job: job.yaml\nstate_dir: state\nmetrics: {listen: \"\"}\n"

@@ -19,6 +19,7 @@
 
 #include "../support/child_process.h"
 #include "../support/temp_dir.h"
+#include "../support/tiny_job.h"
 #include "../support/utc_clock.h"
 #include "trainerd/common/sha256.h"
 #include "trainerd/store/store.h"
@@ -30,24 +31,7 @@ using store::RunStatus;
 using testing::ChildProcess;
 using testing::UtcClock;
 
-constexpr const char* kLicences = "/usr/share/common-licenses";
-
-struct JobOptions {
-  int updates = 30;
-  int checkpoint_interval = 10;
-  double lr = 3e-3;
-  std::string extra;  // more top-level YAML (plan:, memory:)
-};
-
-std::string JobYaml(const JobOptions& o) {
-  return std::string("model: {kind: gpt, n_layer: 2, n_head: 2, n_embd: 32, block_size: 32}\n") +
-         "data:\n  files: [" + kLicences + "/GPL-3, " + kLicences + "/Apache-2.0]\n" +
-         "  eval_windows_per_slice: 4\n" + "optimizer: {lr: " + std::to_string(o.lr) + "}\n" +
-         "schedule: {warmup_updates: 3, min_lr: 1.0e-6}\n" +
-         "training: {effective_batch: 8, updates: " + std::to_string(o.updates) +
-         ", seed: 7, eval_interval: 10, checkpoint_interval: " +
-         std::to_string(o.checkpoint_interval) + "}\n" + "runtime: {threads: 1}\n" + o.extra;
-}
+using JobOptions = testing::TinyGptYamlOptions;
 
 // A datagram socket standing in for systemd's NOTIFY_SOCKET, drained by a thread as systemd
 // would (an undrained socket fills up and blocks the sender).
@@ -99,7 +83,9 @@ bool AnyStartsWith(const std::vector<std::string>& messages, const std::string& 
 
 class DaemonTest : public ::testing::Test {
  protected:
-  void WriteJob(const JobOptions& options) { dir_.Write("job.yaml", JobYaml(options)); }
+  void WriteJob(const JobOptions& options) {
+    dir_.Write("job.yaml", testing::TinyGptYaml(options));
+  }
 
   void WriteDaemonConfig(const std::string& start = "01:30", const std::string& window = "1h",
                          const std::string& grace = "5s") {
@@ -243,7 +229,7 @@ TEST_F(DaemonTest, OnceRecordsAFullRunReleasesTheModelAndMarksTheConfigKnownGood
   const std::optional<store::ConfigVersion> good = *s->LastKnownGoodConfig();
   ASSERT_TRUE(good.has_value());
   EXPECT_EQ(good->hash, run.config_hash);
-  EXPECT_EQ(good->yaml, JobYaml({}));
+  EXPECT_EQ(good->yaml, testing::TinyGptYaml(JobOptions{}));
   EXPECT_FALSE(EventsOfKind(*s, run.id, "gate_passed").empty());
   EXPECT_FALSE(EventsOfKind(*s, run.id, "ledger").empty());
   // The finished job's checkpoint is gone: the next night trains afresh.
@@ -298,7 +284,7 @@ TEST_F(DaemonTest, AnInvalidJobSpecIsMarkedBadAndTheKnownGoodVersionRuns) {
   WriteJob({});
   WriteDaemonConfig();
   ASSERT_EQ(RunOnce(), 0) << Diagnostics();
-  std::string invalid_yaml = JobYaml({});
+  std::string invalid_yaml = testing::TinyGptYaml(JobOptions{});
   invalid_yaml.replace(invalid_yaml.find("updates: 30"), 11, "updates: many");
   dir_.Write("job.yaml", invalid_yaml);
   ASSERT_EQ(RunOnce(), 0) << Diagnostics();

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "../support/temp_dir.h"
+#include "../support/tiny_job.h"
 #include "trainerd/daemon/state_layout.h"
 
 namespace trainerd::daemon {
@@ -54,12 +55,9 @@ class FullReleaseDisk final : public FileStore {
 class NightlyCycleTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_.Write("job.yaml",
-               "model: {kind: gpt, n_layer: 2, n_head: 2, n_embd: 32, block_size: 32}\n"
-               "data:\n  files: [/usr/share/common-licenses/GPL-3, "
-               "/usr/share/common-licenses/Apache-2.0]\n  eval_windows_per_slice: 4\n"
-               "training: {effective_batch: 8, updates: 30, seed: 7, eval_interval: 10}\n"
-               "plan: {microbatch: 8}\nruntime: {threads: 1}\n");
+    testing::TinyGptYamlOptions job;
+    job.extra = "plan: {microbatch: 8}\n";
+    dir_.Write("job.yaml", testing::TinyGptYaml(job));
     config_.job_path = dir_.File("job.yaml");
     config_.state_dir = dir_.File("state");
     config_.worker_path = TRAINER_RUN_PATH;

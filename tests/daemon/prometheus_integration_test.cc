@@ -16,6 +16,7 @@
 
 #include "../support/child_process.h"
 #include "../support/temp_dir.h"
+#include "../support/tiny_job.h"
 #include "../support/utc_clock.h"
 #include "trainerd/daemon/asio.h"
 #include "trainerd/store/store.h"
@@ -105,12 +106,10 @@ TEST(PrometheusIntegrationTest, DashboardQueriesReturnDataAndAlertRulesEvaluate)
   const int metrics_port = FreePort();
   const int prometheus_port = FreePort();
   const std::string target = "127.0.0.1:" + std::to_string(metrics_port);
-  dir.Write("job.yaml",
-            "model: {kind: gpt, n_layer: 2, n_head: 2, n_embd: 32, block_size: 32}\n"
-            "data:\n  files: [/usr/share/common-licenses/GPL-3, "
-            "/usr/share/common-licenses/Apache-2.0]\n  eval_windows_per_slice: 4\n"
-            "training: {effective_batch: 8, updates: 20, seed: 7, eval_interval: 10}\n"
-            "plan: {microbatch: 8}\nruntime: {threads: 1}\n");
+  testing::TinyGptYamlOptions job;
+  job.updates = 20;
+  job.extra = "plan: {microbatch: 8}\n";
+  dir.Write("job.yaml", testing::TinyGptYaml(job));
   dir.Write("trainerd.yaml", "job: job.yaml\nstate_dir: state\nmetrics: {listen: \"" + target +
                                  "\"}\ncost: {per_device_hour: 0.35}\n");
   ChildProcess daemon({TRAINERD_PATH, "--config", dir.File("trainerd.yaml"), "--once"});

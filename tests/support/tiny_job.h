@@ -2,6 +2,7 @@
 // width 32 over two real licence texts shipped by Debian's base-files.
 #pragma once
 
+#include <sstream>
 #include <string>
 
 #include "trainerd/trainer/job_spec.h"
@@ -34,19 +35,39 @@ inline JobSpec TinyGptJob() {
   return spec;
 }
 
-// The same job as YAML, for tests of the trainer-run executable.
+// The same job as YAML, for tests of the executables (trainer-run, trainerd). The defaults
+// are the daemon tests'; TinyGptYaml(updates) is the trainer-run tests' job.
+struct TinyGptYamlOptions {
+  int updates = 30;
+  int eval_interval = 10;
+  int checkpoint_interval = 10;
+  double lr = 3e-3;
+  double min_lr = 1e-6;
+  std::string extra;  // more top-level YAML (plan:, memory:)
+};
+
+inline std::string TinyGptYaml(const TinyGptYamlOptions& o) {
+  std::ostringstream yaml;
+  yaml << "model: {kind: gpt, n_layer: 2, n_head: 2, n_embd: 32, block_size: 32}\n"
+       << "data:\n  files: [" << kLicenceDir << "/GPL-3, " << kLicenceDir << "/Apache-2.0]\n"
+       << "  eval_windows_per_slice: 4\n"
+       << "optimizer: {lr: " << o.lr << "}\n"
+       << "schedule: {warmup_updates: 3, min_lr: " << o.min_lr << "}\n"
+       << "training: {effective_batch: 8, updates: " << o.updates
+       << ", seed: 7, eval_interval: " << o.eval_interval
+       << ", checkpoint_interval: " << o.checkpoint_interval << "}\n"
+       << "runtime: {threads: 1}\n"
+       << o.extra;
+  return yaml.str();
+}
+
 inline std::string TinyGptYaml(int updates) {
-  return std::string(R"(model: {kind: gpt, n_layer: 2, n_head: 2, n_embd: 32, block_size: 32}
-data:
-  files: [)") +
-         kLicenceDir + "/GPL-3, " + kLicenceDir + R"(/Apache-2.0]
-  eval_windows_per_slice: 4
-optimizer: {lr: 3.0e-3}
-schedule: {warmup_updates: 3, min_lr: 3.0e-4}
-training: {effective_batch: 8, updates: )" +
-         std::to_string(updates) + R"(, seed: 7, eval_interval: 5, checkpoint_interval: 5}
-runtime: {threads: 1}
-)";
+  TinyGptYamlOptions options;
+  options.updates = updates;
+  options.eval_interval = 5;
+  options.checkpoint_interval = 5;
+  options.min_lr = 3e-4;
+  return TinyGptYaml(options);
 }
 
 }  // namespace trainerd::testing

@@ -11,22 +11,15 @@
 #include <thread>
 
 #include "trainerd/common/atomic_file.h"
+#include "trainerd/common/proc_file.h"
 
 namespace trainerd {
 namespace {
 
-std::string FirstLineStartingWith(const std::string& path, const std::string& prefix) {
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(prefix, 0) == 0) {
-      const auto colon = line.find(':');
-      std::string value = colon == std::string::npos ? line : line.substr(colon + 1);
-      value.erase(0, value.find_first_not_of(" \t"));
-      return value;
-    }
-  }
-  return "unknown";
+// A /proc value, "unknown" where the file or the key is missing.
+std::string ProcValueOrUnknown(const std::string& path, const std::string& key) {
+  const std::string value = ProcFileValue(path, key);
+  return value.empty() ? "unknown" : value;
 }
 
 double MeasureMatmulFlops(Precision precision) {
@@ -59,9 +52,9 @@ double ModelFlopsPerSample(const ModelSpec& model, std::int64_t parameters) {
 }
 
 std::string HardwareFingerprint() {
-  return FirstLineStartingWith("/proc/cpuinfo", "model name") + " | " +
+  return ProcValueOrUnknown("/proc/cpuinfo", "model name") + " | " +
          std::to_string(std::thread::hardware_concurrency()) + " cores | " +
-         FirstLineStartingWith("/proc/meminfo", "MemTotal");
+         ProcValueOrUnknown("/proc/meminfo", "MemTotal");
 }
 
 nlohmann::json SoftwareFingerprint() {

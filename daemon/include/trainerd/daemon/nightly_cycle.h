@@ -25,12 +25,11 @@
 namespace trainerd::daemon {
 
 struct CycleOutcome {
-  // The cycle's last run succeeded (the model may still have failed the gate: see status).
+  // The cycle's last run succeeded: inside its window, no regression, through the gate.
   bool succeeded = false;
-  bool released = false;                                 // its model became the current release
-  store::RunStatus status = store::RunStatus::kCrashed;  // of the last run
-  std::vector<std::int64_t> run_ids;                     // every run of the cycle, in order
-  std::string summary;                                   // one line for logs
+  bool released = false;              // its model became the current release
+  std::vector<std::int64_t> run_ids;  // every run of the cycle, in order
+  std::string summary;                // one line for logs
 };
 
 // Where the cycle is, for sd_notify STATUS= and the control socket.

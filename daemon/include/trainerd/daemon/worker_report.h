@@ -16,7 +16,7 @@ namespace trainerd::daemon {
 class WorkerReport {
  public:
   // Consumes one line of the worker's stdout at time `now`. Lines that are not JSON objects
-  // with an "event" are counted, not fatal.
+  // with an "event" are ignored.
   void Consume(const std::string& line, double now);
 
   const nlohmann::json& start() const { return start_; }    // null until seen
@@ -32,10 +32,7 @@ class WorkerReport {
   int updates_done() const { return updates_done_; }  // the last update's number (1-based)
   int updates() const { return updates_; }            // the job's total
   double eta_seconds() const { return eta_seconds_; }
-  double last_loss() const { return last_loss_; }
-  double last_samples_per_second() const { return last_samples_per_second_; }
   std::optional<int> last_checkpoint_update() const { return last_checkpoint_update_; }
-  int unparsed_lines() const { return unparsed_lines_; }
 
  private:
   nlohmann::json start_;
@@ -47,10 +44,7 @@ class WorkerReport {
   int updates_done_ = 0;
   int updates_ = 0;
   double eta_seconds_ = 0;
-  double last_loss_ = 0;
-  double last_samples_per_second_ = 0;
   std::optional<int> last_checkpoint_update_;
-  int unparsed_lines_ = 0;
 };
 
 }  // namespace trainerd::daemon

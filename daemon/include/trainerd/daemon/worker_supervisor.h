@@ -49,8 +49,6 @@ class WorkerSupervisor {
   StoppedBy stopped_by() const { return stopped_by_; }
   // Clears a Stop() for the next cycle.
   void Reset() { stopped_by_ = StoppedBy::kNobody; }
-  // The running child's pid, if one is running.
-  std::optional<pid_t> running_pid() const;
 
  private:
   void ScheduleSignal(asio::steady_timer& timer, double at, int signal);
