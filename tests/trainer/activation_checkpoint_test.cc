@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "../support/cuda_test.h"
 #include "../support/grad_compare.h"
 #include "trainerd/trainer/gpt.h"
 #include "trainerd/trainer/torch_compat.h"
@@ -50,15 +51,21 @@ TEST(ActivationCheckpointTest, WorkedExampleMatchesOneLargeBatch) {
   }
   EXPECT_EQ(block_calls, 8);  // each microbatch: once in forward, once recomputed in backward
   torch::nn::utils::clip_grad_norm_(params(block, head), 1.0);
-  optimizer.step();
 
   optimizer_ref.zero_grad();
   head_ref->forward(block_ref->forward(x)).square().mean().backward();
   torch::nn::utils::clip_grad_norm_(params(block_ref, head_ref), 1.0);
-  optimizer_ref.step();
 
-  EXPECT_LE(MaxParameterDifference(*block, *block_ref), 1e-6);
-  EXPECT_LE(MaxParameterDifference(*head, *head_ref), 1e-6);
+  // The semantics are in the clipped gradients: equal up to float summation order.
+  EXPECT_LE(MaxGradDifference(*block, *block_ref), 1e-7);
+  EXPECT_LE(MaxGradDifference(*head, *head_ref), 1e-7);
+  optimizer.step();
+  optimizer_ref.step();
+  // AdamW's first step is lr * g / (|g| + eps / sqrt(1 - beta2)) per element: for gradients
+  // near eps it turns their float rounding into a parameter difference of a few lr * 1e-3
+  // (1.3e-6 seen on an AMD EPYC at lr 1e-3), so parameters get a looser bound.
+  EXPECT_LE(MaxParameterDifference(*block, *block_ref), 5e-6);
+  EXPECT_LE(MaxParameterDifference(*head, *head_ref), 5e-6);
   // The step moved the parameters, so the comparison is not between two untouched copies.
   EXPECT_GT(MaxParameterDifference(*block, *block_initial), 1e-4);
 }
@@ -96,6 +103,25 @@ TEST(ActivationCheckpointTest, GptWithDropoutMatchesUncheckpointedForAllAndSubse
     Gpt model(DropoutGpt());
     EXPECT_EQ(LossWith(model, blocks, tokens), reference_loss) << blocks.size() << " blocks";
     EXPECT_LE(MaxGradDifference(model, reference), 1e-6) << blocks.size() << " blocks";
+  }
+}
+
+class CudaActivationCheckpointTest : public testing::CudaTest {};
+
+// As above on the GPU: the recompute must restore the CUDA generator of the block's device,
+// not only the CPU one, or its dropout masks differ from the forward's.
+TEST_F(CudaActivationCheckpointTest, GptWithDropoutMatchesUncheckpointedOnCuda) {
+  torch::manual_seed(3);
+  Gpt reference(DropoutGpt());
+  reference.to(cuda_);
+  const torch::Tensor tokens = torch::randint(0, 256, {4, 10}, torch::kLong).to(cuda_);
+  const double reference_loss = LossWith(reference, {}, tokens);
+  for (const std::vector<int>& blocks : {std::vector<int>{0, 1, 2}, std::vector<int>{1}}) {
+    torch::manual_seed(3);
+    Gpt model(DropoutGpt());
+    model.to(cuda_);
+    EXPECT_EQ(LossWith(model, blocks, tokens), reference_loss) << blocks.size() << " blocks";
+    EXPECT_LE(MaxGradDifference(model, reference), 1e-5) << blocks.size() << " blocks";
   }
 }
 

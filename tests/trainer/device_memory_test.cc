@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "../support/cuda_test.h"
 #include "../support/tiny_job.h"
 #include "trainerd/trainer/trainer.h"
 
@@ -50,6 +51,48 @@ TEST_F(DeviceMemoryTest, AnUpdateThatOomsReleasesEverythingItAllocated) {
   // And training continues once the budget allows it.
   memory_.SetLimit(0);
   EXPECT_TRUE(std::isfinite(trainer.TrainUpdate(1).loss));
+}
+
+TEST_F(DeviceMemoryTest, TheCpuReservesExactlyWhatIsLive) {
+  memory_.ResetPeak();
+  const torch::Tensor t = torch::empty({1 << 18}, torch::kFloat);  // 1 MiB
+  EXPECT_EQ(memory_.reserved_bytes(), memory_.live_bytes());
+  EXPECT_EQ(memory_.peak_reserved_bytes(), memory_.peak_bytes());
+}
+
+class CudaMemoryTest : public testing::CudaTest {
+ protected:
+  void TearDown() override {
+    if (torch::cuda::is_available()) MemoryOf(cuda_).SetLimit(0);
+  }
+};
+
+TEST_F(CudaMemoryTest, CountsAllocatedAndReservedBytesAndResetsBothPeaks) {
+  DeviceMemory& memory = MemoryOf(cuda_);
+  const std::int64_t before = memory.live_bytes();
+  memory.ResetPeak();
+  {
+    const torch::Tensor t =
+        torch::empty({64 << 18}, torch::TensorOptions().device(cuda_));  // 64 MiB
+    EXPECT_EQ(memory.live_bytes() - before, 64 << 20);
+    EXPECT_GE(memory.reserved_bytes(), memory.live_bytes());
+  }
+  EXPECT_EQ(memory.live_bytes(), before);
+  EXPECT_GE(memory.peak_bytes() - before, 64 << 20);
+  EXPECT_GE(memory.peak_reserved_bytes(), memory.peak_bytes());
+  memory.ResetPeak();
+  EXPECT_EQ(memory.peak_bytes(), memory.live_bytes());
+  EXPECT_EQ(memory.peak_reserved_bytes(), memory.reserved_bytes());
+}
+
+TEST_F(CudaMemoryTest, AllocationBeyondTheLimitIsAnOutOfMemoryError) {
+  DeviceMemory& memory = MemoryOf(cuda_);
+  memory.SetLimit(256LL << 20);
+  EXPECT_EQ(memory.limit(), 256LL << 20);
+  EXPECT_THROW(torch::empty({512LL << 18}, torch::TensorOptions().device(cuda_)),  // 512 MiB
+               c10::OutOfMemoryError);
+  memory.SetLimit(0);
+  EXPECT_NO_THROW(torch::empty({512LL << 18}, torch::TensorOptions().device(cuda_)));
 }
 
 }  // namespace

@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <fstream>
+
+#include "../support/cuda_test.h"
 #include "../support/temp_dir.h"
 #include "../support/tiny_job_test.h"
 #include "trainerd/trainer/leak_detector.h"
@@ -80,15 +83,47 @@ TEST(ThroughputTest, ModelFlopsFollowTheSixNRule) {
   EXPECT_DOUBLE_EQ(ModelFlopsPerSample(model, 1000), (6.0 * 1000 + 12.0 * 2 * 16 * 32) * 16);
 }
 
+TEST(ThroughputTest, TheDeviceDescriptionOfTheCpuNamesItAndItsMemory) {
+  const nlohmann::json d = DeviceDescription(torch::kCPU);
+  EXPECT_EQ(d["type"], "cpu");
+  EXPECT_FALSE(d["name"].get<std::string>().empty());
+  EXPECT_GT(d["total_memory_bytes"].get<std::int64_t>(), 1LL << 30);
+}
+
 TEST(ThroughputTest, PeakProbeIsCachedPerFingerprint) {
   testing::TempDir dir;
   const std::string cache = dir.File("peak.json");
-  const double first = PeakFlops(Precision::kFp32, cache);
+  const double first = PeakFlops(Precision::kFp32, torch::kCPU, cache);
   EXPECT_GT(first, 1e8);
   ASSERT_TRUE(std::filesystem::exists(cache));
-  EXPECT_EQ(PeakFlops(Precision::kFp32, cache), first);  // read back, not re-measured
+  EXPECT_EQ(PeakFlops(Precision::kFp32, torch::kCPU, cache), first);  // read back, not re-measured
   std::ofstream(cache) << "{ not json";
-  EXPECT_GT(PeakFlops(Precision::kFp32, cache), 1e8);  // a corrupt cache is re-measured
+  EXPECT_GT(PeakFlops(Precision::kFp32, torch::kCPU, cache),
+            1e8);  // a corrupt cache is re-measured
+}
+
+class CudaThroughputTest : public testing::CudaTest {};
+
+TEST_F(CudaThroughputTest, TheDeviceDescriptionNamesTheGpu) {
+  const nlohmann::json d = DeviceDescription(cuda_);
+  EXPECT_EQ(d["type"], "cuda");
+  EXPECT_FALSE(d["name"].get<std::string>().empty());
+  EXPECT_GT(d["total_memory_bytes"].get<std::int64_t>(), 1LL << 30);
+  EXPECT_NE(d["compute_capability"].get<std::string>().find('.'), std::string::npos);
+  EXPECT_NE(d["driver_version"], "0.0");
+  EXPECT_NE(d["runtime_version"], "0.0");
+}
+
+TEST_F(CudaThroughputTest, ThePeakProbeRunsOnTheGpuAndIsCachedUnderItsName) {
+  testing::TempDir dir;
+  const std::string cache = dir.File("peak.json");
+  const double gpu = PeakFlops(Precision::kBf16, cuda_, cache);
+  EXPECT_GT(gpu, 0);
+  std::ifstream in(cache);
+  const nlohmann::json entries = nlohmann::json::parse(in);
+  ASSERT_EQ(entries.size(), 1u);
+  const std::string name = DeviceDescription(cuda_)["name"];
+  EXPECT_NE(entries.begin().key().find(name), std::string::npos) << entries.begin().key();
 }
 
 }  // namespace

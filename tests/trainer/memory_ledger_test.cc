@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include "../support/tiny_job_test.h"
+#include "trainerd/trainer/gradient_accumulation.h"
 #include "trainerd/trainer/model.h"
 
 namespace trainerd {
@@ -34,6 +35,19 @@ TEST_F(MemoryLedgerTest, StaticCategoriesEqualTheAnalyticBytes) {
                           "budget_bytes", "usable_bytes", "blocks"}) {
     EXPECT_TRUE(json.contains(key)) << key;
   }
+}
+
+TEST_F(MemoryLedgerTest, GradientBytesDoNotDependOnWhetherGradientsAreAllocated) {
+  torch::manual_seed(0);
+  auto model = BuildModel(spec_.model, 2);
+  const std::int64_t expected = CountParameters(*model) * 4;
+  EXPECT_EQ(GradientBytes(*model), expected);  // before any backward
+  torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-3));
+  model->forward(torch::randint(0, 256, {2, 8}, torch::kLong)).square().mean().backward();
+  ZeroGradients(optimizer);
+  EXPECT_EQ(GradientBytes(*model), expected);
+  for (auto& p : model->parameters()) p.mutable_grad().reset();  // as set_to_none would
+  EXPECT_EQ(GradientBytes(*model), expected);
 }
 
 TEST_F(MemoryLedgerTest, CheckpointingLowersMeasuredActivations) {

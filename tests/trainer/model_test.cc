@@ -3,6 +3,7 @@
 
 #include "trainerd/trainer/gpt.h"
 #include "trainerd/trainer/mlp_classifier.h"
+#include "trainerd/trainer/torch_compat.h"
 
 namespace trainerd {
 namespace {
@@ -54,6 +55,55 @@ TEST(GptTest, ChangingAFutureTokenNeverChangesEarlierLogits) {
     EXPECT_TRUE(torch::equal(logits.narrow(1, 0, t + 1), base.narrow(1, 0, t + 1))) << "t=" << t;
     // The changed position itself must see the change, or the test would pass vacuously.
     EXPECT_FALSE(torch::equal(logits.select(1, t + 1), base.select(1, t + 1))) << "t=" << t;
+  }
+}
+
+// q, k, v [2, 3, 10, 8] that require gradients.
+std::vector<torch::Tensor> AttentionInputs() {
+  torch::manual_seed(4);
+  std::vector<torch::Tensor> qkv;
+  for (int i = 0; i < 3; ++i) qkv.push_back(torch::randn({2, 3, 10, 8}).requires_grad_(true));
+  return qkv;
+}
+
+TEST(FusedAttentionTest, EqualsTheExplicitAttentionInOutputAndGradients) {
+  if (!compat::kHasFusedAttention) {
+    GTEST_SKIP() << "LibTorch " TORCH_VERSION
+                    " has no scaled_dot_product_attention; the model "
+                    "uses the explicit attention";
+  }
+  torch::nn::Dropout no_dropout(0.0);
+  const auto fused_in = AttentionInputs();
+  const auto explicit_in = AttentionInputs();
+  const torch::Tensor fused =
+      compat::FusedCausalAttention(fused_in[0], fused_in[1], fused_in[2], /*dropout=*/0.0);
+  const torch::Tensor expected =
+      ExplicitCausalAttention(explicit_in[0], explicit_in[1], explicit_in[2], no_dropout);
+  EXPECT_LE((fused - expected).abs().max().item<double>(), 1e-5);
+  const torch::Tensor weights = torch::randn_like(expected);
+  (fused * weights).sum().backward();
+  (expected * weights).sum().backward();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_LE((fused_in[i].grad() - explicit_in[i].grad()).abs().max().item<double>(), 1e-5)
+        << "gradient of input " << i;
+  }
+}
+
+TEST(FusedAttentionTest, KeysAndValuesAfterAPositionNeverReachIt) {
+  if (!compat::kHasFusedAttention) GTEST_SKIP() << "no scaled_dot_product_attention";
+  torch::NoGradGuard no_grad;
+  const auto qkv = AttentionInputs();
+  const torch::Tensor base = compat::FusedCausalAttention(qkv[0], qkv[1], qkv[2], 0.0);
+  for (std::int64_t t = 0; t + 1 < 10; ++t) {
+    torch::Tensor k = qkv[1].clone(), v = qkv[2].clone();
+    k.narrow(2, t + 1, 1).add_(1.0);
+    v.narrow(2, t + 1, 1).add_(1.0);
+    const torch::Tensor changed = compat::FusedCausalAttention(qkv[0], k, v, 0.0);
+    EXPECT_LE((changed.narrow(2, 0, t + 1) - base.narrow(2, 0, t + 1)).abs().max().item<double>(),
+              1e-6)
+        << "t=" << t;
+    EXPECT_GT((changed.select(2, t + 1) - base.select(2, t + 1)).abs().max().item<double>(), 1e-3)
+        << "t=" << t;
   }
 }
 

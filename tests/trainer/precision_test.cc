@@ -122,9 +122,9 @@ TEST_F(PrecisionTest, LossScalerStateSurvivesACheckpoint) {
   auto model = BuildModel(spec_.model, 2);
   torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-3));
   const CheckpointState saved{3, "job", 1024.0, 7};
-  ASSERT_TRUE(SaveTrainingCheckpoint(dir.File("c.pt"), *model, optimizer, saved).ok());
+  ASSERT_TRUE(SaveTrainingCheckpoint(dir.File("c.pt"), *model, optimizer, saved, torch::kCPU).ok());
   Result<CheckpointState> loaded =
-      LoadTrainingCheckpoint(dir.File("c.pt"), *model, optimizer, "job");
+      LoadTrainingCheckpoint(dir.File("c.pt"), *model, optimizer, "job", torch::kCPU);
   ASSERT_TRUE(loaded.ok()) << loaded.status().message();
   ASSERT_TRUE(loaded->loss_scale.has_value());
   EXPECT_EQ(*loaded->loss_scale, 1024.0);

@@ -70,6 +70,9 @@ TEST_F(TrainerTest, EventsFollowTheDocumentedSchema) {
   EXPECT_EQ(start["plan"]["microbatch"], 8);
   EXPECT_EQ(start["plan"]["accumulation_steps"], 1);
   EXPECT_EQ(start["data"]["fingerprint"], corpus_->fingerprint());
+  EXPECT_EQ(start["device_info"]["type"], "cpu");
+  EXPECT_GT(start["device_info"]["total_memory_bytes"].get<std::int64_t>(), 1LL << 30);
+  EXPECT_FALSE(start["device_info"]["name"].get<std::string>().empty());
   for (const char* key : {"loss", "lr", "grad_norm", "samples_per_second", "eta_seconds"}) {
     EXPECT_TRUE(sink.Of("update")[0].contains(key)) << key;
   }
@@ -80,7 +83,26 @@ TEST_F(TrainerTest, EventsFollowTheDocumentedSchema) {
   const auto& finish = sink.events.back();
   EXPECT_EQ(finish["event"], "finish");
   EXPECT_TRUE(finish.contains("throughput_method"));
+  EXPECT_EQ(finish["reserved_peak_bytes"], finish["peak_bytes"]);  // the CPU caches nothing
   EXPECT_EQ(finish["eval_slices"].size(), 2u);
+}
+
+// LibTorch 2.x's zero_grad() releases gradients, 1.13's zeroes them: the loop picks zeroing
+// under both, so the memory an update holds (and the ledger) is the same whichever builds it.
+TEST_F(TrainerTest, EveryUpdateAfterTheFirstStartsFromZeroedGradientsNotReleasedOnes) {
+  RecordingSink sink;
+  Trainer trainer(spec_, *corpus_, &sink);
+  trainer.TrainUpdate(0);
+  int checked = 0;
+  trainer.TrainUpdate(1, [&](std::size_t index) {
+    if (index != 0) return;
+    for (const auto& p : trainer.model().parameters()) {
+      ASSERT_TRUE(p.grad().defined());
+      EXPECT_EQ(p.grad().abs().max().item<double>(), 0.0);
+      ++checked;
+    }
+  });
+  EXPECT_EQ(checked, static_cast<int>(trainer.model().parameters().size()));
 }
 
 TEST_F(TrainerTest, InterruptedAndResumedRunEqualsUninterruptedRun) {

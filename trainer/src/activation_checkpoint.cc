@@ -13,7 +13,7 @@ using torch::autograd::variable_list;
 // What the recompute needs besides the saved input, carried through the graph.
 struct RecomputeRecipe : torch::CustomClassHolder {
   BlockFunction block;
-  torch::Tensor rng_state;
+  compat::RngState rng_state;  // CPU, and the input's CUDA device where it is one
   at::DeviceType device = at::kCPU;
   compat::AutocastState autocast;
   bool input_requires_grad = false;
@@ -25,7 +25,7 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
                                torch::TensorList parameters, const BlockFunction& block) {
     auto recipe = c10::make_intrusive<RecomputeRecipe>();
     recipe->block = block;
-    recipe->rng_state = compat::CpuRngState();
+    recipe->rng_state = compat::CaptureRng(input.device());
     recipe->device = input.device().type();
     recipe->autocast = compat::GetAutocast(recipe->device);
     recipe->input_requires_grad = input.requires_grad();
@@ -45,14 +45,14 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
     const torch::Tensor input = saved[0].detach().requires_grad_(recipe->input_requires_grad);
 
     torch::Tensor output;
-    const torch::Tensor rng_now = compat::CpuRngState();
-    compat::SetCpuRngState(recipe->rng_state);
+    const compat::RngState rng_now = compat::CaptureRng(input.device());
+    compat::RestoreRng(recipe->rng_state);
     {
       compat::AutocastScope autocast(recipe->device, recipe->autocast);
       torch::AutoGradMode enable_grad(true);
       output = recipe->block(input);
     }
-    compat::SetCpuRngState(rng_now);
+    compat::RestoreRng(rng_now);
 
     // Differentiate the recompute with respect to everything that needs a gradient.
     variable_list wrt;

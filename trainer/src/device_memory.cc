@@ -6,13 +6,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
+#include <memory>
 #include <mutex>
 
-#ifdef TRAINERD_WITH_CUDA
-#include <c10/cuda/CUDACachingAllocator.h>
-#include <c10/cuda/CUDAFunctions.h>
-#include <cuda_runtime_api.h>
-#endif
+#include "trainerd/trainer/torch_compat.h"
 
 namespace trainerd {
 namespace {
@@ -21,9 +19,9 @@ namespace {
 // keep the data at LibTorch's 64-byte alignment.
 constexpr std::size_t kHeader = 64;
 
-class CountingCpuAllocator final : public c10::Allocator, public DeviceMemory {
+class CountingCpuAllocator final : public compat::CpuAllocatorBase, public DeviceMemory {
  public:
-  c10::DataPtr allocate(std::size_t n) const override {
+  c10::DataPtr Allocate(std::size_t n) const override {
     const auto bytes = static_cast<std::int64_t>(n);
     const std::int64_t live = live_.fetch_add(bytes) + bytes;
     const std::int64_t limit = limit_.load();
@@ -45,6 +43,8 @@ class CountingCpuAllocator final : public c10::Allocator, public DeviceMemory {
 
   std::int64_t live_bytes() const override { return live_.load(); }
   std::int64_t peak_bytes() const override { return peak_.load(); }
+  std::int64_t reserved_bytes() const override { return live_bytes(); }
+  std::int64_t peak_reserved_bytes() const override { return peak_bytes(); }
   void ResetPeak() override { peak_.store(live_.load()); }
   void SetLimit(std::int64_t bytes) override { limit_.store(bytes); }
   std::int64_t limit() const override { return limit_.load(); }
@@ -69,28 +69,25 @@ class CountingCpuAllocator final : public c10::Allocator, public DeviceMemory {
 class CudaMemory final : public DeviceMemory {
  public:
   explicit CudaMemory(c10::DeviceIndex index) : index_(index) {}
-  std::int64_t live_bytes() const override { return Stat().current; }
-  std::int64_t peak_bytes() const override { return Stat().peak; }
-  void ResetPeak() override { c10::cuda::CUDACachingAllocator::resetPeakStats(index_); }
+  std::int64_t live_bytes() const override { return Bytes().allocated; }
+  std::int64_t peak_bytes() const override { return Bytes().allocated_peak; }
+  std::int64_t reserved_bytes() const override { return Bytes().reserved; }
+  std::int64_t peak_reserved_bytes() const override { return Bytes().reserved_peak; }
+  void ResetPeak() override { compat::ResetCudaPeaks(index_); }
   void SetLimit(std::int64_t bytes) override {
-    std::size_t free = 0, total = 0;
-    cudaMemGetInfo(&free, &total);
+    const auto total = static_cast<double>(compat::CudaTotalMemory(index_));
     limit_ = bytes;
-    const double fraction =
-        bytes > 0 ? static_cast<double>(bytes) / static_cast<double>(total) : 1.0;
-    c10::cuda::CUDACachingAllocator::setMemoryFraction(std::min(1.0, fraction), index_);
+    compat::SetCudaMemoryFraction(
+        bytes > 0 ? std::min(1.0, static_cast<double>(bytes) / total) : 1.0, index_);
   }
   std::int64_t limit() const override { return limit_; }
   std::string method() const override {
-    return "CUDA caching allocator allocated_bytes (aggregate); limit as memory fraction";
+    return "CUDA caching allocator allocated_bytes (all streams); reserved_bytes beside it; "
+           "limit as the allocator's memory fraction of the device";
   }
 
  private:
-  c10::cuda::CUDACachingAllocator::Stat Stat() const {
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(index_);
-    return stats.allocated_bytes[static_cast<std::size_t>(
-        c10::cuda::CUDACachingAllocator::StatType::AGGREGATE)];
-  }
+  compat::CudaAllocatorBytes Bytes() const { return compat::CudaCachingAllocatorBytes(index_); }
   c10::DeviceIndex index_;
   std::int64_t limit_ = 0;
 };
@@ -101,8 +98,13 @@ class CudaMemory final : public DeviceMemory {
 DeviceMemory& MemoryOf(const torch::Device& device) {
 #ifdef TRAINERD_WITH_CUDA
   if (device.is_cuda()) {
-    static CudaMemory memory(device.has_index() ? device.index() : c10::cuda::current_device());
-    return memory;
+    static std::mutex mutex;
+    static std::map<c10::DeviceIndex, std::unique_ptr<CudaMemory>> devices;
+    const c10::DeviceIndex index = compat::CudaIndexOf(device);
+    std::lock_guard<std::mutex> lock(mutex);
+    auto& memory = devices[index];
+    if (!memory) memory = std::make_unique<CudaMemory>(index);
+    return *memory;
   }
 #endif
   TORCH_CHECK(device.is_cpu(), "no memory accounting for device ", device.str(), " in this build");

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "trainerd/trainer/torch_compat.h"
+
 namespace trainerd {
 
 BiasOptionalLayerNormImpl::BiasOptionalLayerNormImpl(std::int64_t width, bool bias)
@@ -25,6 +27,17 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptOptions& options)
   resid_dropout_ = register_module("resid_dropout", torch::nn::Dropout(options.dropout));
 }
 
+torch::Tensor ExplicitCausalAttention(const torch::Tensor& q, const torch::Tensor& k,
+                                      const torch::Tensor& v, torch::nn::Dropout& dropout) {
+  const std::int64_t t = q.size(-2);
+  torch::Tensor scores =
+      torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(-1)));
+  const torch::Tensor future =
+      torch::ones({t, t}, torch::TensorOptions().dtype(torch::kBool).device(q.device())).triu(1);
+  scores = scores.masked_fill(future, -std::numeric_limits<float>::infinity());
+  return torch::matmul(dropout->forward(torch::softmax(scores, /*dim=*/-1)), v);
+}
+
 torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
   const std::int64_t b = x.size(0), t = x.size(1), c = x.size(2);
   const std::int64_t head = c / n_head_;
@@ -32,14 +45,12 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
   auto heads = [&](const torch::Tensor& m) {
     return m.view({b, t, n_head_, head}).transpose(1, 2);
   };
-  torch::Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
-  torch::Tensor scores =
-      torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(head));
-  const torch::Tensor future =
-      torch::ones({t, t}, torch::TensorOptions().dtype(torch::kBool).device(x.device())).triu(1);
-  scores = scores.masked_fill(future, -std::numeric_limits<float>::infinity());
-  torch::Tensor attention = attn_dropout_->forward(torch::softmax(scores, /*dim=*/-1));
-  torch::Tensor y = torch::matmul(attention, v).transpose(1, 2).contiguous().view({b, t, c});
+  const torch::Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
+  const torch::Tensor attended =
+      compat::kHasFusedAttention
+          ? compat::FusedCausalAttention(q, k, v, is_training() ? attn_dropout_->options.p() : 0.0)
+          : ExplicitCausalAttention(q, k, v, attn_dropout_);
+  const torch::Tensor y = attended.transpose(1, 2).contiguous().view({b, t, c});
   return resid_dropout_->forward(proj_->forward(y));
 }
 

@@ -21,6 +21,17 @@ std::optional<compat::AutocastState> AutocastFor(Precision precision, at::Device
 
 }  // namespace
 
+void ZeroGradients(torch::optim::Optimizer& optimizer) {
+  for (auto& group : optimizer.param_groups()) {
+    for (auto& parameter : group.params()) {
+      torch::Tensor& grad = parameter.mutable_grad();
+      if (!grad.defined()) continue;
+      grad.detach_();
+      grad.zero_();
+    }
+  }
+}
+
 torch::Tensor ForwardWithPrecision(TrainableModel& model, const torch::Tensor& inputs,
                                    Precision precision) {
   const auto autocast = AutocastFor(precision, inputs.device().type());

@@ -3,11 +3,11 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <utility>
 
 #include "trainerd/trainer/device_memory.h"
+#include "trainerd/trainer/device_timer.h"
 #include "trainerd/trainer/gradient_accumulation.h"
 #include "trainerd/trainer/trainer.h"
 #include "trainerd/trainer/units.h"
@@ -28,17 +28,16 @@ std::vector<std::pair<std::int64_t, double>> MeasureBlocks(Trainer& trainer, Dev
   std::vector<std::pair<std::int64_t, double>> per_block(
       static_cast<std::size_t>(model.num_blocks()));
   std::int64_t live_before = 0;
-  std::chrono::steady_clock::time_point started;
+  DeviceTimer timer(trainer.device());
   model.set_checkpointed_blocks(checkpointed);
   model.set_block_observer([&](int index, bool after) {
     if (!after) {
       live_before = memory.live_bytes();
-      started = std::chrono::steady_clock::now();
+      timer.Restart();
       return;
     }
-    per_block[static_cast<std::size_t>(index)] = {
-        memory.live_bytes() - live_before,
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()};
+    per_block[static_cast<std::size_t>(index)] = {memory.live_bytes() - live_before,
+                                                  timer.Seconds()};
   });
   { torch::Tensor logits = ForwardWithPrecision(model, inputs, precision); }
   model.set_block_observer({});
@@ -46,6 +45,14 @@ std::vector<std::pair<std::int64_t, double>> MeasureBlocks(Trainer& trainer, Dev
 }
 
 }  // namespace
+
+std::int64_t GradientBytes(const torch::nn::Module& model) {
+  std::int64_t total = 0;
+  for (const auto& p : model.parameters()) {
+    if (p.requires_grad()) total += Bytes(p);
+  }
+  return total;
+}
 
 std::int64_t AdamWStateBytes(const torch::optim::Optimizer& optimizer) {
   std::int64_t total = 0;
@@ -68,11 +75,9 @@ Result<MemoryLedger> MeasureLedger(const JobSpec& spec, const TextCorpus& corpus
     ledger.method = memory.method();
     ScopedMemoryLimit lifted(memory, 0);
 
-    trainer.TrainUpdate(0);  // gradients and AdamW state now exist
-    for (const auto& p : trainer.model().parameters()) {
-      ledger.parameters_bytes += Bytes(p);
-      ledger.gradients_bytes += Bytes(p.grad());
-    }
+    trainer.TrainUpdate(0);  // AdamW state now exists
+    for (const auto& p : trainer.model().parameters()) ledger.parameters_bytes += Bytes(p);
+    ledger.gradients_bytes = GradientBytes(trainer.model());
     ledger.optimizer_state_bytes = AdamWStateBytes(trainer.optimizer());
     for (const Batch& b : trainer.Microbatches(1)) {
       ledger.inputs_bytes += Bytes(b.inputs) + Bytes(b.targets);
@@ -86,6 +91,7 @@ Result<MemoryLedger> MeasureLedger(const JobSpec& spec, const TextCorpus& corpus
       }
     });
     ledger.peak_bytes = memory.peak_bytes();
+    ledger.reserved_peak_bytes = memory.peak_reserved_bytes();
     ledger.temporaries_bytes = std::max<std::int64_t>(
         0, ledger.peak_bytes - ledger.parameters_bytes - ledger.gradients_bytes -
                ledger.optimizer_state_bytes - ledger.inputs_bytes - ledger.activations_bytes);
@@ -120,6 +126,7 @@ nlohmann::json MemoryLedger::ToJson() const {
           {"temporaries_bytes", temporaries_bytes},
           {"inputs_bytes", inputs_bytes},
           {"peak_bytes", peak_bytes},
+          {"reserved_peak_bytes", reserved_peak_bytes},
           {"budget_bytes", budget_bytes},
           {"usable_bytes", usable_bytes},
           {"plan", trainerd::ToJson(plan)},
@@ -150,6 +157,11 @@ std::string MemoryLedger::ToTable() const {
                 peak_bytes <= usable_bytes ? "(fits)" : "(DOES NOT FIT)", "budget",
                 FormatBytes(budget_bytes).c_str());
   out += line;
+  if (reserved_peak_bytes != peak_bytes) {  // a caching allocator (CUDA) holds more
+    std::snprintf(line, sizeof(line), "%-18s %12s\n", "reserved peak",
+                  FormatBytes(reserved_peak_bytes).c_str());
+    out += line;
+  }
   std::snprintf(line, sizeof(line), "\n%-6s %14s %14s %12s\n", "block", "activations",
                 "checkpointed", "forward");
   out += line;

@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "trainerd/trainer/device_memory.h"
+#include "trainerd/trainer/device_timer.h"
 #include "trainerd/trainer/memory_ledger.h"
 #include "trainerd/trainer/trainer.h"
 #include "trainerd/trainer/units.h"
@@ -49,9 +50,9 @@ Measurement MeasureUpdate(const JobSpec& spec, const TextCorpus& corpus, const P
     ScopedMemoryLimit limited(memory, limit);
     trainer.TrainUpdate(0);
     memory.ResetPeak();
-    const auto start = Clock::now();
+    const DeviceTimer timer(trainer.device());
     trainer.TrainUpdate(1);
-    m.update_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    m.update_seconds = timer.Seconds();
     m.peak_bytes = memory.peak_bytes();
   } catch (const c10::OutOfMemoryError&) {
     m.oom = true;

@@ -2,7 +2,6 @@
 
 #include <torch/torch.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -12,9 +11,16 @@
 
 #include "trainerd/common/atomic_file.h"
 #include "trainerd/common/proc_file.h"
+#include "trainerd/trainer/device_timer.h"
+#include "trainerd/trainer/torch_compat.h"
 
 namespace trainerd {
 namespace {
+
+// "13.0" from CUDA's 1000 * major + 10 * minor encoding.
+[[maybe_unused]] std::string CudaVersionString(int version) {
+  return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+}
 
 // A /proc value, "unknown" where the file or the key is missing.
 std::string ProcValueOrUnknown(const std::string& path, const std::string& key) {
@@ -22,23 +28,26 @@ std::string ProcValueOrUnknown(const std::string& path, const std::string& key) 
   return value.empty() ? "unknown" : value;
 }
 
-double MeasureMatmulFlops(Precision precision) {
-  constexpr std::int64_t n = 1024;
-  const auto dtype = precision == Precision::kBf16   ? torch::kBFloat16
-                     : precision == Precision::kFp16 ? torch::kFloat  // no fast fp16 on CPU
-                                                     : torch::kFloat;
+// Square matrix products in the precision's compute type on `device`, timed between device
+// synchronisations. A GPU needs larger products to reach its peak than a CPU core does.
+double MeasureMatmulFlops(Precision precision, const torch::Device& device) {
+  const std::int64_t n = device.is_cuda() ? 8192 : 1024;
+  const auto dtype = precision == Precision::kBf16 ? torch::kBFloat16
+                     : precision == Precision::kFp16
+                         ? (device.is_cuda() ? torch::kHalf : torch::kFloat)  // no CPU fp16 path
+                         : torch::kFloat;
   torch::NoGradGuard no_grad;
-  const torch::Tensor a = torch::randn({n, n}).to(dtype);
-  const torch::Tensor b = torch::randn({n, n}).to(dtype);
+  const auto options = torch::TensorOptions().dtype(dtype).device(device);
+  const torch::Tensor a = torch::randn({n, n}, options);
+  const torch::Tensor b = torch::randn({n, n}, options);
   double best = 1e30;
   for (int i = 0; i < 8; ++i) {
-    const auto start = std::chrono::steady_clock::now();
+    DeviceTimer timer(device);
     torch::Tensor c = torch::matmul(a, b);
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double seconds = timer.Seconds();
     if (i > 1) best = std::min(best, seconds);  // the first two warm up kernels and caches
   }
-  return 2.0 * n * n * n / best;
+  return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) / best;
 }
 
 }  // namespace
@@ -49,6 +58,26 @@ double ModelFlopsPerSample(const ModelSpec& model, std::int64_t parameters) {
   const double per_token = 6.0 * static_cast<double>(parameters) +
                            12.0 * g.n_layer * g.block_size * static_cast<double>(g.n_embd);
   return per_token * g.block_size;
+}
+
+nlohmann::json DeviceDescription(const torch::Device& device) {
+#ifdef TRAINERD_WITH_CUDA
+  if (device.is_cuda()) {
+    const compat::CudaDeviceDescription d = compat::DescribeCudaDevice(compat::CudaIndexOf(device));
+    return {{"type", "cuda"},
+            {"name", d.name},
+            {"total_memory_bytes", d.total_memory_bytes},
+            {"compute_capability", d.compute_capability},
+            {"driver_version", CudaVersionString(d.driver_version)},
+            {"runtime_version", CudaVersionString(d.runtime_version)}};
+  }
+#endif
+  TORCH_CHECK(device.is_cpu(), "no description for device ", device.str(), " in this build");
+  const std::string mem_total = ProcFileValue("/proc/meminfo", "MemTotal");  // "24576000 kB"
+  const std::int64_t total_kib = mem_total.empty() ? 0 : std::stoll(mem_total);
+  return {{"type", "cpu"},
+          {"name", ProcValueOrUnknown("/proc/cpuinfo", "model name")},
+          {"total_memory_bytes", total_kib * 1024}};
 }
 
 std::string HardwareFingerprint() {
@@ -83,10 +112,12 @@ std::string DefaultPeakFlopsCache() {
   return base + "/trainerd/peak_flops.json";
 }
 
-double PeakFlops(Precision precision, const std::string& cache_file) {
-  const std::string key = HardwareFingerprint() + " | " + ToString(precision) + " | " +
-                          std::to_string(torch::get_num_threads()) + " threads | torch " +
-                          TORCH_VERSION;
+double PeakFlops(Precision precision, const torch::Device& device, const std::string& cache_file) {
+  const std::string device_name =
+      device.is_cpu() ? std::string("cpu") : DeviceDescription(device)["name"].get<std::string>();
+  const std::string key = HardwareFingerprint() + " | " + device_name + " | " +
+                          ToString(precision) + " | " + std::to_string(torch::get_num_threads()) +
+                          " threads | torch " + TORCH_VERSION;
   nlohmann::json cache = nlohmann::json::object();
   if (!cache_file.empty()) {
     std::ifstream in(cache_file);
@@ -94,7 +125,7 @@ double PeakFlops(Precision precision, const std::string& cache_file) {
     if (!cache.is_object()) cache = nlohmann::json::object();  // a corrupt cache is re-measured
     if (cache.contains(key) && cache[key].is_number()) return cache[key].get<double>();
   }
-  const double flops = MeasureMatmulFlops(precision);
+  const double flops = MeasureMatmulFlops(precision, device);
   if (!cache_file.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(std::filesystem::path(cache_file).parent_path(), ec);

@@ -1,7 +1,6 @@
 #include "trainerd/trainer/trainer.h"
 
 #include <malloc.h>
-#include <torch/cuda.h>
 #include <torch/torch.h>
 
 #include <chrono>
@@ -11,6 +10,7 @@
 #include "trainerd/common/atomic_file.h"
 #include "trainerd/common/sha256.h"
 #include "trainerd/trainer/device_memory.h"
+#include "trainerd/trainer/device_timer.h"
 #include "trainerd/trainer/lr_schedule.h"
 #include "trainerd/trainer/memory_ledger.h"
 #include "trainerd/trainer/throughput.h"
@@ -72,26 +72,20 @@ Trainer::Trainer(const JobSpec& spec, const TextCorpus& corpus, EventSink* sink)
   job_identity_ = JobIdentity(spec_, corpus_.fingerprint());
 }
 
-void Trainer::SynchronizeDevice() const {
-  if (device_.is_cuda()) torch::cuda::synchronize();
-}
-
 PrecisionContext Trainer::precision_context() {
   return {spec_.plan.precision, scaler_ ? &*scaler_ : nullptr};
 }
 
 nlohmann::json Trainer::LedgerSnapshot() const {
   const DeviceMemory& memory = MemoryOf(device_);
-  std::int64_t parameters = 0, gradients = 0;
-  for (const auto& p : model_->parameters()) {
-    parameters += static_cast<std::int64_t>(p.nbytes());
-    if (p.grad().defined()) gradients += static_cast<std::int64_t>(p.grad().nbytes());
-  }
+  std::int64_t parameters = 0;
+  for (const auto& p : model_->parameters()) parameters += static_cast<std::int64_t>(p.nbytes());
   return {{"parameters_bytes", parameters},
-          {"gradients_bytes", gradients},
+          {"gradients_bytes", GradientBytes(*model_)},
           {"optimizer_state_bytes", AdamWStateBytes(*optimizer_)},
           {"live_bytes", memory.live_bytes()},
           {"peak_bytes", memory.peak_bytes()},
+          {"reserved_bytes", memory.reserved_bytes()},
           {"limit_bytes", memory.limit()},
           {"budget_bytes", spec_.memory.budget_bytes},
           {"usable_bytes", spec_.memory.usable_bytes()}};
@@ -119,6 +113,7 @@ nlohmann::json Trainer::StartEvent(int resumed_from) const {
       {"resumed_from_update", resumed_from},
       {"threads", torch::get_num_threads()},
       {"device", spec_.runtime.device},
+      {"device_info", DeviceDescription(device_)},
       {"torch_version", TORCH_VERSION},
       {"software", SoftwareFingerprint()},
       {"budget_bytes", spec_.memory.budget_bytes},
@@ -153,7 +148,7 @@ UpdateStats Trainer::TrainUpdate(int update, const AfterForward& after_forward) 
     static_cast<torch::optim::AdamWOptions&>(group.options()).lr(stats.lr);
   }
   const std::vector<Batch> microbatches = Microbatches(update);
-  optimizer_->zero_grad();
+  ZeroGradients(*optimizer_);
   stats.loss = AccumulateGradients(*model_, microbatches, precision_context(), after_forward);
   if (!std::isfinite(stats.loss)) return stats;  // the caller stops; no step on a diverged loss
   const StepResult step = UnscaleClipStep(*model_, *optimizer_, t.grad_clip, precision_context());
@@ -178,36 +173,46 @@ std::vector<SliceLoss> Trainer::Evaluate() {
   return losses;
 }
 
+Result<Trainer::ResumePoint> Trainer::ResumeFrom(const TrainerOptions& options) {
+  ResumePoint point;
+  if (options.resume == Resume::kNo) return point;
+  Result<CheckpointState> state =
+      LoadTrainingCheckpoint(options.checkpoint_path, *model_, *optimizer_, job_identity_, device_);
+  // Missing, or another job's (refused before any tensor is loaded): start afresh.
+  const bool ignorable =
+      !state.ok() && (state.status().code() == Status::Code::kNotFound ||
+                      state.status().code() == Status::Code::kFailedPrecondition);
+  if (options.resume == Resume::kIfCompatible && ignorable) {
+    point.warnings.push_back({{"event", "warning"},
+                              {"kind", "checkpoint_ignored"},
+                              {"message", state.status().message() + "; starting from update 0"}});
+    return point;
+  }
+  if (!state.ok()) return state.status();
+  point.updates_done = state->updates_done;
+  model_->to(device_);  // loading may have replaced parameter storage with host tensors
+  if (scaler_ && state->loss_scale) scaler_->Restore(*state->loss_scale, state->clean_updates);
+  const std::string here = c10::DeviceTypeName(device_.type(), /*lower_case=*/true);
+  if (state->written_on != here) {
+    point.warnings.push_back(
+        {{"event", "warning"},
+         {"kind", "checkpoint_device_changed"},
+         {"message", "checkpoint written on " + state->written_on + ", resumed on " + here +
+                         ": parameters and AdamW state moved to " + here +
+                         "; dropout masks from here on come from the " + here + " generator"}});
+  }
+  return point;
+}
+
 Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
   TrainOutcome outcome;
   try {
-    std::optional<std::string> ignored_checkpoint;
-    if (options.resume != Resume::kNo) {
-      Result<CheckpointState> state =
-          LoadTrainingCheckpoint(options.checkpoint_path, *model_, *optimizer_, job_identity_);
-      // Missing, or another job's (refused before any tensor is loaded): start afresh.
-      const bool ignorable =
-          !state.ok() && (state.status().code() == Status::Code::kNotFound ||
-                          state.status().code() == Status::Code::kFailedPrecondition);
-      if (options.resume == Resume::kIfCompatible && ignorable) {
-        ignored_checkpoint = state.status().message();
-      } else if (!state.ok()) {
-        return state.status();
-      } else {
-        outcome.updates_done = state->updates_done;
-        model_->to(device_);  // loading may have replaced parameter storage with host tensors
-        if (scaler_ && state->loss_scale) {
-          scaler_->Restore(*state->loss_scale, state->clean_updates);
-        }
-      }
-    }
+    Result<ResumePoint> resumed = ResumeFrom(options);
+    if (!resumed.ok()) return resumed.status();
+    outcome.updates_done = resumed->updates_done;
     model_->train();
     sink_->Emit(StartEvent(outcome.updates_done));
-    if (ignored_checkpoint) {
-      sink_->Emit({{"event", "warning"},
-                   {"kind", "checkpoint_ignored"},
-                   {"message", *ignored_checkpoint + "; starting from update 0"}});
-    }
+    for (const nlohmann::json& warning : resumed->warnings) sink_->Emit(warning);
     if (model_->has_batch_statistics() && spec_.plan.accumulation_steps > 1) {
       sink_->Emit({{"event", "warning"},
                    {"kind", "batch_norm_accumulation"},
@@ -226,7 +231,8 @@ Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
         state.loss_scale = scaler_->scale();
         state.clean_updates = scaler_->clean_updates();
       }
-      Status s = SaveTrainingCheckpoint(options.checkpoint_path, *model_, *optimizer_, state);
+      Status s =
+          SaveTrainingCheckpoint(options.checkpoint_path, *model_, *optimizer_, state, device_);
       if (s.ok()) {
         sink_->Emit({{"event", "checkpoint"},
                      {"update", outcome.updates_done},
@@ -262,10 +268,9 @@ Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
                            {"ledger", LedgerSnapshot()}};
         return outcome;
       }
-      SynchronizeDevice();
-      const auto update_started = Clock::now();
+      const DeviceTimer update_timer(device_);
       const UpdateStats stats = TrainUpdate(update);
-      SynchronizeDevice();
+      const double update_seconds = update_timer.Seconds();
       if (!std::isfinite(stats.loss)) {
         outcome.kind = TrainOutcome::Kind::kDiverged;
         outcome.message = "training loss is " + std::to_string(stats.loss) + " at update " +
@@ -282,7 +287,6 @@ Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
       }
       outcome.updates_done = update + 1;
       outcome.final_train_loss = stats.loss;
-      const double update_seconds = Seconds(now - update_started);
       if (update - first >= kWarmupUpdates) {
         ++measured_updates;
         measured_seconds += update_seconds;
@@ -330,10 +334,11 @@ Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
     const double samples_per_second =
         throughput_updates * static_cast<double>(t.effective_batch) / throughput_seconds;
     const std::int64_t peak_bytes = memory.peak_bytes();
+    const std::int64_t reserved_peak_bytes = memory.peak_reserved_bytes();
     double peak_flops = 0;
     {
       ScopedMemoryLimit lifted(memory, 0);  // the probe's matrices are not the job's memory
-      peak_flops = PeakFlops(spec_.plan.precision, options.peak_flops_cache);
+      peak_flops = PeakFlops(spec_.plan.precision, device_, options.peak_flops_cache);
     }
     const ThroughputAssessment flops = AssessThroughput(
         samples_per_second * ModelFlopsPerSample(spec_.model, CountParameters(*model_)),
@@ -353,6 +358,7 @@ Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
                   "checkpoints excluded, first " +
                       std::to_string(kWarmupUpdates) + " updates excluded as warm-up"},
                  {"peak_bytes", peak_bytes},
+                 {"reserved_peak_bytes", reserved_peak_bytes},
                  {"memory_method", memory.method()},
                  {"model_flops_per_second", flops.achieved_flops},
                  {"peak_flops_per_second", flops.peak_flops},

@@ -35,14 +35,18 @@ std::string JobIdentity(const JobSpec& spec, const std::string& data_fingerprint
 }
 
 Status SaveTrainingCheckpoint(const std::string& path, torch::nn::Module& model,
-                              torch::optim::Optimizer& optimizer, const CheckpointState& state) {
+                              torch::optim::Optimizer& optimizer, const CheckpointState& state,
+                              const torch::Device& device) {
   const std::string temporary = TemporaryPathFor(path);
   try {
     torch::serialize::OutputArchive archive;
     archive.write("format_version", torch::tensor(kFormatVersion));
     archive.write("updates_done", torch::tensor(static_cast<std::int64_t>(state.updates_done)));
     archive.write("job_identity", c10::IValue(state.job_identity));
-    archive.write("rng_cpu", compat::CpuRngState());
+    archive.write("device", c10::IValue(c10::DeviceTypeName(device.type(), /*lower_case=*/true)));
+    const compat::RngState rng = compat::CaptureRng(device);
+    archive.write("rng_cpu", rng.cpu);
+    if (rng.cuda.defined()) archive.write("rng_cuda", rng.cuda);
     if (state.loss_scale) {
       archive.write("loss_scale", torch::tensor(*state.loss_scale, torch::kDouble));
       archive.write("loss_scale_clean_updates",
@@ -63,12 +67,15 @@ Status SaveTrainingCheckpoint(const std::string& path, torch::nn::Module& model,
 
 Result<CheckpointState> LoadTrainingCheckpoint(const std::string& path, torch::nn::Module& model,
                                                torch::optim::Optimizer& optimizer,
-                                               const std::string& expected_identity) {
+                                               const std::string& expected_identity,
+                                               const torch::Device& device) {
   if (!std::filesystem::exists(path)) return Status::NotFound(path + ": no training checkpoint");
   CheckpointState state;
   try {
     torch::serialize::InputArchive archive;
-    archive.load_from(path);
+    // Every tensor (parameters, AdamW moments) lands on the training device, whichever device
+    // wrote the file.
+    archive.load_from(path, device);
     torch::Tensor version;
     archive.read("format_version", version);
     if (version.item<std::int64_t>() != kFormatVersion) {
@@ -85,9 +92,16 @@ Result<CheckpointState> LoadTrainingCheckpoint(const std::string& path, torch::n
                                         expected_identity.substr(0, 12) +
                                         "): model, data, optimizer, schedule or batch changed");
     }
-    torch::Tensor updates, rng;
+    c10::IValue written_on;
+    if (archive.try_read("device", written_on)) state.written_on = written_on.toStringRef();
+    torch::Tensor updates, cuda_rng;
     archive.read("updates_done", updates);
-    archive.read("rng_cpu", rng);
+    // The training device's generators, overwritten with what the file has: a CUDA stream
+    // continues only on CUDA, and one written on another device keeps the current state.
+    compat::RngState rng = compat::CaptureRng(device);
+    archive.read("rng_cpu", rng.cpu);
+    rng.cpu = rng.cpu.cpu();
+    if (rng.cuda.defined() && archive.try_read("rng_cuda", cuda_rng)) rng.cuda = cuda_rng.cpu();
     state.updates_done = static_cast<int>(updates.item<std::int64_t>());
     torch::serialize::InputArchive model_archive;
     archive.read("model", model_archive);
@@ -95,7 +109,7 @@ Result<CheckpointState> LoadTrainingCheckpoint(const std::string& path, torch::n
     torch::serialize::InputArchive optimizer_archive;
     archive.read("optimizer", optimizer_archive);
     optimizer.load(optimizer_archive);
-    compat::SetCpuRngState(rng);
+    compat::RestoreRng(rng);
     torch::Tensor scale, clean;
     if (archive.try_read("loss_scale", scale) &&
         archive.try_read("loss_scale_clean_updates", clean)) {

@@ -4,7 +4,8 @@
 //
 // - The block's parameters are inputs of the autograd node, so they receive gradients even
 //   when the block input does not require grad (the reentrant-checkpoint pitfall).
-// - The CPU RNG state is captured before the forward and restored for the recompute (then
+// - The RNG state (the CPU generator, and the CUDA generator of the input's device when the
+//   block runs on CUDA) is captured before the forward and restored for the recompute (then
 //   put back), so dropout masks match and the RNG sequence equals an uncheckpointed run.
 // - The autocast state (enabled, dtype) during the recompute equals the forward's.
 #pragma once

@@ -4,8 +4,10 @@
 //   keeps live and peak bytes of every CPU tensor allocated after installation and throws
 //   c10::OutOfMemoryError when an allocation would take live bytes above the limit, so an
 //   OOM on a "24 GB device" is real and reproducible on a CPU machine.
-// CUDA (built only where LibTorch has CUDA): the caching allocator's allocated/peak
-//   statistics and its per-process memory fraction as the limit.
+// CUDA (built only where LibTorch has CUDA): the caching allocator's allocated bytes (live,
+//   peak) and reserved bytes (what it holds from the driver: allocated plus its cache); the
+//   limit is its per-process memory fraction, which caps reserved bytes, and an allocation
+//   beyond it throws c10::OutOfMemoryError as on the CPU.
 // Thread safety: counters are atomic; allocation happens on LibTorch's worker threads.
 #pragma once
 
@@ -22,6 +24,12 @@ class DeviceMemory {
   virtual std::int64_t live_bytes() const = 0;
   // Highest live_bytes() since the last ResetPeak().
   virtual std::int64_t peak_bytes() const = 0;
+  // Bytes the device holds for this process: live bytes plus an allocator's cache. Equal to
+  // live_bytes() on the CPU, which caches nothing.
+  virtual std::int64_t reserved_bytes() const = 0;
+  // Highest reserved_bytes() since the last ResetPeak().
+  virtual std::int64_t peak_reserved_bytes() const = 0;
+  // Starts a measurement: both peaks become the current values.
   virtual void ResetPeak() = 0;
   // Allocations that would take live bytes above `bytes` fail with c10::OutOfMemoryError;
   // 0 removes the limit.

@@ -23,6 +23,14 @@ class BiasOptionalLayerNormImpl : public torch::nn::Module {
 };
 TORCH_MODULE(BiasOptionalLayerNorm);
 
+// softmax(q k^T / sqrt(d) + causal mask) v for q, k, v [B, H, T, D], with `dropout` on the
+// attention weights, written out: it keeps [B, H, T, T] scores, weights and the dropout mask
+// for backward. The model uses it on LibTorch 1.13; 2.x has the fused
+// at::scaled_dot_product_attention (compat::FusedCausalAttention), tested equal to it.
+torch::Tensor ExplicitCausalAttention(const torch::Tensor& q, const torch::Tensor& k,
+                                      const torch::Tensor& v, torch::nn::Dropout& dropout);
+
+// Multi-head causal self-attention: fused attention where LibTorch has it, else explicit.
 class CausalSelfAttentionImpl : public torch::nn::Module {
  public:
   explicit CausalSelfAttentionImpl(const GptOptions& options);

@@ -6,7 +6,7 @@
 //     masked tokens included).
 //   UnscaleClipStep: once per update: unscale and check overflow (fp16; an overflow skips
 //     the step and backs the scale off), clip the global gradient norm, optimizer step.
-// REQUIRES: gradients zeroed before AccumulateGradients (once per update).
+// REQUIRES: gradients zeroed (ZeroGradients) before AccumulateGradients, once per update.
 #pragma once
 
 #include <torch/optim/optimizer.h>
@@ -30,6 +30,12 @@ struct PrecisionContext {
 // (CUDA only; CPU fp16 plans compute in fp32 and exercise only the loss scaler).
 torch::Tensor ForwardWithPrecision(TrainableModel& model, const torch::Tensor& inputs,
                                    Precision precision);
+
+// Sets every existing gradient to zeros in place, keeping its memory. LibTorch 2.x's
+// zero_grad() releases gradients by default (set_to_none) and 1.13's zeroes them: the loop
+// says which it wants, so the memory held between and during updates, and the ledger that
+// measures it, are the same under both.
+void ZeroGradients(torch::optim::Optimizer& optimizer);
 
 // Called after microbatch `index`'s forward and loss, before its backward: the moment
 // its saved activations peak (the memory ledger measures there).

@@ -9,6 +9,7 @@
 // The categories sum to the measured peak.
 #pragma once
 
+#include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
 #include <cstdint>
@@ -37,6 +38,7 @@ struct MemoryLedger {
   std::int64_t temporaries_bytes = 0;
   std::int64_t inputs_bytes = 0;
   std::int64_t peak_bytes = 0;
+  std::int64_t reserved_peak_bytes = 0;  // the allocator's peak holding (CUDA cache); = peak on CPU
   std::int64_t budget_bytes = 0;
   std::int64_t usable_bytes = 0;
   std::vector<BlockActivation> blocks;
@@ -52,6 +54,10 @@ struct MemoryLedger {
 // measured) plus one forward per checkpointing mode for the blocks. Runs with the device
 // limit lifted, so a plan that needs more than the budget is reported rather than hit.
 Result<MemoryLedger> MeasureLedger(const JobSpec& spec, const TextCorpus& corpus);
+
+// Bytes of the gradients an update holds: one per trainable parameter, counted from the
+// parameters, so the figure is the same before the first backward or after a release.
+std::int64_t GradientBytes(const torch::nn::Module& model);
 
 // Bytes of AdamW's per-parameter state (exp_avg, exp_avg_sq, max_exp_avg_sq when amsgrad).
 std::int64_t AdamWStateBytes(const torch::optim::Optimizer& optimizer);

@@ -1,29 +1,91 @@
-// The one place for LibTorch calls whose API moved between 1.13 (Debian, CPU) and 2.x
-// (CUDA users): generators and autocast. Allocators join them with the memory budget.
+// The one place for LibTorch calls whose API moved between 1.13 (Debian, CPU) and 2.x (the
+// PyPI wheel, CUDA): generators, autocast, the allocator interfaces and their statistics,
+// fused attention, and the CUDA runtime queries. Everything else in the trainer is written
+// once against the API both versions share.
+//
+// TRAINERD_WITH_CUDA is defined (PUBLIC, for every target that includes this header) where
+// LibTorch was built with CUDA; the CUDA parts are then compiled, and run only when a device
+// is present.
 #pragma once
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/core/Generator.h>
+#include <c10/core/Allocator.h>
 #include <torch/types.h>
 #include <torch/version.h>
 
+#include <cstdint>
 #include <mutex>
+#include <string>
+
+#ifdef TRAINERD_WITH_CUDA
+#include <ATen/cuda/CUDAGeneratorImpl.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <cuda_runtime_api.h>
+#endif
+
+#define TRAINERD_TORCH_AT_LEAST(major, minor) \
+  (TORCH_VERSION_MAJOR > (major) ||           \
+   (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
 
 namespace trainerd::compat {
 
-// Snapshot of the default CPU generator (dropout masks, initialisation) as a byte tensor.
-inline torch::Tensor CpuRngState() {
-  at::Generator generator = at::detail::getDefaultCPUGenerator();
+// ---- Generators ------------------------------------------------------------------------------
+
+// The generator states dropout (and initialisation) draw from on one device: the default CPU
+// generator always, and the default generator of `device` when it is a CUDA device.
+struct RngState {
+  torch::Tensor cpu;
+  torch::Tensor cuda;  // undefined unless captured on a CUDA device
+  c10::DeviceIndex cuda_device = -1;
+};
+
+namespace detail {
+inline torch::Tensor GetState(at::Generator generator) {
   std::lock_guard<std::mutex> lock(generator.mutex());
   return generator.get_state();
 }
-
-inline void SetCpuRngState(const torch::Tensor& state) {
-  at::Generator generator = at::detail::getDefaultCPUGenerator();
+inline void SetState(at::Generator generator, const torch::Tensor& state) {
   std::lock_guard<std::mutex> lock(generator.mutex());
   generator.set_state(state);
 }
+}  // namespace detail
+
+#ifdef TRAINERD_WITH_CUDA
+// The index of a CUDA device, the current device where `device` names none ("cuda").
+inline c10::DeviceIndex CudaIndexOf(const torch::Device& device) {
+  return device.has_index() ? device.index() : c10::cuda::current_device();
+}
+#endif
+
+inline RngState CaptureRng(const torch::Device& device) {
+  RngState state;
+  state.cpu = detail::GetState(at::detail::getDefaultCPUGenerator());
+#ifdef TRAINERD_WITH_CUDA
+  if (device.is_cuda()) {
+    state.cuda_device = CudaIndexOf(device);
+    state.cuda = detail::GetState(at::cuda::detail::getDefaultCUDAGenerator(state.cuda_device));
+  }
+#else
+  TORCH_CHECK(!device.is_cuda(), "this LibTorch has no CUDA");
+#endif
+  return state;
+}
+
+// Restores what CaptureRng() took. A CUDA state needs a LibTorch with CUDA.
+inline void RestoreRng(const RngState& state) {
+  if (state.cpu.defined()) detail::SetState(at::detail::getDefaultCPUGenerator(), state.cpu);
+  if (!state.cuda.defined()) return;
+#ifdef TRAINERD_WITH_CUDA
+  detail::SetState(at::cuda::detail::getDefaultCUDAGenerator(state.cuda_device), state.cuda);
+#else
+  TORCH_CHECK(false, "a CUDA generator state cannot be restored: this LibTorch has no CUDA");
+#endif
+}
+
+// ---- Autocast --------------------------------------------------------------------------------
 
 // Autocast state of one device type (CPU or CUDA) on the current thread.
 struct AutocastState {
@@ -31,7 +93,7 @@ struct AutocastState {
   at::ScalarType dtype = at::kBFloat16;
 };
 
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+#if TRAINERD_TORCH_AT_LEAST(2, 4)
 inline AutocastState GetAutocast(at::DeviceType device) {
   return {at::autocast::is_autocast_enabled(device), at::autocast::get_autocast_dtype(device)};
 }
@@ -77,5 +139,128 @@ class AutocastScope {
   at::DeviceType device_;
   AutocastState previous_;
 };
+
+// ---- CPU allocator ---------------------------------------------------------------------------
+
+// c10::Allocator::allocate lost its `const` and gained a pure virtual copy_data in 2.3. A CPU
+// allocator derives from this and implements Allocate(). The static_asserts check the
+// version guard against the header actually compiled.
+class CpuAllocatorBase : public c10::Allocator {
+ public:
+#if TRAINERD_TORCH_AT_LEAST(2, 3)
+  c10::DataPtr allocate(std::size_t n) override { return Allocate(n); }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+#else
+  c10::DataPtr allocate(std::size_t n) const override { return Allocate(n); }
+#endif
+
+ protected:
+  virtual c10::DataPtr Allocate(std::size_t n) const = 0;
+};
+
+namespace detail {
+template <class A>
+concept ConstAllocate = requires(const A& a) {
+  a.allocate(std::size_t{0});
+};
+template <class A>
+concept HasCopyData = requires(const A& a) {
+  a.copy_data(nullptr, nullptr, std::size_t{0});
+};
+static_assert(ConstAllocate<c10::Allocator> != TRAINERD_TORCH_AT_LEAST(2, 3),
+              "c10::Allocator::allocate changed constness in another release: fix the guard");
+static_assert(HasCopyData<c10::Allocator> == TRAINERD_TORCH_AT_LEAST(2, 3),
+              "c10::Allocator::copy_data appeared in another release: fix the guard");
+}  // namespace detail
+
+// ---- Fused attention -------------------------------------------------------------------------
+
+// Whether this LibTorch has at::scaled_dot_product_attention (2.0 and later).
+inline constexpr bool kHasFusedAttention = TRAINERD_TORCH_AT_LEAST(2, 0);
+
+// Causal attention of q, k, v [B, H, T, D] through LibTorch's fused kernel, dropout
+// probability `dropout` on the attention weights (0 outside training). Only where
+// kHasFusedAttention; callers keep the explicit formula for 1.13.
+inline torch::Tensor FusedCausalAttention(const torch::Tensor& q, const torch::Tensor& k,
+                                          const torch::Tensor& v, double dropout) {
+#if TRAINERD_TORCH_AT_LEAST(2, 0)
+  return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, dropout, /*is_causal=*/true);
+#else
+  (void)q, (void)k, (void)v, (void)dropout;
+  TORCH_CHECK(false, "at::scaled_dot_product_attention needs LibTorch 2.0 or later");
+#endif
+}
+
+// ---- CUDA ------------------------------------------------------------------------------------
+
+#ifdef TRAINERD_WITH_CUDA
+// The caching allocator's byte counters of one device, all devices' streams together.
+// allocated: bytes in tensors; reserved: bytes the allocator holds from the driver
+// (allocated plus its cache).
+struct CudaAllocatorBytes {
+  std::int64_t allocated = 0;
+  std::int64_t allocated_peak = 0;
+  std::int64_t reserved = 0;
+  std::int64_t reserved_peak = 0;
+};
+
+// The statistics moved from c10::cuda::CUDACachingAllocator to c10::CachingDeviceAllocator
+// (DeviceStats) and c10::CachingAllocator (Stat, StatType) in 2.5.
+inline CudaAllocatorBytes CudaCachingAllocatorBytes(c10::DeviceIndex device) {
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device);
+#if TRAINERD_TORCH_AT_LEAST(2, 5)
+  constexpr auto kAggregate = static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+#else
+  constexpr auto kAggregate =
+      static_cast<std::size_t>(c10::cuda::CUDACachingAllocator::StatType::AGGREGATE);
+#endif
+  const auto& allocated = stats.allocated_bytes[kAggregate];
+  const auto& reserved = stats.reserved_bytes[kAggregate];
+  return {allocated.current, allocated.peak, reserved.current, reserved.peak};
+}
+
+inline void ResetCudaPeaks(c10::DeviceIndex device) {
+  c10::cuda::CUDACachingAllocator::resetPeakStats(device);
+}
+
+// Caps what the caching allocator may reserve on `device` at `fraction` of its memory; an
+// allocation beyond it (after the cache is emptied) throws c10::OutOfMemoryError.
+inline void SetCudaMemoryFraction(double fraction, c10::DeviceIndex device) {
+  c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, device);
+}
+
+inline void CheckCuda(cudaError_t status, const char* what) {
+  TORCH_CHECK(status == cudaSuccess, what, ": ", cudaGetErrorString(status));
+}
+
+inline std::int64_t CudaTotalMemory(c10::DeviceIndex device) {
+  cudaDeviceProp properties{};
+  CheckCuda(cudaGetDeviceProperties(&properties, device), "cudaGetDeviceProperties");
+  return static_cast<std::int64_t>(properties.totalGlobalMem);
+}
+
+// What a run record says about the GPU.
+struct CudaDeviceDescription {
+  std::string name;
+  std::int64_t total_memory_bytes = 0;
+  std::string compute_capability;  // "9.0"
+  int driver_version = 0;          // cudaDriverGetVersion: 1000 * major + 10 * minor
+  int runtime_version = 0;         // cudaRuntimeGetVersion, same encoding
+};
+
+inline CudaDeviceDescription DescribeCudaDevice(c10::DeviceIndex device) {
+  cudaDeviceProp properties{};
+  CheckCuda(cudaGetDeviceProperties(&properties, device), "cudaGetDeviceProperties");
+  CudaDeviceDescription d;
+  d.name = properties.name;
+  d.total_memory_bytes = static_cast<std::int64_t>(properties.totalGlobalMem);
+  d.compute_capability = std::to_string(properties.major) + "." + std::to_string(properties.minor);
+  CheckCuda(cudaDriverGetVersion(&d.driver_version), "cudaDriverGetVersion");
+  CheckCuda(cudaRuntimeGetVersion(&d.runtime_version), "cudaRuntimeGetVersion");
+  return d;
+}
+#endif  // TRAINERD_WITH_CUDA
 
 }  // namespace trainerd::compat

@@ -105,12 +105,17 @@ class Trainer {
   std::vector<SliceLoss> Evaluate();
 
  private:
+  // Where Run() continues from per options.resume, and the warnings to emit after the start
+  // event (a checkpoint ignored, or written on another device type).
+  struct ResumePoint {
+    int updates_done = 0;
+    std::vector<nlohmann::json> warnings;
+  };
+  Result<ResumePoint> ResumeFrom(const TrainerOptions& options);
   nlohmann::json StartEvent(int resumed_from) const;
   // Bytes by category at the moment of a failure: what is exact, and what was live.
   nlohmann::json LedgerSnapshot() const;
   PrecisionContext precision_context();
-  // Waits for queued device work so wall-clock timing measures it (no-op on the CPU).
-  void SynchronizeDevice() const;
 
   JobSpec spec_;
   const TextCorpus& corpus_;
