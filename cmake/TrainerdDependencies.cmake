@@ -1,5 +1,12 @@
 # Every third-party dependency, found once. All come from Debian 12 packages
-# (scripts/install-deps.sh).
+# (scripts/install-deps.sh), except LibTorch 2.x with CUDA, which comes from the PyPI wheel
+# (scripts/install-libtorch.sh) when CMAKE_PREFIX_PATH names it (scripts/build.sh --torch pip).
+
+# A CUDA LibTorch's CMake config compiles and runs a program to find the GPUs' architectures
+# unless told them; we compile no kernels of our own, and the build machine has no GPU.
+if(NOT DEFINED TORCH_CUDA_ARCH_LIST AND NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})
+  set(TORCH_CUDA_ARCH_LIST "8.0;8.6;8.9;9.0")
+endif()
 find_package(Torch REQUIRED)
 find_package(yaml-cpp REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
@@ -19,5 +26,16 @@ endif()
 # LibTorch's imported target carries its include directories and flags; wrap it once so
 # every trainer target links the same thing.
 add_library(trainerd_torch INTERFACE)
-target_link_libraries(trainerd_torch INTERFACE ${TORCH_LIBRARIES})
+# The PyPI wheel's libtorch.so, built with a newer GCC, exports copies of libstdc++ symbols
+# (std::filesystem among them) that are broken outside its own toolchain (remove_all jumps to
+# address 0). The dynamic linker binds each symbol in the executable's NEEDED order, so
+# libstdc++ is named first: our code binds to the system's libstdc++, the wheel's own copies
+# stay private to it. Harmless for Debian's LibTorch, which exports none.
+target_link_libraries(trainerd_torch INTERFACE
+  "-Wl,--push-state,--no-as-needed" stdc++ "-Wl,--pop-state" ${TORCH_LIBRARIES})
 target_compile_options(trainerd_torch INTERFACE ${TORCH_CXX_FLAGS})
+# The CUDA paths (allocator statistics, generators, autocast, device queries) where LibTorch
+# has CUDA; every target that includes the trainer's headers must agree on it.
+if(CAFFE2_USE_CUDA)
+  target_compile_definitions(trainerd_torch INTERFACE TRAINERD_WITH_CUDA)
+endif()

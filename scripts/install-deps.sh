@@ -19,6 +19,8 @@ packages=(
   procps
   # The daemon's schedule timezone (IANA names in /usr/share/zoneinfo).
   tzdata
+  # scripts/install-libtorch.sh: pip downloads the pinned LibTorch 2.x wheel, unzip unpacks it.
+  python3-pip unzip
 )
 
 if [[ $(id -u) -ne 0 ]]; then

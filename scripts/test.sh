@@ -1,8 +1,24 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine (as root), builds trainerd and runs every test.
+#   scripts/test.sh                 Debian's LibTorch 1.13 (CPU), in ./build
+#   scripts/test.sh --torch pip     LibTorch 2.x with CUDA from the pinned PyPI wheel
+#                                   (scripts/install-libtorch.sh), in ./build-cuda; tests that
+#                                   need a GPU skip themselves where there is none
+# Further arguments go to cmake.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [[ $(id -u) -eq 0 ]]; then scripts/install-deps.sh; else sudo scripts/install-deps.sh; fi
+torch=debian
+case ${1:-} in
+  --torch) torch=${2:?--torch needs debian or pip}; shift 2 ;;
+  --torch=*) torch=${1#--torch=}; shift ;;
+esac
+sudo_if_needed() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
+sudo_if_needed scripts/install-deps.sh
+case $torch in
+  debian) build_dir=${TRAINERD_BUILD_DIR:-build} ;;
+  pip) build_dir=${TRAINERD_BUILD_DIR:-build-cuda}; scripts/install-libtorch.sh ;;
+  *) echo "test.sh: --torch $torch: expected debian or pip" >&2; exit 2 ;;
+esac
 # CI sets CI=true: warnings are errors there.
-scripts/build.sh ${CI:+-DTRAINERD_WERROR=ON} "$@"
-ctest --test-dir build --output-on-failure --parallel "$(nproc)"
+TRAINERD_BUILD_DIR=$build_dir scripts/build.sh --torch "$torch" ${CI:+-DTRAINERD_WERROR=ON} "$@"
+ctest --test-dir "$build_dir" --output-on-failure --parallel "$(nproc)"
