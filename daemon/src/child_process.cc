@@ -34,6 +34,12 @@ namespace {
     const int err = ::open(spec.stderr_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0640);
     if (err >= 0) ::dup2(err, STDERR_FILENO);
   }
+  // Nothing else of the daemon's crosses exec: Asio opens its sockets without O_CLOEXEC, and a
+  // worker holding the control socket's listening end makes a restarted daemon believe
+  // another one answers there for as long as the orphaned worker lives. Only the exec-error
+  // pipe (close-on-exec) stays until exec.
+  ::close_range(3, static_cast<unsigned>(error_fd) - 1, 0);
+  ::close_range(static_cast<unsigned>(error_fd) + 1, ~0U, 0);
   ::execv(argv[0], argv.data());
   const int e = errno;
   [[maybe_unused]] ssize_t n = ::write(error_fd, &e, sizeof e);

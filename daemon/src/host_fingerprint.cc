@@ -22,6 +22,18 @@ store::HardwareFingerprint HostHardware(const std::string& device) {
   return hw;
 }
 
+bool ApplyDeviceDescription(const nlohmann::json& report, store::HardwareFingerprint* hw) {
+  if (!report.is_object() || !report.contains("device_info")) return false;
+  const nlohmann::json& d = report["device_info"];
+  if (!d.is_object() || !d.contains("name") || !d["name"].is_string() ||
+      !d.contains("total_memory_bytes") || !d["total_memory_bytes"].is_number_integer()) {
+    return false;
+  }
+  hw->device = d["name"].get<std::string>();
+  hw->device_memory_bytes = d["total_memory_bytes"].get<std::int64_t>();
+  return true;
+}
+
 std::string TrainerdVersion() { return TRAINERD_VERSION; }
 
 std::optional<std::int64_t> CgroupOomKillCount() {

@@ -58,12 +58,13 @@ struct NightlyCycle::WorkerReportOutput {
 };
 
 asio::awaitable<NightlyCycle::WorkerReportOutput> NightlyCycle::RunReportMode(
-    const ActiveConfig& active, const std::vector<std::string>& extra_args, std::int64_t run_id) {
+    const ActiveConfig& active, const std::vector<std::string>& extra_args,
+    const std::string& log_path) {
   WorkerReportOutput out;
   std::vector<std::string> argv = WorkerArgs(active);
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   const WorkerSupervisor::Limits limits = Limits();
-  const LaunchSpec launch{argv, StateLayout(config_.state_dir).RunLog(run_id)};
+  const LaunchSpec launch{argv, log_path};
   const std::function<void(const std::string&)> consume = [&](const std::string& line) {
     nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (!j.is_object()) return;
@@ -75,6 +76,24 @@ asio::awaitable<NightlyCycle::WorkerReportOutput> NightlyCycle::RunReportMode(
   };
   out.exit = co_await supervisor_.Run(launch, limits, consume);
   co_return out;
+}
+
+asio::awaitable<store::HardwareFingerprint> NightlyCycle::DescribeHardware(
+    const ActiveConfig& active) {
+  store::HardwareFingerprint hardware = HostHardware(active.spec.runtime.device);
+  if (hardware.device == "cpu") co_return hardware;  // the host's own memory, read by the daemon
+  const std::vector<std::string> args = {"--device-info"};
+  const std::string log_path = StateLayout(config_.state_dir).DeviceInfoLog();
+  const WorkerReportOutput out = co_await RunReportMode(active, args, log_path);
+  const bool described = out.exit.ok() && out.exit->exited && out.exit->code == 0 &&
+                         ApplyDeviceDescription(out.report, &hardware);
+  if (!described) {
+    Record(std::nullopt, "device_unknown", store::Severity::kWarning,
+           "the worker could not describe device " + hardware.device + " (" + log_path +
+               "): runs are recorded against \"" + hardware.device + "\" with unknown memory",
+           out.error.is_object() ? out.error.dump() : "{}");
+  }
+  co_return hardware;
 }
 
 struct NightlyCycle::AttemptResult {
@@ -225,7 +244,7 @@ asio::awaitable<CycleOutcome> NightlyCycle::Run(Window window, std::string trigg
     Progress("idle");
     co_return outcome;
   }
-  hardware_ = HostHardware(active->spec.runtime.device);
+  hardware_ = co_await DescribeHardware(*active);
 
   auto first_attempt = [&](const ActiveConfig& config) -> Result<Attempt> {
     Result<std::optional<store::RunPlan>> validated =
@@ -332,7 +351,8 @@ asio::awaitable<Result<std::optional<store::RunPlan>>> NightlyCycle::Plan(
     args.push_back(std::to_string(static_cast<std::int64_t>(
         static_cast<double>(active.spec.memory.budget_bytes) * kReplanBudgetFraction)));
   }
-  const WorkerReportOutput lines = co_await RunReportMode(active, args, run_id);
+  const std::string log_path = StateLayout(config_.state_dir).RunLog(run_id);
+  const WorkerReportOutput lines = co_await RunReportMode(active, args, log_path);
   const Result<ProcessExit>& exit = lines.exit;
   if (!exit.ok()) co_return exit.status();
   if (!exit->exited || exit->code != 0 || !lines.report.is_object()) {
@@ -365,7 +385,8 @@ asio::awaitable<std::optional<store::MemoryByCategory>> NightlyCycle::MeasureLed
     const ActiveConfig& active, const std::string& plan_path, std::int64_t run_id) {
   Progress("measuring ledger", run_id);
   const std::vector<std::string> args = {"--plan", plan_path, "--ledger"};
-  const WorkerReportOutput lines = co_await RunReportMode(active, args, run_id);
+  const std::string log_path = StateLayout(config_.state_dir).RunLog(run_id);
+  const WorkerReportOutput lines = co_await RunReportMode(active, args, log_path);
   const Result<ProcessExit>& exit = lines.exit;
   if (!exit.ok() || !exit->exited || exit->code != 0 || !lines.report.is_object()) {
     Record(run_id, "ledger_failed", store::Severity::kWarning,

@@ -16,6 +16,8 @@ std::string StateLayout::RunLog(std::int64_t run_id) const {
   return dir_ + "/logs/run-" + std::to_string(run_id) + ".log";
 }
 
+std::string StateLayout::DeviceInfoLog() const { return dir_ + "/logs/device-info.log"; }
+
 std::string StateLayout::ReleaseArtifact(std::int64_t run_id, const std::string& sha256,
                                          bool released) const {
   return dir_ + (released ? "/releases/" : "/releases/rejected/") + "run-" +

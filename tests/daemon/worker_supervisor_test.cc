@@ -65,6 +65,23 @@ TEST(WorkerSupervisorTest, ReadsEveryLineAndTheExitCode) {
   EXPECT_EQ(o.stopped_by, WorkerExit::StoppedBy::kNobody);
 }
 
+// Asio opens sockets without O_CLOEXEC: a worker that inherited the control socket's
+// listening end kept a restarted daemon from starting while the orphaned worker lived.
+TEST(WorkerSupervisorTest, TheWorkerInheritsNoDescriptorOfTheDaemon) {
+  testing::TempDir dir;
+  asio::io_context io;
+  asio::local::stream_protocol::acceptor listening(
+      io, asio::local::stream_protocol::endpoint(dir.File("control.sock")));
+  const int fd = listening.native_handle();
+  ASSERT_GE(fd, 3);
+  const FakeClock clock(kDeadline - 3600);
+  const Outcome o =
+      Supervise("[ -e /proc/$$/fd/" + std::to_string(fd) + " ] && echo inherited || echo closed",
+                clock, {kDeadline, kDeadline});
+  ASSERT_TRUE(o.exit.ok()) << o.exit.status().message();
+  EXPECT_EQ(o.lines, (std::vector<std::string>{"closed"}));
+}
+
 TEST(WorkerSupervisorTest, SigtermAtTheDeadlineLessTheGrace) {
   // 2 s before the deadline, with a 1.5 s grace: SIGTERM comes 0.5 s into the run. The child
   // exits 75 on SIGTERM like trainer-run after its checkpoint.

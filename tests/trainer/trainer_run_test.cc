@@ -62,6 +62,19 @@ TEST(TrainerRunTest, BadDataExitsThree) {
   EXPECT_NE(events.back()["message"].get<std::string>().find("NO-SUCH-LICENCE"), std::string::npos);
 }
 
+// The daemon has no torch: it learns the training device from this report.
+TEST(TrainerRunTest, DeviceInfoPrintsTheTrainingDeviceAsOneJsonObject) {
+  testing::TempDir dir;
+  ChildProcess child({TRAINER_RUN_PATH, "--config", dir.Write("job.yaml", testing::TinyGptYaml(5)),
+                      "--device-info"});
+  const auto lines = child.ReadAllLines();
+  EXPECT_EQ(child.ExitCode(), 0);
+  ASSERT_EQ(lines.size(), 1u);
+  const nlohmann::json report = nlohmann::json::parse(lines[0]);
+  EXPECT_EQ(report["device_info"]["type"], "cpu");
+  EXPECT_GT(report["device_info"]["total_memory_bytes"].get<std::int64_t>(), 1LL << 30);
+}
+
 TEST(TrainerRunTest, SigtermCheckpointsAndResumeFinishesTheJob) {
   testing::TempDir dir;
   const std::string config = dir.Write("job.yaml", testing::TinyGptYaml(400));

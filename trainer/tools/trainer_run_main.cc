@@ -36,6 +36,7 @@ constexpr const char* kUsage = R"(usage:
               [--resume | --resume-if-compatible] [--json]
   trainer-run --config FILE [--plan FILE] --ledger [--json]
   trainer-run --config FILE --plan-only [--json]
+  trainer-run --config FILE --device-info
   trainer-run --config FILE [--plan FILE] --parity [--parity-updates N] [--json]
   trainer-run --what-if --static SIZE --act-per-sample SIZE --device SIZE [--reserve 10%]
               [--microbatch N --blocks N] [--json]
@@ -64,6 +65,9 @@ options:
                        parameters, gradients, optimizer state, activations, temporaries,
                        inputs, per block, the peak against usable memory
   --plan-only          run the planner and print the chosen plan and rejected alternatives
+  --device-info        print the job's training device as JSON: {"device_info": {type, name,
+                       total_memory_bytes; on CUDA compute_capability, driver_version,
+                       runtime_version}}
   --parity             release check of the plan: N updates of the plan against the
                        reference (no checkpointing, real large batch, fp32), same data and
                        seed; prints the max gradient and loss differences and a verdict
@@ -105,6 +109,7 @@ struct Args {
   bool json = false;
   bool ledger = false;
   bool plan_only = false;
+  bool device_info = false;
   bool parity = false;
   int parity_updates = 5;
   bool what_if = false;
@@ -152,6 +157,8 @@ Args ParseArgs(int argc, char** argv) {
       args.json = true;
     } else if (arg == "--ledger") {
       args.ledger = true;
+    } else if (arg == "--device-info") {
+      args.device_info = true;
     } else if (arg == "--plan-only") {
       args.plan_only = true;
     } else if (arg == "--parity") {
@@ -283,6 +290,12 @@ int main(int argc, char** argv) {
                   args.config + ": runtime.device: cuda requested but this LibTorch (" +
                       TORCH_VERSION + ") sees no CUDA device; use device: cpu",
                   exit_code::kUsage);
+    }
+    if (args.device_info) {
+      const torch::Device device(spec->runtime.device == "cuda" ? torch::kCUDA : torch::kCPU);
+      std::cout << nlohmann::json{{"device_info", trainerd::DeviceDescription(device)}}.dump()
+                << std::endl;
+      return exit_code::kOk;
     }
     trainerd::ConfigureRuntime(spec->runtime);
     trainerd::Result<trainerd::TextCorpus> corpus =

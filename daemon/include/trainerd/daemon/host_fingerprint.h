@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -13,8 +14,14 @@ namespace trainerd::daemon {
 
 // CPU model and logical cores from /proc/cpuinfo, host memory from /proc/meminfo; `device`
 // is the job's runtime.device. On "cpu" the device memory is the host memory; on "cuda" it
-// is not known to the daemon and stays 0.
+// is not known to the daemon and stays 0 until ApplyDeviceDescription() fills it.
 store::HardwareFingerprint HostHardware(const std::string& device);
+
+// Fills the device half of `hw` from the worker's `trainer-run --device-info` report
+// ({"device_info": {"name", "total_memory_bytes", ...}}): the daemon has no torch, so a GPU's
+// name and memory come from the worker. Returns false, leaving `hw` unchanged, when the
+// report lacks either.
+bool ApplyDeviceDescription(const nlohmann::json& report, store::HardwareFingerprint* hw);
 
 // "0.1.0+g1a2b3c4" (git describe at configure time; "0.1.0" outside a git checkout).
 std::string TrainerdVersion();

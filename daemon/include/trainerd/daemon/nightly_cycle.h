@@ -71,11 +71,14 @@ class NightlyCycle {
   asio::awaitable<Result<std::optional<store::RunPlan>>> Plan(const ActiveConfig& active,
                                                               Attempt& attempt,
                                                               std::int64_t run_id);
-  // Runs a report-printing worker mode (--plan-only, --ledger): `extra_args` after the
-  // common ones; its one JSON object or its error event.
+  // Runs a report-printing worker mode (--plan-only, --ledger, --device-info): `extra_args`
+  // after the common ones, its stderr to `log_path`; its one JSON object or its error event.
   asio::awaitable<WorkerReportOutput> RunReportMode(const ActiveConfig& active,
                                                     const std::vector<std::string>& extra_args,
-                                                    std::int64_t run_id);
+                                                    const std::string& log_path);
+  // The fingerprint runs of `active` are recorded and looked up under: the host's, with a
+  // GPU's name and memory from the worker (--device-info) when the job trains on one.
+  asio::awaitable<store::HardwareFingerprint> DescribeHardware(const ActiveConfig& active);
   asio::awaitable<std::optional<store::MemoryByCategory>> MeasureLedger(
       const ActiveConfig& active, const std::string& plan_path, std::int64_t run_id);
   Result<ActiveConfig> ResolveConfig();

@@ -4,6 +4,7 @@
 //   work/                  the training worker's output: checkpoint.pt, model.pt, plan.json
 //   releases/              published model artifacts; rejected/ holds those the gate refused
 //   logs/run-<id>.log      each run's worker stderr
+//   logs/device-info.log   stderr of the worker that describes a GPU at the cycle's start
 //   worker.pid             the running worker's pid
 #pragma once
 
@@ -22,6 +23,7 @@ class StateLayout {
   std::string WorkDir() const;
   std::string PlanFile() const;
   std::string RunLog(std::int64_t run_id) const;
+  std::string DeviceInfoLog() const;
   std::string ReleaseArtifact(std::int64_t run_id, const std::string& sha256, bool released) const;
   std::string WorkerPidFile() const;
   // Creates the directory and its subdirectories (mode 0750); the error names the path.
