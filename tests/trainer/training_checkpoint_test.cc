@@ -61,14 +61,20 @@ Result<CheckpointState> LoadAndStep(const std::string& path, const torch::Device
   return state;
 }
 
-TEST(TrainingCheckpointTest, RecordsTheDeviceAndLoadsEveryTensorOntoTheTrainingDevice) {
+// Steps once on `written_on`, checkpoints that as 3 updates done, and resumes on `resumed_on`.
+Result<CheckpointState> CheckpointAndResume(const torch::Device& written_on,
+                                            const torch::Device& resumed_on, Stepped* resumed) {
   testing::TempDir dir;
-  Stepped written = StepOnce(torch::kCPU);
-  ASSERT_TRUE(SaveTrainingCheckpoint(dir.File("c.pt"), *written.model, *written.optimizer,
-                                     {3, "job", std::nullopt, 0}, torch::kCPU)
-                  .ok());
+  Stepped written = StepOnce(written_on);
+  Status saved = SaveTrainingCheckpoint(dir.File("c.pt"), *written.model, *written.optimizer,
+                                        {3, "job", std::nullopt, 0}, written_on);
+  if (!saved.ok()) return saved;
+  return LoadAndStep(dir.File("c.pt"), resumed_on, resumed);
+}
+
+TEST(TrainingCheckpointTest, RecordsTheDeviceAndLoadsEveryTensorOntoTheTrainingDevice) {
   Stepped resumed;
-  Result<CheckpointState> state = LoadAndStep(dir.File("c.pt"), torch::kCPU, &resumed);
+  Result<CheckpointState> state = CheckpointAndResume(torch::kCPU, torch::kCPU, &resumed);
   ASSERT_TRUE(state.ok()) << state.status().message();
   EXPECT_EQ(state->written_on, "cpu");
   EXPECT_EQ(state->updates_done, 3);
@@ -102,26 +108,16 @@ TEST(TrainingCheckpointTest, ACheckpointFromBeforeTheDeviceWasRecordedReadsAsWri
 class CudaCheckpointTest : public testing::CudaTest {};
 
 TEST_F(CudaCheckpointTest, WrittenOnCudaResumesOnTheCpuWithItsAdamWStateMoved) {
-  testing::TempDir dir;
-  Stepped written = StepOnce(cuda_);
-  ASSERT_TRUE(SaveTrainingCheckpoint(dir.File("c.pt"), *written.model, *written.optimizer,
-                                     {1, "job", std::nullopt, 0}, cuda_)
-                  .ok());
   Stepped resumed;
-  Result<CheckpointState> state = LoadAndStep(dir.File("c.pt"), torch::kCPU, &resumed);
+  Result<CheckpointState> state = CheckpointAndResume(cuda_, torch::kCPU, &resumed);
   ASSERT_TRUE(state.ok()) << state.status().message();
   EXPECT_EQ(state->written_on, "cuda");
   for (const auto& d : OptimizerStateDevices(*resumed.optimizer)) EXPECT_TRUE(d.is_cpu());
 }
 
 TEST_F(CudaCheckpointTest, WrittenOnTheCpuResumesOnCudaWithItsAdamWStateMoved) {
-  testing::TempDir dir;
-  Stepped written = StepOnce(torch::kCPU);
-  ASSERT_TRUE(SaveTrainingCheckpoint(dir.File("c.pt"), *written.model, *written.optimizer,
-                                     {1, "job", std::nullopt, 0}, torch::kCPU)
-                  .ok());
   Stepped resumed;
-  Result<CheckpointState> state = LoadAndStep(dir.File("c.pt"), cuda_, &resumed);
+  Result<CheckpointState> state = CheckpointAndResume(torch::kCPU, cuda_, &resumed);
   ASSERT_TRUE(state.ok()) << state.status().message();
   EXPECT_EQ(state->written_on, "cpu");
   for (const auto& d : OptimizerStateDevices(*resumed.optimizer)) EXPECT_TRUE(d.is_cuda());
