@@ -9,15 +9,20 @@
 
 namespace trainerd::testing {
 
-class CudaTest : public ::testing::Test {
+// `Base` is the fixture the test would have without a GPU; its SetUp runs after the check.
+template <class Base = ::testing::Test>
+class CudaTestOf : public Base {
  protected:
   void SetUp() override {
     if (!torch::cuda::is_available()) {
       GTEST_SKIP() << "no CUDA device (torch::cuda::is_available() is false); runs on a GPU "
                       "machine through scripts/device-check.sh";
     }
+    Base::SetUp();
   }
   const torch::Device cuda_{torch::kCUDA, 0};
 };
+
+using CudaTest = CudaTestOf<>;
 
 }  // namespace trainerd::testing
