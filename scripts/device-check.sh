@@ -462,6 +462,17 @@ def _plan_equal(got, want):
         got.get("precision") == want["precision"]
 
 
+def check_report_device(obj, r, failures):
+    """A report's device_info (trainer-run adds it to --parity, --ledger and --plan-only JSON)
+    must name the device the check asked for."""
+    info = obj.get("device_info")
+    want = (load("config") or {}).get("device")
+    if isinstance(info, dict):
+        r["device_info"] = info
+        if want and info.get("type") != want:
+            failures.append("report ran on %s, not %s" % (info.get("type"), want))
+
+
 def cmd_parity(a):
     precision = a["precision"]
     r, failures = run_info(a), []
@@ -476,6 +487,7 @@ def cmd_parity(a):
         for k in ("pass", "max_grad_diff", "max_grad_parameter", "max_loss_diff",
                   "tolerances", "updates", "plan", "reference_shape"):
             r[k] = obj.get(k)
+        check_report_device(obj, r, failures)
         if obj.get("pass") is not True:
             failures.append("parity verdict is not pass")
         if want and not _plan_equal(obj.get("plan"), want):
@@ -498,6 +510,7 @@ def cmd_ledger(a):
     elif obj is None:
         failures.append("no JSON object on stdout")
     else:
+        check_report_device(obj, r, failures)
         cats = {k: obj.get(k) for k in ("parameters_bytes", "gradients_bytes",
                                         "optimizer_state_bytes", "inputs_bytes",
                                         "activations_bytes", "temporaries_bytes")}

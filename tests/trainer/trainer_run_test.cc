@@ -125,6 +125,7 @@ TEST(TrainerRunTest, ParityOfAPlanFilePrintsOneJsonVerdict) {
   EXPECT_EQ(report["plan"]["checkpoint_blocks"], nlohmann::json::array({0, 1}));
   EXPECT_EQ(report["reference_shape"]["effective_batch"], 8);
   EXPECT_TRUE(report["tolerances"].contains("max_grad_diff"));
+  EXPECT_EQ(report["device_info"]["type"], "cpu");  // which device the verdict is about
 }
 
 TEST(TrainerRunTest, StartEventReportsThePlanFromAPlanFile) {

@@ -67,7 +67,8 @@ options:
   --plan-only          run the planner and print the chosen plan and rejected alternatives
   --device-info        print the job's training device as JSON: {"device_info": {type, name,
                        total_memory_bytes; on CUDA compute_capability, driver_version,
-                       runtime_version}}
+                       runtime_version}}; the JSON of --ledger, --plan-only and --parity
+                       carries the same device_info
   --parity             release check of the plan: N updates of the plan against the
                        reference (no checkpointing, real large batch, fp32), same data and
                        seed; prints the max gradient and loss differences and a verdict
@@ -291,10 +292,14 @@ int main(int argc, char** argv) {
                       TORCH_VERSION + ") sees no CUDA device; use device: cpu",
                   exit_code::kUsage);
     }
+    const torch::Device device(spec->runtime.device == "cuda" ? torch::kCUDA : torch::kCPU);
+    // Every JSON report names the device it was measured on.
+    auto print_report = [&](nlohmann::json report) {
+      report["device_info"] = trainerd::DeviceDescription(device);
+      std::cout << report.dump() << std::endl;
+    };
     if (args.device_info) {
-      const torch::Device device(spec->runtime.device == "cuda" ? torch::kCUDA : torch::kCPU);
-      std::cout << nlohmann::json{{"device_info", trainerd::DeviceDescription(device)}}.dump()
-                << std::endl;
+      print_report(nlohmann::json::object());
       return exit_code::kOk;
     }
     trainerd::ConfigureRuntime(spec->runtime);
@@ -306,7 +311,7 @@ int main(int argc, char** argv) {
       trainerd::Result<trainerd::MemoryLedger> ledger = trainerd::MeasureLedger(*spec, *corpus);
       if (!ledger.ok()) return fail("internal", ledger.status().message(), exit_code::kInternal);
       if (args.json) {
-        std::cout << ledger->ToJson().dump() << std::endl;
+        print_report(ledger->ToJson());
       } else {
         std::cout << ledger->ToTable();
       }
@@ -321,7 +326,7 @@ int main(int argc, char** argv) {
       }
       if (args.plan_only) {
         if (args.json) {
-          std::cout << chosen->ToJson().dump() << std::endl;
+          print_report(chosen->ToJson());
         } else {
           std::cout << chosen->ToText();
         }
@@ -335,7 +340,7 @@ int main(int argc, char** argv) {
           trainerd::CheckParity(*spec, *corpus, args.parity_updates);
       if (!report.ok()) return fail("internal", report.status().message(), exit_code::kInternal);
       if (args.json) {
-        std::cout << report->ToJson(spec->plan).dump() << std::endl;
+        print_report(report->ToJson(spec->plan));
       } else {
         PrintParity(*report, spec->plan);
       }
