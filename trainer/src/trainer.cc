@@ -204,6 +204,146 @@ Result<Trainer::ResumePoint> Trainer::ResumeFrom(const TrainerOptions& options) 
   return point;
 }
 
+// Wall-clock bookkeeping of one Run(): throughput counts the updates after the warm-up.
+struct Trainer::RunTiming {
+  explicit RunTiming(int first_update) : first(first_update) {}
+  void Count(int update, double seconds) {
+    if (update - first < kWarmupUpdates) return;
+    ++measured_updates;
+    measured_seconds += seconds;
+  }
+  double ElapsedSeconds() const { return Seconds(Clock::now() - started); }
+
+  const Clock::time_point started = Clock::now();
+  const int first;
+  double measured_seconds = 0;  // update time after warm-up, evals and checkpoints excluded
+  int measured_updates = 0;
+};
+
+void Trainer::EmitStart(const ResumePoint& resumed) {
+  sink_->Emit(StartEvent(resumed.updates_done));
+  for (const nlohmann::json& warning : resumed.warnings) sink_->Emit(warning);
+  if (model_->has_batch_statistics() && spec_.plan.accumulation_steps > 1) {
+    sink_->Emit({{"event", "warning"},
+                 {"kind", "batch_norm_accumulation"},
+                 {"message", "the model normalises over each microbatch (BatchNorm): with " +
+                                 std::to_string(spec_.plan.accumulation_steps) +
+                                 " accumulation steps its statistics cover " +
+                                 std::to_string(spec_.plan.microbatch) +
+                                 " samples, not the effective batch of " +
+                                 std::to_string(spec_.training.effective_batch) +
+                                 ", so accumulation is not equivalent to one large batch"}});
+  }
+}
+
+Status Trainer::SaveCheckpoint(const TrainerOptions& options, int updates_done,
+                               const char* reason) {
+  CheckpointState state{updates_done, job_identity_, std::nullopt, 0};
+  if (scaler_) {
+    state.loss_scale = scaler_->scale();
+    state.clean_updates = scaler_->clean_updates();
+  }
+  Status s = SaveTrainingCheckpoint(options.checkpoint_path, *model_, *optimizer_, state, device_);
+  if (s.ok()) {
+    sink_->Emit({{"event", "checkpoint"},
+                 {"update", updates_done},
+                 {"path", options.checkpoint_path},
+                 {"reason", reason}});
+  }
+  return s;
+}
+
+void Trainer::EmitUpdate(const UpdateStats& stats, int updates_done, double update_seconds,
+                         const RunTiming& timing) {
+  const int updates = spec_.training.updates;
+  const double mean_update = timing.measured_updates > 0
+                                 ? timing.measured_seconds / timing.measured_updates
+                                 : update_seconds;
+  const double samples_per_second = spec_.training.effective_batch / update_seconds;
+  sink_->Emit({{"event", "update"},
+               {"update", updates_done},
+               {"updates", updates},
+               {"loss", stats.loss},
+               {"lr", stats.lr},
+               {"grad_norm", std::isfinite(stats.grad_norm) ? nlohmann::json(stats.grad_norm)
+                                                            : nlohmann::json(nullptr)},
+               {"skipped", stats.skipped},
+               {"update_seconds", update_seconds},
+               {"samples_per_second", samples_per_second},
+               {"tokens_per_second", samples_per_second * corpus_.window()},
+               {"live_bytes", MemoryOf(device_).live_bytes()},
+               {"elapsed_seconds", timing.ElapsedSeconds()},
+               {"eta_seconds", mean_update * (updates - updates_done)}});
+}
+
+Status Trainer::EvaluateAndCheckpoint(const TrainerOptions& options, TrainOutcome* outcome) {
+  const TrainingSpec& t = spec_.training;
+  const bool last = outcome->updates_done == t.updates;
+  if (last || outcome->updates_done % t.eval_interval == 0) {
+    outcome->eval = Evaluate();
+    sink_->Emit({{"event", "eval"},
+                 {"update", outcome->updates_done},
+                 {"slices", SlicesJson(outcome->eval)},
+                 {"mean_loss", MeanLoss(outcome->eval)}});
+  }
+  if (last || outcome->updates_done % t.checkpoint_interval == 0) {
+    return SaveCheckpoint(options, outcome->updates_done, last ? "final" : "interval");
+  }
+  return Status::Ok();
+}
+
+Status Trainer::Finish(const TrainerOptions& options, const RunTiming& timing,
+                       TrainOutcome* outcome) {
+  const std::string temporary = TemporaryPathFor(options.model_path);
+  torch::save(model_, temporary);
+  if (Status s = CommitFile(temporary, options.model_path); !s.ok()) return s;
+  Result<std::string> hash = Sha256File(options.model_path);
+  if (!hash.ok()) return hash.status();
+  outcome->model_sha256 = *hash;
+  const TrainingSpec& t = spec_.training;
+  const double elapsed = timing.ElapsedSeconds();
+  // Too short a run to exclude warm-up: fall back to the whole elapsed time.
+  const bool measured = timing.measured_updates > 0;
+  const double throughput_seconds = measured ? timing.measured_seconds : elapsed;
+  const int throughput_updates = measured ? timing.measured_updates : t.updates - timing.first;
+  const double samples_per_second =
+      throughput_updates * static_cast<double>(t.effective_batch) / throughput_seconds;
+  DeviceMemory& memory = MemoryOf(device_);
+  const std::int64_t peak_bytes = memory.peak_bytes();
+  const std::int64_t reserved_peak_bytes = memory.peak_reserved_bytes();
+  double peak_flops = 0;
+  {
+    ScopedMemoryLimit lifted(memory, 0);  // the probe's matrices are not the job's memory
+    peak_flops = PeakFlops(spec_.plan.precision, device_, options.peak_flops_cache);
+  }
+  const ThroughputAssessment flops = AssessThroughput(
+      samples_per_second * ModelFlopsPerSample(spec_.model, CountParameters(*model_)), peak_flops);
+  sink_->Emit({{"event", "finish"},
+               {"updates", outcome->updates_done},
+               {"final_train_loss", outcome->final_train_loss},
+               {"eval_slices", SlicesJson(outcome->eval)},
+               {"eval_mean_loss", MeanLoss(outcome->eval)},
+               {"model_path", options.model_path},
+               {"model_sha256", outcome->model_sha256},
+               {"elapsed_seconds", elapsed},
+               {"samples_per_second", samples_per_second},
+               {"tokens_per_second", samples_per_second * corpus_.window()},
+               {"throughput_method",
+                "wall clock per optimizer update after device synchronization, evaluation and "
+                "checkpoints excluded, first " +
+                    std::to_string(kWarmupUpdates) + " updates excluded as warm-up"},
+               {"peak_bytes", peak_bytes},
+               {"reserved_peak_bytes", reserved_peak_bytes},
+               {"memory_method", memory.method()},
+               {"model_flops_per_second", flops.achieved_flops},
+               {"peak_flops_per_second", flops.peak_flops},
+               {"mfu", flops.valid ? nlohmann::json(flops.mfu) : nlohmann::json(nullptr)},
+               {"measurement_valid", flops.valid},
+               {"measurement_note", flops.note},
+               {"hardware", HardwareFingerprint()}});
+  return Status::Ok();
+}
+
 Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
   TrainOutcome outcome;
   try {
@@ -211,49 +351,16 @@ Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
     if (!resumed.ok()) return resumed.status();
     outcome.updates_done = resumed->updates_done;
     model_->train();
-    sink_->Emit(StartEvent(outcome.updates_done));
-    for (const nlohmann::json& warning : resumed->warnings) sink_->Emit(warning);
-    if (model_->has_batch_statistics() && spec_.plan.accumulation_steps > 1) {
-      sink_->Emit({{"event", "warning"},
-                   {"kind", "batch_norm_accumulation"},
-                   {"message", "the model normalises over each microbatch (BatchNorm): with " +
-                                   std::to_string(spec_.plan.accumulation_steps) +
-                                   " accumulation steps its statistics cover " +
-                                   std::to_string(spec_.plan.microbatch) +
-                                   " samples, not the effective batch of " +
-                                   std::to_string(spec_.training.effective_batch) +
-                                   ", so accumulation is not equivalent to one large batch"}});
-    }
+    EmitStart(*resumed);
 
-    auto checkpoint = [&](const char* reason) -> Status {
-      CheckpointState state{outcome.updates_done, job_identity_, std::nullopt, 0};
-      if (scaler_) {
-        state.loss_scale = scaler_->scale();
-        state.clean_updates = scaler_->clean_updates();
-      }
-      Status s =
-          SaveTrainingCheckpoint(options.checkpoint_path, *model_, *optimizer_, state, device_);
-      if (s.ok()) {
-        sink_->Emit({{"event", "checkpoint"},
-                     {"update", outcome.updates_done},
-                     {"path", options.checkpoint_path},
-                     {"reason", reason}});
-      }
-      return s;
-    };
-
-    const TrainingSpec& t = spec_.training;
     DeviceMemory& memory = MemoryOf(device_);
     memory.ResetPeak();
     LeakDetector leaks(options.leak_detection);
     torch::Tensor retained_by_test_hook;
-    const auto started = Clock::now();
-    double measured_seconds = 0;  // update time after warm-up, evals and checkpoints excluded
-    int measured_updates = 0;
-    const int first = outcome.updates_done;
-    for (int update = first; update < t.updates; ++update) {
+    RunTiming timing(outcome.updates_done);
+    for (int update = outcome.updates_done; update < spec_.training.updates; ++update) {
       if (options.stop_requested != nullptr && options.stop_requested->load()) {
-        if (Status s = checkpoint("signal"); !s.ok()) return s;
+        if (Status s = SaveCheckpoint(options, outcome.updates_done, "signal"); !s.ok()) return s;
         outcome.kind = TrainOutcome::Kind::kInterrupted;
         return outcome;
       }
@@ -277,7 +384,6 @@ Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
                           std::to_string(update + 1) + "; lower optimizer.lr or check the data";
         return outcome;
       }
-      const auto now = Clock::now();
       if (options.test_only_retain_loss_graph) {
         const Batch batch = Microbatches(update).front();
         const torch::Tensor loss =
@@ -287,85 +393,11 @@ Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
       }
       outcome.updates_done = update + 1;
       outcome.final_train_loss = stats.loss;
-      if (update - first >= kWarmupUpdates) {
-        ++measured_updates;
-        measured_seconds += update_seconds;
-      }
-      const double mean_update =
-          measured_updates > 0 ? measured_seconds / measured_updates : update_seconds;
-      const double samples_per_second = t.effective_batch / update_seconds;
-      sink_->Emit({{"event", "update"},
-                   {"update", outcome.updates_done},
-                   {"updates", t.updates},
-                   {"loss", stats.loss},
-                   {"lr", stats.lr},
-                   {"grad_norm", std::isfinite(stats.grad_norm) ? nlohmann::json(stats.grad_norm)
-                                                                : nlohmann::json(nullptr)},
-                   {"skipped", stats.skipped},
-                   {"update_seconds", update_seconds},
-                   {"samples_per_second", samples_per_second},
-                   {"tokens_per_second", samples_per_second * corpus_.window()},
-                   {"live_bytes", memory.live_bytes()},
-                   {"elapsed_seconds", Seconds(now - started)},
-                   {"eta_seconds", mean_update * (t.updates - outcome.updates_done)}});
-      const bool last = outcome.updates_done == t.updates;
-      if (last || outcome.updates_done % t.eval_interval == 0) {
-        outcome.eval = Evaluate();
-        sink_->Emit({{"event", "eval"},
-                     {"update", outcome.updates_done},
-                     {"slices", SlicesJson(outcome.eval)},
-                     {"mean_loss", MeanLoss(outcome.eval)}});
-      }
-      if (last || outcome.updates_done % t.checkpoint_interval == 0) {
-        if (Status s = checkpoint(last ? "final" : "interval"); !s.ok()) return s;
-      }
+      timing.Count(update, update_seconds);
+      EmitUpdate(stats, outcome.updates_done, update_seconds, timing);
+      if (Status s = EvaluateAndCheckpoint(options, &outcome); !s.ok()) return s;
     }
-
-    const std::string temporary = TemporaryPathFor(options.model_path);
-    torch::save(model_, temporary);
-    if (Status s = CommitFile(temporary, options.model_path); !s.ok()) return s;
-    Result<std::string> hash = Sha256File(options.model_path);
-    if (!hash.ok()) return hash.status();
-    outcome.model_sha256 = *hash;
-    const double elapsed = Seconds(Clock::now() - started);
-    // Too short a run to exclude warm-up: fall back to the whole elapsed time.
-    const double throughput_seconds = measured_updates > 0 ? measured_seconds : elapsed;
-    const int throughput_updates = measured_updates > 0 ? measured_updates : t.updates - first;
-    const double samples_per_second =
-        throughput_updates * static_cast<double>(t.effective_batch) / throughput_seconds;
-    const std::int64_t peak_bytes = memory.peak_bytes();
-    const std::int64_t reserved_peak_bytes = memory.peak_reserved_bytes();
-    double peak_flops = 0;
-    {
-      ScopedMemoryLimit lifted(memory, 0);  // the probe's matrices are not the job's memory
-      peak_flops = PeakFlops(spec_.plan.precision, device_, options.peak_flops_cache);
-    }
-    const ThroughputAssessment flops = AssessThroughput(
-        samples_per_second * ModelFlopsPerSample(spec_.model, CountParameters(*model_)),
-        peak_flops);
-    sink_->Emit({{"event", "finish"},
-                 {"updates", outcome.updates_done},
-                 {"final_train_loss", outcome.final_train_loss},
-                 {"eval_slices", SlicesJson(outcome.eval)},
-                 {"eval_mean_loss", MeanLoss(outcome.eval)},
-                 {"model_path", options.model_path},
-                 {"model_sha256", outcome.model_sha256},
-                 {"elapsed_seconds", elapsed},
-                 {"samples_per_second", samples_per_second},
-                 {"tokens_per_second", samples_per_second * corpus_.window()},
-                 {"throughput_method",
-                  "wall clock per optimizer update after device synchronization, evaluation and "
-                  "checkpoints excluded, first " +
-                      std::to_string(kWarmupUpdates) + " updates excluded as warm-up"},
-                 {"peak_bytes", peak_bytes},
-                 {"reserved_peak_bytes", reserved_peak_bytes},
-                 {"memory_method", memory.method()},
-                 {"model_flops_per_second", flops.achieved_flops},
-                 {"peak_flops_per_second", flops.peak_flops},
-                 {"mfu", flops.valid ? nlohmann::json(flops.mfu) : nlohmann::json(nullptr)},
-                 {"measurement_valid", flops.valid},
-                 {"measurement_note", flops.note},
-                 {"hardware", HardwareFingerprint()}});
+    if (Status s = Finish(options, timing, &outcome); !s.ok()) return s;
   } catch (const c10::OutOfMemoryError& e) {
     outcome.kind = TrainOutcome::Kind::kOutOfMemory;
     outcome.message = e.what_without_backtrace();

@@ -112,6 +112,16 @@ class Trainer {
     std::vector<nlohmann::json> warnings;
   };
   Result<ResumePoint> ResumeFrom(const TrainerOptions& options);
+  // The steps of Run(), in order.
+  struct RunTiming;
+  void EmitStart(const ResumePoint& resumed);
+  void EmitUpdate(const UpdateStats& stats, int updates_done, double update_seconds,
+                  const RunTiming& timing);
+  // Evaluation and checkpoint at their intervals and after the last update.
+  Status EvaluateAndCheckpoint(const TrainerOptions& options, TrainOutcome* outcome);
+  Status SaveCheckpoint(const TrainerOptions& options, int updates_done, const char* reason);
+  // The model artifact (atomically, with its SHA-256), throughput and MFU, the finish event.
+  Status Finish(const TrainerOptions& options, const RunTiming& timing, TrainOutcome* outcome);
   nlohmann::json StartEvent(int resumed_from) const;
   // Bytes by category at the moment of a failure: what is exact, and what was live.
   nlohmann::json LedgerSnapshot() const;
