@@ -12,6 +12,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "trainerd/trainer/device_memory.h"
@@ -232,6 +233,180 @@ void PrintParity(const trainerd::ParityReport& report, const trainerd::PlanSpec&
   std::printf("%s\n", report.pass ? "PASS" : "FAIL");
 }
 
+// One invocation on a job spec: load it, then print a report or train. Each step returns the
+// process's exit code when it ends the invocation.
+class Worker {
+ public:
+  explicit Worker(Args args) : args_(std::move(args)) {
+    if (args_.json) {
+      sink_ = std::make_unique<trainerd::JsonLinesSink>(stdout);
+    } else {
+      sink_ = std::make_unique<trainerd::TerminalProgress>(stdout);
+    }
+  }
+
+  int Run() {
+    try {
+      if (std::optional<int> code = LoadJob()) return *code;
+      if (std::optional<int> code = Report()) return *code;
+      return Train();
+    } catch (const std::exception& e) {
+      return Fail("internal", e.what(), exit_code::kInternal);
+    }
+  }
+
+ private:
+  int Fail(const char* kind, const std::string& message, int code,
+           const nlohmann::json& details = nullptr) {
+    nlohmann::json event = {{"event", "error"}, {"kind", kind}, {"message", message}};
+    if (!details.is_null()) event["details"] = details;
+    sink_->Emit(event);
+    if (args_.json) std::cerr << "trainer-run: " << message << "\n";
+    return code;
+  }
+
+  // The spec with --budget and --plan FILE applied, the device, the threads and the corpus.
+  std::optional<int> LoadJob() {
+    trainerd::Result<trainerd::JobSpec> spec =
+        trainerd::ParseJobSpecFile(args_.config, args_.base_dir);
+    if (!spec.ok()) return Fail("config", spec.status().message(), exit_code::kUsage);
+    spec_ = std::move(spec).value();
+    if (!args_.budget.empty()) {
+      trainerd::Result<std::int64_t> budget = trainerd::ParseBytes(args_.budget);
+      if (!budget.ok()) {
+        return Fail("config", "--budget: " + budget.status().message(), exit_code::kUsage);
+      }
+      spec_.memory.budget_bytes = *budget;
+    }
+    if (!args_.plan.empty() && args_.plan != "auto") {
+      if (trainerd::Status s = trainerd::ApplyPlanFile(args_.plan, &spec_); !s.ok()) {
+        return Fail("config", s.message(), exit_code::kUsage);
+      }
+    }
+    if (spec_.runtime.device == "cuda" && !torch::cuda::is_available()) {
+      return Fail("config",
+                  args_.config + ": runtime.device: cuda requested but this LibTorch (" +
+                      TORCH_VERSION + ") sees no CUDA device; use device: cpu",
+                  exit_code::kUsage);
+    }
+    device_ = spec_.runtime.device == "cuda" ? torch::kCUDA : torch::kCPU;
+    if (args_.device_info) return std::nullopt;  // needs neither threads nor data
+    trainerd::ConfigureRuntime(spec_.runtime);
+    trainerd::Result<trainerd::TextCorpus> corpus =
+        trainerd::TextCorpus::Load(spec_.data, spec_.model.gpt.block_size);
+    if (!corpus.ok()) return Fail("data", corpus.status().message(), exit_code::kBadData);
+    corpus_ = std::make_unique<trainerd::TextCorpus>(std::move(corpus).value());
+    return std::nullopt;
+  }
+
+  // Every JSON report names the device it was measured on.
+  void PrintReport(nlohmann::json report) const {
+    report["device_info"] = trainerd::DeviceDescription(device_);
+    std::cout << report.dump() << std::endl;
+  }
+
+  // --device-info, --ledger, --plan-only and --parity print a report and end the invocation;
+  // --plan auto replaces the plan with the planner's and goes on to train.
+  std::optional<int> Report() {
+    if (args_.device_info) {
+      PrintReport(nlohmann::json::object());
+      return exit_code::kOk;
+    }
+    if (args_.ledger) {
+      trainerd::Result<trainerd::MemoryLedger> ledger = trainerd::MeasureLedger(spec_, *corpus_);
+      if (!ledger.ok()) return Fail("internal", ledger.status().message(), exit_code::kInternal);
+      if (args_.json) {
+        PrintReport(ledger->ToJson());
+      } else {
+        std::cout << ledger->ToTable();
+      }
+      return exit_code::kOk;
+    }
+    if (args_.plan_only || args_.plan == "auto") {
+      trainerd::Result<trainerd::ChosenPlan> chosen = trainerd::PlanJob(spec_, *corpus_);
+      if (!chosen.ok()) {
+        const bool oom = chosen.status().code() == trainerd::Status::Code::kOutOfMemory;
+        return Fail(oom ? "oom" : "internal", chosen.status().message(),
+                    oom ? exit_code::kOutOfMemory : exit_code::kInternal);
+      }
+      if (args_.plan_only) {
+        if (args_.json) {
+          PrintReport(chosen->ToJson());
+        } else {
+          std::cout << chosen->ToText();
+        }
+        return exit_code::kOk;
+      }
+      spec_.plan = chosen->plan;
+      sink_->Emit({{"event", "plan"}, {"plan", chosen->ToJson()}});
+    }
+    if (args_.parity) {
+      trainerd::Result<trainerd::ParityReport> report =
+          trainerd::CheckParity(spec_, *corpus_, args_.parity_updates);
+      if (!report.ok()) return Fail("internal", report.status().message(), exit_code::kInternal);
+      if (args_.json) {
+        PrintReport(report->ToJson(spec_.plan));
+      } else {
+        PrintParity(*report, spec_.plan);
+      }
+      return report->pass ? exit_code::kOk : exit_code::kParityFailed;
+    }
+    return std::nullopt;
+  }
+
+  int Train() {
+    if (args_.output_dir.empty()) {
+      args_.output_dir = "runs/" + std::filesystem::path(args_.config).stem().string();
+    }
+    std::error_code ec;
+    std::filesystem::create_directories(args_.output_dir, ec);
+    if (ec) {
+      return Fail("io", "cannot create --output-dir " + args_.output_dir + ": " + ec.message(),
+                  exit_code::kInternal);
+    }
+    trainerd::TrainerOptions options;
+    options.checkpoint_path = args_.output_dir + "/checkpoint.pt";
+    options.model_path = args_.output_dir + "/model.pt";
+    options.resume = args_.resume;
+    options.stop_requested = &g_stop_requested;
+    options.peak_flops_cache = trainerd::DefaultPeakFlopsCache();
+    std::signal(SIGTERM, RequestStop);
+    std::signal(SIGINT, RequestStop);
+
+    trainerd::Trainer trainer(spec_, *corpus_, sink_.get());
+    trainerd::MemoryOf(trainer.device()).SetLimit(spec_.memory.usable_bytes());
+    trainerd::Result<trainerd::TrainOutcome> outcome = trainer.Run(options);
+    if (!outcome.ok()) {
+      const trainerd::Status& s = outcome.status();
+      using Code = trainerd::Status::Code;
+      if (s.code() == Code::kNotFound || s.code() == Code::kCorruption ||
+          s.code() == Code::kFailedPrecondition) {
+        return Fail("checkpoint", s.message(), exit_code::kBadCheckpoint);
+      }
+      return Fail("internal", s.message(), exit_code::kInternal);
+    }
+    switch (outcome->kind) {
+      case trainerd::TrainOutcome::Kind::kFinished:
+        return exit_code::kOk;
+      case trainerd::TrainOutcome::Kind::kInterrupted:
+        return exit_code::kInterrupted;
+      case trainerd::TrainOutcome::Kind::kDiverged:
+        return Fail("nan", outcome->message, exit_code::kNonFiniteLoss);
+      case trainerd::TrainOutcome::Kind::kOutOfMemory:
+        return Fail("oom", outcome->message, exit_code::kOutOfMemory, outcome->details);
+      case trainerd::TrainOutcome::Kind::kLeak:
+        return Fail("leak", outcome->message, exit_code::kLeak, outcome->details);
+    }
+    return exit_code::kInternal;
+  }
+
+  Args args_;
+  std::unique_ptr<trainerd::EventSink> sink_;
+  trainerd::JobSpec spec_;
+  torch::Device device_ = torch::kCPU;
+  std::unique_ptr<trainerd::TextCorpus> corpus_;  // absent for --device-info
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -253,144 +428,5 @@ int main(int argc, char** argv) {
     std::cerr << "trainer-run: " << e.what() << "\n\n" << kUsage;
     return exit_code::kUsage;
   }
-
-  std::unique_ptr<trainerd::EventSink> sink;
-  if (args.json) {
-    sink = std::make_unique<trainerd::JsonLinesSink>(stdout);
-  } else {
-    sink = std::make_unique<trainerd::TerminalProgress>(stdout);
-  }
-  auto fail = [&](const char* kind, const std::string& message, int code,
-                  const nlohmann::json& details = nullptr) {
-    nlohmann::json event = {{"event", "error"}, {"kind", kind}, {"message", message}};
-    if (!details.is_null()) event["details"] = details;
-    sink->Emit(event);
-    if (args.json) std::cerr << "trainer-run: " << message << "\n";
-    return code;
-  };
-
-  try {
-    trainerd::Result<trainerd::JobSpec> spec =
-        trainerd::ParseJobSpecFile(args.config, args.base_dir);
-    if (!spec.ok()) return fail("config", spec.status().message(), exit_code::kUsage);
-    if (!args.budget.empty()) {
-      trainerd::Result<std::int64_t> budget = trainerd::ParseBytes(args.budget);
-      if (!budget.ok()) {
-        return fail("config", "--budget: " + budget.status().message(), exit_code::kUsage);
-      }
-      spec->memory.budget_bytes = *budget;
-    }
-    const bool auto_plan = args.plan == "auto";
-    if (!args.plan.empty() && !auto_plan) {
-      if (trainerd::Status s = trainerd::ApplyPlanFile(args.plan, &*spec); !s.ok()) {
-        return fail("config", s.message(), exit_code::kUsage);
-      }
-    }
-    if (spec->runtime.device == "cuda" && !torch::cuda::is_available()) {
-      return fail("config",
-                  args.config + ": runtime.device: cuda requested but this LibTorch (" +
-                      TORCH_VERSION + ") sees no CUDA device; use device: cpu",
-                  exit_code::kUsage);
-    }
-    const torch::Device device(spec->runtime.device == "cuda" ? torch::kCUDA : torch::kCPU);
-    // Every JSON report names the device it was measured on.
-    auto print_report = [&](nlohmann::json report) {
-      report["device_info"] = trainerd::DeviceDescription(device);
-      std::cout << report.dump() << std::endl;
-    };
-    if (args.device_info) {
-      print_report(nlohmann::json::object());
-      return exit_code::kOk;
-    }
-    trainerd::ConfigureRuntime(spec->runtime);
-    trainerd::Result<trainerd::TextCorpus> corpus =
-        trainerd::TextCorpus::Load(spec->data, spec->model.gpt.block_size);
-    if (!corpus.ok()) return fail("data", corpus.status().message(), exit_code::kBadData);
-
-    if (args.ledger) {
-      trainerd::Result<trainerd::MemoryLedger> ledger = trainerd::MeasureLedger(*spec, *corpus);
-      if (!ledger.ok()) return fail("internal", ledger.status().message(), exit_code::kInternal);
-      if (args.json) {
-        print_report(ledger->ToJson());
-      } else {
-        std::cout << ledger->ToTable();
-      }
-      return exit_code::kOk;
-    }
-    if (args.plan_only || auto_plan) {
-      trainerd::Result<trainerd::ChosenPlan> chosen = trainerd::PlanJob(*spec, *corpus);
-      if (!chosen.ok()) {
-        const bool oom = chosen.status().code() == trainerd::Status::Code::kOutOfMemory;
-        return fail(oom ? "oom" : "internal", chosen.status().message(),
-                    oom ? exit_code::kOutOfMemory : exit_code::kInternal);
-      }
-      if (args.plan_only) {
-        if (args.json) {
-          print_report(chosen->ToJson());
-        } else {
-          std::cout << chosen->ToText();
-        }
-        return exit_code::kOk;
-      }
-      spec->plan = chosen->plan;
-      sink->Emit({{"event", "plan"}, {"plan", chosen->ToJson()}});
-    }
-    if (args.parity) {
-      trainerd::Result<trainerd::ParityReport> report =
-          trainerd::CheckParity(*spec, *corpus, args.parity_updates);
-      if (!report.ok()) return fail("internal", report.status().message(), exit_code::kInternal);
-      if (args.json) {
-        print_report(report->ToJson(spec->plan));
-      } else {
-        PrintParity(*report, spec->plan);
-      }
-      return report->pass ? exit_code::kOk : exit_code::kParityFailed;
-    }
-
-    if (args.output_dir.empty()) {
-      args.output_dir = "runs/" + std::filesystem::path(args.config).stem().string();
-    }
-    std::error_code ec;
-    std::filesystem::create_directories(args.output_dir, ec);
-    if (ec) {
-      return fail("io", "cannot create --output-dir " + args.output_dir + ": " + ec.message(),
-                  exit_code::kInternal);
-    }
-    trainerd::TrainerOptions options;
-    options.checkpoint_path = args.output_dir + "/checkpoint.pt";
-    options.model_path = args.output_dir + "/model.pt";
-    options.resume = args.resume;
-    options.stop_requested = &g_stop_requested;
-    options.peak_flops_cache = trainerd::DefaultPeakFlopsCache();
-    std::signal(SIGTERM, RequestStop);
-    std::signal(SIGINT, RequestStop);
-
-    trainerd::Trainer trainer(*spec, *corpus, sink.get());
-    trainerd::MemoryOf(trainer.device()).SetLimit(spec->memory.usable_bytes());
-    trainerd::Result<trainerd::TrainOutcome> outcome = trainer.Run(options);
-    if (!outcome.ok()) {
-      const trainerd::Status& s = outcome.status();
-      using Code = trainerd::Status::Code;
-      if (s.code() == Code::kNotFound || s.code() == Code::kCorruption ||
-          s.code() == Code::kFailedPrecondition) {
-        return fail("checkpoint", s.message(), exit_code::kBadCheckpoint);
-      }
-      return fail("internal", s.message(), exit_code::kInternal);
-    }
-    switch (outcome->kind) {
-      case trainerd::TrainOutcome::Kind::kFinished:
-        return exit_code::kOk;
-      case trainerd::TrainOutcome::Kind::kInterrupted:
-        return exit_code::kInterrupted;
-      case trainerd::TrainOutcome::Kind::kDiverged:
-        return fail("nan", outcome->message, exit_code::kNonFiniteLoss);
-      case trainerd::TrainOutcome::Kind::kOutOfMemory:
-        return fail("oom", outcome->message, exit_code::kOutOfMemory, outcome->details);
-      case trainerd::TrainOutcome::Kind::kLeak:
-        return fail("leak", outcome->message, exit_code::kLeak, outcome->details);
-    }
-    return exit_code::kInternal;
-  } catch (const std::exception& e) {
-    return fail("internal", e.what(), exit_code::kInternal);
-  }
+  return Worker(std::move(args)).Run();
 }
