@@ -4,13 +4,15 @@
 #
 #   scripts/device-check.sh [--build-dir DIR] [--out DIR] [--time-limit SECONDS]
 #                           [--threads N|auto] [--updates N]
+#   scripts/device-check.sh --bundle device-bundle [...]
 #   scripts/device-check.sh --rehearse-on-cpu --build-dir build [...]
 #
 # Steps, each under `timeout` and a shared deadline (default 450 s, so the whole check ends
 # within 8 minutes):
 #   environment   GPU (nvidia-smi) and Python torch (version, CUDA, CMake prefix, C++ ABI)
 #   build         cmake + ninja against that torch's LibTorch into ${BUILD_DIR:-build-device},
-#                 skipped when --build-dir names an existing build; trainer-run must link CUDA
+#                 skipped when --build-dir names an existing build or --bundle a prebuilt
+#                 one (scripts/device-bundle.sh); trainer-run must link CUDA
 #   cuda_tests    ctest -R Cuda; a Cuda test that skipped itself fails when a GPU is present
 #   config        configs/default.yaml copied with runtime.device: cuda and 12 updates (6 in
 #                 rehearsal), plus plan files (fp32, bf16, fp16 with accumulation and
@@ -42,6 +44,7 @@ usage() {
 mode=device
 build_dir=${BUILD_DIR:-build-device}
 build_dir_given=0
+bundle=
 out=
 time_limit=450
 threads=
@@ -57,6 +60,7 @@ while [[ $# -gt 0 ]]; do
   case $1 in
     --rehearse-on-cpu) mode=rehearse-on-cpu ;;
     --build-dir) value . "$@"; build_dir=$2; build_dir_given=1; shift ;;
+    --bundle) value . "$@"; bundle=$2; build_dir=$2; build_dir_given=1; shift ;;
     --out) value . "$@"; out=$2; shift ;;
     --time-limit) value '^[0-9]+$' "$@"; time_limit=$2; shift ;;
     --threads) value '^([1-9][0-9]*|auto)$' "$@"; threads=$2; shift ;;
@@ -76,8 +80,9 @@ else
   device=cpu
   threads=${threads:-2}
   updates=${updates:-6}
-  if [[ $build_dir_given -ne 1 || ! -f $build_dir/CMakeCache.txt ]]; then
-    echo "device-check.sh: --rehearse-on-cpu needs --build-dir DIR naming an existing build" >&2
+  if [[ $build_dir_given -ne 1 || ( -z $bundle && ! -f $build_dir/CMakeCache.txt ) ]]; then
+    echo "device-check.sh: --rehearse-on-cpu needs --build-dir DIR naming an existing build," \
+      "or --bundle DIR" >&2
     exit 2
   fi
 fi
@@ -88,6 +93,22 @@ mkdir -p "$out"/{results,logs,plans,runs}
 out=$(cd "$out" && pwd)
 build_dir=$(mkdir -p "$build_dir" && cd "$build_dir" && pwd)
 bin=$build_dir/bin/trainer-run
+if [[ -n $bundle ]]; then
+  # A bundle from scripts/device-bundle.sh: binaries built elsewhere against the same torch
+  # wheel. LibTorch and its CUDA libraries come from this machine's torch, yaml-cpp from the
+  # bundle; ctest gets a test file naming each Cuda test of the carried test binary.
+  torch_lib=$("$PYTHON" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))' \
+    2>/dev/null) || torch_lib=
+  cuda_lib=${torch_lib:+$(dirname "$(dirname "$torch_lib")")/nvidia/cu13/lib}
+  export LD_LIBRARY_PATH=$build_dir/lib${torch_lib:+:$torch_lib:$cuda_lib}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  {
+    echo "# written by scripts/device-check.sh --bundle: one test per Cuda test of the binary"
+    "$build_dir/tests/trainer_test" --gtest_list_tests --gtest_filter='*Cuda*' 2>/dev/null |
+      awk -v bin="$build_dir/tests/trainer_test" '
+        /^[^ ]/ { suite = $1; next }
+        /^  / { name = suite $1; printf "add_test([=[%s]=] \"%s\" \"--gtest_filter=%s\")\n", name, bin, name }'
+  } >"$build_dir/CTestTestfile.cmake"
+fi
 job=$out/job.yaml
 deadline=$((SECONDS + time_limit))
 
@@ -820,7 +841,7 @@ git_desc=$(git -C "$repo" describe --always --dirty 2>/dev/null || true)
 
 # ---- 1. environment ----------------------------------------------------------------
 need_torch=0
-if [[ $mode == device && ! ( $build_dir_given -eq 1 && -f $build_dir/CMakeCache.txt ) ]]; then
+if [[ $mode == device && -z $bundle && ! ( $build_dir_given -eq 1 && -f $build_dir/CMakeCache.txt ) ]]; then
   need_torch=1
 fi
 log "environment: nvidia-smi and $PYTHON's torch"
@@ -831,7 +852,9 @@ log "environment: $(status_of environment)"
 # ---- 2. build ------------------------------------------------------------------------
 if [[ $need_torch -eq 0 ]]; then
   log "build: skipped, using the existing build $build_dir"
-  check build built=0 reason="--build-dir names an existing build" bin="$bin" \
+  reason="--build-dir names an existing build"
+  [[ -z $bundle ]] || reason="a prebuilt bundle (scripts/device-bundle.sh)"
+  check build built=0 reason="$reason" bin="$bin" \
     build_dir="$build_dir" log=/dev/null
 else
   log "build: LibTorch of $PYTHON's torch into $build_dir (log: $out/logs/build.log)"
