@@ -3,10 +3,12 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <utility>
 
 namespace trainerd {
 namespace {
@@ -23,26 +25,33 @@ Status FsyncPath(const std::string& path, int flags) {
 
 }  // namespace
 
-std::string TemporaryPathFor(const std::string& path) { return path + ".tmp"; }
+TemporaryFile::TemporaryFile(std::string target) : target_(std::move(target)) {
+  static std::atomic<unsigned long> counter{0};
+  path_ = target_ + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+}
 
-Status CommitFile(const std::string& temporary_path, const std::string& path) {
-  if (Status s = FsyncPath(temporary_path, O_RDONLY); !s.ok()) return s;
-  if (std::rename(temporary_path.c_str(), path.c_str()) != 0) {
-    return Status::IOError("rename " + temporary_path + " -> " + path + ": " +
-                           std::strerror(errno));
+TemporaryFile::~TemporaryFile() {
+  if (!committed_) ::unlink(path_.c_str());  // nothing to do when it was never created
+}
+
+Status TemporaryFile::Commit() {
+  if (Status s = FsyncPath(path_, O_RDONLY); !s.ok()) return s;
+  if (std::rename(path_.c_str(), target_.c_str()) != 0) {
+    return Status::IOError("rename " + path_ + " -> " + target_ + ": " + std::strerror(errno));
   }
-  std::string dir = std::filesystem::path(path).parent_path().string();
+  committed_ = true;
+  const std::string dir = std::filesystem::path(target_).parent_path().string();
   return FsyncPath(dir.empty() ? "." : dir, O_RDONLY | O_DIRECTORY);
 }
 
 Status WriteFileAtomically(const std::string& path, const std::string& contents) {
-  const std::string temporary = TemporaryPathFor(path);
-  std::FILE* f = std::fopen(temporary.c_str(), "wb");
-  if (f == nullptr) return Status::IOError(temporary + ": " + std::strerror(errno));
+  TemporaryFile temporary(path);
+  std::FILE* f = std::fopen(temporary.path().c_str(), "wb");
+  if (f == nullptr) return Status::IOError(temporary.path() + ": " + std::strerror(errno));
   const bool written = std::fwrite(contents.data(), 1, contents.size(), f) == contents.size();
   const bool closed = std::fclose(f) == 0;
-  if (!written || !closed) return Status::IOError(temporary + ": write failed");
-  return CommitFile(temporary, path);
+  if (!written || !closed) return Status::IOError(temporary.path() + ": write failed");
+  return temporary.Commit();
 }
 
 }  // namespace trainerd

@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "../support/temp_dir.h"
 
@@ -18,12 +20,48 @@ std::string Read(const std::string& path) {
   return out.str();
 }
 
+// Names of the files in `dir`.
+std::vector<std::string> Files(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 TEST(AtomicFileTest, ReplacesContentsAndLeavesNoTemporary) {
   testing::TempDir dir;
   const std::string path = dir.Write("model.pt", "old");
   ASSERT_TRUE(WriteFileAtomically(path, "new contents").ok());
   EXPECT_EQ(Read(path), "new contents");
-  EXPECT_FALSE(std::filesystem::exists(TemporaryPathFor(path)));
+  EXPECT_EQ(Files(dir.path().string()), (std::vector<std::string>{"model.pt"}));
+}
+
+TEST(AtomicFileTest, TwoWritersOfOneTargetGetTheirOwnTemporaries) {
+  testing::TempDir dir;
+  const TemporaryFile a(dir.File("model.pt"));
+  const TemporaryFile b(dir.File("model.pt"));
+  EXPECT_NE(a.path(), b.path());
+  EXPECT_EQ(a.path().rfind(dir.File("model.pt.tmp."), 0), 0u) << a.path();
+}
+
+TEST(AtomicFileTest, AFailedOrAbandonedWriteLeavesNoTemporaryAndTheOldFileIntact) {
+  testing::TempDir dir;
+  const std::string target = dir.Write("model.pt", "old");
+  {
+    TemporaryFile abandoned(target);
+    std::ofstream(abandoned.path()) << "half written";
+  }
+  std::filesystem::create_directory(dir.File("busy"));
+  dir.Write("busy/inside", "x");  // renaming a file over a non-empty directory fails
+  {
+    TemporaryFile failing(dir.File("busy"));
+    std::ofstream(failing.path()) << "new";
+    EXPECT_FALSE(failing.Commit().ok());
+  }
+  EXPECT_EQ(Files(dir.path().string()), (std::vector<std::string>{"busy", "model.pt"}));
+  EXPECT_EQ(Read(target), "old");
 }
 
 TEST(AtomicFileTest, MissingDirectoryIsAnErrorNamingThePath) {

@@ -294,9 +294,9 @@ Status Trainer::EvaluateAndCheckpoint(const TrainerOptions& options, TrainOutcom
 
 Status Trainer::Finish(const TrainerOptions& options, const RunTiming& timing,
                        TrainOutcome* outcome) {
-  const std::string temporary = TemporaryPathFor(options.model_path);
-  torch::save(model_, temporary);
-  if (Status s = CommitFile(temporary, options.model_path); !s.ok()) return s;
+  TemporaryFile temporary(options.model_path);
+  torch::save(model_, temporary.path());
+  if (Status s = temporary.Commit(); !s.ok()) return s;
   Result<std::string> hash = Sha256File(options.model_path);
   if (!hash.ok()) return hash.status();
   outcome->model_sha256 = *hash;

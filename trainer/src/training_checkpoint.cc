@@ -37,7 +37,7 @@ std::string JobIdentity(const JobSpec& spec, const std::string& data_fingerprint
 Status SaveTrainingCheckpoint(const std::string& path, torch::nn::Module& model,
                               torch::optim::Optimizer& optimizer, const CheckpointState& state,
                               const torch::Device& device) {
-  const std::string temporary = TemporaryPathFor(path);
+  TemporaryFile temporary(path);
   try {
     torch::serialize::OutputArchive archive;
     archive.write("format_version", torch::tensor(kFormatVersion));
@@ -58,11 +58,11 @@ Status SaveTrainingCheckpoint(const std::string& path, torch::nn::Module& model,
     torch::serialize::OutputArchive optimizer_archive;
     optimizer.save(optimizer_archive);
     archive.write("optimizer", optimizer_archive);
-    archive.save_to(temporary);
+    archive.save_to(temporary.path());
   } catch (const c10::Error& e) {
     return Status::IOError(path + ": cannot write checkpoint: " + e.what_without_backtrace());
   }
-  return CommitFile(temporary, path);
+  return temporary.Commit();
 }
 
 Result<CheckpointState> LoadTrainingCheckpoint(const std::string& path, torch::nn::Module& model,

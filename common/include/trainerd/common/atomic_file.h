@@ -1,6 +1,6 @@
-// Crash-safe replacement of a file: write to a temporary path next to the target, then
-// CommitFile() fsyncs it, renames it over the target and fsyncs the directory, so a reader
-// (or a restart after power loss) sees either the old file or the complete new one.
+// Crash-safe replacement of a file: write to a temporary file next to the target, then
+// Commit() fsyncs it, renames it over the target and fsyncs the directory, so a reader (or a
+// restart after power loss) sees either the old file or the complete new one.
 #pragma once
 
 #include <string>
@@ -9,11 +9,27 @@
 
 namespace trainerd {
 
-// "<path>.tmp": the temporary name used while `path` is being written.
-std::string TemporaryPathFor(const std::string& path);
+// A temporary file beside `target`, named uniquely per process and call
+// ("<target>.tmp.<pid>.<n>"), so two writers of one target never share it. Removed when
+// destroyed unless Commit() put it in place: a failed or abandoned write leaves nothing.
+// Not thread-safe (one writer per object); the name counter is.
+class TemporaryFile {
+ public:
+  explicit TemporaryFile(std::string target);
+  ~TemporaryFile();
+  TemporaryFile(const TemporaryFile&) = delete;
+  TemporaryFile& operator=(const TemporaryFile&) = delete;
 
-// REQUIRES: `temporary_path` is complete and closed, on the same filesystem as `path`.
-Status CommitFile(const std::string& temporary_path, const std::string& path);
+  // Where to write. REQUIRES: complete and closed before Commit().
+  const std::string& path() const { return path_; }
+  // fsync, rename over the target, fsync the directory. On failure the temporary is removed.
+  Status Commit();
+
+ private:
+  std::string target_;
+  std::string path_;
+  bool committed_ = false;
+};
 
 // Writes `contents` to `path` atomically.
 Status WriteFileAtomically(const std::string& path, const std::string& contents);
