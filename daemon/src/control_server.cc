@@ -7,7 +7,9 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <sstream>
 
+#include "trainerd/common/proc_file.h"
 #include "trainerd/daemon/control_queries.h"
 
 namespace trainerd::daemon {
@@ -48,11 +50,27 @@ ControlServer::~ControlServer() {
   std::filesystem::remove(path_, removed);
 }
 
+namespace {
+
+// Whether process `pid` holds `group` among its supplementary groups ("Groups:" of
+// /proc/<pid>/status: the groups of the process itself, as the socket file's mode saw them).
+bool HasSupplementaryGroup(pid_t pid, gid_t group) {
+  std::istringstream groups(ProcFileValue("/proc/" + std::to_string(pid) + "/status", "Groups"));
+  gid_t g = 0;
+  while (groups >> g) {
+    if (g == group) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 bool ControlServer::Authorized(int fd) const {
   ucred peer{};
   socklen_t length = sizeof peer;
   if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0) return false;
-  return peer.uid == 0 || peer.uid == ::getuid() || (group_ && peer.gid == *group_);
+  if (peer.uid == 0 || peer.uid == ::getuid()) return true;
+  return group_ && (peer.gid == *group_ || HasSupplementaryGroup(peer.pid, *group_));
 }
 
 asio::awaitable<void> ControlServer::Accept() {
