@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -35,6 +36,8 @@ std::string RequestAs(const std::string& socket_path, gid_t gid,
   const pid_t child = ::fork();
   if (child == 0) {  // only system calls from here: the parent has an io thread
     ::close(pipe_fds[0]);
+    // A refusing server answers and closes at once: the request may then meet a closed socket.
+    ::signal(SIGPIPE, SIG_IGN);
     if (::setgroups(supplementary.size(), supplementary.data()) != 0 || ::setgid(gid) != 0 ||
         ::setuid(kNobody) != 0) {
       ::_exit(2);
