@@ -1,5 +1,6 @@
 #include "trainerd/daemon/daemon_config.h"
 
+#include <grp.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cctype>
@@ -203,6 +204,11 @@ Result<DaemonConfig> ParseDaemonConfigText(const std::string& yaml_text,
   std::string socket;
   ReadPath(control, "socket", &socket, /*allow_empty=*/false);
   control.String("group", &config.control_group, {});
+  if (control.Has("group")) {
+    const YAML::Mark mark = root["control"]["group"].Mark();
+    config.control_group_where =
+        origin + (mark.line >= 0 ? ":" + std::to_string(mark.line + 1) : "");
+  }
   control.RejectUnknownKeys();
   YamlReader metrics = top.Child("metrics");
   metrics.String("listen", &config.metrics_listen, {});
@@ -235,6 +241,16 @@ Result<DaemonConfig> ParseDaemonConfigText(const std::string& yaml_text,
   config.socket_path = socket.empty() ? config.state_dir + "/trainerd.sock" : Resolve(base, socket);
   if (!worker_path.empty()) config.worker_path = Resolve(base, worker_path);
   return config;
+}
+
+Status CheckHostNames(const DaemonConfig& config) {
+  if (!config.control_group.empty() && ::getgrnam(config.control_group.c_str()) == nullptr) {
+    return Status::InvalidArgument(config.control_group_where +
+                                   ": control.group: expected the name of a group in the "
+                                   "group database (getent group), got '" +
+                                   config.control_group + "'");
+  }
+  return Status::Ok();
 }
 
 Result<DaemonConfig> ParseDaemonConfigFile(const std::string& path) {

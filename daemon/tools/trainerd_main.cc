@@ -88,6 +88,10 @@ int main(int argc, char** argv) {
     std::cerr << "trainerd: " << config.status().message() << "\n";
     return exit_code::kUsage;
   }
+  if (trainerd::Status s = daemon::CheckHostNames(*config); !s.ok()) {
+    std::cerr << "trainerd: " << s.message() << "\n";
+    return exit_code::kUsage;
+  }
   if (!state_dir.empty()) {
     if (config->socket_path == config->state_dir + "/trainerd.sock") {
       config->socket_path = state_dir + "/trainerd.sock";

@@ -322,6 +322,23 @@ TEST(DaemonConfigTest, BundledConfigParsesAndItsJobExists) {
   EXPECT_EQ(config->worker_path, "");
 }
 
+// A group is a property of the host: trainerd checks it right after parsing, before the
+// metrics endpoint or anything else starts, and names the line like every config error.
+TEST(DaemonConfigTest, AControlGroupThatDoesNotExistIsAnErrorNamingFileLineKeyAndValue) {
+  Result<DaemonConfig> config = ParseDaemonConfigText(
+      "job: job.yaml\ncontrol:\n  group: no-such-group-xyz\n", "/etc/trainerd/trainerd.yaml");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  const Status s = CheckHostNames(*config);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "/etc/trainerd/trainerd.yaml:3: control.group: expected the name of a group in the "
+            "group database (getent group), got 'no-such-group-xyz'");
+  config->control_group = "root";  // in every Linux group database
+  EXPECT_TRUE(CheckHostNames(*config).ok());
+  config->control_group = "";
+  EXPECT_TRUE(CheckHostNames(*config).ok());
+}
+
 TEST(DaemonConfigTest, TheServiceConfigInDeployParses) {
   const char* root = std::getenv("TRAINERD_SOURCE_DIR");
   ASSERT_NE(root, nullptr) << "run through ctest";

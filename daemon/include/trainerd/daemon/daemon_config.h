@@ -43,8 +43,9 @@ struct DaemonConfig {
   std::string state_dir;    // default "<config folder>/state"
   std::string socket_path;  // control socket; default "<state_dir>/trainerd.sock"
   // A group whose members may use the control socket besides root and the daemon's user
-  // ("" = none); checked by name when the daemon starts.
+  // ("" = none); its existence is a property of the host, checked by CheckHostNames().
   std::string control_group;
+  std::string control_group_where;  // "file:line" of control.group, for errors
   // host:port of the /metrics endpoint (port 1..65535); "" disables it.
   std::string metrics_listen = "127.0.0.1:9464";
   CostConfig cost;
@@ -61,5 +62,10 @@ struct DaemonConfig {
 Result<DaemonConfig> ParseDaemonConfigFile(const std::string& path);
 // `origin` names the text in errors and anchors relative paths, as if it were the file read.
 Result<DaemonConfig> ParseDaemonConfigText(const std::string& yaml_text, const std::string& origin);
+
+// What the config names on this host beyond files: control.group must be a group in the
+// group database. trainerd checks it before starting anything; the error names file, line,
+// key and value like the parser's.
+Status CheckHostNames(const DaemonConfig& config);
 
 }  // namespace trainerd::daemon
