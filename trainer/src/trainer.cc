@@ -5,9 +5,9 @@
 
 #include <chrono>
 #include <cmath>
-#include <thread>
 
 #include "trainerd/common/atomic_file.h"
+#include "trainerd/common/cpu_count.h"
 #include "trainerd/common/sha256.h"
 #include "trainerd/trainer/device_memory.h"
 #include "trainerd/trainer/device_timer.h"
@@ -46,9 +46,7 @@ int ConfigureRuntime(const RuntimeSpec& runtime) {
   constexpr int kHeapBlockLimit = 32 << 20;  // glibc's maximum mmap threshold on 64-bit
   mallopt(M_MMAP_THRESHOLD, kHeapBlockLimit);
   mallopt(M_TRIM_THRESHOLD, 2 * kHeapBlockLimit);
-  const int threads = runtime.threads > 0
-                          ? runtime.threads
-                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = runtime.threads > 0 ? runtime.threads : UsableCpuCount();
   torch::set_num_threads(threads);
   return threads;
 }

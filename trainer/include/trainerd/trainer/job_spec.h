@@ -86,7 +86,7 @@ struct PlannerSpec {
 };
 
 struct RuntimeSpec {
-  int threads = 0;             // intra-op threads; 0 = auto (all cores)
+  int threads = 0;             // intra-op threads; 0 = auto (the CPUs this process may use)
   std::string device = "cpu";  // "cpu" or "cuda" (where LibTorch has CUDA)
 };
 

@@ -137,10 +137,11 @@ class Trainer {
   std::string job_identity_;
 };
 
-// Process-wide settings for training: LibTorch's intra-op threads from the spec (0 = all
-// cores; LibTorch alone would use one) and glibc malloc thresholds that keep activation-
-// sized blocks (up to 32 MiB) on the heap instead of a fresh mmap per allocation, whose page
-// faults more than doubled fp32 update time (docs/benchmarks.md). Returns the thread count.
+// Process-wide settings for training: LibTorch's intra-op threads from the spec (0 = the CPUs
+// the process may use, UsableCpuCount(); LibTorch alone would use one) and glibc malloc thresholds
+// that keep activation- sized blocks (up to 32 MiB) on the heap instead of a fresh mmap per
+// allocation, whose page faults more than doubled fp32 update time (docs/benchmarks.md). Returns
+// the thread count.
 int ConfigureRuntime(const RuntimeSpec& runtime);
 
 }  // namespace trainerd
