@@ -3,8 +3,10 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "trainerd/common/atomic_file.h"
+#include "trainerd/common/sha256.h"
 
 namespace trainerd::daemon {
 
@@ -22,6 +24,37 @@ Result<std::string> LocalFileStore::Read(const std::string& path) {
 
 Status LocalFileStore::WriteAtomically(const std::string& path, const std::string& contents) {
   return WriteFileAtomically(path, contents);
+}
+
+Result<std::string> LocalFileStore::CopyVerified(const std::string& source,
+                                                 const std::string& destination,
+                                                 const std::string& expected_sha256) {
+  std::ifstream in(source, std::ios::binary);
+  if (!in) {
+    return std::filesystem::exists(source) ? Status::IOError(source + ": cannot read")
+                                           : Status::NotFound(source + ": no such file");
+  }
+  TemporaryFile temporary(destination);
+  std::ofstream out(temporary.path(), std::ios::binary | std::ios::trunc);
+  if (!out) return Status::IOError(temporary.path() + ": cannot create");
+  Sha256 hasher;
+  std::vector<char> chunk(1 << 20);
+  while (in) {
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    const auto n = static_cast<std::size_t>(in.gcount());
+    hasher.Update(chunk.data(), n);
+    out.write(chunk.data(), static_cast<std::streamsize>(n));
+  }
+  if (in.bad()) return Status::IOError(source + ": read failed");
+  out.close();
+  if (!out) return Status::IOError(temporary.path() + ": write failed");
+  const std::string sha = hasher.HexDigest();
+  if (sha != expected_sha256) {
+    return Status::Corruption(source + ": SHA-256 " + sha.substr(0, 12) + " is not the expected " +
+                              expected_sha256.substr(0, 12));
+  }
+  if (Status s = temporary.Commit(); !s.ok()) return s;
+  return sha;
 }
 
 void LocalFileStore::Remove(const std::string& path) {

@@ -115,22 +115,6 @@ NightlyCycle::NightlyCycle(const DaemonConfig& config, store::Store& store, cons
       metrics_(metrics),
       on_progress_(std::move(on_progress)) {}
 
-// Copies the model artifact to `destination` atomically and checks its SHA-256 against the
-// worker's; returns the hash.
-Result<std::string> NightlyCycle::PublishArtifact(const std::string& source,
-                                                  const std::string& destination,
-                                                  const std::string& expected_sha256) {
-  Result<std::string> bytes = files_.Read(source);
-  if (!bytes.ok()) return bytes.status();
-  const std::string sha = Sha256Hex(*bytes);
-  if (sha != expected_sha256) {
-    return Status::Corruption(source + ": SHA-256 " + Short(sha) + " is not the worker's " +
-                              Short(expected_sha256));
-  }
-  if (Status s = files_.WriteAtomically(destination, *bytes); !s.ok()) return s;
-  return sha;
-}
-
 void NightlyCycle::Record(std::optional<std::int64_t> run_id, const std::string& kind,
                           store::Severity severity, const std::string& message,
                           const std::string& details_json) {
@@ -609,8 +593,9 @@ asio::awaitable<NightlyCycle::AttemptResult> NightlyCycle::RunAttempt(
   // The model artifact: published (hashed) either way, current only through the gate.
   const std::string artifact =
       layout.ReleaseArtifact(run.id, fin.value("model_sha256", ""), !regressed);
-  Result<std::string> sha = PublishArtifact(fin.value("model_path", layout.WorkDir() + "/model.pt"),
-                                            artifact, fin.value("model_sha256", ""));
+  Result<std::string> sha =
+      files_.CopyVerified(fin.value("model_path", layout.WorkDir() + "/model.pt"), artifact,
+                          fin.value("model_sha256", ""));
   if (!sha.ok()) {
     Record(run.id, "release_failed", store::Severity::kError, sha.status().message());
   } else {

@@ -41,10 +41,14 @@ class FullReleaseDisk final : public FileStore {
  public:
   Result<std::string> Read(const std::string& path) override { return real_.Read(path); }
   Status WriteAtomically(const std::string& path, const std::string& contents) override {
-    if (path.find("/releases/") != std::string::npos) {
-      return Status::IOError(path + ": No space left on device");
-    }
     return real_.WriteAtomically(path, contents);
+  }
+  Result<std::string> CopyVerified(const std::string& source, const std::string& destination,
+                                   const std::string& expected_sha256) override {
+    if (destination.find("/releases/") != std::string::npos) {
+      return Status::IOError(destination + ": No space left on device");
+    }
+    return real_.CopyVerified(source, destination, expected_sha256);
   }
   void Remove(const std::string& path) override { real_.Remove(path); }
 

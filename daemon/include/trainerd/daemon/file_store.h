@@ -16,6 +16,12 @@ class FileStore {
   virtual Result<std::string> Read(const std::string& path) = 0;
   // Replaces `path` atomically (temporary file, fsync, rename).
   virtual Status WriteAtomically(const std::string& path, const std::string& contents) = 0;
+  // Copies `source` to `destination` atomically in fixed-size chunks, hashing as it reads, and
+  // puts the copy in place only when its SHA-256 is `expected_sha256` (else Corruption, and
+  // nothing is written). Returns the hash. Memory use does not grow with the file.
+  virtual Result<std::string> CopyVerified(const std::string& source,
+                                           const std::string& destination,
+                                           const std::string& expected_sha256) = 0;
   // Removes `path` if it exists.
   virtual void Remove(const std::string& path) = 0;
 };
@@ -25,6 +31,8 @@ class LocalFileStore final : public FileStore {
  public:
   Result<std::string> Read(const std::string& path) override;
   Status WriteAtomically(const std::string& path, const std::string& contents) override;
+  Result<std::string> CopyVerified(const std::string& source, const std::string& destination,
+                                   const std::string& expected_sha256) override;
   void Remove(const std::string& path) override;
 };
 

@@ -83,8 +83,6 @@ class NightlyCycle {
       const ActiveConfig& active, const std::string& plan_path, std::int64_t run_id);
   Result<ActiveConfig> ResolveConfig();
   Result<ActiveConfig> LoadVersion(const std::string& hash);
-  Result<std::string> PublishArtifact(const std::string& source, const std::string& destination,
-                                      const std::string& expected_sha256);
   std::vector<std::string> WorkerArgs(const ActiveConfig& active) const;
   WorkerSupervisor::Limits Limits() const;
   void Record(std::optional<std::int64_t> run_id, const std::string& kind, store::Severity severity,
