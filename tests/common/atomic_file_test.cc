@@ -13,12 +13,7 @@
 namespace trainerd {
 namespace {
 
-std::string Read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
+using testing::ReadFile;
 
 // Names of the files in `dir`.
 std::vector<std::string> Files(const std::string& dir) {
@@ -34,7 +29,7 @@ TEST(AtomicFileTest, ReplacesContentsAndLeavesNoTemporary) {
   testing::TempDir dir;
   const std::string path = dir.Write("model.pt", "old");
   ASSERT_TRUE(WriteFileAtomically(path, "new contents").ok());
-  EXPECT_EQ(Read(path), "new contents");
+  EXPECT_EQ(ReadFile(path), "new contents");
   EXPECT_EQ(Files(dir.path().string()), (std::vector<std::string>{"model.pt"}));
 }
 
@@ -61,7 +56,7 @@ TEST(AtomicFileTest, AFailedOrAbandonedWriteLeavesNoTemporaryAndTheOldFileIntact
     EXPECT_FALSE(failing.Commit().ok());
   }
   EXPECT_EQ(Files(dir.path().string()), (std::vector<std::string>{"busy", "model.pt"}));
-  EXPECT_EQ(Read(target), "old");
+  EXPECT_EQ(ReadFile(target), "old");
 }
 
 TEST(AtomicFileTest, MissingDirectoryIsAnErrorNamingThePath) {

@@ -12,12 +12,7 @@
 namespace trainerd::daemon {
 namespace {
 
-std::string Read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
+using testing::ReadFile;
 
 std::size_t FileCount(const std::filesystem::path& dir) {
   return static_cast<std::size_t>(std::distance(std::filesystem::directory_iterator(dir), {}));
@@ -39,7 +34,7 @@ TEST(FileStoreTest, AVerifiedCopyIsByteIdenticalAndReturnsItsHash) {
   Result<std::string> sha = files.CopyVerified(source, dir.File("release.pt"), Sha256Hex(model));
   ASSERT_TRUE(sha.ok()) << sha.status().message();
   EXPECT_EQ(*sha, Sha256Hex(model));
-  EXPECT_EQ(Read(dir.File("release.pt")), model);
+  EXPECT_EQ(ReadFile(dir.File("release.pt")), model);
   EXPECT_EQ(FileCount(dir.path()), 2u);  // no temporary left
 }
 
@@ -52,7 +47,7 @@ TEST(FileStoreTest, AHashMismatchWritesNothingAndKeepsTheOldRelease) {
   ASSERT_FALSE(sha.ok());
   EXPECT_EQ(sha.status().code(), Status::Code::kCorruption);
   EXPECT_NE(sha.status().message().find("model.pt"), std::string::npos);
-  EXPECT_EQ(Read(release), "the old release");
+  EXPECT_EQ(ReadFile(release), "the old release");
   EXPECT_EQ(FileCount(dir.path()), 2u);
   EXPECT_EQ(files.CopyVerified(dir.File("missing.pt"), release, "").status().code(),
             Status::Code::kNotFound);

@@ -38,6 +38,13 @@ class TrainerTest : public testing::TinyJobTest {
     options.model_path = dir_.File("model.pt");
     return options;
   }
+  // For an uninterrupted reference run beside the run under test.
+  TrainerOptions ReferenceOptions() const {
+    TrainerOptions options;
+    options.checkpoint_path = dir_.File("reference.pt");
+    options.model_path = dir_.File("reference-model.pt");
+    return options;
+  }
 
   testing::TempDir dir_;
 };
@@ -111,10 +118,7 @@ TEST_F(TrainerTest, InterruptedAndResumedRunEqualsUninterruptedRun) {
   spec_.training.updates = 10;
   RecordingSink reference_sink;
   Trainer reference(spec_, *corpus_, &reference_sink);
-  TrainerOptions reference_options = Options();
-  reference_options.checkpoint_path = dir_.File("reference.pt");
-  reference_options.model_path = dir_.File("reference-model.pt");
-  ASSERT_TRUE(reference.Run(reference_options).ok());
+  ASSERT_TRUE(reference.Run(ReferenceOptions()).ok());
 
   std::atomic<bool> stop{false};
   StoppingSink first_sink(&stop, /*stop_after=*/4);
@@ -174,10 +178,7 @@ class CudaTrainerTest : public testing::CudaTestOf<TrainerTest> {
 TEST_F(CudaTrainerTest, AnInterruptedAndResumedRunOnCudaEqualsTheUninterruptedRun) {
   RecordingSink reference_sink;
   Trainer reference(spec_, *corpus_, &reference_sink);
-  TrainerOptions reference_options = Options();
-  reference_options.checkpoint_path = dir_.File("reference.pt");
-  reference_options.model_path = dir_.File("reference-model.pt");
-  ASSERT_TRUE(reference.Run(reference_options).ok());
+  ASSERT_TRUE(reference.Run(ReferenceOptions()).ok());
 
   TrainFourUpdatesOnCuda(Options());
   torch::manual_seed(999);  // disturb the CPU and CUDA generators: the checkpoint restores both
