@@ -9,19 +9,17 @@
 #include <sstream>
 #include <thread>
 
+#include "trainerd/common/proc_file.h"
+
 namespace trainerd {
 namespace {
 
 // The tightest quota on the path from this process's cgroup up to the root.
 std::optional<int> CgroupQuotaCpus() {
-  std::ifstream cgroup("/proc/self/cgroup");
-  std::string line, path;
-  while (std::getline(cgroup, line)) {
-    if (line.rfind("0::", 0) == 0) path = line.substr(3);  // the cgroup v2 hierarchy
-  }
-  if (path.empty()) return std::nullopt;
+  const std::string own = SelfCgroupDir();
+  if (own.empty()) return std::nullopt;
   std::optional<int> tightest;
-  for (std::filesystem::path dir = "/sys/fs/cgroup" + path;; dir = dir.parent_path()) {
+  for (std::filesystem::path dir = own;; dir = dir.parent_path()) {
     std::ifstream in(dir / "cpu.max");
     std::string cpu_max;
     if (in && std::getline(in, cpu_max)) {

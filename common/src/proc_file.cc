@@ -1,6 +1,7 @@
 #include "trainerd/common/proc_file.h"
 
 #include <fstream>
+#include <sstream>
 
 namespace trainerd {
 
@@ -16,6 +17,22 @@ std::string ProcFileValue(const std::string& path, const std::string& key) {
     return value;
   }
   return "";
+}
+
+std::int64_t HostMemoryBytes() {
+  std::istringstream kib(ProcFileValue("/proc/meminfo", "MemTotal"));  // "24574412 kB"
+  std::int64_t kilobytes = 0;
+  kib >> kilobytes;
+  return kilobytes * 1024;
+}
+
+std::string SelfCgroupDir() {
+  std::ifstream cgroup("/proc/self/cgroup");
+  std::string line, path;
+  while (std::getline(cgroup, line)) {
+    if (line.rfind("0::", 0) == 0) path = line.substr(3);  // the cgroup v2 hierarchy
+  }
+  return path.empty() ? "" : "/sys/fs/cgroup" + path;
 }
 
 }  // namespace trainerd

@@ -1,7 +1,6 @@
 #include "trainerd/daemon/host_fingerprint.h"
 
 #include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "trainerd/common/proc_file.h"
@@ -13,10 +12,7 @@ store::HardwareFingerprint HostHardware(const std::string& device) {
   hw.cpu_model = ProcFileValue("/proc/cpuinfo", "model name");
   if (hw.cpu_model.empty()) hw.cpu_model = "unknown";
   hw.cpu_cores = std::thread::hardware_concurrency();
-  std::istringstream kib(ProcFileValue("/proc/meminfo", "MemTotal"));  // "24574412 kB"
-  std::int64_t kilobytes = 0;
-  kib >> kilobytes;
-  hw.memory_bytes = kilobytes * 1024;
+  hw.memory_bytes = HostMemoryBytes();
   hw.device = device;
   hw.device_memory_bytes = device == "cpu" ? hw.memory_bytes : 0;
   return hw;
@@ -37,14 +33,9 @@ bool ApplyDeviceDescription(const nlohmann::json& report, store::HardwareFingerp
 std::string TrainerdVersion() { return TRAINERD_VERSION; }
 
 std::optional<std::int64_t> CgroupOomKillCount() {
-  std::ifstream cgroup("/proc/self/cgroup");
-  std::string line;
-  std::string path;
-  while (std::getline(cgroup, line)) {
-    if (line.rfind("0::", 0) == 0) path = line.substr(3);  // the cgroup v2 hierarchy
-  }
-  if (path.empty()) return std::nullopt;
-  std::ifstream events("/sys/fs/cgroup" + path + "/memory.events");
+  const std::string dir = SelfCgroupDir();
+  if (dir.empty()) return std::nullopt;
+  std::ifstream events(dir + "/memory.events");
   std::string key;
   std::int64_t value = 0;
   while (events >> key >> value) {

@@ -73,11 +73,9 @@ nlohmann::json DeviceDescription(const torch::Device& device) {
   }
 #endif
   TORCH_CHECK(device.is_cpu(), "no description for device ", device.str(), " in this build");
-  const std::string mem_total = ProcFileValue("/proc/meminfo", "MemTotal");  // "24576000 kB"
-  const std::int64_t total_kib = mem_total.empty() ? 0 : std::stoll(mem_total);
   return {{"type", "cpu"},
           {"name", ProcValueOrUnknown("/proc/cpuinfo", "model name")},
-          {"total_memory_bytes", total_kib * 1024}};
+          {"total_memory_bytes", HostMemoryBytes()}};
 }
 
 std::string HardwareFingerprint() {

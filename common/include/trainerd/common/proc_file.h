@@ -1,6 +1,7 @@
 // Reading "key: value" files such as /proc/cpuinfo and /proc/meminfo.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace trainerd {
@@ -8,5 +9,12 @@ namespace trainerd {
 // The value after the colon of the first line of `path` that starts with `key`, leading
 // blanks removed; "" when the file or the key is missing.
 std::string ProcFileValue(const std::string& path, const std::string& key);
+
+// The machine's memory (MemTotal of /proc/meminfo) in bytes; 0 where it cannot be read.
+std::int64_t HostMemoryBytes();
+
+// This process's cgroup v2 folder ("/sys/fs/cgroup" + the "0::" path of /proc/self/cgroup);
+// "" where the process is in no cgroup v2 hierarchy.
+std::string SelfCgroupDir();
 
 }  // namespace trainerd
