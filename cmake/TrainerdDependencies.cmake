@@ -14,6 +14,8 @@ find_package(SQLite3 REQUIRED)
 find_package(Boost 1.74 REQUIRED)
 find_package(prometheus-cpp REQUIRED)
 find_package(Threads REQUIRED)
+# Time zones for the schedule without touching TZ (libhowardhinnant-date-dev).
+find_package(date REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(SYSTEMD REQUIRED IMPORTED_TARGET libsystemd)
 if(TRAINERD_BUILD_TESTS)

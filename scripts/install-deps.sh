@@ -17,8 +17,9 @@ packages=(
   prometheus systemd
   # /bin/kill for the unit's ExecReload (systemd-analyze verify checks it exists).
   procps
-  # The daemon's schedule timezone (IANA names in /usr/share/zoneinfo).
-  tzdata
+  # The daemon's schedule timezone (IANA names in /usr/share/zoneinfo), read through the
+  # date library so that no thread's local-time state changes.
+  tzdata libhowardhinnant-date-dev
   # scripts/install-libtorch.sh: pip downloads the pinned LibTorch 2.x wheel, unzip unpacks it.
   python3-pip unzip
 )

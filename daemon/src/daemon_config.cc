@@ -8,8 +8,10 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <system_error>
 
+#include "trainerd/daemon/schedule.h"
 #include "trainerd/trainer/units.h"
 #include "trainerd/trainer/yaml_reader.h"
 
@@ -73,6 +75,17 @@ bool KnownTimezone(const std::string& name) {
   return in.read(magic, sizeof(magic)) && std::string(magic, sizeof(magic)) == "TZif";
 }
 
+// "local" is resolved now, so a TZ the database cannot read fails the config, not the night.
+std::optional<std::string> LocalTimezoneError(const std::string& name) {
+  if (name != "local") return std::nullopt;
+  try {
+    ResolveTimezone(name);
+    return std::nullopt;
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+}
+
 // "127.0.0.1:9464", "localhost:9464", "[::1]:9464": a host (name, IPv4, or bracketed IPv6)
 // and a port in 1..65535.
 bool ValidListenAddress(const std::string& text) {
@@ -125,7 +138,11 @@ void ReadSchedule(YamlReader schedule, const YAML::Node& schedule_node, Schedule
   std::string timezone = out->timezone;
   schedule.String("timezone", &timezone, {});
   if (schedule.ok() && schedule.Has("timezone")) {
-    if (KnownTimezone(timezone)) {
+    const std::optional<std::string> local_error = LocalTimezoneError(timezone);
+    if (local_error) {
+      schedule.Fail("timezone", "a local timezone the database has (" + *local_error + ")",
+                    Quoted(timezone));
+    } else if (KnownTimezone(timezone)) {
       out->timezone = timezone;
     } else {
       schedule.Fail("timezone",

@@ -1,97 +1,80 @@
 #include "trainerd/daemon/schedule.h"
 
+#include <date/tz.h>
+
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <ctime>
-#include <initializer_list>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 namespace trainerd::daemon {
 namespace {
 
-// Sets TZ to `zone` for the lifetime of the object and restores the previous value (or its
-// absence) afterwards, calling tzset() both times so localtime_r sees the change.
-class ScopedTimezone {
+using std::chrono::minutes;
+using std::chrono::seconds;
+
+// A schedule's timezone: local wall-clock time from an instant and back. Null `zone_` is UTC,
+// which needs no time-zone database.
+class Zone {
  public:
-  explicit ScopedTimezone(const std::string& zone) {
-    if (const char* previous = std::getenv("TZ")) previous_ = previous;
-    if (zone != "local") {
-      const std::string tz = zone == "UTC" ? "UTC0" : ":" + zone;
-      ::setenv("TZ", tz.c_str(), /*overwrite=*/1);
-    }
-    ::tzset();
+  explicit Zone(const std::string& name) : zone_(name == "UTC" ? nullptr : ResolveTimezone(name)) {}
+
+  date::local_seconds LocalOf(date::sys_seconds t) const {
+    if (!zone_) return date::local_seconds{t.time_since_epoch()};
+    return zone_->to_local(t);
   }
-  ~ScopedTimezone() {
-    if (previous_) {
-      ::setenv("TZ", previous_->c_str(), /*overwrite=*/1);
-    } else {
-      ::unsetenv("TZ");
-    }
-    ::tzset();
+  // The instant showing `local`. A wall-clock time that occurs twice (fall back) gives its
+  // first occurrence; one that does not occur (spring forward) is read in the offset before
+  // the change (02:30 CET, i.e. 03:30 CEST): both are `local` minus the earlier offset.
+  date::sys_seconds InstantOf(date::local_seconds local) const {
+    if (!zone_) return date::sys_seconds{local.time_since_epoch()};
+    const date::local_info info = zone_->get_info(local);
+    return date::sys_seconds{local.time_since_epoch() - info.first.offset};
   }
-  ScopedTimezone(const ScopedTimezone&) = delete;
-  ScopedTimezone& operator=(const ScopedTimezone&) = delete;
 
  private:
-  std::optional<std::string> previous_;
+  const date::time_zone* zone_;
 };
 
-// The local calendar day `offset` days after the one containing `t` (year, month, day in
-// tm fields; the rest zero). Noon is used to step days: no DST change moves it off its day.
-std::tm LocalDay(std::time_t t, int offset) {
-  std::tm day{};
-  ::localtime_r(&t, &day);
-  day.tm_mday += offset;
-  day.tm_hour = 12;
-  day.tm_min = 0;
-  day.tm_sec = 0;
-  day.tm_isdst = -1;
-  const std::time_t noon = std::mktime(&day);
-  ::localtime_r(&noon, &day);
-  return day;
-}
-
-// The scheduled start on local calendar day `day`. A wall-clock time that occurs twice (fall
-// back) gives its first occurrence; one that does not occur (spring forward) gives what
-// mktime normalises it to.
-std::time_t StartOn(const std::tm& day, int start_minute) {
-  std::tm wanted = day;
-  wanted.tm_hour = start_minute / 60;
-  wanted.tm_min = start_minute % 60;
-  wanted.tm_sec = 0;
-
-  std::optional<std::time_t> first;
-  for (const int isdst : {0, 1}) {
-    std::tm attempt = wanted;
-    attempt.tm_isdst = isdst;
-    const std::time_t t = std::mktime(&attempt);
-    if (t == static_cast<std::time_t>(-1)) continue;
-    std::tm back{};
-    ::localtime_r(&t, &back);
-    // Only an instant that really shows this wall-clock time on this day counts.
-    if (back.tm_year == wanted.tm_year && back.tm_mon == wanted.tm_mon &&
-        back.tm_mday == wanted.tm_mday && back.tm_hour == wanted.tm_hour &&
-        back.tm_min == wanted.tm_min && back.tm_isdst == isdst) {
-      if (!first || t < *first) first = t;
-    }
-  }
-  if (first) return *first;
-  std::tm normalised = wanted;
-  normalised.tm_isdst = -1;
-  return std::mktime(&normalised);
+// The scheduled start on the local calendar day `offset` days after the one containing `now`.
+double StartOnDay(const Zone& zone, double now, int offset, int start_minute) {
+  const date::sys_seconds whole{seconds{static_cast<long long>(std::floor(now))}};
+  const date::local_days day = date::floor<date::days>(zone.LocalOf(whole)) + date::days{offset};
+  return static_cast<double>(
+      zone.InstantOf(day + minutes{start_minute}).time_since_epoch().count());
 }
 
 }  // namespace
 
+const date::time_zone* ResolveTimezone(const std::string& name) {
+  try {
+    if (name == "UTC") return date::locate_zone("Etc/UTC");
+    if (name != "local") return date::locate_zone(name);
+    const char* tz = std::getenv("TZ");
+    if (tz == nullptr || *tz == '\0') return date::current_zone();
+    std::string zone = tz;
+    if (zone.front() == ':') zone.erase(0, 1);
+    return date::locate_zone(zone);
+  } catch (const std::runtime_error& e) {
+    const char* tz = std::getenv("TZ");
+    const std::string which = name != "local" ? name
+                              : tz && *tz     ? "local (TZ=" + std::string(tz) + ")"
+                                              : "local (/etc/localtime)";
+    throw std::runtime_error("timezone " + which +
+                             " is not in the time-zone database: " + e.what());
+  }
+}
+
 std::optional<Window> WindowContaining(double now, const ScheduleConfig& schedule) {
-  const ScopedTimezone zone(schedule.timezone);
-  const auto whole = static_cast<std::time_t>(std::floor(now));
+  const Zone zone(schedule.timezone);
   // Starts increase day by day, so the first one at or before `now`, walking back from
   // tomorrow, is the latest. Tomorrow is included because normalisation can move a start
   // across midnight.
   for (int offset = 1; offset >= -2; --offset) {
-    const auto start = static_cast<double>(StartOn(LocalDay(whole, offset), schedule.start_minute));
+    const double start = StartOnDay(zone, now, offset, schedule.start_minute);
     if (start <= now) {
       const double deadline = start + schedule.window_seconds;
       if (now < deadline) return Window{start, deadline};
@@ -102,13 +85,12 @@ std::optional<Window> WindowContaining(double now, const ScheduleConfig& schedul
 }
 
 Window NextWindow(double now, const ScheduleConfig& schedule) {
-  const ScopedTimezone zone(schedule.timezone);
-  const auto whole = static_cast<std::time_t>(std::floor(now));
+  const Zone zone(schedule.timezone);
   for (int offset = -1; offset <= 3; ++offset) {
-    const auto start = static_cast<double>(StartOn(LocalDay(whole, offset), schedule.start_minute));
+    const double start = StartOnDay(zone, now, offset, schedule.start_minute);
     if (start > now) return Window{start, start + schedule.window_seconds};
   }
-  // Unreachable for times mktime can represent: a start exists on every local day.
+  // Unreachable: a start exists on every local day.
   return Window{now + 24 * 3600.0, now + 24 * 3600.0 + schedule.window_seconds};
 }
 

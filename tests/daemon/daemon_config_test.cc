@@ -1,9 +1,11 @@
 #include "trainerd/daemon/daemon_config.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -159,6 +161,25 @@ TEST(DaemonConfigTest, TimezoneNamesAFileInZoneinfo) {
       "job: j.yaml\nschedule:\n  timezone: Europe/Berlin\n", "/c/trainerd.yaml");
   ASSERT_TRUE(config.ok()) << config.status().message();
   EXPECT_EQ(config->schedule.timezone, "Europe/Berlin");
+}
+
+TEST(DaemonConfigTest, LocalTimezoneTheDatabaseCannotReadIsAConfigError) {
+  const char* saved = std::getenv("TZ");
+  const std::optional<std::string> previous =
+      saved ? std::optional<std::string>(saved) : std::nullopt;
+  ::setenv("TZ", "XYZ3", 1);  // a POSIX rule, not a zone name
+  Result<DaemonConfig> config =
+      ParseDaemonConfigText("job: j.yaml\nschedule:\n  timezone: local\n", "/c/trainerd.yaml");
+  if (previous) {
+    ::setenv("TZ", previous->c_str(), 1);
+  } else {
+    ::unsetenv("TZ");
+  }
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(),
+              ::testing::HasSubstr("trainerd.yaml:3: schedule.timezone: expected a local timezone "
+                                   "the database has (timezone local (TZ=XYZ3)"));
+  EXPECT_THAT(config.status().message(), ::testing::HasSubstr("got 'local'"));
 }
 
 struct ErrorCase {

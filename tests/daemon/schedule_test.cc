@@ -1,12 +1,17 @@
 #include "trainerd/daemon/schedule.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace trainerd::daemon {
 namespace {
@@ -156,7 +161,7 @@ TEST_F(ScheduleTest, LocalUsesTheProcessTimezone) {
   EXPECT_EQ(NextWindow(k20260615T1200Z, schedule).start, k20260615T2200Z);
 }
 
-TEST_F(ScheduleTest, TimezoneEnvironmentIsRestored) {
+TEST_F(ScheduleTest, TheProcessTimezoneIsNeverTouched) {
   if (!HaveBerlin()) GTEST_SKIP() << "tzdata is not installed";
   ::setenv("TZ", "XYZ3", 1);  // POSIX zone 3 hours west of UTC
   ::tzset();
@@ -166,17 +171,52 @@ TEST_F(ScheduleTest, TimezoneEnvironmentIsRestored) {
   (void)NextWindow(k20261130T0300Z, Schedule(90, 6 * kHour, "UTC"));
   ASSERT_NE(std::getenv("TZ"), nullptr);
   EXPECT_STREQ(std::getenv("TZ"), "XYZ3");
-  // The C library's notion of local time is back too, without another tzset().
   const auto t = static_cast<std::time_t>(k20261130T0130Z);
   std::tm local{};
   ::localtime_r(&t, &local);
   EXPECT_EQ(local.tm_hour, 22);
   EXPECT_EQ(local.tm_min, 30);
+}
 
-  ::unsetenv("TZ");
-  ::tzset();
-  (void)NextWindow(k20261130T0300Z, berlin);
-  EXPECT_EQ(std::getenv("TZ"), nullptr);
+// The daemon computes windows while prometheus-cpp's threads run. With a per-call TZ switch
+// (setenv + tzset) concurrent calls for different zones read each other's zone; here every
+// thread must get its own zone's answer every time.
+TEST_F(ScheduleTest, ConcurrentCallsForDifferentZonesEachGetTheirOwnZone) {
+  if (!HaveBerlin()) GTEST_SKIP() << "tzdata is not installed";
+  const ScheduleConfig berlin = Schedule(0, 6 * kHour, "Europe/Berlin");
+  const ScheduleConfig utc = Schedule(0, 6 * kHour, "UTC");
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] {
+      const ScheduleConfig& schedule = i % 2 == 0 ? berlin : utc;
+      const double expected = i % 2 == 0 ? k20260615T2200Z : k20260616T0000Z;
+      for (int n = 0; n < 2000; ++n) {
+        if (NextWindow(k20260615T1200Z, schedule).start != expected) ++wrong;
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+TEST_F(ScheduleTest, LocalReadsAnIanaNameInTzWithOrWithoutItsColon) {
+  if (!HaveBerlin()) GTEST_SKIP() << "tzdata is not installed";
+  const ScheduleConfig schedule = Schedule(0, 6 * kHour, "local");
+  ::setenv("TZ", "Europe/Berlin", 1);
+  EXPECT_EQ(NextWindow(k20260615T1200Z, schedule).start, k20260615T2200Z);
+  ::setenv("TZ", ":Europe/Berlin", 1);
+  EXPECT_EQ(NextWindow(k20260615T1200Z, schedule).start, k20260615T2200Z);
+}
+
+TEST_F(ScheduleTest, LocalWithAPosixRuleInTzIsRefusedNamingTz) {
+  ::setenv("TZ", "XYZ3", 1);
+  try {
+    (void)NextWindow(k20260615T1200Z, Schedule(0, 6 * kHour, "local"));
+    FAIL() << "a POSIX TZ rule was accepted as a zone";
+  } catch (const std::runtime_error& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("TZ=XYZ3"));
+  }
 }
 
 TEST_F(ScheduleTest, BerlinSpringForwardShortensTheDayBetweenStarts) {

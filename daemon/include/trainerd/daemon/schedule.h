@@ -1,14 +1,14 @@
 // The nightly schedule: when a window opens (a local wall-clock time in the configured
 // timezone) and when it closes. Times are Unix seconds (UTC), possibly fractional.
 //
-// Local times are computed with the C library: each call temporarily sets the TZ environment
-// variable to the schedule's zone ("UTC" -> "UTC0", an IANA name -> ":Europe/Berlin",
-// "local" -> TZ left as it is), calls tzset() and localtime_r/mktime, then restores TZ and
-// calls tzset() again. NOT thread-safe: no other thread may read or write the environment
-// or local time during a call (the daemon runs its loop on one thread).
+// Local times come from the IANA time-zone database in /usr/share/zoneinfo through Howard
+// Hinnant's date library (Debian's libhowardhinnant-date-dev; C++20's <chrono> zones are not
+// in GCC 12). Nothing here reads or writes the process's local-time state (no setenv, tzset,
+// localtime or mktime), so the calls are safe while other threads run; "UTC" needs no
+// database at all.
 //
 // Daylight saving: a start time that does not exist on a spring-forward day (02:30 in
-// Europe/Berlin on 2026-03-29) is what mktime normalises it to (03:30 local, the same
+// Europe/Berlin on 2026-03-29) is read in the offset before the change (03:30 local, the same
 // instant as 02:30 in the pre-change offset). A start time that occurs twice on a fall-back
 // day opens one window, at its first occurrence.
 #pragma once
@@ -18,6 +18,10 @@
 
 #include "trainerd/daemon/daemon_config.h"
 
+namespace date {
+class time_zone;
+}
+
 namespace trainerd::daemon {
 
 struct Window {
@@ -25,6 +29,12 @@ struct Window {
   double deadline = 0;  // Unix seconds; the window is [start, deadline)
   bool operator==(const Window&) const = default;
 };
+
+// The zone a schedule's `timezone` names: "UTC", an IANA name ("Europe/Berlin"), or "local":
+// the IANA name in TZ (with or without its leading ':') when TZ is set, else /etc/localtime.
+// Throws std::runtime_error naming the zone (and TZ) when the database does not have it; a
+// POSIX rule string in TZ ("CET-1CEST") is not a zone name and is refused.
+const date::time_zone* ResolveTimezone(const std::string& name);
 
 // The nightly window that contains `now` (start <= now < deadline), if any. start = the latest
 // scheduled start at or before `now` (start_minute in schedule.timezone), deadline = start +
