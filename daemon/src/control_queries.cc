@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "trainerd/common/sha256.h"
+#include "trainerd/daemon/plan_json.h"
 
 namespace trainerd::daemon {
 
@@ -37,11 +38,7 @@ nlohmann::json RunJson(const store::RunRecord& run) {
       {"started_at", Optional(run.started_at)},
       {"ended_at", Optional(run.ended_at)},
       {"deadline_at", run.deadline_at},
-      {"plan",
-       {{"microbatch", run.plan.microbatch},
-        {"accumulation_steps", run.plan.accumulation_steps},
-        {"checkpoint_blocks", run.plan.checkpoint_blocks},
-        {"precision", run.plan.precision}}},
+      {"plan", run.plan ? PlanJson(*run.plan) : nlohmann::json(nullptr)},
       {"hardware",
        {{"cpu_model", run.hardware.cpu_model},
         {"cpu_cores", run.hardware.cpu_cores},

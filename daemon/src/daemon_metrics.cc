@@ -130,9 +130,16 @@ void DaemonMetrics::RunFinished(const store::RunRecord& run,
   }
   if (run.mfu) f_->mfu.Add({}).Set(*run.mfu);
   if (run.cost_per_sample) f_->cost.Add({}).Set(*run.cost_per_sample);
-  f_->microbatch.Add({}).Set(static_cast<double>(run.plan.microbatch));
-  f_->accumulation.Add({}).Set(static_cast<double>(run.plan.accumulation_steps));
-  f_->checkpointed.Add({}).Set(static_cast<double>(run.plan.checkpoint_blocks.size()));
+  if (run.plan) {
+    f_->microbatch.Add({}).Set(static_cast<double>(run.plan->microbatch));
+    f_->accumulation.Add({}).Set(static_cast<double>(run.plan->accumulation_steps));
+    f_->checkpointed.Add({}).Set(static_cast<double>(run.plan->checkpoint_blocks.size()));
+  } else {
+    // A run stopped before planning had no plan: no series rather than the previous run's.
+    for (auto* family : {&f_->microbatch, &f_->accumulation, &f_->checkpointed}) {
+      if (family->Has({})) family->Remove(&family->Add({}));
+    }
+  }
 }
 
 void DaemonMetrics::Budget(std::int64_t budget_bytes, std::int64_t usable_bytes) {

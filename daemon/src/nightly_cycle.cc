@@ -7,6 +7,7 @@
 
 #include "trainerd/common/sha256.h"
 #include "trainerd/daemon/host_fingerprint.h"
+#include "trainerd/daemon/plan_json.h"
 #include "trainerd/daemon/state_layout.h"
 #include "trainerd/daemon/worker_report.h"
 #include "trainerd/trainer/job_spec_parser.h"
@@ -24,27 +25,6 @@ std::string Format(const char* format, double a, double b = 0) {
   char buffer[128];
   std::snprintf(buffer, sizeof buffer, format, a, b);
   return buffer;
-}
-
-nlohmann::json PlanJson(const store::RunPlan& plan) {
-  return {{"microbatch", plan.microbatch},
-          {"accumulation_steps", plan.accumulation_steps},
-          {"checkpoint_blocks", plan.checkpoint_blocks},
-          {"precision", plan.precision}};
-}
-
-std::string DescribePlan(const store::RunPlan& plan) {
-  return std::to_string(plan.microbatch) + " x " + std::to_string(plan.accumulation_steps) + ", " +
-         std::to_string(plan.checkpoint_blocks.size()) + " blocks checkpointed, " + plan.precision;
-}
-
-store::RunPlan PlanFromJson(const nlohmann::json& j) {
-  store::RunPlan plan;
-  plan.microbatch = j.at("microbatch").get<std::int64_t>();
-  plan.accumulation_steps = j.at("accumulation_steps").get<std::int64_t>();
-  plan.checkpoint_blocks = j.at("checkpoint_blocks").get<std::vector<std::int64_t>>();
-  plan.precision = j.at("precision").get<std::string>();
-  return plan;
 }
 
 store::RunPlan PlanOfSpec(const PlanSpec& spec) { return PlanFromJson(trainerd::ToJson(spec)); }
@@ -396,23 +376,75 @@ asio::awaitable<std::optional<store::MemoryByCategory>> NightlyCycle::MeasureLed
   co_return m;
 }
 
+struct NightlyCycle::Training {
+  Result<ProcessExit> process = Status::Internal("not run");
+  WorkerReport report;
+  WorkerExit exit;
+  AttemptOutcome outcome = AttemptOutcome::kCrashed;
+};
+
 asio::awaitable<NightlyCycle::AttemptResult> NightlyCycle::RunAttempt(
     const ActiveConfig& active, Attempt& attempt, std::optional<std::int64_t> fallback_of) {
-  const StateLayout layout(config_.state_dir);
   AttemptResult result;
   store::RunRecord run;
+  if (!BeginRun(active, attempt, fallback_of, run, result)) co_return result;
+
+  Result<std::optional<store::RunPlan>> plan = co_await Plan(active, attempt, run.id);
+  if (!plan.ok() || !*plan) {
+    const bool oom = !plan.ok() && plan.status().code() == Status::Code::kOutOfMemory;
+    WorkerExit exit;
+    exit.stopped_by = supervisor_.stopped_by();
+    const AttemptOutcome o = oom ? AttemptOutcome::kOom
+                             : exit.stopped_by != WorkerExit::StoppedBy::kNobody
+                                 ? ClassifyExit(exit)
+                                 : AttemptOutcome::kCrashed;
+    FinishAttempt(run, result, o, plan.ok() ? "planning failed" : plan.status().message(), {}, {});
+    co_return result;
+  }
+  const std::string plan_path = StateLayout(config_.state_dir).PlanFile();
+  if (Status s = AdoptPlan(attempt.plan, plan_path, run); !s.ok()) {
+    FinishAttempt(run, result, AttemptOutcome::kCrashed, s.message(), {}, {});
+    co_return result;
+  }
+  run.peak_memory = co_await MeasureLedger(active, plan_path, run.id);
+
+  Training training = co_await Train(active, plan_path, run.id);
+  if (!training.process.ok()) {
+    FinishAttempt(run, result, AttemptOutcome::kCrashed, training.process.status().message(),
+                  training.report.TakeMetrics(), training.report.evals());
+    co_return result;
+  }
+  FillFromReport(active, training.report, run);
+  if (training.outcome != AttemptOutcome::kSucceeded) {
+    const std::string message = DescribeFailure(training);
+    Record(run.id, "run_" + std::string(ToString(training.outcome)),
+           training.outcome == AttemptOutcome::kDeadline ||
+                   training.outcome == AttemptOutcome::kInterrupted
+               ? store::Severity::kWarning
+               : store::Severity::kError,
+           message);
+    FinishAttempt(run, result, training.outcome, message, training.report.TakeMetrics(),
+                  training.report.evals());
+    co_return result;
+  }
+  JudgeAndRelease(active, training.report, run, result);
+  co_return result;
+}
+
+bool NightlyCycle::BeginRun(const ActiveConfig& active, const Attempt& attempt,
+                            std::optional<std::int64_t> fallback_of, store::RunRecord& run,
+                            AttemptResult& result) {
   run.config_hash = active.version.hash;
   run.fallback_of = fallback_of;
   run.created_at = clock_.Now();
   run.deadline_at = window_.deadline;
-  run.plan = attempt.plan;
   run.hardware = hardware_;
   run.software.trainerd_version = TrainerdVersion();
   Result<std::int64_t> id = store_.CreateRun(run);
   if (!id.ok()) {
     result.message = "cannot record the run: " + id.status().message();
     Record(std::nullopt, "store_error", store::Severity::kError, result.message);
-    co_return result;
+    return false;
   }
   run.id = result.run_id = *id;
   (void)store_.MarkRunStarted(run.id, clock_.Now());
@@ -427,57 +459,55 @@ asio::awaitable<NightlyCycle::AttemptResult> NightlyCycle::RunAttempt(
                         {"plan_source", std::string(ToString(attempt.source))},
                         {"fallback_of", fallback_of ? nlohmann::json(*fallback_of) : nullptr}}
              .dump());
+  return true;
+}
 
-  auto finish = [&](AttemptOutcome outcome, const std::string& message,
-                    std::vector<store::UpdateMetric> metrics,
-                    const std::vector<store::SliceEval>& evals, bool regressed = false) {
-    result.outcome = outcome;
-    result.status = regressed ? store::RunStatus::kRegressed : RunStatusFor(outcome);
-    result.message = message;
-    run.status = result.status;
-    run.ended_at = clock_.Now();
-    if (Status s = store_.FinishRun(run, metrics, evals, {}); !s.ok()) {
-      Record(run.id, "store_error", store::Severity::kError, s.message());
-    }
-    if (metrics_) metrics_->RunFinished(run, FinalSliceLosses(evals));
-  };
-
-  Result<std::optional<store::RunPlan>> plan = co_await Plan(active, attempt, run.id);
-  if (!plan.ok() || !*plan) {
-    const bool oom = !plan.ok() && plan.status().code() == Status::Code::kOutOfMemory;
-    const auto stopped = supervisor_.stopped_by();
-    WorkerExit exit;
-    exit.stopped_by = stopped;
-    const AttemptOutcome o = oom                                         ? AttemptOutcome::kOom
-                             : stopped != WorkerExit::StoppedBy::kNobody ? ClassifyExit(exit)
-                                                                         : AttemptOutcome::kCrashed;
-    finish(o, plan.ok() ? "planning failed" : plan.status().message(), {}, {});
-    co_return result;
+Status NightlyCycle::AdoptPlan(const store::RunPlan& plan, const std::string& plan_path,
+                               store::RunRecord& run) {
+  run.plan = plan;
+  // Stored now, so that a run interrupted from here on names the plan it had.
+  if (Status s = store_.SetRunPlan(run.id, plan); !s.ok()) {
+    Record(run.id, "store_error", store::Severity::kError, s.message());
   }
-  run.plan = attempt.plan;
-  const std::string plan_path = layout.PlanFile();
-  if (Status s = files_.WriteAtomically(plan_path, PlanJson(run.plan).dump() + "\n"); !s.ok()) {
-    finish(AttemptOutcome::kCrashed, s.message(), {}, {});
-    co_return result;
-  }
-  run.peak_memory = co_await MeasureLedger(active, plan_path, run.id);
+  return files_.WriteAtomically(plan_path, PlanJson(plan).dump() + "\n");
+}
 
-  Progress("training", run.id);
+void NightlyCycle::FinishAttempt(store::RunRecord& run, AttemptResult& result,
+                                 AttemptOutcome outcome, const std::string& message,
+                                 std::vector<store::UpdateMetric> metrics,
+                                 const std::vector<store::SliceEval>& evals, bool regressed) {
+  result.outcome = outcome;
+  result.status = regressed ? store::RunStatus::kRegressed : RunStatusFor(outcome);
+  result.message = message;
+  run.status = result.status;
+  run.ended_at = clock_.Now();
+  if (Status s = store_.FinishRun(run, metrics, evals, {}); !s.ok()) {
+    Record(run.id, "store_error", store::Severity::kError, s.message());
+  }
+  if (metrics_) metrics_->RunFinished(run, FinalSliceLosses(evals));
+}
+
+asio::awaitable<NightlyCycle::Training> NightlyCycle::Train(const ActiveConfig& active,
+                                                            const std::string& plan_path,
+                                                            std::int64_t run_id) {
+  const StateLayout layout(config_.state_dir);
+  Progress("training", run_id);
   std::vector<std::string> argv = WorkerArgs(active);
   argv.insert(argv.end(),
               {"--plan", plan_path, "--output-dir", layout.WorkDir(), "--resume-if-compatible"});
-  WorkerReport report;
+  Training training;
+  WorkerReport& report = training.report;
   const std::optional<std::int64_t> ooms_before = CgroupOomKillCount();
   bool warned_late = false;
   std::function<void(const std::string&)> on_line = [&](const std::string& line) {
     report.Consume(line, clock_.Now());
     for (store::Event& e : report.TakeEvents()) {
-      e.run_id = run.id;
+      e.run_id = run_id;
       (void)store_.RecordEvent(e);
     }
     if (report.pending_metrics() >= kMetricBatch) {
-      if (Status s = store_.AppendMetrics(run.id, report.TakeMetrics()); !s.ok()) {
-        Record(run.id, "store_error", store::Severity::kError, s.message());
+      if (Status s = store_.AppendMetrics(run_id, report.TakeMetrics()); !s.ok()) {
+        Record(run_id, "store_error", store::Severity::kError, s.message());
       }
     }
     progress_.update = report.updates_done();
@@ -487,32 +517,30 @@ asio::awaitable<NightlyCycle::AttemptResult> NightlyCycle::RunAttempt(
     if (!warned_late && report.updates_done() > 2 &&
         clock_.Now() + report.eta_seconds() > window_.deadline) {
       warned_late = true;
-      Record(run.id, "eta_beyond_deadline", store::Severity::kWarning,
+      Record(run_id, "eta_beyond_deadline", store::Severity::kWarning,
              Format("the worker's ETA is %.0f s but %.0f s are left before the deadline",
                     report.eta_seconds(), window_.deadline - clock_.Now()));
     }
-    Progress("training", run.id);
+    Progress("training", run_id);
   };
-  const WorkerSupervisor::Limits limits = Limits();
-  LaunchSpec launch{argv, layout.RunLog(run.id)};
-  Result<ProcessExit> process = co_await supervisor_.Run(launch, limits, on_line);
-  if (!process.ok()) {
-    finish(AttemptOutcome::kCrashed, process.status().message(), report.TakeMetrics(),
-           report.evals());
-    co_return result;
-  }
+  const LaunchSpec launch{argv, layout.RunLog(run_id)};
+  training.process = co_await supervisor_.Run(launch, Limits(), on_line);
+  if (!training.process.ok()) co_return training;
   const std::optional<std::int64_t> ooms_after = CgroupOomKillCount();
-  WorkerExit exit;
-  exit.exited = process->exited;
-  exit.code = process->code;
-  exit.signal = process->signal;
+  WorkerExit& exit = training.exit;
+  exit.exited = training.process->exited;
+  exit.code = training.process->code;
+  exit.signal = training.process->signal;
   exit.saw_finish = report.finish().is_object();
   if (report.error().is_object()) exit.error_kind = report.error().value("kind", "");
   exit.oom_kill_rose = ooms_before && ooms_after && *ooms_after > *ooms_before;
   exit.stopped_by = supervisor_.stopped_by();
-  const AttemptOutcome outcome = ClassifyExit(exit);
+  training.outcome = ClassifyExit(exit);
+  co_return training;
+}
 
-  // Fill the run record from the worker's events.
+void NightlyCycle::FillFromReport(const ActiveConfig& active, const WorkerReport& report,
+                                  store::RunRecord& run) const {
   const nlohmann::json& start = report.start();
   if (start.is_object()) {
     const nlohmann::json software = start.value("software", nlohmann::json::object());
@@ -526,42 +554,38 @@ asio::awaitable<NightlyCycle::AttemptResult> NightlyCycle::RunAttempt(
     run.data_fingerprint = start.value("data", nlohmann::json::object()).value("fingerprint", "");
   }
   const nlohmann::json& fin = report.finish();
-  if (fin.is_object()) {
-    run.throughput_method = fin.value("throughput_method", "");
-    run.samples_per_second = fin.value("samples_per_second", 0.0);
-    run.tokens_per_second = fin.value("tokens_per_second", 0.0);
-    if (fin.contains("mfu") && fin["mfu"].is_number()) run.mfu = fin["mfu"].get<double>();
-    if (fin.contains("final_train_loss") && fin["final_train_loss"].is_number()) {
-      run.final_loss = fin["final_train_loss"].get<double>();
-    }
-    if (!run.peak_memory) run.peak_memory = store::MemoryByCategory{};
-    run.peak_memory->peak = fin.value("peak_bytes", std::int64_t{0});
-    const int resumed_from = start.is_object() ? start.value("resumed_from_update", 0) : 0;
-    const double samples = static_cast<double>(fin.value("updates", 0) - resumed_from) *
-                           active.spec.training.effective_batch;
-    const double hours = fin.value("elapsed_seconds", 0.0) / 3600;
-    if (samples > 0) run.cost_per_sample = config_.cost.per_device_hour * hours / samples;
+  if (!fin.is_object()) return;
+  run.throughput_method = fin.value("throughput_method", "");
+  run.samples_per_second = fin.value("samples_per_second", 0.0);
+  run.tokens_per_second = fin.value("tokens_per_second", 0.0);
+  if (fin.contains("mfu") && fin["mfu"].is_number()) run.mfu = fin["mfu"].get<double>();
+  if (fin.contains("final_train_loss") && fin["final_train_loss"].is_number()) {
+    run.final_loss = fin["final_train_loss"].get<double>();
   }
+  if (!run.peak_memory) run.peak_memory = store::MemoryByCategory{};
+  run.peak_memory->peak = fin.value("peak_bytes", std::int64_t{0});
+  const int resumed_from = start.is_object() ? start.value("resumed_from_update", 0) : 0;
+  const double samples = static_cast<double>(fin.value("updates", 0) - resumed_from) *
+                         active.spec.training.effective_batch;
+  const double hours = fin.value("elapsed_seconds", 0.0) / 3600;
+  if (samples > 0) run.cost_per_sample = config_.cost.per_device_hour * hours / samples;
+}
 
-  if (outcome != AttemptOutcome::kSucceeded) {
-    std::string message =
-        exit.stopped_by != WorkerExit::StoppedBy::kNobody
-            ? "stopped (" + std::string(ToString(outcome)) + "), worker " + process->Describe()
-            : "worker " + process->Describe();
-    if (report.error().is_object()) message += ": " + report.error().value("message", "");
-    if (report.last_checkpoint_update()) {
-      message += "; checkpoint at update " + std::to_string(*report.last_checkpoint_update());
-    }
-    Record(run.id, "run_" + std::string(ToString(outcome)),
-           outcome == AttemptOutcome::kDeadline || outcome == AttemptOutcome::kInterrupted
-               ? store::Severity::kWarning
-               : store::Severity::kError,
-           message);
-    finish(outcome, message, report.TakeMetrics(), report.evals());
-    co_return result;
+std::string NightlyCycle::DescribeFailure(const Training& training) {
+  const WorkerReport& report = training.report;
+  std::string message = training.exit.stopped_by != WorkerExit::StoppedBy::kNobody
+                            ? "stopped (" + std::string(ToString(training.outcome)) + "), worker " +
+                                  training.process->Describe()
+                            : "worker " + training.process->Describe();
+  if (report.error().is_object()) message += ": " + report.error().value("message", "");
+  if (report.last_checkpoint_update()) {
+    message += "; checkpoint at update " + std::to_string(*report.last_checkpoint_update());
   }
+  return message;
+}
 
-  // Succeeded: the regression check and the release gate decide its status and release.
+void NightlyCycle::JudgeAndRelease(const ActiveConfig& active, WorkerReport& report,
+                                   store::RunRecord& run, AttemptResult& result) {
   Result<std::optional<store::RunRecord>> baseline = store_.LastSucceededRun(hardware_);
   const ThroughputVerdict throughput =
       CheckThroughput(run.samples_per_second.value_or(0), baseline.ok() ? *baseline : std::nullopt,
@@ -569,76 +593,91 @@ asio::awaitable<NightlyCycle::AttemptResult> NightlyCycle::RunAttempt(
   Record(run.id, throughput.regressed ? "throughput_regressed" : "throughput_check",
          throughput.regressed ? store::Severity::kError : store::Severity::kInfo,
          throughput.reason);
+  const GateVerdict gate = GateAgainstCurrentRelease(report.evals());
+  Record(run.id, gate.pass ? "gate_passed" : "gate_failed",
+         gate.pass ? store::Severity::kInfo : store::Severity::kError, gate.reason, gate.ToJson());
+  const bool regressed = throughput.regressed || !gate.pass;
+  FinishAttempt(run, result, AttemptOutcome::kSucceeded,
+                throughput.regressed ? throughput.reason
+                : regressed          ? gate.reason
+                                     : "finished inside the window",
+                report.TakeMetrics(), report.evals(), regressed);
+  result.released = PublishModel(report.finish(), gate, regressed, run.id);
+  UpdateConfigState(active, run, regressed, result.message);
+  // The job is done: the next night trains afresh rather than resuming a finished job.
+  files_.Remove(StateLayout(config_.state_dir).WorkDir() + "/checkpoint.pt");
+}
+
+GateVerdict NightlyCycle::GateAgainstCurrentRelease(const std::vector<store::SliceEval>& evals) {
   std::optional<std::map<std::string, double>> reference;
   std::optional<std::int64_t> reference_run;
   if (Result<std::optional<store::Release>> current = store_.CurrentRelease();
       current.ok() && *current) {
     reference_run = (*current)->run_id;
-    if (Result<std::vector<store::SliceEval>> evals = store_.GetSliceEvals(*reference_run);
-        evals.ok()) {
-      reference = FinalSliceLosses(*evals);
+    if (Result<std::vector<store::SliceEval>> stored = store_.GetSliceEvals(*reference_run);
+        stored.ok()) {
+      reference = FinalSliceLosses(*stored);
     }
   }
-  const GateVerdict gate =
-      ReleaseGate(FinalSliceLosses(report.evals()), reference, reference_run, config_.regression);
-  Record(run.id, gate.pass ? "gate_passed" : "gate_failed",
-         gate.pass ? store::Severity::kInfo : store::Severity::kError, gate.reason, gate.ToJson());
-  const bool regressed = throughput.regressed || !gate.pass;
-  finish(AttemptOutcome::kSucceeded,
-         throughput.regressed ? throughput.reason
-         : regressed          ? gate.reason
-                              : "finished inside the window",
-         report.TakeMetrics(), report.evals(), regressed);
+  return ReleaseGate(FinalSliceLosses(evals), reference, reference_run, config_.regression);
+}
 
+bool NightlyCycle::PublishModel(const nlohmann::json& fin, const GateVerdict& gate, bool regressed,
+                                std::int64_t run_id) {
   // The model artifact: published (hashed) either way, current only through the gate.
+  const StateLayout layout(config_.state_dir);
   const std::string artifact =
-      layout.ReleaseArtifact(run.id, fin.value("model_sha256", ""), !regressed);
+      layout.ReleaseArtifact(run_id, fin.value("model_sha256", ""), !regressed);
   Result<std::string> sha =
       files_.CopyVerified(fin.value("model_path", layout.WorkDir() + "/model.pt"), artifact,
                           fin.value("model_sha256", ""));
   if (!sha.ok()) {
-    Record(run.id, "release_failed", store::Severity::kError, sha.status().message());
-  } else {
-    store::Release release;
-    release.run_id = run.id;
-    release.artifact_path = artifact;
-    release.artifact_hash = *sha;
-    release.gate_passed = !regressed;
-    release.gate_details_json = gate.ToJson();
-    release.created_at = clock_.Now();
-    Result<std::int64_t> release_id = store_.RecordRelease(release);
-    if (release_id.ok() && !regressed && store_.SetCurrentRelease(*release_id).ok()) {
-      result.released = true;
-      Record(run.id, "released", store::Severity::kInfo,
-             "model " + Short(*sha) + " is the current release (" + artifact + ")");
-    } else if (regressed) {
-      Record(run.id, "release_withheld", store::Severity::kWarning,
-             "model " + Short(*sha) + " not released; the current release stays");
-    }
+    Record(run_id, "release_failed", store::Severity::kError, sha.status().message());
+    return false;
   }
+  store::Release release;
+  release.run_id = run_id;
+  release.artifact_path = artifact;
+  release.artifact_hash = *sha;
+  release.gate_passed = !regressed;
+  release.gate_details_json = gate.ToJson();
+  release.created_at = clock_.Now();
+  Result<std::int64_t> release_id = store_.RecordRelease(release);
+  if (release_id.ok() && !regressed && store_.SetCurrentRelease(*release_id).ok()) {
+    Record(run_id, "released", store::Severity::kInfo,
+           "model " + Short(*sha) + " is the current release (" + artifact + ")");
+    return true;
+  }
+  if (regressed) {
+    Record(run_id, "release_withheld", store::Severity::kWarning,
+           "model " + Short(*sha) + " not released; the current release stays");
+  }
+  return false;
+}
+
+void NightlyCycle::UpdateConfigState(const ActiveConfig& active, const store::RunRecord& run,
+                                     bool regressed, const std::string& message) {
   if (!regressed) {
     (void)store_.SetConfigState({run.config_hash, store::ConfigState::kKnownGood,
                                  "run " + std::to_string(run.id) + " finished inside its window",
                                  clock_.Now(), run.id});
-  } else if (MarkBadAfterRegression(active.version.state)) {
-    (void)store_.SetConfigState({run.config_hash, store::ConfigState::kBad,
-                                 "run " + std::to_string(run.id) + " regressed: " + result.message,
-                                 clock_.Now(), run.id});
-    Result<std::optional<store::ConfigVersion>> known_good = store_.LastKnownGoodConfig();
-    if (known_good.ok() && *known_good) {
-      if (metrics_) metrics_->Rollback("regression");
-      Record(run.id, "rollback", store::Severity::kWarning,
-             "candidate config " + Short(run.config_hash) +
-                 " regressed: marked bad, active config rolled back to known-good " +
-                 Short((*known_good)->hash),
-             nlohmann::json{
-                 {"from", run.config_hash}, {"to", (*known_good)->hash}, {"reason", "regression"}}
-                 .dump());
-    }
+    return;
   }
-  // The job is done: the next night trains afresh rather than resuming a finished job.
-  files_.Remove(layout.WorkDir() + "/checkpoint.pt");
-  co_return result;
+  if (!MarkBadAfterRegression(active.version.state)) return;
+  (void)store_.SetConfigState({run.config_hash, store::ConfigState::kBad,
+                               "run " + std::to_string(run.id) + " regressed: " + message,
+                               clock_.Now(), run.id});
+  Result<std::optional<store::ConfigVersion>> known_good = store_.LastKnownGoodConfig();
+  if (known_good.ok() && *known_good) {
+    if (metrics_) metrics_->Rollback("regression");
+    Record(run.id, "rollback", store::Severity::kWarning,
+           "candidate config " + Short(run.config_hash) +
+               " regressed: marked bad, active config rolled back to known-good " +
+               Short((*known_good)->hash),
+           nlohmann::json{
+               {"from", run.config_hash}, {"to", (*known_good)->hash}, {"reason", "regression"}}
+               .dump());
+  }
 }
 
 }  // namespace trainerd::daemon

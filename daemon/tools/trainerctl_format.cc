@@ -138,7 +138,9 @@ std::string FormatShow(const Json& result) {
       {"created / started", Time(run["created_at"]) + " / " + Time(run["started_at"])},
       {"ended / deadline", Time(run["ended_at"]) + " / " + Time(run["deadline_at"])},
       {"duration", Duration(run)},
-      {"plan", Plan(run["plan"]) + " (blocks " + run["plan"]["checkpoint_blocks"].dump() + ")"},
+      {"plan", run["plan"].is_object()
+                   ? Plan(run["plan"]) + " (blocks " + run["plan"]["checkpoint_blocks"].dump() + ")"
+                   : "none chosen"},
       {"hardware", hw.value("cpu_model", "") + ", " + std::to_string(hw.value("cpu_cores", 0)) +
                        " cores, " + Bytes(hw["memory_bytes"]) + "; device " +
                        hw.value("device", "") + " " + Bytes(hw["device_memory_bytes"])},

@@ -114,9 +114,13 @@ Result<RunRecord> ReadRun(sqlite::Statement& stmt) {
   run.started_at = stmt.ReadOptionalDouble();
   run.ended_at = stmt.ReadOptionalDouble();
   run.deadline_at = stmt.ReadDouble();
-  Result<RunPlan> plan = ReadPlan(stmt);
-  if (!plan.ok()) return plan.status();
-  run.plan = *std::move(plan);
+  if (stmt.NextIsNull()) {
+    stmt.Skip(kPlanColumns);
+  } else {
+    Result<RunPlan> plan = ReadPlan(stmt);
+    if (!plan.ok()) return plan.status();
+    run.plan = *std::move(plan);
+  }
   run.hardware.cpu_model = stmt.ReadText();
   run.hardware.cpu_cores = stmt.ReadInt64();
   run.hardware.memory_bytes = stmt.ReadInt64();
@@ -166,9 +170,14 @@ const std::string& UpdateRunSql() {
 void BindRun(sqlite::Statement& stmt, const RunRecord& run, std::int64_t hardware_id,
              std::int64_t software_id) {
   stmt.Bind(run.config_hash, run.fallback_of, ToString(run.status), run.created_at, run.started_at,
-            run.ended_at, run.deadline_at, run.plan.microbatch, run.plan.accumulation_steps,
-            EncodeBlocks(run.plan.checkpoint_blocks), run.plan.precision, hardware_id, software_id,
-            run.shapes_json, run.seeds_json, run.data_fingerprint, run.throughput_method);
+            run.ended_at, run.deadline_at);
+  if (run.plan) {
+    BindPlan(stmt, *run.plan);
+  } else {
+    stmt.Bind(std::nullopt, std::nullopt, std::nullopt, std::nullopt);
+  }
+  stmt.Bind(hardware_id, software_id, run.shapes_json, run.seeds_json, run.data_fingerprint,
+            run.throughput_method);
   if (run.peak_memory) {
     const MemoryByCategory& memory = *run.peak_memory;
     stmt.Bind(memory.parameters, memory.gradients, memory.optimizer_state, memory.activations,
@@ -179,6 +188,11 @@ void BindRun(sqlite::Statement& stmt, const RunRecord& run, std::int64_t hardwar
   }
   stmt.Bind(run.samples_per_second, run.tokens_per_second, run.mfu, run.cost_per_sample,
             run.final_loss);
+}
+
+void BindPlan(sqlite::Statement& stmt, const RunPlan& plan) {
+  stmt.Bind(plan.microbatch, plan.accumulation_steps, EncodeBlocks(plan.checkpoint_blocks),
+            plan.precision);
 }
 
 Result<RunPlan> ReadPlan(sqlite::Statement& stmt) {

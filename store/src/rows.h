@@ -55,9 +55,16 @@ const std::string& InsertRunSql();
 const std::string& UpdateRunSql();
 void BindRun(sqlite::Statement& stmt, const RunRecord& run, std::int64_t hardware_id,
              std::int64_t software_id);
-// The plan columns of a run alone, as `r`.
+// The plan columns of a run alone, as `r`; all NULL until the run's plan is chosen.
 inline constexpr std::string_view kSelectPlan =
     "SELECT r.microbatch, r.accumulation_steps, r.checkpoint_blocks, r.precision FROM runs r";
+inline constexpr int kPlanColumns = 4;
+// UPDATE of the plan columns WHERE id = ?, bound by BindPlan (then the id).
+inline constexpr std::string_view kUpdatePlan =
+    "UPDATE runs SET (microbatch, accumulation_steps, checkpoint_blocks, precision) = "
+    "(?, ?, ?, ?) WHERE id = ?";
+void BindPlan(sqlite::Statement& stmt, const RunPlan& plan);
+// REQUIRES: the plan columns are not NULL.
 [[nodiscard]] Result<RunPlan> ReadPlan(sqlite::Statement& stmt);
 
 // --- Per-update metrics and slice evals ------------------------------------------------

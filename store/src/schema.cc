@@ -17,7 +17,7 @@ struct Migration {
 
 // The schema's history. A released step never changes: databases in the field already ran
 // it. A change is a new step at the end, and kSchemaVersion follows it.
-constexpr std::array<Migration, 2> kMigrations = {{
+constexpr std::array<Migration, 3> kMigrations = {{
     {1, R"sql(
 CREATE TABLE config_versions (
   hash       TEXT PRIMARY KEY,
@@ -136,6 +136,74 @@ CREATE TABLE releases (
 CREATE UNIQUE INDEX releases_current ON releases (is_current) WHERE is_current = 1;
 CREATE INDEX releases_by_run ON releases (run_id);
 )sql"},
+    // A run has no plan until it chooses one (version 2 wrote a placeholder "1 x 1 fp32"
+    // at creation, which runs interrupted before or during planning kept). SQLite cannot
+    // drop NOT NULL, so `runs` is rebuilt: the old table is renamed in legacy mode with
+    // foreign keys off (the other tables' references keep naming `runs`; ApplyStep checks
+    // them all before committing), copied into the new one and dropped; its AUTOINCREMENT
+    // counter carries over. Runs that may have stopped before
+    // their plan was stored take the plan of their last `plan` event, or none.
+    {3, R"sql(
+PRAGMA legacy_alter_table = ON;
+ALTER TABLE runs RENAME TO runs_v2;
+CREATE TABLE runs (
+  id                    INTEGER PRIMARY KEY AUTOINCREMENT,
+  config_hash           TEXT NOT NULL REFERENCES config_versions (hash),
+  fallback_of           INTEGER REFERENCES runs (id),
+  status                TEXT NOT NULL CHECK (status IN ('scheduled', 'running', 'succeeded',
+                          'oom', 'crashed', 'leak', 'deadline', 'regressed', 'cancelled',
+                          'interrupted')),
+  created_at            REAL NOT NULL,
+  started_at            REAL,
+  ended_at              REAL,
+  deadline_at           REAL NOT NULL,
+  microbatch            INTEGER CHECK (microbatch > 0),
+  accumulation_steps    INTEGER CHECK (accumulation_steps > 0),
+  checkpoint_blocks     TEXT CHECK (checkpoint_blocks IS NULL OR json_valid(checkpoint_blocks)),
+  precision             TEXT,
+  hardware_id           INTEGER NOT NULL REFERENCES hardware (id),
+  software_id           INTEGER NOT NULL REFERENCES software (id),
+  shapes                TEXT NOT NULL CHECK (json_valid(shapes)),
+  seeds                 TEXT NOT NULL CHECK (json_valid(seeds)),
+  data_fingerprint      TEXT NOT NULL,
+  throughput_method     TEXT NOT NULL,
+  parameters_bytes      INTEGER,
+  gradients_bytes       INTEGER,
+  optimizer_state_bytes INTEGER,
+  activations_bytes     INTEGER,
+  temporaries_bytes     INTEGER,
+  inputs_bytes          INTEGER,
+  peak_bytes            INTEGER,
+  samples_per_second    REAL,
+  tokens_per_second     REAL,
+  mfu                   REAL,
+  cost_per_sample       REAL,
+  final_loss            REAL,
+  -- The plan is all four columns or none.
+  CHECK ((microbatch IS NULL) = (accumulation_steps IS NULL) AND
+         (microbatch IS NULL) = (checkpoint_blocks IS NULL) AND
+         (microbatch IS NULL) = (precision IS NULL)),
+  -- A run that trained had a plan.
+  CHECK (microbatch IS NOT NULL OR status NOT IN ('succeeded', 'regressed', 'leak'))
+);
+INSERT INTO runs SELECT * FROM runs_v2;
+UPDATE runs
+   SET (microbatch, accumulation_steps, checkpoint_blocks, precision) = (
+       SELECT json_extract(p.plan, '$.microbatch'), json_extract(p.plan, '$.accumulation_steps'),
+              json(json_extract(p.plan, '$.checkpoint_blocks')), json_extract(p.plan, '$.precision')
+         FROM (SELECT coalesce(json_extract(e.details, '$.plan'),
+                               json_extract(e.details, '$.planner')) AS plan
+                 FROM events e
+                WHERE e.run_id = runs.id AND e.kind = 'plan'
+                ORDER BY e.id DESC LIMIT 1) p)
+ WHERE status NOT IN ('succeeded', 'regressed', 'leak');
+DELETE FROM sqlite_sequence WHERE name = 'runs';
+UPDATE sqlite_sequence SET name = 'runs' WHERE name = 'runs_v2';
+DROP TABLE runs_v2;
+PRAGMA legacy_alter_table = OFF;
+CREATE INDEX runs_by_status ON runs (status, id);
+CREATE INDEX runs_by_hardware ON runs (hardware_id, status, config_hash, id);
+)sql"},
 }};
 
 static_assert(kMigrations.size() == kSchemaVersion, "kSchemaVersion is the last migration");
@@ -149,18 +217,34 @@ std::string Hex(std::int64_t value) {
   return text;
 }
 
+// Runs one step in its transaction with foreign-key enforcement off, as SQLite's procedure
+// for rebuilding a table requires (the pragma is a no-op inside a transaction), and commits
+// only when every foreign key still holds.
 Status ApplyStep(sqlite::Connection& db, const Migration& step) {
-  Result<sqlite::Transaction> transaction = sqlite::Transaction::Begin(db);
-  if (!transaction.ok()) return transaction.status();
-  // Read again under the write lock: another process may have migrated meanwhile.
-  Result<std::int64_t> version = db.QueryInt64("PRAGMA user_version");
-  if (!version.ok()) return version.status();
-  if (*version >= step.version) return Status::Ok();
-  Status status = db.Exec(std::string(step.sql) +
-                          "\nPRAGMA application_id = " + std::to_string(kApplicationId) +
-                          ";\nPRAGMA user_version = " + std::to_string(step.version) + ";");
-  if (!status.ok()) return status;
-  return transaction->Commit();
+  if (Status off = db.Exec("PRAGMA foreign_keys = OFF;"); !off.ok()) return off;
+  Status status = [&]() -> Status {
+    Result<sqlite::Transaction> transaction = sqlite::Transaction::Begin(db);
+    if (!transaction.ok()) return transaction.status();
+    // Read again under the write lock: another process may have migrated meanwhile.
+    Result<std::int64_t> version = db.QueryInt64("PRAGMA user_version");
+    if (!version.ok()) return version.status();
+    if (*version >= step.version) return Status::Ok();
+    Status ddl = db.Exec(std::string(step.sql) +
+                         "\nPRAGMA application_id = " + std::to_string(kApplicationId) +
+                         ";\nPRAGMA user_version = " + std::to_string(step.version) + ";");
+    if (!ddl.ok()) return ddl;
+    Result<std::int64_t> broken = db.QueryInt64("SELECT count(*) FROM pragma_foreign_key_check");
+    if (!broken.ok()) return broken.status();
+    if (*broken != 0) {
+      return Status::Corruption("run store '" + db.path() + "': migration to schema version " +
+                                std::to_string(step.version) + " would leave " +
+                                std::to_string(*broken) +
+                                " broken foreign key(s); the file was not changed");
+    }
+    return transaction->Commit();
+  }();
+  Status on = db.Exec("PRAGMA foreign_keys = ON;");
+  return status.ok() ? on : status;
 }
 
 }  // namespace

@@ -260,6 +260,17 @@ Status Store::MarkRunStarted(std::int64_t run_id, double started_at) {
   });
 }
 
+Status Store::SetRunPlan(std::int64_t run_id, const RunPlan& plan) {
+  return InTransaction(*db_, [&]() -> Status {
+    Status status = CheckUnfinished(*db_, run_id);
+    if (!status.ok()) return status;
+    return Execute(*db_, rows::kUpdatePlan, [&](Statement& stmt) {
+      rows::BindPlan(stmt, plan);
+      stmt.Bind(run_id);
+    });
+  });
+}
+
 Status Store::AppendMetrics(std::int64_t run_id, const std::vector<UpdateMetric>& metrics) {
   return InTransaction(*db_, [&]() -> Status {
     Status status = CheckUnfinished(*db_, run_id);

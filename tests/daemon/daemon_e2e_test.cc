@@ -183,7 +183,8 @@ TEST_F(DaemonTest, OnceRecordsAFullRunReleasesTheModelAndMarksTheConfigKnownGood
   EXPECT_LE(run.created_at, *run.started_at);
   EXPECT_LT(*run.started_at, *run.ended_at);
   EXPECT_LT(*run.ended_at, run.deadline_at);
-  EXPECT_EQ(run.plan.microbatch * run.plan.accumulation_steps, 8);
+  ASSERT_TRUE(run.plan.has_value());
+  EXPECT_EQ(run.plan->microbatch * run.plan->accumulation_steps, 8);
   EXPECT_FALSE(run.hardware.cpu_model.empty());
   EXPECT_GT(run.hardware.cpu_cores, 0);
   EXPECT_GT(run.hardware.memory_bytes, 0);
@@ -262,7 +263,8 @@ TEST_F(DaemonTest, OomOfACandidateFallsBackToTheKnownGoodConfigInTheSameCycle) {
   // The effective batch never changes.
   EXPECT_EQ(nlohmann::json::parse(oom.shapes_json)["effective_batch"],
             nlohmann::json::parse(fallback.shapes_json)["effective_batch"]);
-  EXPECT_EQ(fallback.plan.microbatch * fallback.plan.accumulation_steps, 8);
+  ASSERT_TRUE(fallback.plan.has_value());
+  EXPECT_EQ(fallback.plan->microbatch * fallback.plan->accumulation_steps, 8);
 
   ASSERT_EQ(EventsOfKind(*s, oom.id, "worker_error").size(), 1u);
   EXPECT_NE(EventsOfKind(*s, oom.id, "worker_error")[0].details_json.find("\"oom\""),

@@ -68,23 +68,34 @@ TEST(SchemaTest, MigratesEveryEarlierVersionKeepingItsData) {
     ASSERT_TRUE(IsOk(run));
     EXPECT_EQ(run->status, RunStatus::kSucceeded);
     EXPECT_EQ(run->plan, (RunPlan{4, 8, {0, 2}, "bf16"}));
+    // Run 2 has no plan event: the plan it was created with may be a placeholder.
+    EXPECT_EQ(migrated.GetRun(2)->plan, std::nullopt);
     EXPECT_EQ(run->hardware.device_memory_bytes, std::int64_t{80} << 30);
     EXPECT_EQ(run->peak_memory->peak, 9000);
     EXPECT_EQ(run->final_loss, 1.25);
     EXPECT_EQ(migrated.GetMetrics(1)->size(), 3u);
     EXPECT_EQ(migrated.GetSliceEvals(1)->size(), 2u);
     EXPECT_EQ(migrated.GetRunEvents(1)->size(), 1u);
-    EXPECT_EQ(migrated.ListRecentEvents(10)->size(), 2u);
+    EXPECT_EQ(migrated.ListRecentEvents(10)->size(), version >= 2 ? 4u : 2u);
     EXPECT_EQ(migrated.GetRun(2)->fallback_of, 1);
     EXPECT_EQ(migrated.LastKnownGoodConfig()->value().hash, "cfg-v1");
     EXPECT_EQ(migrated.GetConfigHistory("cfg-v1")->size(), 2u);
+
+    if (version >= 2) {
+      // Plans that version 2 kept as placeholders: from the run's last plan event, or none.
+      EXPECT_EQ(migrated.GetRun(3)->plan, (RunPlan{8, 4, {1}, "bf16"}));
+      EXPECT_EQ(migrated.GetRun(4)->plan, (RunPlan{4, 8, {0, 2}, "bf16"}));
+      EXPECT_EQ(migrated.GetRun(5)->plan, std::nullopt);
+      EXPECT_EQ(migrated.GetRun(5)->status, RunStatus::kInterrupted);
+      EXPECT_EQ(migrated.CurrentRelease()->value().run_id, 1);
+    }
 
     // And it works as a current store: new ids follow the old ones, releases exist.
     RunRecord next = *run;
     next.status = RunStatus::kScheduled;
     Result<std::int64_t> id = migrated.CreateRun(next);
     ASSERT_TRUE(IsOk(id));
-    EXPECT_EQ(*id, 3);
+    EXPECT_EQ(*id, version >= 2 ? 6 : 3);
     Result<std::int64_t> release = migrated.RecordRelease({0, 1, "/m.pt", "sha256:m", true});
     ASSERT_TRUE(IsOk(release));
     EXPECT_TRUE(IsOk(migrated.SetCurrentRelease(*release)));

@@ -272,6 +272,48 @@ TEST_F(StoreTest, RunRoundTripsEveryFieldWhenScheduledAndWhenFinished) {
   EXPECT_EQ(store_->GetRun(9999).status().code(), Status::Code::kNotFound);
 }
 
+TEST_F(StoreTest, ARunHasNoPlanUntilOneIsSetAndThenTheOneSet) {
+  RunRecord unplanned = SampleRun("cfg-a");
+  unplanned.plan = std::nullopt;
+  const std::int64_t id = CreateRun(unplanned);
+  EXPECT_EQ(store_->GetRun(id)->plan, std::nullopt);
+  ASSERT_TRUE(IsOk(store_->MarkRunStarted(id, 1'700'000'001.5)));
+  // Interrupted before planning: still no plan, never a placeholder.
+  Result<std::vector<std::int64_t>> interrupted = store_->MarkRunningAsInterrupted(1'700'000'002);
+  ASSERT_TRUE(IsOk(interrupted));
+  EXPECT_EQ(store_->GetRun(id)->plan, std::nullopt);
+  EXPECT_EQ(store_->GetRun(id)->status, RunStatus::kInterrupted);
+
+  RunRecord planned = SampleRun("cfg-a");
+  planned.plan = std::nullopt;
+  const std::int64_t second = CreateRun(planned);
+  ASSERT_TRUE(IsOk(store_->MarkRunStarted(second, 1'700'000'003)));
+  const RunPlan chosen{16, 2, {1}, "bf16"};
+  ASSERT_TRUE(IsOk(store_->SetRunPlan(second, chosen)));
+  ASSERT_TRUE(IsOk(store_->MarkRunningAsInterrupted(1'700'000'004)));
+  EXPECT_EQ(store_->GetRun(second)->plan, chosen);
+  // A finished run's plan is history.
+  EXPECT_EQ(store_->SetRunPlan(second, RunPlan{}).code(), Status::Code::kFailedPrecondition);
+  EXPECT_EQ(store_->SetRunPlan(9999, chosen).code(), Status::Code::kNotFound);
+  EXPECT_EQ(store_->SetRunPlan(CreateRun(planned), RunPlan{0, 1, {}, "fp32"}).code(),
+            Status::Code::kInvalidArgument);
+}
+
+TEST_F(StoreTest, ARunThatTrainedMustHaveAPlan) {
+  for (const RunStatus status : {RunStatus::kSucceeded, RunStatus::kRegressed, RunStatus::kLeak}) {
+    SCOPED_TRACE(std::string(ToString(status)));
+    RunRecord run = SampleRun("cfg-a");
+    run.plan = std::nullopt;
+    run.id = CreateRun(run);
+    EXPECT_EQ(store_->FinishRun(FinishedRun(run, status), {}, {}, {}).code(),
+              Status::Code::kInvalidArgument);
+  }
+  RunRecord crashed = SampleRun("cfg-a");
+  crashed.plan = std::nullopt;
+  crashed.id = CreateRun(crashed);
+  EXPECT_TRUE(IsOk(store_->FinishRun(FinishedRun(crashed, RunStatus::kCrashed), {}, {}, {})));
+}
+
 TEST_F(StoreTest, RunLifecycleIsEnforced) {
   RunRecord running = SampleRun("cfg-a");
   running.status = RunStatus::kRunning;
@@ -300,7 +342,7 @@ TEST_F(StoreTest, RunMustReferenceARecordedConfigAndValidJson) {
   bad_json.shapes_json = "{not json";
   EXPECT_EQ(store_->CreateRun(bad_json).status().code(), Status::Code::kInvalidArgument);
   RunRecord bad_plan = SampleRun("cfg-a");
-  bad_plan.plan.microbatch = 0;
+  bad_plan.plan->microbatch = 0;
   EXPECT_EQ(store_->CreateRun(bad_plan).status().code(), Status::Code::kInvalidArgument);
   EXPECT_TRUE(store_->ListRecentRuns(10)->empty());
 }

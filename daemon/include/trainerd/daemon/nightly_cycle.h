@@ -18,6 +18,7 @@
 #include "trainerd/daemon/file_store.h"
 #include "trainerd/daemon/policy.h"
 #include "trainerd/daemon/schedule.h"
+#include "trainerd/daemon/worker_report.h"
 #include "trainerd/daemon/worker_supervisor.h"
 #include "trainerd/store/store.h"
 #include "trainerd/trainer/job_spec.h"
@@ -65,9 +66,37 @@ class NightlyCycle {
  private:
   struct AttemptResult;
   struct WorkerReportOutput;
+  struct Training;
 
+  // One run: record it, plan, store the plan, measure the ledger, train, then judge it.
   asio::awaitable<AttemptResult> RunAttempt(const ActiveConfig& active, Attempt& attempt,
                                             std::optional<std::int64_t> fallback_of);
+  // Creates the run record (no plan yet) and marks it running; false when the store refuses.
+  bool BeginRun(const ActiveConfig& active, const Attempt& attempt,
+                std::optional<std::int64_t> fallback_of, store::RunRecord& run,
+                AttemptResult& result);
+  // The run's plan is chosen: into the record, the store and the worker's plan file.
+  Status AdoptPlan(const store::RunPlan& plan, const std::string& plan_path, store::RunRecord& run);
+  void FinishAttempt(store::RunRecord& run, AttemptResult& result, AttemptOutcome outcome,
+                     const std::string& message, std::vector<store::UpdateMetric> metrics,
+                     const std::vector<store::SliceEval>& evals, bool regressed = false);
+  // The training worker under the window's limits, its events stored as they arrive.
+  asio::awaitable<Training> Train(const ActiveConfig& active, const std::string& plan_path,
+                                  std::int64_t run_id);
+  // Software, shapes, seeds, data, throughput, peak and cost from the worker's events.
+  void FillFromReport(const ActiveConfig& active, const WorkerReport& report,
+                      store::RunRecord& run) const;
+  static std::string DescribeFailure(const Training& training);
+  // A finished training: the regression check and the release gate decide its status, its
+  // model is published, and its config version's state follows.
+  void JudgeAndRelease(const ActiveConfig& active, WorkerReport& report, store::RunRecord& run,
+                       AttemptResult& result);
+  GateVerdict GateAgainstCurrentRelease(const std::vector<store::SliceEval>& evals);
+  // Publishes the model (current only through the gate); true when it became current.
+  bool PublishModel(const nlohmann::json& fin, const GateVerdict& gate, bool regressed,
+                    std::int64_t run_id);
+  void UpdateConfigState(const ActiveConfig& active, const store::RunRecord& run, bool regressed,
+                         const std::string& message);
   asio::awaitable<Result<std::optional<store::RunPlan>>> Plan(const ActiveConfig& active,
                                                               Attempt& attempt,
                                                               std::int64_t run_id);

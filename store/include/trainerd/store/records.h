@@ -135,7 +135,10 @@ struct RunRecord {
   std::optional<double> started_at = std::nullopt;  // Unix seconds: when the worker started
   std::optional<double> ended_at = std::nullopt;    // Unix seconds: when the run finished
   double deadline_at = 0;                           // Unix seconds: end of the completion window
-  RunPlan plan;
+  // Empty until the run's plan is chosen (Store::SetRunPlan), then the plan that ran: a run
+  // stopped before planning has none. Stored as four NULL columns; every succeeded,
+  // regressed or leaking run has one (the schema checks it).
+  std::optional<RunPlan> plan = std::nullopt;
   HardwareFingerprint hardware;
   SoftwareFingerprint software;
   std::string shapes_json = "{}";  // JSON object: model and input shapes

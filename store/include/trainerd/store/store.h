@@ -28,7 +28,7 @@ class Connection;
 
 // The schema version this build writes and reads (PRAGMA user_version). Open migrates
 // older databases to it and refuses newer ones.
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 
 struct StoreOptions {
   // How long a statement waits for a lock held by another connection, milliseconds.
@@ -89,6 +89,10 @@ class Store {
   // Moves a scheduled run to kRunning. NotFound for an unknown id, FailedPrecondition when
   // the run is not scheduled.
   [[nodiscard]] Status MarkRunStarted(std::int64_t run_id, double started_at);
+  // Records the plan a scheduled or running run has chosen, the moment it is chosen, so
+  // that a run interrupted later still names it. NotFound for an unknown id,
+  // FailedPrecondition for a finished run.
+  [[nodiscard]] Status SetRunPlan(std::int64_t run_id, const RunPlan& plan);
   // Appends per-update metrics of a scheduled or running run in one transaction: all of
   // them or none. InvalidArgument when an update index is already stored.
   [[nodiscard]] Status AppendMetrics(std::int64_t run_id, const std::vector<UpdateMetric>& metrics);
