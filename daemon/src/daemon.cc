@@ -108,7 +108,7 @@ Status Daemon::StartControlServer() {
 nlohmann::json Daemon::HandleControl(const nlohmann::json& request) {
   const std::string command = request["command"];
   if (command == "status") {
-    nlohmann::json status = AnswerFromStore(*store_, config_.job_path, request);
+    nlohmann::json status = status_cache_->Answer(config_.job_path);
     if (!status.value("ok", false)) return status;
     nlohmann::json& r = status["result"];
     const double now = clock_.Now();
@@ -320,6 +320,7 @@ asio::awaitable<int> Daemon::Main() {
     co_return exit_code::kInternal;
   }
   store_ = std::move(*store);
+  status_cache_ = std::make_unique<StoredStatusCache>(*store_);
   supervisor_ = std::make_unique<WorkerSupervisor>(io_, clock_, launcher_, layout.WorkerPidFile());
   if (Status s = Recover(); !s.ok()) {
     std::fprintf(stderr, "trainerd: recovery: %s\n", s.message().c_str());

@@ -83,6 +83,8 @@ bool Connection::in_transaction() const { return sqlite3_get_autocommit(db_) == 
 
 std::int64_t Connection::changes() const { return sqlite3_changes64(db_); }
 
+std::int64_t Connection::total_changes() const { return sqlite3_total_changes64(db_); }
+
 Status Connection::Error(int rc, std::string_view what) const {
   std::string message = "run store '" + path_ + "': " + std::string(what) + ": ";
   message += db_ != nullptr && sqlite3_extended_errcode(db_) == rc ? sqlite3_errmsg(db_)

@@ -60,6 +60,8 @@ class Connection {
   const std::string& path() const { return path_; }
   // Rows changed by the last INSERT, UPDATE or DELETE.
   std::int64_t changes() const;
+  // Rows changed by every INSERT, UPDATE or DELETE of this connection since it opened.
+  std::int64_t total_changes() const;
 
   // The Status for SQLite result code `rc` met while doing `what`.
   Status Error(int rc, std::string_view what) const;

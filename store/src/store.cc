@@ -147,6 +147,12 @@ Store::~Store() = default;
 
 const std::string& Store::path() const { return db_->path(); }
 
+Result<Store::ChangeStamp> Store::CurrentChangeStamp() {
+  Result<std::int64_t> data_version = db_->QueryInt64("PRAGMA data_version");
+  if (!data_version.ok()) return data_version.status();
+  return ChangeStamp{db_->total_changes(), *data_version};
+}
+
 // --- Config versions -------------------------------------------------------------------
 
 Result<ConfigVersion> Store::RecordConfigVersion(const ConfigVersion& version) {

@@ -18,6 +18,7 @@
 #include "trainerd/daemon/file_store.h"
 #include "trainerd/daemon/nightly_cycle.h"
 #include "trainerd/daemon/process_launcher.h"
+#include "trainerd/daemon/status_cache.h"
 #include "trainerd/daemon/systemd_notifier.h"
 #include "trainerd/daemon/worker_supervisor.h"
 #include "trainerd/store/store.h"
@@ -69,6 +70,7 @@ class Daemon {
   Options options_;
   SystemdNotifier notifier_;
   std::unique_ptr<store::Store> store_;
+  std::unique_ptr<StoredStatusCache> status_cache_;  // the stored part of `status`
   PosixProcessLauncher launcher_;
   LocalFileStore files_;
   std::unique_ptr<WorkerSupervisor> supervisor_;

@@ -62,6 +62,16 @@ class Store {
 
   const std::string& path() const;
 
+  // Changes whenever the stored data may have: a commit of this Store (rows it changed) or
+  // of any other connection to the file (PRAGMA data_version). Equal stamps mean equal
+  // data, so a reader can keep what it computed from the store until the stamp moves.
+  struct ChangeStamp {
+    std::int64_t own_changes = 0;
+    std::int64_t data_version = 0;
+    bool operator==(const ChangeStamp&) const = default;
+  };
+  [[nodiscard]] Result<ChangeStamp> CurrentChangeStamp();
+
   // --- Config versions -------------------------------------------------------------------
 
   // Records `version` if its hash is new, with state kCandidate whatever `version.state`
