@@ -556,12 +556,16 @@ void NightlyCycle::FillFromReport(const ActiveConfig& active, const WorkerReport
   const nlohmann::json& fin = report.finish();
   if (!fin.is_object()) return;
   run.throughput_method = fin.value("throughput_method", "");
-  run.samples_per_second = fin.value("samples_per_second", 0.0);
-  run.tokens_per_second = fin.value("tokens_per_second", 0.0);
-  if (fin.contains("mfu") && fin["mfu"].is_number()) run.mfu = fin["mfu"].get<double>();
-  if (fin.contains("final_train_loss") && fin["final_train_loss"].is_number()) {
-    run.final_loss = fin["final_train_loss"].get<double>();
-  }
+  // Null (a worker that resumed at the job's last update trained nothing) stays empty.
+  const auto number = [&fin](const char* key) -> std::optional<double> {
+    const auto it = fin.find(key);
+    if (it == fin.end() || !it->is_number()) return std::nullopt;
+    return it->get<double>();
+  };
+  run.samples_per_second = number("samples_per_second");
+  run.tokens_per_second = number("tokens_per_second");
+  run.mfu = number("mfu");
+  run.final_loss = number("final_train_loss");
   if (!run.peak_memory) run.peak_memory = store::MemoryByCategory{};
   run.peak_memory->peak = fin.value("peak_bytes", std::int64_t{0});
   const int resumed_from = start.is_object() ? start.value("resumed_from_update", 0) : 0;
@@ -588,7 +592,7 @@ void NightlyCycle::JudgeAndRelease(const ActiveConfig& active, WorkerReport& rep
                                    store::RunRecord& run, AttemptResult& result) {
   Result<std::optional<store::RunRecord>> baseline = store_.LastSucceededRun(hardware_);
   const ThroughputVerdict throughput =
-      CheckThroughput(run.samples_per_second.value_or(0), baseline.ok() ? *baseline : std::nullopt,
+      CheckThroughput(run.samples_per_second, baseline.ok() ? *baseline : std::nullopt,
                       run.shapes_json, config_.regression.throughput_tolerance);
   Record(run.id, throughput.regressed ? "throughput_regressed" : "throughput_check",
          throughput.regressed ? store::Severity::kError : store::Severity::kInfo,

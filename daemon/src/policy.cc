@@ -189,10 +189,17 @@ FallbackDecision DecideFallback(const FallbackInput& input) {
   return give_up("every fallback plan of this config has been tried");
 }
 
-ThroughputVerdict CheckThroughput(double samples_per_second,
+ThroughputVerdict CheckThroughput(std::optional<double> measured,
                                   const std::optional<store::RunRecord>& baseline,
                                   const std::string& shapes_json, double tolerance) {
   ThroughputVerdict v;
+  if (!measured) {
+    v.reason =
+        "no throughput measured (the worker trained no update: it resumed at the job's "
+        "last checkpoint); throughput not compared";
+    return v;
+  }
+  const double samples_per_second = *measured;
   v.samples_per_second = samples_per_second;
   if (!baseline || !baseline->samples_per_second) {
     v.reason = "no earlier succeeded run on this hardware to compare throughput with";

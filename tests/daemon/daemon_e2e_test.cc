@@ -5,6 +5,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -14,6 +15,7 @@
 #include <iterator>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <thread>
 
@@ -22,6 +24,7 @@
 #include "../support/tiny_job.h"
 #include "../support/utc_clock.h"
 #include "trainerd/common/sha256.h"
+#include "trainerd/daemon/control_client.h"
 #include "trainerd/store/store.h"
 
 namespace trainerd {
@@ -477,6 +480,97 @@ TEST_F(DaemonTest, ADaemonKilledMidRunResumesTheRunAfterRestart) {
   const std::int64_t first_update = FirstMetricUpdate(*s, 2);
   EXPECT_GT(first_update, LastCheckpoint(*s, 1));
   EXPECT_EQ(s->GetMetrics(2)->size(), static_cast<std::size_t>(3000 - first_update + 1));
+}
+
+// Crash consistency: trainerd SIGKILLed at 12 random moments of its cycles (config
+// resolution, planning, the ledger, training, checkpointing), restarted each time, then left
+// to finish. Every killed run is `interrupted` and resumed by the next daemon; the last run
+// succeeds; training never goes back behind a checkpoint a killed run recorded; and every
+// run record's plan is the plan its own `plan` event chose, or none when it was killed
+// before choosing one.
+TEST_F(DaemonTest, KilledAtTwelveRandomMomentsEveryRunRecordStaysTrueAndTheLastRunSucceeds) {
+  constexpr int kKills = 12;
+  constexpr int kUpdates = 3000;
+  constexpr unsigned kSeed = 20261201;
+  JobOptions job;
+  job.updates = kUpdates;
+  job.checkpoint_interval = 25;
+  job.eval_interval = 1000;
+  WriteJob(job);
+  WriteDaemonConfig(UtcClock(-60), "2h");
+  std::mt19937 rng(kSeed);
+  std::uniform_int_distribution<int> delay_ms(20, 3000);
+  std::vector<int> delays;
+  for (int kill = 0; kill < kKills; ++kill) {
+    ChildProcess daemon(Argv(false));
+    delays.push_back(delay_ms(rng));
+    std::this_thread::sleep_for(std::chrono::milliseconds(delays.back()));
+    daemon.Signal(SIGKILL);
+    daemon.Wait();
+  }
+  ChildProcess last(Argv(false));
+  const std::string socket = dir_.File("state/trainerd.sock");
+  // Serving its socket: past start-up (a SIGTERM earlier would meet no handler yet).
+  ASSERT_TRUE(WaitFor([&](store::Store&) {
+    return daemon::SendControlRequest(socket, {{"command", "status"}}, 5).ok();
+  }));
+  ASSERT_TRUE(WaitFor([](store::Store& s) {
+    Result<std::vector<store::RunRecord>> runs = s.ListRunsByStatus(RunStatus::kSucceeded, 1);
+    return runs.ok() && !runs->empty();
+  })) << last.ReadAllStderr();
+  last.Signal(SIGTERM);
+  EXPECT_EQ(last.ExitCode(), 0);
+
+  std::unique_ptr<store::Store> s = Store();
+  std::vector<store::RunRecord> runs = *s->ListRecentRuns(1000);
+  std::reverse(runs.begin(), runs.end());  // oldest first
+  ASSERT_FALSE(runs.empty());
+  std::string timeline = "seed " + std::to_string(kSeed) + "; kill delays (ms):";
+  for (const int d : delays) timeline += " " + std::to_string(d);
+  SCOPED_TRACE(timeline);
+  int checkpoint_so_far = 0;
+  int killed_before_planning = 0;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const store::RunRecord& run = runs[i];
+    SCOPED_TRACE("run " + std::to_string(run.id));
+    const bool is_last = i + 1 == runs.size();
+    EXPECT_EQ(run.status, is_last ? RunStatus::kSucceeded : RunStatus::kInterrupted);
+    EXPECT_TRUE(run.ended_at.has_value());
+    if (i > 0) {
+      EXPECT_EQ(run.fallback_of, runs[i - 1].id);  // each resumes the one before
+    }
+    const std::vector<store::Event> plans = EventsOfKind(*s, run.id, "plan");
+    if (plans.empty()) {
+      EXPECT_EQ(run.plan, std::nullopt);
+      ++killed_before_planning;
+    } else {
+      const nlohmann::json details = nlohmann::json::parse(plans.back().details_json);
+      const nlohmann::json chosen =
+          details.contains("planner") ? details["planner"] : details["plan"];
+      ASSERT_TRUE(run.plan.has_value());
+      EXPECT_EQ(run.plan->microbatch, chosen["microbatch"]);
+      EXPECT_EQ(run.plan->accumulation_steps, chosen["accumulation_steps"]);
+      EXPECT_EQ(run.plan->checkpoint_blocks,
+                chosen["checkpoint_blocks"].get<std::vector<std::int64_t>>());
+      EXPECT_EQ(run.plan->precision, chosen["precision"]);
+    }
+    const std::int64_t first = FirstMetricUpdate(*s, run.id);
+    if (first > 0) {
+      EXPECT_GT(first, checkpoint_so_far);  // resumed, never behind a checkpoint
+    }
+    checkpoint_so_far = std::max(checkpoint_so_far, LastCheckpoint(*s, run.id));
+  }
+  // The job reached its last update (in the last run, or in a killed one whose final
+  // checkpoint the last run resumed at), and the last run's model is the release.
+  EXPECT_EQ(checkpoint_so_far, kUpdates);
+  EXPECT_EQ(s->CurrentRelease()->value().run_id, runs.back().id);
+  // Every kill interrupted a run (a kill during config resolution leaves none: count >= 1).
+  EXPECT_GE(runs.size(), 2u);
+  std::printf(
+      "%zu runs for %d kills; %d killed before a plan was chosen; last checkpoint of a "
+      "killed run: update %d; the last run started at update %lld\n",
+      runs.size(), kKills, killed_before_planning, checkpoint_so_far,
+      static_cast<long long>(FirstMetricUpdate(*s, runs.back().id)));
 }
 
 }  // namespace

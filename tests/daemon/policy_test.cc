@@ -210,6 +210,11 @@ TEST(CheckThroughputTest, RegressedOnlyBelowTheToleratedFloorOfAComparableBaseli
   EXPECT_EQ(slow.baseline_run_id, 7);
   EXPECT_NE(slow.reason.find("run 7"), std::string::npos) << slow.reason;
   EXPECT_FALSE(CheckThroughput(76, Baseline(100, "{}"), "{}", 0.25).regressed);
+  // A run that trained no update (resumed at the job's last checkpoint) measured nothing.
+  const ThroughputVerdict unmeasured =
+      CheckThroughput(std::nullopt, Baseline(100, "{}"), "{}", 0.25);
+  EXPECT_FALSE(unmeasured.regressed);
+  EXPECT_NE(unmeasured.reason.find("no throughput measured"), std::string::npos);
 }
 
 TEST(FinalSliceLossesTest, TakesEachSlicesLastUpdate) {

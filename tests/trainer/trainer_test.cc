@@ -251,6 +251,37 @@ TEST_F(TrainerTest, ResumeIfCompatibleStartsAfreshOverAnotherJobsCheckpoint) {
   EXPECT_TRUE(again_sink.Of("warning").empty());
 }
 
+// A worker whose daemon died after the job finished is run again on the job's final
+// checkpoint: it trains nothing, and its finish event says so instead of inventing figures.
+TEST_F(TrainerTest, ResumedAtTheLastUpdateReportsRealEvalLossesAndNoThroughputOrTrainLoss) {
+  TrainerOptions options = Options();
+  RecordingSink first_sink;
+  ASSERT_TRUE(Trainer(spec_, *corpus_, &first_sink).Run(options).ok());
+  const nlohmann::json first = first_sink.Of("finish").at(0);
+
+  options.resume = Resume::kIfCompatible;
+  RecordingSink sink;
+  Result<TrainOutcome> again = Trainer(spec_, *corpus_, &sink).Run(options);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_TRUE(sink.Of("update").empty());
+  const nlohmann::json finish = sink.Of("finish").at(0);
+  EXPECT_EQ(finish["updates"], spec_.training.updates);
+  EXPECT_EQ(finish["updates_trained"], 0);
+  EXPECT_TRUE(finish["final_train_loss"].is_null());
+  EXPECT_TRUE(finish["samples_per_second"].is_null());
+  EXPECT_TRUE(finish["tokens_per_second"].is_null());
+  EXPECT_TRUE(finish["mfu"].is_null());
+  EXPECT_FALSE(finish["measurement_valid"].get<bool>());
+  // The same model, evaluated: the losses of the run that trained it.
+  EXPECT_EQ(finish["model_sha256"], first["model_sha256"]);
+  ASSERT_EQ(finish["eval_slices"].size(), first["eval_slices"].size());
+  for (std::size_t i = 0; i < first["eval_slices"].size(); ++i) {
+    EXPECT_NEAR(finish["eval_slices"][i]["loss"].get<double>(),
+                first["eval_slices"][i]["loss"].get<double>(), 1e-6);
+  }
+  EXPECT_EQ(first["updates_trained"], spec_.training.updates);
+}
+
 TEST_F(TrainerTest, ResumeReportsMissingAndCorruptCheckpoints) {
   RecordingSink sink;
   TrainerOptions options = Options();

@@ -67,12 +67,18 @@ void TerminalProgress::Emit(const nlohmann::json& event) {
                  event["path"].get<std::string>().c_str());
   } else if (kind == "finish") {
     EndBar();
-    std::fprintf(
-        out_, "finished %lld updates in %s: train loss %.4f, held-out loss %.4f, %.1f samples/s\n",
-        event["updates"].get<long long>(),
-        FormatDuration(event["elapsed_seconds"].get<double>()).c_str(),
-        event["final_train_loss"].get<double>(), event["eval_mean_loss"].get<double>(),
-        event["samples_per_second"].get<double>());
+    if (event["updates_trained"].get<long long>() == 0) {
+      std::fprintf(out_, "nothing to train: resumed at update %lld, the last; held-out loss %.4f\n",
+                   event["updates"].get<long long>(), event["eval_mean_loss"].get<double>());
+    } else {
+      std::fprintf(
+          out_,
+          "finished %lld updates in %s: train loss %.4f, held-out loss %.4f, %.1f samples/s\n",
+          event["updates"].get<long long>(),
+          FormatDuration(event["elapsed_seconds"].get<double>()).c_str(),
+          event["final_train_loss"].get<double>(), event["eval_mean_loss"].get<double>(),
+          event["samples_per_second"].get<double>());
+    }
     std::fprintf(out_, "  model: %s (sha256 %.12s)\n",
                  event["model_path"].get<std::string>().c_str(),
                  event["model_sha256"].get<std::string>().c_str());

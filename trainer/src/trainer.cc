@@ -300,6 +300,11 @@ Status Trainer::Finish(const TrainerOptions& options, const RunTiming& timing,
   outcome->model_sha256 = *hash;
   const TrainingSpec& t = spec_.training;
   const double elapsed = timing.ElapsedSeconds();
+  // No update ran in this process: no loss or throughput to report (null, never 0).
+  const bool trained = outcome->updates_done > timing.first;
+  const auto measured_or_null = [trained](double value) {
+    return trained ? nlohmann::json(value) : nlohmann::json(nullptr);
+  };
   // Too short a run to exclude warm-up: fall back to the whole elapsed time.
   const bool measured = timing.measured_updates > 0;
   const double throughput_seconds = measured ? timing.measured_seconds : elapsed;
@@ -316,29 +321,32 @@ Status Trainer::Finish(const TrainerOptions& options, const RunTiming& timing,
   }
   const ThroughputAssessment flops = AssessThroughput(
       samples_per_second * ModelFlopsPerSample(spec_.model, CountParameters(*model_)), peak_flops);
-  sink_->Emit({{"event", "finish"},
-               {"updates", outcome->updates_done},
-               {"final_train_loss", outcome->final_train_loss},
-               {"eval_slices", SlicesJson(outcome->eval)},
-               {"eval_mean_loss", MeanLoss(outcome->eval)},
-               {"model_path", options.model_path},
-               {"model_sha256", outcome->model_sha256},
-               {"elapsed_seconds", elapsed},
-               {"samples_per_second", samples_per_second},
-               {"tokens_per_second", samples_per_second * corpus_.window()},
-               {"throughput_method",
-                "wall clock per optimizer update after device synchronization, evaluation and "
-                "checkpoints excluded, first " +
-                    std::to_string(kWarmupUpdates) + " updates excluded as warm-up"},
-               {"peak_bytes", peak_bytes},
-               {"reserved_peak_bytes", reserved_peak_bytes},
-               {"memory_method", memory.method()},
-               {"model_flops_per_second", flops.achieved_flops},
-               {"peak_flops_per_second", flops.peak_flops},
-               {"mfu", flops.valid ? nlohmann::json(flops.mfu) : nlohmann::json(nullptr)},
-               {"measurement_valid", flops.valid},
-               {"measurement_note", flops.note},
-               {"hardware", HardwareFingerprint()}});
+  sink_->Emit(
+      {{"event", "finish"},
+       {"updates", outcome->updates_done},
+       {"updates_trained", outcome->updates_done - timing.first},
+       {"final_train_loss", measured_or_null(outcome->final_train_loss)},
+       {"eval_slices", SlicesJson(outcome->eval)},
+       {"eval_mean_loss", MeanLoss(outcome->eval)},
+       {"model_path", options.model_path},
+       {"model_sha256", outcome->model_sha256},
+       {"elapsed_seconds", elapsed},
+       {"samples_per_second", measured_or_null(samples_per_second)},
+       {"tokens_per_second", measured_or_null(samples_per_second * corpus_.window())},
+       {"throughput_method",
+        "wall clock per optimizer update after device synchronization, evaluation and "
+        "checkpoints excluded, first " +
+            std::to_string(kWarmupUpdates) + " updates excluded as warm-up"},
+       {"peak_bytes", peak_bytes},
+       {"reserved_peak_bytes", reserved_peak_bytes},
+       {"memory_method", memory.method()},
+       {"model_flops_per_second", flops.achieved_flops},
+       {"peak_flops_per_second", flops.peak_flops},
+       {"mfu", trained && flops.valid ? nlohmann::json(flops.mfu) : nlohmann::json(nullptr)},
+       {"measurement_valid", trained && flops.valid},
+       {"measurement_note",
+        trained ? flops.note : "resumed at the job's last update: nothing trained"},
+       {"hardware", HardwareFingerprint()}});
   return Status::Ok();
 }
 
@@ -395,6 +403,10 @@ Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
       EmitUpdate(stats, outcome.updates_done, update_seconds, timing);
       if (Status s = EvaluateAndCheckpoint(options, &outcome); !s.ok()) return s;
     }
+    // Resumed from the job's final checkpoint (its daemon died before recording the
+    // finished run): nothing is left to train, but the finish event still reports the
+    // model's real eval losses.
+    if (outcome.eval.empty()) outcome.eval = Evaluate();
     if (Status s = Finish(options, timing, &outcome); !s.ok()) return s;
   } catch (const c10::OutOfMemoryError& e) {
     outcome.kind = TrainOutcome::Kind::kOutOfMemory;

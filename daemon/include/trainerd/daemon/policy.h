@@ -116,7 +116,8 @@ bool MarkBadAfterRegression(store::ConfigState state);
 PlanSource FirstPlanSource(bool has_validated_plan, bool job_has_plan);
 
 // Throughput check against the baseline run (the last succeeded run on the same hardware
-// with the same shapes). Empty when there is no comparable baseline.
+// with the same shapes). Not regressed, with the reason, when there is no comparable
+// baseline or the run measured no throughput (it trained no update).
 struct ThroughputVerdict {
   bool regressed = false;
   double samples_per_second = 0;
@@ -124,7 +125,7 @@ struct ThroughputVerdict {
   std::optional<std::int64_t> baseline_run_id;
   std::string reason;
 };
-ThroughputVerdict CheckThroughput(double samples_per_second,
+ThroughputVerdict CheckThroughput(std::optional<double> samples_per_second,
                                   const std::optional<store::RunRecord>& baseline,
                                   const std::string& shapes_json, double tolerance);
 
