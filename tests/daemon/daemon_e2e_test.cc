@@ -2,14 +2,18 @@
 // file in a temporary state directory, real signals. Tiny jobs keep each cycle to seconds.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
@@ -21,8 +25,10 @@
 
 #include "../support/child_process.h"
 #include "../support/temp_dir.h"
+#include "../support/time_scale.h"
 #include "../support/tiny_job.h"
 #include "../support/utc_clock.h"
+#include "trainerd/common/proc_file.h"
 #include "trainerd/common/sha256.h"
 #include "trainerd/daemon/control_client.h"
 #include "trainerd/store/store.h"
@@ -121,10 +127,11 @@ class DaemonTest : public ::testing::Test {
     return s.ok() ? std::move(*s) : nullptr;
   }
 
-  // Polls the store until `done` holds; false after `seconds`.
+  // Polls the store until `done` holds; false after `seconds` (times TimeScale()).
   bool WaitFor(const std::function<bool(store::Store&)>& done, double seconds = 300) const {
-    const auto give_up = std::chrono::steady_clock::now() +
-                         std::chrono::milliseconds(static_cast<int>(seconds * 1000));
+    const auto give_up =
+        std::chrono::steady_clock::now() +
+        std::chrono::milliseconds(static_cast<int>(seconds * testing::TimeScale() * 1000));
     while (std::chrono::steady_clock::now() < give_up) {
       if (std::unique_ptr<store::Store> s = Store(); s && done(*s)) return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -448,7 +455,7 @@ TEST_F(DaemonTest, SighupReloadsTheScheduleOfAnIdleDaemon) {
 
 TEST_F(DaemonTest, ADaemonKilledMidRunResumesTheRunAfterRestart) {
   JobOptions job;
-  job.updates = 3000;
+  job.updates = 1000;
   job.checkpoint_interval = 50;
   WriteJob(job);
   WriteDaemonConfig(UtcClock(-60), "1h");
@@ -479,7 +486,85 @@ TEST_F(DaemonTest, ADaemonKilledMidRunResumesTheRunAfterRestart) {
   // It continued from a checkpoint at least as late as the last one the first daemon saw.
   const std::int64_t first_update = FirstMetricUpdate(*s, 2);
   EXPECT_GT(first_update, LastCheckpoint(*s, 1));
-  EXPECT_EQ(s->GetMetrics(2)->size(), static_cast<std::size_t>(3000 - first_update + 1));
+  EXPECT_EQ(s->GetMetrics(2)->size(), static_cast<std::size_t>(1000 - first_update + 1));
+}
+
+// A cgroup v2 child of this process's cgroup with the memory controller and `memory.max`
+// = `limit_bytes`, removed on destruction; `skip_reason` says why the machine cannot give one
+// (no cgroup v2 at /sys/fs/cgroup, the memory controller not delegated, no permission).
+class MemoryLimitedCgroup {
+ public:
+  explicit MemoryLimitedCgroup(std::int64_t limit_bytes) {
+    const std::string parent = SelfCgroupDir();
+    if (parent.empty() || !std::filesystem::exists(parent + "/cgroup.controllers")) {
+      skip_reason_ = "no cgroup v2 hierarchy at /sys/fs/cgroup (this machine: " +
+                     testing::ReadFile("/proc/self/cgroup") + ")";
+      return;
+    }
+    if (testing::ReadFile(parent + "/cgroup.controllers").find("memory") == std::string::npos) {
+      skip_reason_ = "the memory controller is not delegated to " + parent;
+      return;
+    }
+    if (!WriteControl(parent + "/cgroup.subtree_control", "+memory")) return;
+    path_ = parent + "/trainerd-oom-test-" + std::to_string(::getpid());
+    if (::mkdir(path_.c_str(), 0755) != 0) {
+      skip_reason_ = "cannot create " + path_ + ": " + std::strerror(errno);
+      path_.clear();
+      return;
+    }
+    WriteControl(path_ + "/memory.max", std::to_string(limit_bytes));
+    WriteControl(path_ + "/memory.swap.max", "0");
+  }
+  ~MemoryLimitedCgroup() {
+    if (!path_.empty()) ::rmdir(path_.c_str());
+  }
+  const std::string& skip_reason() const { return skip_reason_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  bool WriteControl(const std::string& file, const std::string& value) {
+    std::ofstream out(file);
+    out << value << std::flush;
+    if (out) return true;
+    if (skip_reason_.empty()) skip_reason_ = "cannot write '" + value + "' to " + file;
+    return false;
+  }
+
+  std::string path_;
+  std::string skip_reason_;
+};
+
+// The worker under a real memory limit: trainerd runs in a cgroup whose memory.max is far
+// below what the job's model needs while the job's own budget would allow it, so the kernel's
+// OOM killer, not LibTorch, stops the worker (SIGKILL). The daemon must classify that as an
+// OOM (memory.events oom_kill rose) and take the fallback ladder.
+TEST_F(DaemonTest, AKernelOomKillUnderAMemoryLimitIsClassifiedOomAndFallsBack) {
+  const MemoryLimitedCgroup cgroup(std::int64_t{192} << 20);
+  if (!cgroup.skip_reason().empty()) GTEST_SKIP() << cgroup.skip_reason();
+  // ~25M parameters: with gradients and AdamW state about 400 MB before any activation.
+  dir_.Write("job.yaml",
+             "model: {kind: gpt, n_layer: 8, n_head: 8, n_embd: 512, block_size: 64}\n"
+             "data:\n  files: [" +
+                 std::string(testing::kLicenceDir) + "/GPL-3, " + testing::kLicenceDir +
+                 "/Apache-2.0]\n"
+                 "training: {effective_batch: 8, updates: 20}\n"
+                 "plan: {microbatch: 8}\nmemory: {budget: 16GiB}\nruntime: {threads: 1}\n");
+  WriteDaemonConfig();
+  std::string command = "echo $$ > " + cgroup.path() + "/cgroup.procs && exec";
+  for (const std::string& arg : Argv(true)) command += " '" + arg + "'";
+  ChildProcess daemon({"/bin/sh", "-c", command});
+  daemon.ExitCode();
+  std::unique_ptr<store::Store> s = Store();
+  ASSERT_NE(s, nullptr) << daemon.ReadAllStderr();
+  const store::RunRecord first = *s->GetRun(1);
+  EXPECT_EQ(first.status, RunStatus::kOom) << daemon.ReadAllStderr();
+  // The policy's answer to an OOM: the next plan down the ladder, or the end of it.
+  std::vector<store::Event> fallback = EventsOfKind(*s, first.id, "fallback");
+  for (const store::Event& e : EventsOfKind(*s, first.id, "fallback_exhausted")) {
+    fallback.push_back(e);
+  }
+  ASSERT_EQ(fallback.size(), 1u);
+  EXPECT_EQ(nlohmann::json::parse(fallback[0].details_json)["reason"], "oom");
 }
 
 // Crash consistency: trainerd SIGKILLed at 12 random moments of its cycles (config

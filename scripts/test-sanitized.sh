@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Builds trainerd with AddressSanitizer and UndefinedBehaviorSanitizer (GCC, Debian's
+# LibTorch 1.13) into ./build-asan and runs tests under them. A test passes only when it
+# passes AND no process it started (trainerd, trainerctl, trainer-run children included)
+# wrote a sanitizer report: every report goes to a log file, and any log file fails the run.
+#   scripts/test-sanitized.sh         the store, daemon and control tests (CI runs these)
+#   scripts/test-sanitized.sh --all   every test
+# Expects the dependencies of scripts/install-deps.sh. TRAINERD_TEST_TIME_SCALE (default 4)
+# lets the tests wait that many times longer for the slower sanitized processes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+all=0
+case ${1:-} in
+  --all) all=1 ;;
+  "") ;;
+  *) echo "test-sanitized.sh: unknown argument $1 (expected --all or nothing)" >&2; exit 2 ;;
+esac
+build_dir=${TRAINERD_BUILD_DIR:-build-asan}
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DTRAINERD_SANITIZE=address,undefined -DTRAINERD_BUILD_BENCHMARKS=OFF ${CI:+-DTRAINERD_WERROR=ON}
+# The CI subset: the store, daemon and control suites (the daemon's end-to-end tests run
+# the real trainerd, trainerctl and trainer-run, which are built with them).
+suites=(store_test daemon_unit_test daemon_e2e_test)
+if ((all)); then
+  cmake --build "$build_dir" --parallel "$(nproc)"
+  labels=()
+else
+  cmake --build "$build_dir" --parallel "$(nproc)" --target "${suites[@]}"
+  labels=(--label-regex "^($(IFS='|'; echo "${suites[*]}"))\$")
+fi
+reports=$(mktemp -d)
+trap 'rm -rf "$reports"' EXIT
+export ASAN_OPTIONS="log_path=$reports/asan:detect_leaks=1:abort_on_error=1:strict_string_checks=1"
+export UBSAN_OPTIONS="log_path=$reports/ubsan:print_stacktrace=1:halt_on_error=1"
+export TRAINERD_TEST_TIME_SCALE=${TRAINERD_TEST_TIME_SCALE:-4}
+started=$SECONDS
+status=0
+ctest --test-dir "$build_dir" --output-on-failure --parallel "$(nproc)" --timeout 3600 \
+  "${labels[@]}" || status=$?
+if compgen -G "$reports/*" >/dev/null; then
+  echo "test-sanitized.sh: sanitizer reports:" >&2
+  for f in "$reports"/*; do echo "== $f" >&2; cat "$f" >&2; done
+  status=1
+fi
+echo "test-sanitized.sh: ctest under address,undefined finished in $((SECONDS - started)) s (exit $status)"
+exit $status
