@@ -16,8 +16,10 @@ case ${1:-} in
   *) echo "test-sanitized.sh: unknown argument $1 (expected --all or nothing)" >&2; exit 2 ;;
 esac
 build_dir=${TRAINERD_BUILD_DIR:-build-asan}
+# Warnings are not errors here: the instrumentation changes GCC's flow analysis (and its
+# false positives); the two regular builds hold the code to -Werror.
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DTRAINERD_SANITIZE=address,undefined -DTRAINERD_BUILD_BENCHMARKS=OFF ${CI:+-DTRAINERD_WERROR=ON}
+  -DTRAINERD_SANITIZE=address,undefined -DTRAINERD_BUILD_BENCHMARKS=OFF
 # The CI subset: the store, daemon and control suites (the daemon's end-to-end tests run
 # the real trainerd, trainerctl and trainer-run, which are built with them).
 suites=(store_test daemon_unit_test daemon_e2e_test)
