@@ -158,6 +158,11 @@ class DaemonTest : public ::testing::Test {
     return out;
   }
 
+  static bool HasSucceededRun(store::Store& s) {
+    Result<std::vector<store::RunRecord>> runs = s.ListRunsByStatus(RunStatus::kSucceeded, 1);
+    return runs.ok() && !runs->empty();
+  }
+
   // The update of a run's last interval checkpoint, from its worker_checkpoint events.
   static int LastCheckpoint(store::Store& s, std::int64_t run) {
     int update = 0;
@@ -416,10 +421,7 @@ TEST_F(DaemonTest, CatchesUpAtStartUpInsideAnOpenWindowAndStopsOnSigterm) {
   ChildProcess daemon(Argv(false));
   ::unsetenv("NOTIFY_SOCKET");
   ::unsetenv("WATCHDOG_USEC");
-  ASSERT_TRUE(WaitFor([](store::Store& s) {
-    Result<std::vector<store::RunRecord>> runs = s.ListRunsByStatus(RunStatus::kSucceeded, 1);
-    return runs.ok() && !runs->empty();
-  })) << daemon.ReadAllStderr();
+  ASSERT_TRUE(WaitFor(HasSucceededRun)) << daemon.ReadAllStderr();
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   daemon.Signal(SIGTERM);
   EXPECT_EQ(daemon.ExitCode(), 0);
@@ -445,10 +447,7 @@ TEST_F(DaemonTest, SighupReloadsTheScheduleOfAnIdleDaemon) {
   EXPECT_TRUE(Store()->ListRecentRuns(1)->empty());
   WriteDaemonConfig(UtcClock(-60), "1h");  // now inside an open window
   daemon.Signal(SIGHUP);
-  EXPECT_TRUE(WaitFor([](store::Store& s) {
-    Result<std::vector<store::RunRecord>> runs = s.ListRunsByStatus(RunStatus::kSucceeded, 1);
-    return runs.ok() && !runs->empty();
-  })) << daemon.ReadAllStderr();
+  EXPECT_TRUE(WaitFor(HasSucceededRun)) << daemon.ReadAllStderr();
   daemon.Signal(SIGTERM);
   EXPECT_EQ(daemon.ExitCode(), 0);
 }
@@ -468,10 +467,7 @@ TEST_F(DaemonTest, ADaemonKilledMidRunResumesTheRunAfterRestart) {
   }
   // The orphaned worker got SIGTERM (PR_SET_PDEATHSIG): it writes a checkpoint and exits.
   ChildProcess second(Argv(false));
-  ASSERT_TRUE(WaitFor([](store::Store& s) {
-    Result<std::vector<store::RunRecord>> runs = s.ListRunsByStatus(RunStatus::kSucceeded, 1);
-    return runs.ok() && !runs->empty();
-  })) << second.ReadAllStderr();
+  ASSERT_TRUE(WaitFor(HasSucceededRun)) << second.ReadAllStderr();
   second.Signal(SIGTERM);
   EXPECT_EQ(second.ExitCode(), 0);
 
@@ -599,10 +595,7 @@ TEST_F(DaemonTest, KilledAtTwelveRandomMomentsEveryRunRecordStaysTrueAndTheLastR
   ASSERT_TRUE(WaitFor([&](store::Store&) {
     return daemon::SendControlRequest(socket, {{"command", "status"}}, 5).ok();
   }));
-  ASSERT_TRUE(WaitFor([](store::Store& s) {
-    Result<std::vector<store::RunRecord>> runs = s.ListRunsByStatus(RunStatus::kSucceeded, 1);
-    return runs.ok() && !runs->empty();
-  })) << last.ReadAllStderr();
+  ASSERT_TRUE(WaitFor(HasSucceededRun)) << last.ReadAllStderr();
   last.Signal(SIGTERM);
   EXPECT_EQ(last.ExitCode(), 0);
 
