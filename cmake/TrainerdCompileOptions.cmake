@@ -21,3 +21,27 @@ if(TRAINERD_SANITIZE)
     -fsanitize=${TRAINERD_SANITIZE} -fno-omit-frame-pointer)
   target_link_options(trainerd_compile_options INTERFACE -fsanitize=${TRAINERD_SANITIZE})
 endif()
+# Fuzzing (tests/fuzz, scripts/fuzz.sh): every trainerd target is instrumented, not only the
+# harness, with ASan and UBSan; any UBSan report aborts, which libFuzzer records as a crash.
+#   clang: libFuzzer's edge coverage (the harnesses add -fsanitize=fuzzer, libFuzzer's main).
+#     -fno-sanitize=function: clang 14 cannot emit that check for coroutines (the daemon's
+#     asio::awaitable functions): "Cannot represent a difference across sections".
+#   GCC: only the LibTorch harness, since clang (14 and 16 alike) cannot compile LibTorch 1.13's
+#     headers in C++20 (std::vector<c10::IValue> of an incomplete type in ATen/core/List.h).
+#     GCC has no edge coverage libFuzzer reads, only comparison tracing (-use_value_profile=1);
+#     tests/fuzz links clang's libFuzzer archive.
+if(TRAINERD_BUILD_FUZZERS)
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    target_compile_options(trainerd_compile_options INTERFACE
+      -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize=function
+      -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
+  elseif(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    target_compile_options(trainerd_compile_options INTERFACE
+      -fsanitize=address,undefined -fsanitize-coverage=trace-cmp -fno-sanitize-recover=undefined
+      -fno-omit-frame-pointer)
+  else()
+    message(FATAL_ERROR "TRAINERD_BUILD_FUZZERS needs clang (or GCC for the LibTorch harness), "
+                        "not ${CMAKE_CXX_COMPILER_ID}")
+  endif()
+  target_link_options(trainerd_compile_options INTERFACE -fsanitize=address,undefined)
+endif()

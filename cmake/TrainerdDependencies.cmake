@@ -11,6 +11,8 @@ find_package(Torch REQUIRED)
 find_package(yaml-cpp REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(SQLite3 REQUIRED)
+# The checkpoint loader checks the CRC-32s of LibTorch's zip archive (inflating what it deflated).
+find_package(ZLIB REQUIRED)
 find_package(Boost 1.74 REQUIRED)
 find_package(prometheus-cpp REQUIRED)
 find_package(Threads REQUIRED)

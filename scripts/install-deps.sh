@@ -8,7 +8,7 @@ packages=(
   libtorch-dev libgloo-dev
   # Without an optimized BLAS LibTorch falls back to the reference BLAS (~30x slower fp32).
   libopenblas0-openmp
-  libyaml-cpp-dev libboost-dev libsqlite3-dev libsystemd-dev
+  libyaml-cpp-dev libboost-dev libsqlite3-dev libsystemd-dev zlib1g-dev
   prometheus-cpp-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # Training corpus: real English prose nobody on this project wrote.
@@ -22,6 +22,8 @@ packages=(
   tzdata libhowardhinnant-date-dev
   # scripts/install-libtorch.sh: pip downloads the pinned LibTorch 2.x wheel, unzip unpacks it.
   python3-pip unzip
+  # scripts/fuzz.sh: clang 14 with libFuzzer and the sanitizer runtimes; clang-format.
+  clang libclang-rt-14-dev clang-format
 )
 
 if [[ $(id -u) -ne 0 ]]; then

@@ -22,6 +22,18 @@ nlohmann::json ParsedOrText(const std::string& json_text) {
 
 }  // namespace
 
+Result<nlohmann::json> ParseControlRequest(std::string_view line) {
+  if (line.size() > kMaxRequestBytes) {
+    return Status::InvalidArgument("request longer than " + std::to_string(kMaxRequestBytes) +
+                                   " bytes");
+  }
+  nlohmann::json request = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (!request.is_object() || !request.contains("command") || !request["command"].is_string()) {
+    return Status::InvalidArgument("expected one JSON object per line with a \"command\"");
+  }
+  return request;
+}
+
 nlohmann::json Ok(nlohmann::json result) { return {{"ok", true}, {"result", std::move(result)}}; }
 
 nlohmann::json Error(const std::string& code, const std::string& message) {
@@ -117,7 +129,8 @@ nlohmann::json AnswerFromStore(store::Store& store, const std::string& job_path,
   const std::string command = request.value("command", "");
   if (command == "runs") {
     const nlohmann::json limit = request.value("limit", nlohmann::json(20));
-    if (!limit.is_number_integer() || limit.get<int>() < 1 || limit.get<int>() > 10000) {
+    // Compared as JSON numbers: get<int>() would first wrap 4294967297 to 1.
+    if (!limit.is_number_integer() || limit < 1 || limit > 10000) {
       return Error(kBadRequest, "runs: limit must be an integer in [1, 10000]");
     }
     Result<std::vector<store::RunRecord>> runs = store.ListRecentRuns(limit.get<int>());

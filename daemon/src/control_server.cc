@@ -121,15 +121,15 @@ asio::awaitable<void> ControlServer::Serve(local::stream_protocol::socket socket
       co_return;
     }
     if (ec) co_return;  // closed by the peer, or idle too long
-    const std::string line = buffer.substr(0, n - 1);
+    const Result<nlohmann::json> request =
+        ParseControlRequest(std::string_view(buffer.data(), n - 1));
     buffer.erase(0, n);
-    const nlohmann::json request = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     nlohmann::json response;
-    if (!request.is_object() || !request.contains("command") || !request["command"].is_string()) {
-      response = Error(kBadRequest, "expected one JSON object per line with a \"command\"");
+    if (!request.ok()) {
+      response = Error(kBadRequest, request.status().message());
     } else {
       try {
-        response = handler_(request);
+        response = handler_(*request);
       } catch (const std::exception& e) {
         response = Error(kInternalError, e.what());
       }

@@ -275,6 +275,15 @@ TEST(DaemonConfigTest, ErrorsNameFileLineKeyAndValue) {
   }
 }
 
+// Found by tests/fuzz/job_spec_parser_fuzzer in the YAML reader both parsers share: a list or
+// a mapping as a key threw YAML::TypedBadConversion out of the parser.
+TEST(DaemonConfigTest, AListOrMappingAsAKeyIsAnErrorNotAnException) {
+  EXPECT_EQ(ErrorOf("job: j.yaml\n? [a]\n: 1\n"),
+            "trainerd.yaml:2: top level: expected a key name, got a list");
+  EXPECT_EQ(ErrorOf("job: j.yaml\nschedule:\n  {x: 1}: 2\n"),
+            "trainerd.yaml:3: schedule: expected a key name, got a mapping");
+}
+
 TEST(DaemonConfigTest, InvalidYamlNamesTheLine) {
   const std::string error = ErrorOf("job: j.yaml\nschedule: [\n");
   EXPECT_NE(error.find("trainerd.yaml:"), std::string::npos) << error;

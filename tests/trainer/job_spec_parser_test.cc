@@ -60,6 +60,15 @@ TEST(JobSpecParserTest, UnknownKeyNamesFileLineAndKey) {
   EXPECT_NE(error.find("job.yaml:9: training.updatez: unknown key"), std::string::npos) << error;
 }
 
+// Found by tests/fuzz/job_spec_parser_fuzzer: YAML allows a list or a mapping as a key, and
+// the unknown-key check threw YAML::TypedBadConversion out of the parser.
+TEST(JobSpecParserTest, AListOrMappingAsAKeyIsAnErrorNotAnException) {
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "? [a, b]\n: 1\n"),
+            "job.yaml:8: top level: expected a key name, got a list");
+  EXPECT_EQ(ErrorOf("model:\n  n_layer: 2\n  ? {x: 1}\n  : 2\ndata:\n  files: [c.txt]\n"),
+            "job.yaml:3: model: expected a key name, got a mapping");
+}
+
 TEST(JobSpecParserTest, WrongTypeNamesExpectedValue) {
   const std::string error = ErrorOf(std::string(kMinimal) + "training:\n  updates: many\n");
   EXPECT_NE(error.find("job.yaml:9: training.updates: expected an integer in [1, "),

@@ -3,6 +3,11 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <string_view>
+
 #include "../support/cuda_test.h"
 #include "../support/temp_dir.h"
 #include "../support/tiny_job.h"
@@ -103,6 +108,106 @@ TEST(TrainingCheckpointTest, ACheckpointFromBeforeTheDeviceWasRecordedReadsAsWri
   ASSERT_TRUE(state.ok()) << state.status().message();
   EXPECT_EQ(state->written_on, "cpu");
   EXPECT_EQ(state->updates_done, 5);
+}
+
+// A checkpoint of StepOnce's model as bytes, and the archive's folder name inside it.
+std::string CheckpointBytes(const testing::TempDir& dir) {
+  Stepped written = StepOnce(torch::kCPU);
+  Status saved = SaveTrainingCheckpoint(dir.File("c.pt"), *written.model, *written.optimizer,
+                                        {3, "job", std::nullopt, 0}, torch::kCPU);
+  EXPECT_TRUE(saved.ok()) << saved.message();
+  return testing::ReadFile(dir.File("c.pt"));
+}
+
+std::uint32_t Crc32(std::string_view data) {
+  std::uint32_t crc = 0xffffffffu;
+  for (const char c : data) {
+    crc ^= static_cast<unsigned char>(c);
+    for (int k = 0; k < 8; ++k) crc = (crc & 1) != 0 ? 0xedb88320u ^ (crc >> 1) : crc >> 1;
+  }
+  return ~crc;
+}
+
+std::uint32_t Le32(const std::string& bytes, std::size_t at) {
+  std::uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = v << 8 | static_cast<unsigned char>(bytes[at + i]);
+  return v;
+}
+
+void PutLe32(std::string& bytes, std::size_t at, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i) bytes[at + i] = static_cast<char>(v >> (8 * i) & 0xff);
+}
+
+// Rewrites the first stored (uncompressed) record whose data contains `text` so that it holds
+// `replacement` (same length) instead, with both of the zip's CRC-32 fields made to match:
+// an archive that is damaged only in meaning. False when there is no such record.
+bool RewriteStoredRecord(std::string& bytes, const std::string& text,
+                         const std::string& replacement) {
+  const std::size_t end = bytes.size() - 22;  // LibTorch writes no archive comment
+  std::size_t cd = Le32(bytes, end + 16);
+  for (std::uint32_t i = 0; i < (Le32(bytes, end + 8) >> 16); ++i) {
+    const std::uint32_t size = Le32(bytes, cd + 24);
+    const std::uint32_t local = Le32(bytes, cd + 42);
+    const bool stored = (Le32(bytes, cd + 8) >> 16) == 0;  // compression method
+    const std::size_t data =
+        local + 30 + (Le32(bytes, local + 26) & 0xffff) + (Le32(bytes, local + 26) >> 16);
+    const std::size_t at = stored ? bytes.substr(data, size).find(text) : std::string::npos;
+    if (at != std::string::npos) {
+      bytes.replace(data + at, replacement.size(), replacement);
+      const std::uint32_t crc = Crc32(std::string_view(bytes).substr(data, size));
+      PutLe32(bytes, local + 14, crc);
+      PutLe32(bytes, cd + 16, crc);
+      return true;
+    }
+    cd += 46 + (Le32(bytes, cd + 28) & 0xffff) + (Le32(bytes, cd + 28) >> 16) +
+          (Le32(bytes, cd + 32) & 0xffff);
+  }
+  return false;
+}
+
+// Found by tests/fuzz/training_checkpoint_fuzzer: a few bytes changed in the archive made
+// LibTorch 1.13 either throw torch::jit::ErrorReport (no c10::Error: it escaped the loader)
+// or crash with SIGSEGV in its TorchScript parser. LibTorch checks no CRC; the loader now does.
+TEST(TrainingCheckpointTest, ADamagedArchiveIsCorruptionAndNeverReachesLibTorch) {
+  testing::TempDir dir;
+  const std::string intact = CheckpointBytes(dir);
+  for (const std::string& record : {std::string("class "), std::string("rng")}) {
+    std::string bytes = intact;
+    const std::size_t at = bytes.find(record);
+    ASSERT_NE(at, std::string::npos) << record;
+    bytes[at] ^= 0x20;
+    std::ofstream(dir.File("c.pt"), std::ios::binary | std::ios::trunc) << bytes;
+    Stepped resumed;
+    Result<CheckpointState> state = CheckpointState{};
+    ASSERT_NO_THROW(state = LoadAndStep(dir.File("c.pt"), torch::kCPU, &resumed));
+    ASSERT_FALSE(state.ok());
+    EXPECT_EQ(state.status().code(), Status::Code::kCorruption);
+    EXPECT_EQ(
+        state.status().message().rfind(dir.File("c.pt") + ": damaged checkpoint archive: ", 0), 0u)
+        << state.status().message();
+  }
+  for (std::size_t size : {std::size_t{0}, std::size_t{21}, intact.size() / 2, intact.size() - 1}) {
+    std::ofstream(dir.File("c.pt"), std::ios::binary | std::ios::trunc) << intact.substr(0, size);
+    Stepped resumed;
+    Result<CheckpointState> state = LoadAndStep(dir.File("c.pt"), torch::kCPU, &resumed);
+    EXPECT_EQ(state.status().code(), Status::Code::kCorruption) << "truncated to " << size;
+  }
+}
+
+// The same finding with the CRCs made to match: LibTorch's torch::jit::ErrorReport on a code
+// record that is not TorchScript comes back as Corruption too.
+TEST(TrainingCheckpointTest, ATorchScriptErrorInAnIntactArchiveIsCorruption) {
+  testing::TempDir dir;
+  std::string bytes = CheckpointBytes(dir);
+  ASSERT_TRUE(RewriteStoredRecord(bytes, "class ", "Zlass "));
+  std::ofstream(dir.File("c.pt"), std::ios::binary | std::ios::trunc) << bytes;
+  Stepped resumed;
+  Result<CheckpointState> state = CheckpointState{};
+  ASSERT_NO_THROW(state = LoadAndStep(dir.File("c.pt"), torch::kCPU, &resumed));
+  ASSERT_FALSE(state.ok());
+  EXPECT_EQ(state.status().code(), Status::Code::kCorruption);
+  EXPECT_NE(state.status().message().find(": cannot read checkpoint: "), std::string::npos)
+      << state.status().message();
 }
 
 class CudaCheckpointTest : public testing::CudaTest {};

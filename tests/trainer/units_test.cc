@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 namespace trainerd {
 namespace {
 
@@ -44,6 +46,13 @@ TEST(FormatTest, HumanReadableSizesAndDurations) {
   EXPECT_EQ(FormatDuration(12.44), "12.4s");
   EXPECT_EQ(FormatDuration(187), "3m 07s");
   EXPECT_EQ(FormatDuration(3720), "1h 02m");
+}
+
+// Found with tests/fuzz/worker_report_fuzzer: a worker's ETA of 1e300 s reaches FormatDuration
+// (trainerctl status), whose cast to long was undefined behaviour.
+TEST(FormatTest, ADurationNoLongHoldsIsFormattedWithoutACast) {
+  EXPECT_EQ(FormatDuration(1e300), "2.78e+296h");
+  EXPECT_EQ(FormatDuration(std::numeric_limits<double>::quiet_NaN()), "?");
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "trainerd/common/atomic_file.h"
 #include "trainerd/common/sha256.h"
 #include "trainerd/trainer/torch_compat.h"
+#include "zip_check.h"
 
 namespace trainerd {
 namespace {
@@ -70,6 +71,8 @@ Result<CheckpointState> LoadTrainingCheckpoint(const std::string& path, torch::n
                                                const std::string& expected_identity,
                                                const torch::Device& device) {
   if (!std::filesystem::exists(path)) return Status::NotFound(path + ": no training checkpoint");
+  // LibTorch does not check the archive's CRCs and may crash on a damaged one.
+  if (Status intact = VerifyZipChecksums(path); !intact.ok()) return intact;
   CheckpointState state;
   try {
     torch::serialize::InputArchive archive;
@@ -118,6 +121,10 @@ Result<CheckpointState> LoadTrainingCheckpoint(const std::string& path, torch::n
     }
   } catch (const c10::Error& e) {
     return Status::Corruption(path + ": cannot read checkpoint: " + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    // Not every LibTorch error is a c10::Error: a damaged TorchScript file in the archive
+    // throws torch::jit::ErrorReport (found by tests/fuzz/training_checkpoint_fuzzer).
+    return Status::Corruption(path + ": cannot read checkpoint: " + e.what());
   }
   return state;
 }

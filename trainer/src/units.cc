@@ -144,9 +144,11 @@ std::string FormatDuration(double seconds) {
   } else if (seconds < 3600) {
     auto s = static_cast<long>(seconds);
     std::snprintf(buffer, sizeof(buffer), "%ldm %02lds", s / 60, s % 60);
-  } else {
+  } else if (seconds < 1e15) {
     auto s = static_cast<long>(seconds);
     std::snprintf(buffer, sizeof(buffer), "%ldh %02ldm", s / 3600, (s % 3600) / 60);
+  } else {  // no real duration; casting it to long would be undefined (a worker's bad ETA)
+    std::snprintf(buffer, sizeof(buffer), "%.3gh", seconds / 3600);
   }
   return buffer;
 }

@@ -333,6 +333,15 @@ YamlReader YamlReader::Child(const std::string& key) {
 void YamlReader::RejectUnknownKeys() {
   if (!node_.IsMap()) return;
   for (const auto& entry : node_) {
+    // "? [a, b]: 1" is valid YAML; no key of ours is a list or a mapping, and as<std::string>()
+    // would throw on one.
+    if (entry.first.IsSequence() || entry.first.IsMap()) {
+      const YAML::Mark mark = entry.first.Mark();
+      errors_->push_back(origin_ + ":" + std::to_string(mark.line + 1) + ": " +
+                         (prefix_.empty() ? "top level" : prefix_) + ": expected a key name, got " +
+                         Scalar(entry.first));
+      continue;
+    }
     const std::string key = entry.first.as<std::string>();
     if (read_keys_.count(key) == 0) {
       std::string known;

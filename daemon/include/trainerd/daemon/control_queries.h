@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 #include "trainerd/common/status.h"
 #include "trainerd/store/store.h"
@@ -22,6 +23,11 @@ inline constexpr const char* kNotFound = "not_found";         // no such run or 
 inline constexpr const char* kUnauthorized = "unauthorized";  // peer credentials refused
 inline constexpr const char* kConflict = "conflict";          // e.g. run-now during a run
 inline constexpr const char* kInternalError = "internal";     // the store failed
+
+// One request line as the control socket reads it, without its newline: a JSON object with a
+// string "command", at most kMaxRequestBytes. Otherwise InvalidArgument with the message of
+// the bad_request answer.
+Result<nlohmann::json> ParseControlRequest(std::string_view line);
 
 nlohmann::json Ok(nlohmann::json result);
 nlohmann::json Error(const std::string& code, const std::string& message);

@@ -16,12 +16,19 @@ namespace trainerd::daemon {
 class WorkerReport {
  public:
   // Consumes one line of the worker's stdout at time `now`. Lines that are not JSON objects
-  // with an "event" are ignored.
+  // with an "event" are ignored; so are fields of the wrong type (a string where a number
+  // belongs, a count that is negative or does not fit in an int), each such event adding a
+  // "worker_protocol" warning event. Never throws.
   void Consume(const std::string& line, double now);
 
-  const nlohmann::json& start() const { return start_; }    // null until seen
-  const nlohmann::json& finish() const { return finish_; }  // null until seen
-  const nlohmann::json& error() const { return error_; }    // null unless seen
+  // The last start, finish and error events, null until seen. Every field the daemon reads
+  // from them (docs/trainer-run.md) is absent or has its documented type, so that
+  // value(key, default) does not throw: strings, numbers, the objects start.software and
+  // start.data, and counts (updates, resumed_from_update, effective_batch) in [0, INT_MAX],
+  // finish.peak_bytes in [0, INT64_MAX], start.seed an integer.
+  const nlohmann::json& start() const { return start_; }
+  const nlohmann::json& finish() const { return finish_; }
+  const nlohmann::json& error() const { return error_; }
   // Metrics not taken yet, in update order; the caller stores them in batches.
   std::vector<store::UpdateMetric> TakeMetrics();
   std::size_t pending_metrics() const { return metrics_.size(); }

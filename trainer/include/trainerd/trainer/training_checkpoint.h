@@ -40,7 +40,8 @@ Status SaveTrainingCheckpoint(const std::string& path, torch::nn::Module& model,
                               const torch::Device& device);
 
 // Restores model, optimizer and RNG onto `device`. A checkpoint written by another job is
-// FailedPrecondition; an unreadable or truncated file is Corruption; a missing one NotFound.
+// FailedPrecondition; an unreadable, truncated or damaged file (a record whose CRC-32 does not
+// match, checked before LibTorch reads the file) is Corruption; a missing one NotFound.
 // Files from before the device was recorded read as written on the CPU.
 Result<CheckpointState> LoadTrainingCheckpoint(const std::string& path, torch::nn::Module& model,
                                                torch::optim::Optimizer& optimizer,

@@ -19,7 +19,8 @@ Result<double> ParseFraction(std::string_view text);
 
 // "1.50 GiB", "512.0 MiB", "17 B": for human output only; JSON carries bytes.
 std::string FormatBytes(std::int64_t bytes);
-// "1h 02m", "3m 07s", "12.4s": for human output only; JSON carries seconds.
+// "1h 02m", "3m 07s", "12.4s" ("2.78e+296h" beyond 1e15 s, "?" when not finite): for human
+// output only; JSON carries seconds.
 std::string FormatDuration(double seconds);
 
 }  // namespace trainerd

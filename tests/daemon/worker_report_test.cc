@@ -1,0 +1,132 @@
+// The worker's event stream as the daemon reads it: what each event records, and that lines
+// of the wrong shape (found by tests/fuzz/worker_report_fuzzer) are ignored field by field
+// instead of throwing out of Consume or out of the nightly cycle's reads.
+#include "trainerd/daemon/worker_report.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+namespace trainerd::daemon {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr double kNow = 1'767'225'600;
+
+TEST(WorkerReportTest, RecordsStartUpdatesEvalsCheckpointsAndFinish) {
+  WorkerReport report;
+  report.Consume(R"({"event":"start","updates":300,"resumed_from_update":150,"seed":7})", kNow);
+  report.Consume(R"({"event":"update","update":151,"loss":2.5,"lr":0.001,"grad_norm":null,)"
+                 R"("samples_per_second":250,"live_bytes":1048576,"eta_seconds":30})",
+                 kNow);
+  report.Consume(R"({"event":"eval","update":151,"slices":[{"name":"GPL-3","loss":1.5}]})", kNow);
+  report.Consume(R"({"event":"checkpoint","update":151,"reason":"interval"})", kNow);
+  report.Consume(R"({"event":"finish","updates":300,"model_sha256":"abc"})", kNow);
+  EXPECT_EQ(report.updates(), 300);
+  EXPECT_EQ(report.updates_done(), 151);
+  EXPECT_DOUBLE_EQ(report.eta_seconds(), 30);
+  EXPECT_EQ(report.last_checkpoint_update(), 151);
+  const std::vector<store::UpdateMetric> metrics = report.TakeMetrics();
+  ASSERT_EQ(metrics.size(), 1u);
+  EXPECT_EQ(metrics[0].update, 151);
+  EXPECT_EQ(metrics[0].live_bytes, 1048576);
+  EXPECT_TRUE(std::isnan(metrics[0].grad_norm));
+  ASSERT_EQ(report.evals().size(), 1u);
+  EXPECT_EQ(report.evals()[0].slice, "GPL-3");
+  const std::vector<store::Event> events = report.TakeEvents();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].message, "training checkpoint at update 151 (interval)");
+  EXPECT_EQ(report.finish().value("model_sha256", ""), "abc");
+}
+
+// Found by tests/fuzz/worker_report_fuzzer: value("reason", "") and its kin threw
+// nlohmann's type_error out of Consume (and so out of the nightly cycle) when a field the
+// daemon reads as a string had another type.
+TEST(WorkerReportTest, AStringFieldOfAnotherTypeIsIgnoredNotThrown) {
+  WorkerReport report;
+  EXPECT_NO_THROW(report.Consume(R"({"event":"checkpoint","update":3,"reason":true})", kNow));
+  EXPECT_NO_THROW(report.Consume(R"({"event":"warning","message":{"a":1}})", kNow));
+  EXPECT_NO_THROW(report.Consume(R"({"event":"error","kind":7,"message":"out of memory"})", kNow));
+  const std::vector<store::Event> events = report.TakeEvents();
+  ASSERT_EQ(events.size(), 4u);
+  EXPECT_EQ(events[0].message, "training checkpoint at update 3 ()");
+  EXPECT_EQ(events[1].message, "");
+  EXPECT_EQ(events[2].kind, "worker_protocol");
+  EXPECT_EQ(events[2].message,
+            "the worker's error event has fields of the wrong type, ignored: kind");
+  EXPECT_EQ(events[3].message, ": out of memory");
+  // The nightly cycle reads the error event with value(): the bad field is gone.
+  EXPECT_EQ(report.error().value("kind", ""), "");
+  EXPECT_EQ(report.error().value("message", ""), "out of memory");
+}
+
+// Found by tests/fuzz/worker_report_fuzzer: an eval whose slices are not objects with a
+// string name threw; a number too large for an int was cast to one (undefined behaviour).
+TEST(WorkerReportTest, MalformedSlicesAndOutOfRangeCountsAreIgnored) {
+  WorkerReport report;
+  report.Consume(R"({"event":"eval","update":2,"slices":[3,{"name":1},{"loss":1},{"name":"a"}]})",
+                 kNow);
+  report.Consume(R"({"event":"eval","update":2,"slices":"GPL-3"})", kNow);
+  ASSERT_EQ(report.evals().size(), 1u);
+  EXPECT_EQ(report.evals()[0].slice, "a");
+  EXPECT_TRUE(std::isnan(report.evals()[0].loss));
+  report.Consume(R"({"event":"start","updates":1e300,"resumed_from_update":-5})", kNow);
+  EXPECT_EQ(report.updates(), 0);
+  EXPECT_EQ(report.updates_done(), 0);
+  report.Consume(R"({"event":"update","update":4294967296,"live_bytes":1e19})", kNow);
+  EXPECT_EQ(report.updates_done(), 0);
+  EXPECT_EQ(report.TakeMetrics().at(0).live_bytes, 0);
+  report.Consume(R"({"event":"checkpoint","update":-1e300})", kNow);
+  EXPECT_EQ(report.last_checkpoint_update(), 0);
+}
+
+// What the nightly cycle reads from the start and finish events with value(key, default)
+// either has its documented type or is absent, so those reads cannot throw or overflow.
+TEST(WorkerReportTest, StartAndFinishKeepOnlyFieldsOfTheirDocumentedType) {
+  WorkerReport report;
+  report.Consume(R"({"event":"start","software":{"torch_version":1.13,"blas":"openblas"},)"
+                 R"("data":[],"effective_batch":"32","seed":1.5,"model":{"kind":"gpt"}})",
+                 kNow);
+  report.Consume(R"({"event":"finish","updates":-2147483648,"peak_bytes":1e30,)"
+                 R"("throughput_method":null,"model_path":["/m.pt"],"elapsed_seconds":3,)"
+                 R"("samples_per_second":null})",
+                 kNow);
+  const Json& start = report.start();
+  EXPECT_EQ(start["software"], Json({{"blas", "openblas"}}));
+  EXPECT_FALSE(start.contains("data"));
+  EXPECT_FALSE(start.contains("effective_batch"));
+  EXPECT_FALSE(start.contains("seed"));
+  EXPECT_EQ(start["model"]["kind"], "gpt");
+  const Json& finish = report.finish();
+  EXPECT_EQ(finish.value("updates", 0), 0);
+  EXPECT_EQ(finish.value("peak_bytes", std::int64_t{0}), 0);
+  EXPECT_EQ(finish.value("throughput_method", ""), "");
+  EXPECT_TRUE(finish["samples_per_second"].is_null());  // documented: null when nothing trained
+  EXPECT_EQ(finish.value("model_path", ""), "");
+  EXPECT_EQ(finish.value("elapsed_seconds", 0.0), 3.0);
+  const std::vector<store::Event> events = report.TakeEvents();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].message,
+            "the worker's start event has fields of the wrong type, ignored: data, "
+            "effective_batch, seed, software.torch_version");
+  EXPECT_EQ(events[1].message,
+            "the worker's finish event has fields of the wrong type, ignored: "
+            "throughput_method, peak_bytes, updates, model_path");
+  EXPECT_TRUE(Json::accept(events[1].details_json));
+}
+
+TEST(WorkerReportTest, LinesThatAreNotEventsAreIgnored) {
+  WorkerReport report;
+  for (const char* line : {"", "not json", "[1,2]", R"({"event":5})", R"({"no_event":1})",
+                           R"({"event":"update","update":)"}) {
+    EXPECT_NO_THROW(report.Consume(line, kNow)) << line;
+  }
+  EXPECT_EQ(report.pending_metrics(), 0u);
+  EXPECT_TRUE(report.start().is_null());
+  EXPECT_TRUE(report.TakeEvents().empty());
+}
+
+}  // namespace
+}  // namespace trainerd::daemon
