@@ -2,8 +2,10 @@
 // train for the whole measurement) in a temporary state directory; while its worker trains,
 // N client threads each send `status` requests one after another, a new connection per
 // request as trainerctl does, and every round trip is timed. Prints one JSON object.
+// With --idle the daemon waits for a window 12 h away instead: the same requests with no
+// worker lines to read and no store commits on the loop, the baseline of the loaded case.
 //
-//   control_bench [--trainerd PATH] [--clients 1,50] [--requests N]
+//   control_bench [--trainerd PATH] [--clients 1,50] [--requests N] [--think-ms T] [--idle]
 //     --trainerd PATH  the daemon (default: the one built with this driver; the worker is
 //                      always the trainer-run built with it)
 //     --clients LIST   concurrent client counts, measured in this order (default 1,50)
@@ -18,6 +20,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -46,12 +49,17 @@ struct Options {
   std::vector<int> clients = {1, 50};
   int requests = 200;
   int think_ms = 0;
+  bool idle = false;
 };
 
 Options ParseArgs(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
+    if (arg == "--idle") {
+      o.idle = true;
+      continue;
+    }
     if (i + 1 >= argc) {
       Fail("usage: control_bench [--trainerd PATH] [--clients 1,50] [--requests N] [--think-ms T]");
     }
@@ -73,10 +81,11 @@ Options ParseArgs(int argc, char** argv) {
   return o;
 }
 
-// A daemon whose one cycle trains a 2-block GPT for far longer than the measurement.
-class TrainingDaemon {
+// A daemon whose one cycle trains a 2-block GPT for far longer than the measurement, or,
+// `idle`, one whose next window opens in 12 hours.
+class BenchDaemon {
  public:
-  explicit TrainingDaemon(const std::string& trainerd) {
+  BenchDaemon(const std::string& trainerd, bool idle) : idle_(idle) {
     char pattern[] = "/tmp/control-bench-XXXXXX";
     if (::mkdtemp(pattern) == nullptr) Fail("mkdtemp failed");
     dir_ = pattern;
@@ -90,20 +99,26 @@ class TrainingDaemon {
            "plan: {microbatch: 8}\nruntime: {threads: 1}\n";
     std::ofstream(dir_ / "trainerd.yaml")
         << "job: job.yaml\nstate_dir: state\nmetrics: {listen: \"\"}\n"
-           "schedule: {window: 6h}\nworker: {path: " TRAINER_RUN_PATH "}\ncontrol: {socket: "
-        << (dir_ / "trainerd.sock").string() << "}\n";
+           "worker: {path: " TRAINER_RUN_PATH "}\ncontrol: {socket: "
+        << (dir_ / "trainerd.sock").string() << "}\nschedule: {window: 6h"
+        << (idle ? ", start: \"" + ClockInTwelveHours() + "\"" : std::string()) << "}\n";
     pid_ = ::fork();
     if (pid_ == 0) {
       const std::string log = (dir_ / "trainerd.log").string();
       std::freopen(log.c_str(), "w", stderr);
       std::freopen("/dev/null", "w", stdout);
       const std::string config = (dir_ / "trainerd.yaml").string();
-      ::execl(trainerd.c_str(), trainerd.c_str(), "--config", config.c_str(), "--once",
-              static_cast<char*>(nullptr));
+      if (idle) {
+        ::execl(trainerd.c_str(), trainerd.c_str(), "--config", config.c_str(),
+                static_cast<char*>(nullptr));
+      } else {
+        ::execl(trainerd.c_str(), trainerd.c_str(), "--config", config.c_str(), "--once",
+                static_cast<char*>(nullptr));
+      }
       ::_exit(127);
     }
   }
-  ~TrainingDaemon() {
+  ~BenchDaemon() {
     ::kill(pid_, SIGTERM);
     ::waitpid(pid_, nullptr, 0);
     std::error_code ec;
@@ -111,12 +126,13 @@ class TrainingDaemon {
   }
   std::string socket() const { return (dir_ / "trainerd.sock").string(); }
 
-  // Waits until the worker reports updates (the measurement starts mid-run); false after
-  // five minutes.
-  bool WaitUntilTraining() const {
+  // Waits until the worker reports updates (the measurement starts mid-run), or for an idle
+  // daemon until it answers; false after five minutes.
+  bool WaitUntilReady() const {
     const auto give_up = Clock::now() + std::chrono::minutes(5);
     while (Clock::now() < give_up) {
       auto status = trainerd::daemon::SendControlRequest(socket(), {{"command", "status"}}, 5);
+      if (status.ok() && idle_ && status->value("ok", false)) return true;
       if (status.ok() && (*status)["result"]["current_run"].is_object() &&
           (*status)["result"]["current_run"].value("update", 0) > 5) {
         return true;
@@ -124,14 +140,25 @@ class TrainingDaemon {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
     std::ifstream log(dir_ / "trainerd.log");
-    std::fprintf(stderr, "control_bench: no training within 5 minutes; trainerd's log:\n%s\n",
+    std::fprintf(stderr, "control_bench: not ready within 5 minutes; trainerd's log:\n%s\n",
                  std::string(std::istreambuf_iterator<char>(log), {}).c_str());
     return false;
   }
 
  private:
+  // "HH:MM" in UTC, 12 hours from now.
+  static std::string ClockInTwelveHours() {
+    const std::time_t t = std::time(nullptr) + 12 * 3600;
+    std::tm tm{};
+    ::gmtime_r(&t, &tm);
+    char text[8];
+    std::strftime(text, sizeof text, "%H:%M", &tm);
+    return text;
+  }
+
   fs::path dir_;
   pid_t pid_ = -1;
+  bool idle_;
 };
 
 double Percentile(std::vector<double> sorted, double p) {
@@ -184,8 +211,8 @@ nlohmann::json Measure(const std::string& socket, int clients, int requests, int
 
 int main(int argc, char** argv) {
   const Options options = ParseArgs(argc, argv);
-  TrainingDaemon daemon(options.trainerd);
-  if (!daemon.WaitUntilTraining()) return 1;
+  BenchDaemon daemon(options.trainerd, options.idle);
+  if (!daemon.WaitUntilReady()) return 1;
   nlohmann::json results = nlohmann::json::array();
   for (const int clients : options.clients) {
     std::fprintf(stderr, "control_bench: %d client(s) x %d status requests\n", clients,
@@ -193,7 +220,8 @@ int main(int argc, char** argv) {
     results.push_back(Measure(daemon.socket(), clients, options.requests, options.think_ms));
   }
   const nlohmann::json report = {
-      {"benchmark", "control_status_latency_during_training"},
+      {"benchmark",
+       options.idle ? "control_status_latency_idle" : "control_status_latency_during_training"},
       {"cpu_model", trainerd::ProcFileValue("/proc/cpuinfo", "model name")},
       {"cpus", std::thread::hardware_concurrency()},
       {"trainerd", options.trainerd},
