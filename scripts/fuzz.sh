@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer harnesses of tests/fuzz (clang, ASan + UBSan, every trainerd library
-# instrumented) into ./build-fuzz and runs them one after the other, one process each
-# (docs/fuzzing.md):
+# Builds the libFuzzer harnesses of tests/fuzz (ASan + UBSan, every trainerd library
+# instrumented) and runs them one after the other, one process each (docs/fuzzing.md):
 #   scripts/fuzz.sh --smoke             each harness on its seeds, then 15 s of mutation (CI)
 #   scripts/fuzz.sh --runs 1000000      each harness to 1,000,000 executions
 #   scripts/fuzz.sh --time 600 NAME     one harness for 600 s
 #   scripts/fuzz.sh --build-only
 # NAME... limits the run to some harnesses: job_spec_parser daemon_config control_request
-# worker_report training_checkpoint. Each run prints libFuzzer's log to
-# build-fuzz/fuzz/logs/NAME.log and a summary line (executions, exec/s, wall time, cov, ft,
-# peak RSS, result). A crash, leak, hang (-timeout), UBSan report or out-of-memory input goes
-# to build-fuzz/fuzz/findings/NAME/ and makes the script exit 1. The seeds in
+# worker_report (clang, ./build-fuzz) and training_checkpoint (GCC, ./build-fuzz/gcc: clang
+# cannot compile LibTorch 1.13's headers). Each run writes libFuzzer's log to
+# build-fuzz/fuzz/logs/NAME.log and prints a summary line (executions, exec/s, wall time, cov,
+# ft, peak RSS, result). A crash, leak, hang (-timeout), UBSan report or out-of-memory input
+# goes to build-fuzz/fuzz/findings/NAME/ and makes the script exit 1. The seeds in
 # tests/fuzz/corpus/NAME are read, not written: inputs with new coverage go to
 # build-fuzz/fuzz/corpus/NAME.
 # FUZZ_SMOKE_SECONDS, FUZZ_RSS_LIMIT_MB, FUZZ_TIMEOUT_SECONDS and FUZZ_JOBS (build jobs,
@@ -28,7 +28,7 @@ while (($#)); do
     --runs) mode=runs; limit=(-runs="${2:?--runs needs a count}"); shift 2 ;;
     --time) mode=time; limit=(-max_total_time="${2:?--time needs seconds}"); shift 2 ;;
     --build-only) mode=build; shift ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1" >&2; exit 2 ;;
     *) names+=("$1"); shift ;;
   esac

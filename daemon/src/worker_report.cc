@@ -1,7 +1,10 @@
 #include "trainerd/daemon/worker_report.h"
 
 #include <cmath>
+#include <cstdint>
+#include <initializer_list>
 #include <limits>
+#include <string>
 
 namespace trainerd::daemon {
 

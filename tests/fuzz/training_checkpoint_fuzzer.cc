@@ -1,9 +1,11 @@
 // libFuzzer harness for the training checkpoint loader: any bytes as the checkpoint file,
 // loaded into a fresh tiny model and AdamW on the CPU. LoadTrainingCheckpoint must return a
-// state or a Status (LibTorch's c10::Error on a damaged archive is expected and must come
-// back as Corruption), never throw, crash, leak or hit undefined behaviour in trainerd's code.
-// LibTorch itself is not instrumented. Seeds: corpus/training_checkpoint/, written by
-// training_checkpoint_seed (the trainer's SaveTrainingCheckpoint).
+// state or a Status (LibTorch's errors on a damaged archive are expected and must come back
+// as Corruption), never throw, crash, leak or hit undefined behaviour. The loader's CRC check
+// (trainer/src/zip_check.cc) stops most mutations; those that keep the CRCs reach LibTorch,
+// which is not instrumented. Built with GCC (CMakeLists.txt). Seeds:
+// corpus/training_checkpoint/, written by training_checkpoint_seed (the trainer's
+// SaveTrainingCheckpoint).
 #include <unistd.h>
 
 #include <cstddef>
