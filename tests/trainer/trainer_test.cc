@@ -297,6 +297,23 @@ TEST_F(TrainerTest, ResumeReportsMissingAndCorruptCheckpoints) {
   EXPECT_NE(corrupt.status().message().find("checkpoint.pt"), std::string::npos);
 }
 
+// The daemon resumes with --resume-if-compatible: a damaged checkpoint must not fail every
+// attempt of every night. It is kept aside, byte for byte, and the job starts afresh.
+TEST_F(TrainerTest, ResumeIfCompatibleKeepsACorruptCheckpointAsideAndStartsAfresh) {
+  TrainerOptions options = Options();
+  options.resume = Resume::kIfCompatible;
+  std::ofstream(options.checkpoint_path) << "not a checkpoint";
+  RecordingSink sink;
+  Result<TrainOutcome> outcome = Trainer(spec_, *corpus_, &sink).Run(options);
+  ASSERT_TRUE(outcome.ok()) << outcome.status().message();
+  EXPECT_EQ(outcome->kind, TrainOutcome::Kind::kFinished);
+  EXPECT_EQ(sink.events.front()["resumed_from_update"], 0);
+  ASSERT_EQ(sink.Of("warning").size(), 1u);
+  EXPECT_EQ(sink.Of("warning")[0]["kind"], "checkpoint_corrupt");
+  EXPECT_EQ(testing::ReadFile(options.checkpoint_path + ".corrupt"), "not a checkpoint");
+  EXPECT_EQ(sink.Of("update").size(), static_cast<std::size_t>(spec_.training.updates));
+}
+
 TEST(LearningRateTest, WarmupThenCosineToTheMinimum) {
   OptimizerSpec optimizer;
   optimizer.lr = 1.0;

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 
 #include "trainerd/common/atomic_file.h"
 #include "trainerd/common/cpu_count.h"
@@ -184,6 +185,20 @@ Result<Trainer::ResumePoint> Trainer::ResumeFrom(const TrainerOptions& options) 
     point.warnings.push_back({{"event", "warning"},
                               {"kind", "checkpoint_ignored"},
                               {"message", state.status().message() + "; starting from update 0"}});
+    return point;
+  }
+  // A damaged checkpoint would fail every later attempt the same way (each night's too):
+  // kept aside for inspection, never deleted, and the job starts afresh.
+  if (options.resume == Resume::kIfCompatible && !state.ok() &&
+      state.status().code() == Status::Code::kCorruption) {
+    const std::string kept = options.checkpoint_path + ".corrupt";
+    std::error_code ec;
+    std::filesystem::rename(options.checkpoint_path, kept, ec);
+    if (ec) return state.status();
+    point.warnings.push_back(
+        {{"event", "warning"},
+         {"kind", "checkpoint_corrupt"},
+         {"message", state.status().message() + "; kept as " + kept + ", starting from update 0"}});
     return point;
   }
   if (!state.ok()) return state.status();

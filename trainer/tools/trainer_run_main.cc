@@ -57,7 +57,8 @@ options:
   --resume             continue from DIR/checkpoint.pt (same job; the plan may differ)
   --resume-if-compatible
                        continue from DIR/checkpoint.pt when it exists and belongs to this
-                       job; otherwise start from update 0 with a warning event
+                       job; otherwise start from update 0 with a warning event (a
+                       damaged checkpoint is kept as DIR/checkpoint.pt.corrupt)
   --base-dir DIR       resolve the config's relative data paths against DIR instead of the
                        config's folder (for a copy of a config kept elsewhere)
   --budget SIZE        replace memory.budget (e.g. 512MiB) for this invocation: training,
