@@ -151,6 +151,9 @@ nlohmann::json Daemon::HandleControl(const nlohmann::json& request) {
 
 nlohmann::json Daemon::Rollback(const nlohmann::json& request) {
   const double now = clock_.Now();
+  if (request.contains("model") && !request["model"].is_boolean()) {
+    return Error(kBadRequest, "rollback: model must be true or false");
+  }
   if (request.value("model", false)) {
     // The model: back to the newest gate-passed release older than the current one, or to
     // the release given.

@@ -220,6 +220,9 @@ TEST_F(ControlTest, BadRequestsGetJsonErrorsAndTheDaemonCarriesOn) {
   EXPECT_EQ(reply["error"]["code"], "bad_request");
   reply = Json::parse(Raw("{\"command\": \"show\", \"run\": \"one\"}\n"), nullptr, false);
   EXPECT_EQ(reply["error"]["code"], "bad_request");
+  // Found by review of the fuzz harness: a non-boolean threw inside the handler ("internal").
+  reply = Json::parse(Raw("{\"command\": \"rollback\", \"model\": \"yes\"}\n"), nullptr, false);
+  EXPECT_EQ(reply["error"]["code"], "bad_request");
   reply = Json::parse(Raw(std::string(70000, 'x')), nullptr, false);
   EXPECT_EQ(reply["error"]["code"], "bad_request");
   EXPECT_NE(reply["error"]["message"].get<std::string>().find("longer than"), std::string::npos);
