@@ -505,8 +505,8 @@ def cmd_parity(a):
     elif obj is None:
         failures.append("no JSON object on stdout")
     else:
-        for k in ("pass", "max_grad_diff", "max_grad_parameter", "max_loss_diff",
-                  "tolerances", "updates", "plan", "reference_shape"):
+        for k in ("pass", "failures", "tolerances", "updates", "plan", "checked_plan",
+                  "checked_effective_batch", "reduction"):
             r[k] = obj.get(k)
         check_report_device(obj, r, failures)
         if obj.get("pass") is not True:
@@ -749,7 +749,7 @@ def cmd_summary(a):
         steps["budget_training"].get("torch_version")
     failed = [n for n, s in steps.items() if s.get("status") == "fail"]
     parity = {p: {k: steps["parity_" + p].get(k) for k in
-                  ("status", "pass", "max_grad_diff", "max_loss_diff")}
+                  ("status", "pass", "failures")}
               for p in ("fp32", "bf16", "fp16")}
     tp, bt, lg = steps["throughput"], steps["budget_training"], steps["ledger"]
     summary = {

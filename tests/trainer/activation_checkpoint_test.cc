@@ -3,9 +3,12 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <optional>
+
 #include "../support/cuda_test.h"
 #include "../support/grad_compare.h"
 #include "trainerd/trainer/gpt.h"
+#include "trainerd/trainer/sample_dropout.h"
 #include "trainerd/trainer/torch_compat.h"
 
 namespace trainerd {
@@ -142,9 +145,9 @@ TEST(ActivationCheckpointTest, DropoutMasksWouldDifferWithoutRngRestore) {
 TEST(ActivationCheckpointTest, ParametersGetGradientsWhenTheInputNeedsNone) {
   GptOptions o = DropoutGpt();
   torch::manual_seed(5);
-  GptBlock checkpointed(o);
+  GptBlock checkpointed(o, /*site=*/0);
   torch::manual_seed(5);
-  GptBlock plain(o);
+  GptBlock plain(o, /*site=*/0);
   const torch::Tensor x = torch::randn({2, 10, 16});  // requires_grad = false
   ASSERT_FALSE(x.requires_grad());
 
@@ -158,6 +161,73 @@ TEST(ActivationCheckpointTest, ParametersGetGradientsWhenTheInputNeedsNone) {
   plain->forward(x).square().sum().backward();
 
   for (const auto& p : checkpointed->parameters()) ASSERT_TRUE(p.grad().defined());
+  EXPECT_LE(MaxGradDifference(*checkpointed, *plain), 1e-6);
+}
+
+// With the trainer's sample streams the masks belong to the samples: rows 0-3 as one
+// microbatch or as two, checkpointed or not, see the same dropout.
+TEST(ActivationCheckpointTest, SampleStreamMasksDoNotDependOnTheSplitOrTheRecompute) {
+  torch::manual_seed(3);
+  Gpt model(DropoutGpt());
+  const torch::Tensor tokens = torch::randint(0, 256, {4, 10}, torch::kLong);
+  auto logits_of = [&](const std::vector<int>& blocks, int first, int rows) {
+    model.set_checkpointed_blocks(blocks);
+    const SampleStreamScope stream(SampleStream{11, first});
+    torch::manual_seed(first * 1000 + rows);  // the default generator must not matter
+    return model.forward(tokens.narrow(0, first, rows));
+  };
+  const torch::Tensor whole = logits_of({}, 0, 4).detach();
+  const torch::Tensor split =
+      torch::cat({logits_of({}, 0, 2), logits_of({}, 2, 2)}, /*dim=*/0).detach();
+  EXPECT_TRUE(torch::equal(whole, split));
+  // Another seed gives other masks: the equality above is not dropout being off.
+  const SampleStreamScope other(SampleStream{12, 0});
+  EXPECT_FALSE(torch::equal(whole, model.forward(tokens).detach()));
+}
+
+TEST(ActivationCheckpointTest, CheckpointedGradientsEqualUncheckpointedUnderSampleStreams) {
+  for (const bool bf16 : {false, true}) {
+    torch::manual_seed(3);
+    Gpt reference(DropoutGpt());
+    torch::manual_seed(3);
+    Gpt model(DropoutGpt());
+    const torch::Tensor tokens = torch::randint(0, 256, {4, 10}, torch::kLong);
+    auto backward = [&](Gpt& gpt, const std::vector<int>& blocks) {
+      gpt.set_checkpointed_blocks(blocks);
+      const SampleStreamScope stream(SampleStream{5, 40});
+      std::optional<compat::AutocastScope> autocast;
+      if (bf16) autocast.emplace(at::kCPU, compat::AutocastState{true, at::kBFloat16});
+      torch::Tensor loss = torch::nn::functional::cross_entropy(
+          gpt.forward(tokens).reshape({-1, 256}).to(torch::kFloat),
+          tokens.roll(-1, 1).reshape({-1}));
+      autocast.reset();
+      loss.backward();
+      return loss.item<double>();
+    };
+    EXPECT_EQ(backward(model, {0, 1, 2}), backward(reference, {})) << "bf16 " << bf16;
+    // The recompute reproduces the forward bit for bit, in bf16 too.
+    EXPECT_LE(MaxGradDifference(model, reference), bf16 ? 1e-6 : 1e-7) << "bf16 " << bf16;
+  }
+}
+
+// A checkpointed BatchNorm block updates its running statistics once per forward, as an
+// uncheckpointed one does, although the recompute runs it a second time in training mode.
+TEST(ActivationCheckpointTest, RecomputeDoesNotUpdateBatchNormStatisticsTwice) {
+  torch::manual_seed(0);
+  torch::nn::Sequential checkpointed(torch::nn::Linear(6, 6), torch::nn::BatchNorm1d(6));
+  auto plain = std::dynamic_pointer_cast<torch::nn::SequentialImpl>(checkpointed->clone());
+  const torch::Tensor x = torch::randn({8, 6});
+  CheckpointedForward([&](const torch::Tensor& in) { return checkpointed->forward(in); }, x,
+                      checkpointed->parameters(), checkpointed->buffers())
+      .square()
+      .sum()
+      .backward();
+  plain->forward(x).square().sum().backward();
+  const auto stats = checkpointed->named_buffers();
+  for (const auto& item : plain->named_buffers()) {
+    EXPECT_TRUE(torch::equal(stats[item.key()], item.value())) << item.key();
+  }
+  EXPECT_EQ(stats["1.num_batches_tracked"].item<std::int64_t>(), 1);
   EXPECT_LE(MaxGradDifference(*checkpointed, *plain), 1e-6);
 }
 

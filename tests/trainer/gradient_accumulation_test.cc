@@ -8,6 +8,7 @@
 #include "../support/temp_dir.h"
 #include "../support/tiny_job_test.h"
 #include "trainerd/trainer/gpt.h"
+#include "trainerd/trainer/lr_schedule.h"
 #include "trainerd/trainer/mlp_classifier.h"
 #include "trainerd/trainer/trainer.h"
 
@@ -47,7 +48,7 @@ class GradientAccumulationTest : public testing::TinyJobTest {
       inputs.push_back(p.inputs);
       targets.push_back(p.targets);
     }
-    return {torch::cat(inputs), torch::cat(targets), 0};
+    return {torch::cat(inputs), torch::cat(targets), 0, std::nullopt};
   }
 };
 
@@ -124,13 +125,31 @@ TEST_F(GradientAccumulationTest, AccumulationKeepsTheScheduleAndTheLossCurve) {
   large_spec.plan = {8, 1, {}, Precision::kFp32};
   RecordingSink large_sink;
   Trainer large(large_spec, *corpus_, &large_sink);
+  // The learning rate the optimizer stepped with, read back from it.
+  auto stepped_lr = [](Trainer& trainer) {
+    return static_cast<torch::optim::AdamWOptions&>(
+               trainer.optimizer().param_groups().front().options())
+        .lr();
+  };
+  std::vector<double> rates;
   for (int u = 0; u < 20; ++u) {
     const UpdateStats a = accumulated.TrainUpdate(u);
     const UpdateStats b = large.TrainUpdate(u);
-    EXPECT_EQ(a.lr, b.lr) << "update " << u;
+    // Once per optimizer update: the schedule at update u, not at u * accumulation steps.
+    EXPECT_EQ(stepped_lr(accumulated), LearningRateAt(spec_.optimizer, spec_.schedule, u, 20))
+        << "update " << u;
+    EXPECT_EQ(stepped_lr(accumulated), stepped_lr(large)) << "update " << u;
     EXPECT_NEAR(a.loss, b.loss, 1e-4) << "update " << u;
+    rates.push_back(a.lr);
   }
+  EXPECT_NE(rates[1], rates[2]);  // warm-up: the schedule moves, so the check can fail
   EXPECT_LE(testing::MaxParameterDifference(accumulated.model(), large.model()), 1e-4);
+
+  // The check does fail for a loop that advances the schedule per microbatch.
+  Trainer faulty(spec_, *corpus_, &accumulated_sink);
+  faulty.set_test_only_fault(TrainingFault::kLrPerMicrobatch);
+  faulty.TrainUpdate(1);
+  EXPECT_NE(stepped_lr(faulty), LearningRateAt(spec_.optimizer, spec_.schedule, 1, 20));
 }
 
 TEST_F(GradientAccumulationTest, BatchNormWarnsAndIsNotEquivalentToALargeBatch) {

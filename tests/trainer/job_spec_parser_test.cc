@@ -77,6 +77,20 @@ TEST(JobSpecParserTest, WrongTypeNamesExpectedValue) {
   EXPECT_NE(error.find("got 'many'"), std::string::npos) << error;
 }
 
+TEST(JobSpecParserTest, BatchNormAccumulationIsOffUnlessTheJobSaysTrue) {
+  Result<JobSpec> spec = ParseJobSpecText(kMinimal, "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_FALSE(spec->training.allow_batch_norm_accumulation);
+  spec = ParseJobSpecText(
+      std::string(kMinimal) + "training:\n  allow_batch_norm_accumulation: true\n", "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_TRUE(spec->training.allow_batch_norm_accumulation);
+  const std::string error =
+      ErrorOf(std::string(kMinimal) + "training:\n  allow_batch_norm_accumulation: maybe\n");
+  EXPECT_NE(error.find("job.yaml:9: training.allow_batch_norm_accumulation"), std::string::npos)
+      << error;
+}
+
 TEST(JobSpecParserTest, OutOfRangeValueIsRejected) {
   const std::string error = ErrorOf(std::string(kMinimal) + "optimizer:\n  lr: -1\n");
   EXPECT_NE(error.find("optimizer.lr: expected a number in (0, 10]"), std::string::npos) << error;

@@ -25,8 +25,11 @@ TEST_F(MemoryLedgerTest, StaticCategoriesEqualTheAnalyticBytes) {
   // inputs and targets: effective batch x block_size int64 tokens each.
   EXPECT_EQ(ledger->inputs_bytes, 2LL * 8 * 32 * 8);
   EXPECT_GT(ledger->activations_bytes, 0);
-  EXPECT_EQ(ledger->parameters_bytes + ledger->gradients_bytes + ledger->optimizer_state_bytes +
-                ledger->inputs_bytes + ledger->activations_bytes + ledger->temporaries_bytes,
+  // Temporaries are the peak less the other categories, clamped at 0, so a sum equal to the
+  // peak proves nothing. What can fail: the measured categories (activations from the
+  // moment after the forward, statics computed) together fit under the allocator's peak.
+  EXPECT_LE(ledger->parameters_bytes + ledger->gradients_bytes + ledger->optimizer_state_bytes +
+                ledger->inputs_bytes + ledger->activations_bytes,
             ledger->peak_bytes);
   EXPECT_EQ(ledger->usable_bytes, spec_.memory.usable_bytes());
   const nlohmann::json json = ledger->ToJson();

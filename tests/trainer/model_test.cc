@@ -72,7 +72,7 @@ TEST(FusedAttentionTest, EqualsTheExplicitAttentionInOutputAndGradients) {
                     " has no scaled_dot_product_attention; the model "
                     "uses the explicit attention";
   }
-  torch::nn::Dropout no_dropout(0.0);
+  SampleDropout no_dropout(0.0, /*site=*/0);
   const auto fused_in = AttentionInputs();
   const auto explicit_in = AttentionInputs();
   const torch::Tensor fused =

@@ -84,6 +84,22 @@ TEST_F(PlannerTest, ReportsWhenNoPlanFitsTheWindow) {
   }
 }
 
+// A BatchNorm model trains another job when its batch is split: the planner keeps the whole
+// batch (with checkpointing if memory needs it) unless the job allows accumulation.
+TEST_F(PlannerTest, DoesNotChooseAccumulationForBatchNormUnlessTheJobAllowsIt) {
+  spec_.model.kind = ModelKind::kMlpClassifier;
+  spec_.model.mlp = {64, 2, /*batch_norm=*/true, 0.0};
+  spec_.planner.probe_microbatches = {2, 4};
+  spec_.memory.budget_bytes = 1LL << 30;  // everything fits: speed alone would pick freely
+  Result<ChosenPlan> plan = PlanJob(spec_, *corpus_);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->plan.accumulation_steps, 1) << plan->ToJson().dump();
+  EXPECT_EQ(NamedBaselinePlan(spec_).accumulation_steps, 1);
+
+  spec_.training.allow_batch_norm_accumulation = true;
+  EXPECT_EQ(NamedBaselinePlan(spec_).microbatch, 1);
+}
+
 TEST(FitLineTest, RecoversALine) {
   const LinearFit fit = FitLine({1, 2, 4}, {5, 7, 11});
   EXPECT_NEAR(fit.intercept, 3, 1e-12);

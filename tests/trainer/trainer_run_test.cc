@@ -3,6 +3,7 @@
 
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "../support/child_process.h"
@@ -120,12 +121,62 @@ TEST(TrainerRunTest, ParityOfAPlanFilePrintsOneJsonVerdict) {
   ASSERT_EQ(lines.size(), 1u);
   const nlohmann::json report = nlohmann::json::parse(lines[0]);
   EXPECT_EQ(report["pass"], true);
-  EXPECT_LE(report["max_grad_diff"].get<double>(), 1e-6);
+  ASSERT_EQ(report["updates"].size(), 3u);
+  EXPECT_LE(report["updates"][0]["gradient_diff"].get<double>(), 1e-5);
   EXPECT_EQ(report["plan"]["accumulation_steps"], 4);
   EXPECT_EQ(report["plan"]["checkpoint_blocks"], nlohmann::json::array({0, 1}));
-  EXPECT_EQ(report["reference_shape"]["effective_batch"], 8);
-  EXPECT_TRUE(report["tolerances"].contains("max_grad_diff"));
+  EXPECT_EQ(report["checked_effective_batch"], 8);
+  EXPECT_TRUE(report["tolerances"].contains("gradient"));
   EXPECT_EQ(report["device_info"]["type"], "cpu");  // which device the verdict is about
+}
+
+TEST(TrainerRunTest, ParityOfAFaultyTrainerExitsSevenAndSaysWhatDiffers) {
+  testing::TempDir dir;
+  const std::string config = dir.Write("job.yaml", testing::TinyGptYaml(5));
+  const std::string plan = dir.Write("plan.yaml", "microbatch: 2\nprecision: fp32\n");
+  ChildProcess child({TRAINER_RUN_PATH, "--config", config, "--plan", plan, "--parity",
+                      "--parity-updates", "2", "--json", "--test-only-fault",
+                      "loss_per_microbatch"});
+  const auto lines = child.ReadAllLines();
+  EXPECT_EQ(child.ExitCode(), 7);
+  ASSERT_EQ(lines.size(), 1u);
+  const nlohmann::json report = nlohmann::json::parse(lines[0]);
+  EXPECT_EQ(report["pass"], false);
+  ASSERT_FALSE(report["failures"].empty());
+  EXPECT_NE(report["failures"][0].get<std::string>().find("gradient norm before clipping"),
+            std::string::npos)
+      << report["failures"].dump();
+}
+
+TEST(TrainerRunTest, AnInfiniteGradientStopsWithExitSixBeforeItReachesAnything) {
+  testing::TempDir dir;
+  testing::TinyGptYamlOptions options;
+  options.updates = 4;
+  options.checkpoint_interval = 1;
+  const std::string config = dir.Write("job.yaml", testing::TinyGptYaml(options));
+  const std::string out = dir.File("out");
+  ChildProcess child({TRAINER_RUN_PATH, "--config", config, "--output-dir", out,
+                      "--test-only-fault", "inf_gradient"});
+  const auto events = Events(child.ReadAllLines());
+  EXPECT_EQ(child.ExitCode(), 6);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back()["event"], "error");
+  EXPECT_NE(events.back()["message"].get<std::string>().find("with a finite loss"),
+            std::string::npos)
+      << events.back().dump();
+  EXPECT_FALSE(std::filesystem::exists(out + "/model.pt"));
+  // The checkpoint of update 1 (the fault strikes from update 2 on) is the last one written,
+  // and it holds only finite parameters.
+  int checkpoints = 0;
+  for (const auto& e : events) checkpoints += e["event"] == "checkpoint";
+  EXPECT_EQ(checkpoints, 1);
+  torch::serialize::InputArchive archive, model, embedding;
+  archive.load_from(out + "/checkpoint.pt");
+  archive.read("model", model);
+  model.read("token_embedding", embedding);  // the parameter the fault poisons
+  torch::Tensor weight;
+  ASSERT_TRUE(embedding.try_read("weight", weight));
+  EXPECT_TRUE(torch::isfinite(weight).all().item<bool>());
 }
 
 TEST(TrainerRunTest, StartEventReportsThePlanFromAPlanFile) {

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include "trainerd/trainer/sample_dropout.h"
 #include "trainerd/trainer/torch_compat.h"
 
 namespace trainerd {
@@ -17,14 +18,19 @@ struct RecomputeRecipe : torch::CustomClassHolder {
   at::DeviceType device = at::kCPU;
   compat::AutocastState autocast;
   bool input_requires_grad = false;
+  std::vector<torch::Tensor> buffers;  // updated by the forward: restored after the recompute
+  bool fresh_recompute = false;        // TEST ONLY
 };
 
 class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& input,
-                               torch::TensorList parameters, const BlockFunction& block) {
+                               torch::TensorList parameters, const BlockFunction& block,
+                               const std::vector<torch::Tensor>& buffers, bool fresh_recompute) {
     auto recipe = c10::make_intrusive<RecomputeRecipe>();
     recipe->block = block;
+    recipe->buffers = buffers;
+    recipe->fresh_recompute = fresh_recompute;
     recipe->rng_state = compat::CaptureRng(input.device());
     recipe->device = input.device().type();
     recipe->autocast = compat::GetAutocast(recipe->device);
@@ -46,8 +52,12 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
 
     torch::Tensor output;
     const compat::RngState rng_now = compat::CaptureRng(input.device());
-    compat::RestoreRng(recipe->rng_state);
+    if (!recipe->fresh_recompute) compat::RestoreRng(recipe->rng_state);
+    std::vector<torch::Tensor> buffers_now;
+    for (const torch::Tensor& b : recipe->buffers) buffers_now.push_back(b.clone());
     {
+      const SampleStreamScope stream(recipe->fresh_recompute ? std::nullopt
+                                                             : SampleStreamScope::Current());
       compat::AutocastScope autocast(recipe->device, recipe->autocast);
       torch::AutoGradMode enable_grad(true);
       output = recipe->block(input);
@@ -64,14 +74,19 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
         slot.push_back(i);
       }
     }
-    // One gradient per forward input: input, each parameter, then the block (not a tensor).
-    variable_list result(saved.size() + 1);
-    if (wrt.empty()) return result;
-    const variable_list grads = torch::autograd::grad({output}, wrt, {grad_outputs.at(0)},
-                                                      /*retain_graph=*/false,
-                                                      /*create_graph=*/false,
-                                                      /*allow_unused=*/true);
-    for (std::size_t k = 0; k < grads.size(); ++k) result[slot[k]] = grads[k];
+    // One gradient per forward input: input, each parameter, then the block, the buffers and
+    // the flag (not differentiable).
+    variable_list result(saved.size() + 3);
+    if (!wrt.empty()) {
+      const variable_list grads = torch::autograd::grad({output}, wrt, {grad_outputs.at(0)},
+                                                        /*retain_graph=*/false,
+                                                        /*create_graph=*/false,
+                                                        /*allow_unused=*/true);
+      for (std::size_t k = 0; k < grads.size(); ++k) result[slot[k]] = grads[k];
+    }
+    // Only now: BatchNorm's backward reads the running statistics it saved.
+    torch::NoGradGuard no_grad;
+    for (std::size_t i = 0; i < buffers_now.size(); ++i) recipe->buffers[i].copy_(buffers_now[i]);
     return result;
   }
 };
@@ -79,8 +94,10 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
 }  // namespace
 
 torch::Tensor CheckpointedForward(const BlockFunction& block, const torch::Tensor& input,
-                                  const std::vector<torch::Tensor>& parameters) {
-  return CheckpointFunction::apply(input, torch::TensorList(parameters), block);
+                                  const std::vector<torch::Tensor>& parameters,
+                                  const std::vector<torch::Tensor>& buffers, bool fresh_recompute) {
+  return CheckpointFunction::apply(input, torch::TensorList(parameters), block, buffers,
+                                   fresh_recompute);
 }
 
 }  // namespace trainerd

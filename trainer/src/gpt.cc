@@ -16,19 +16,19 @@ torch::Tensor BiasOptionalLayerNormImpl::forward(const torch::Tensor& x) {
   return torch::layer_norm(x, {width_}, weight_, bias_, /*eps=*/1e-5);
 }
 
-CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptOptions& options)
+CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptOptions& options, int site)
     : n_head_(options.n_head) {
   const std::int64_t c = options.n_embd;
   qkv_ = register_module("qkv",
                          torch::nn::Linear(torch::nn::LinearOptions(c, 3 * c).bias(options.bias)));
   proj_ =
       register_module("proj", torch::nn::Linear(torch::nn::LinearOptions(c, c).bias(options.bias)));
-  attn_dropout_ = register_module("attn_dropout", torch::nn::Dropout(options.dropout));
-  resid_dropout_ = register_module("resid_dropout", torch::nn::Dropout(options.dropout));
+  attn_dropout_ = register_module("attn_dropout", SampleDropout(options.dropout, site));
+  resid_dropout_ = register_module("resid_dropout", SampleDropout(options.dropout, site + 1));
 }
 
 torch::Tensor ExplicitCausalAttention(const torch::Tensor& q, const torch::Tensor& k,
-                                      const torch::Tensor& v, torch::nn::Dropout& dropout) {
+                                      const torch::Tensor& v, SampleDropout& dropout) {
   const std::int64_t t = q.size(-2);
   torch::Tensor scores =
       torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(-1)));
@@ -46,30 +46,30 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
     return m.view({b, t, n_head_, head}).transpose(1, 2);
   };
   const torch::Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
-  const torch::Tensor attended =
-      compat::kHasFusedAttention
-          ? compat::FusedCausalAttention(q, k, v, is_training() ? attn_dropout_->options.p() : 0.0)
-          : ExplicitCausalAttention(q, k, v, attn_dropout_);
+  const bool draws_dropout = is_training() && attn_dropout_->p() > 0;
+  const torch::Tensor attended = compat::kHasFusedAttention && !draws_dropout
+                                     ? compat::FusedCausalAttention(q, k, v, /*dropout=*/0.0)
+                                     : ExplicitCausalAttention(q, k, v, attn_dropout_);
   const torch::Tensor y = attended.transpose(1, 2).contiguous().view({b, t, c});
   return resid_dropout_->forward(proj_->forward(y));
 }
 
-GptBlockImpl::GptBlockImpl(const GptOptions& options) {
+GptBlockImpl::GptBlockImpl(const GptOptions& options, int site) {
   const std::int64_t c = options.n_embd;
   ln1_ = register_module("ln1", BiasOptionalLayerNorm(c, options.bias));
-  attn_ = register_module("attn", CausalSelfAttention(options));
+  attn_ = register_module("attn", CausalSelfAttention(options, site));
   ln2_ = register_module("ln2", BiasOptionalLayerNorm(c, options.bias));
   mlp_ = register_module(
       "mlp", torch::nn::Sequential(
                  torch::nn::Linear(torch::nn::LinearOptions(c, 4 * c).bias(options.bias)),
                  torch::nn::GELU(),
-                 torch::nn::Linear(torch::nn::LinearOptions(4 * c, c).bias(options.bias)),
-                 torch::nn::Dropout(options.dropout)));
+                 torch::nn::Linear(torch::nn::LinearOptions(4 * c, c).bias(options.bias))));
+  mlp_dropout_ = register_module("mlp_dropout", SampleDropout(options.dropout, site + 2));
 }
 
 torch::Tensor GptBlockImpl::forward(const torch::Tensor& x) {
   torch::Tensor h = x + attn_->forward(ln1_->forward(x));
-  return h + mlp_->forward(ln2_->forward(h));
+  return h + mlp_dropout_->forward(mlp_->forward(ln2_->forward(h)));
 }
 
 Gpt::Gpt(const GptOptions& options) : options_(options) {
@@ -78,9 +78,11 @@ Gpt::Gpt(const GptOptions& options) : options_(options) {
       register_module("token_embedding", torch::nn::Embedding(options.vocab_size, c));
   position_embedding_ =
       register_module("position_embedding", torch::nn::Embedding(options.block_size, c));
-  embedding_dropout_ = register_module("embedding_dropout", torch::nn::Dropout(options.dropout));
+  embedding_dropout_ =
+      register_module("embedding_dropout", SampleDropout(options.dropout, /*site=*/0));
   for (int i = 0; i < options.n_layer; ++i) {
-    blocks_.push_back(register_module("block" + std::to_string(i), GptBlock(options)));
+    blocks_.push_back(register_module("block" + std::to_string(i),
+                                      GptBlock(options, 1 + i * GptBlockImpl::kDropoutSites)));
   }
   final_norm_ = register_module("final_norm", BiasOptionalLayerNorm(c, options.bias));
   lm_head_ = register_module(

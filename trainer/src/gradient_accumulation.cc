@@ -2,9 +2,11 @@
 
 #include <torch/torch.h>
 
+#include <cmath>
 #include <limits>
 #include <optional>
 
+#include "trainerd/trainer/sample_dropout.h"
 #include "trainerd/trainer/torch_compat.h"
 
 namespace trainerd {
@@ -41,7 +43,7 @@ torch::Tensor ForwardWithPrecision(TrainableModel& model, const torch::Tensor& i
 }
 
 double AccumulateGradients(TrainableModel& model, const std::vector<Batch>& microbatches,
-                           const PrecisionContext& precision, const AfterForward& after_forward) {
+                           const PrecisionContext& precision, const AccumulationHooks& hooks) {
   std::int64_t valid_targets = 0;
   for (const Batch& batch : microbatches)
     valid_targets += batch.targets.ne(-1).sum().item<std::int64_t>();
@@ -51,19 +53,34 @@ double AccumulateGradients(TrainableModel& model, const std::vector<Batch>& micr
   double loss_sum = 0;
   for (std::size_t index = 0; index < microbatches.size(); ++index) {
     const Batch& batch = microbatches[index];
+    // Open through the backward: a checkpointed block's recompute draws the same masks.
+    const SampleStreamScope stream(batch.stream);
     const LossTerms terms = CrossEntropySum(
         ForwardWithPrecision(model, batch.inputs, precision.precision), batch.targets);
-    torch::Tensor loss = terms.sum / static_cast<double>(valid_targets);
+    const std::int64_t divisor =
+        hooks.fault == TrainingFault::kLossPerMicrobatch ? terms.count : valid_targets;
+    torch::Tensor loss = terms.sum / static_cast<double>(divisor);
     if (precision.precision == Precision::kFp16) loss = precision.scaler->Scale(loss);
-    if (after_forward) after_forward(index);
+    if (hooks.after_forward) hooks.after_forward(index);
     loss.backward();
+    if (hooks.after_backward) hooks.after_backward(index);
     loss_sum += terms.sum.item<double>();
   }
   return loss_sum / static_cast<double>(valid_targets);
 }
 
+double GlobalGradNorm(const std::vector<torch::Tensor>& parameters) {
+  std::vector<torch::Tensor> norms;
+  for (const torch::Tensor& p : parameters) {
+    if (p.grad().defined()) norms.push_back(p.grad().detach().to(torch::kDouble).norm());
+  }
+  if (norms.empty()) return 0;
+  return torch::stack(norms).norm().item<double>();
+}
+
 StepResult UnscaleClipStep(TrainableModel& model, torch::optim::Optimizer& optimizer,
-                           double grad_clip, const PrecisionContext& precision) {
+                           double grad_clip, const PrecisionContext& precision,
+                           const BeforeClip& before_clip) {
   StepResult result;
   const std::vector<torch::Tensor> parameters = model.parameters();
   if (precision.precision == Precision::kFp16) {
@@ -75,9 +92,20 @@ StepResult UnscaleClipStep(TrainableModel& model, torch::optim::Optimizer& optim
       return result;
     }
   }
-  // An infinite limit measures the norm without clipping when clipping is disabled.
-  result.grad_norm = torch::nn::utils::clip_grad_norm_(
-      parameters, grad_clip > 0 ? grad_clip : std::numeric_limits<double>::infinity());
+  result.grad_norm = GlobalGradNorm(parameters);
+  // clip_grad_norm_ would multiply every gradient by NaN here: measure first, then decide.
+  if (!std::isfinite(result.grad_norm)) {
+    result.nonfinite_gradient = true;
+    return result;
+  }
+  if (before_clip) before_clip(result.grad_norm);
+  const double coefficient = grad_clip / (result.grad_norm + 1e-6);
+  if (grad_clip > 0 && coefficient < 1) {
+    torch::NoGradGuard no_grad;
+    for (const torch::Tensor& p : parameters) {
+      if (p.grad().defined()) p.grad().mul_(coefficient);
+    }
+  }
   optimizer.step();
   return result;
 }

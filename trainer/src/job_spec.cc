@@ -27,4 +27,8 @@ int NumBlocks(const ModelSpec& model) {
   return model.kind == ModelKind::kGpt ? model.gpt.n_layer : model.mlp.layers;
 }
 
+bool HasBatchStatistics(const ModelSpec& model) {
+  return model.kind == ModelKind::kMlpClassifier && model.mlp.batch_norm;
+}
+
 }  // namespace trainerd

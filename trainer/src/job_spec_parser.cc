@@ -89,6 +89,7 @@ void ReadTraining(YamlReader training, TrainingSpec* spec) {
   training.UInt64("seed", &spec->seed);
   training.Int("eval_interval", &spec->eval_interval, 1, kMaxCount);
   training.Int("checkpoint_interval", &spec->checkpoint_interval, 1, kMaxCount);
+  training.Bool("allow_batch_norm_accumulation", &spec->allow_batch_norm_accumulation);
   training.RejectUnknownKeys();
 }
 

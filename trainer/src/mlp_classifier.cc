@@ -1,5 +1,7 @@
 #include "trainerd/trainer/mlp_classifier.h"
 
+#include "trainerd/trainer/sample_dropout.h"
+
 namespace trainerd {
 
 MlpClassifier::MlpClassifier(const MlpOptions& options, std::int64_t in_features,
@@ -11,7 +13,7 @@ MlpClassifier::MlpClassifier(const MlpOptions& options, std::int64_t in_features
     block->push_back(torch::nn::Linear(width, options.hidden));
     if (options.batch_norm) block->push_back(torch::nn::BatchNorm1d(options.hidden));
     block->push_back(torch::nn::GELU());
-    block->push_back(torch::nn::Dropout(options.dropout));
+    block->push_back(SampleDropout(options.dropout, /*site=*/i));
     blocks_.push_back(register_module("block" + std::to_string(i), block));
     width = options.hidden;
   }

@@ -8,20 +8,11 @@
 #include <set>
 #include <sstream>
 
+#include "trainerd/common/mix.h"
 #include "trainerd/common/sha256.h"
 
 namespace trainerd {
-namespace {
-
-// SplitMix64: a fast, well-mixed hash of (seed, index) for stateless sampling.
-std::uint64_t Mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
+namespace {}  // namespace
 
 Result<TextCorpus> TextCorpus::Load(const DataSpec& spec, int window) {
   TextCorpus corpus;
@@ -95,7 +86,9 @@ Batch TextCorpus::TrainingSamples(std::uint64_t seed, std::int64_t first, std::i
     const std::int64_t before = slice == 0 ? 0 : train_start_cumsum_[slice - 1];
     windows.push_back({slice, pick - before});
   }
-  return Assemble(windows, format);
+  Batch batch = Assemble(windows, format);
+  batch.stream = SampleStream{seed, first};
+  return batch;
 }
 
 Batch TextCorpus::HeldOutSamples(std::size_t index, int windows, SampleFormat format) const {

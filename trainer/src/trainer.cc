@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 
 #include "trainerd/common/atomic_file.h"
 #include "trainerd/common/cpu_count.h"
@@ -139,20 +140,45 @@ std::vector<Batch> Trainer::Microbatches(int update) const {
   return microbatches;
 }
 
+void Trainer::set_test_only_fault(TrainingFault fault) {
+  fault_ = fault;
+  model_->set_test_only_fresh_recompute(fault == TrainingFault::kRecomputeFreshRng);
+}
+
 UpdateStats Trainer::TrainUpdate(int update, const AfterForward& after_forward) {
   const TrainingSpec& t = spec_.training;
   UpdateStats stats;
-  stats.lr = LearningRateAt(spec_.optimizer, spec_.schedule, update, t.updates);
+  const int schedule_step =
+      fault_ == TrainingFault::kLrPerMicrobatch ? update * spec_.plan.accumulation_steps : update;
+  stats.lr = LearningRateAt(spec_.optimizer, spec_.schedule, schedule_step, t.updates);
   for (auto& group : optimizer_->param_groups()) {
     static_cast<torch::optim::AdamWOptions&>(group.options()).lr(stats.lr);
   }
   const std::vector<Batch> microbatches = Microbatches(update);
   ZeroGradients(*optimizer_);
-  stats.loss = AccumulateGradients(*model_, microbatches, precision_context(), after_forward);
+  AccumulationHooks hooks{after_forward, {}, fault_};
+  if (fault_ == TrainingFault::kStepPerMicrobatch || fault_ == TrainingFault::kClipPerMicrobatch) {
+    hooks.after_backward = [&](std::size_t index) {
+      if (index + 1 == microbatches.size()) return;  // the update's own step follows
+      if (fault_ == TrainingFault::kClipPerMicrobatch) {
+        torch::nn::utils::clip_grad_norm_(model_->parameters(), t.grad_clip);
+        return;
+      }
+      UnscaleClipStep(*model_, *optimizer_, t.grad_clip, precision_context());
+      ZeroGradients(*optimizer_);
+    };
+  }
+  stats.loss = AccumulateGradients(*model_, microbatches, precision_context(), hooks);
   if (!std::isfinite(stats.loss)) return stats;  // the caller stops; no step on a diverged loss
-  const StepResult step = UnscaleClipStep(*model_, *optimizer_, t.grad_clip, precision_context());
+  if (fault_ == TrainingFault::kInfGradient && update >= 1) {
+    torch::NoGradGuard no_grad;
+    model_->parameters().front().grad().view(-1)[0] = std::numeric_limits<double>::infinity();
+  }
+  const StepResult step =
+      UnscaleClipStep(*model_, *optimizer_, t.grad_clip, precision_context(), before_clip_);
   stats.grad_norm = step.grad_norm;
   stats.skipped = step.skipped;
+  stats.nonfinite_gradient = step.nonfinite_gradient;
   return stats;
 }
 
@@ -399,10 +425,15 @@ Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
       const DeviceTimer update_timer(device_);
       const UpdateStats stats = TrainUpdate(update);
       const double update_seconds = update_timer.Seconds();
-      if (!std::isfinite(stats.loss)) {
+      if (!std::isfinite(stats.loss) || stats.nonfinite_gradient) {
         outcome.kind = TrainOutcome::Kind::kDiverged;
-        outcome.message = "training loss is " + std::to_string(stats.loss) + " at update " +
-                          std::to_string(update + 1) + "; lower optimizer.lr or check the data";
+        outcome.message =
+            (stats.nonfinite_gradient
+                 ? "the gradient norm is " + std::to_string(stats.grad_norm) +
+                       " with a finite loss (" + std::to_string(stats.loss) + ")"
+                 : "training loss is " + std::to_string(stats.loss)) +
+            " at update " + std::to_string(update + 1) +
+            "; no step was taken and nothing was written. Lower optimizer.lr or check the data";
         return outcome;
       }
       if (options.test_only_retain_loss_graph) {

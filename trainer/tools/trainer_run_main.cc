@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +26,7 @@
 #include "trainerd/trainer/text_corpus.h"
 #include "trainerd/trainer/throughput.h"
 #include "trainerd/trainer/trainer.h"
+#include "trainerd/trainer/training_fault.h"
 #include "trainerd/trainer/units.h"
 #include "trainerd/trainer/what_if.h"
 
@@ -39,6 +41,7 @@ constexpr const char* kUsage = R"(usage:
   trainer-run --config FILE --plan-only [--json]
   trainer-run --config FILE --device-info
   trainer-run --config FILE [--plan FILE] --parity [--parity-updates N] [--json]
+  trainer-run ... --test-only-fault NAME
   trainer-run --what-if --static SIZE --act-per-sample SIZE --device SIZE [--reserve 10%]
               [--microbatch N --blocks N] [--json]
 
@@ -73,8 +76,15 @@ options:
                        carries the same device_info
   --parity             release check of the plan: N updates of the plan against the
                        reference (no checkpointing, real large batch, fp32), same data and
-                       seed; prints the max gradient and loss differences and a verdict
+                       seed; compares every update's loss, learning rate, gradient norm and
+                       gradients before clipping, and parameters after the step; prints
+                       the worst differences, what failed, and a verdict (exit 7 on FAIL)
   --parity-updates N   updates in the parity run (default 5)
+  --test-only-fault NAME
+                       TEST ONLY: make the trainer commit a known bug (the plan side of
+                       --parity, or training): loss_per_microbatch, step_per_microbatch,
+                       clip_per_microbatch, lr_per_microbatch, recompute_fresh_rng,
+                       inf_gradient (docs/trainer-run.md, "Parity")
   --what-if            budget arithmetic without a model (sizes: 3.2GB, 512MiB, ...)
   --json               JSON on stdout even on a terminal (default when stdout is not one)
   --help               this text
@@ -92,7 +102,8 @@ exit codes:
   3   invalid data (missing, empty, unreadable, too short for block_size)
   4   out of memory: the budget was exceeded, or no plan fits it
   5   --resume: checkpoint missing, corrupt, or written by a different job
-  6   training diverged (non-finite loss)
+  6   training diverged: a non-finite loss, or in fp32/bf16 a non-finite gradient
+      (no step taken, nothing written)
   7   --parity: the plan does not match the reference within tolerance
   8   memory leak: live memory kept growing across updates
   75  interrupted by a signal after writing a checkpoint
@@ -115,6 +126,7 @@ struct Args {
   bool device_info = false;
   bool parity = false;
   int parity_updates = 5;
+  trainerd::TrainingFault fault = trainerd::TrainingFault::kNone;
   bool what_if = false;
   std::map<std::string, std::string> what_if_values;  // --static, --act-per-sample, ...
 };
@@ -168,6 +180,11 @@ Args ParseArgs(int argc, char** argv) {
       args.parity = true;
     } else if (arg == "--parity-updates") {
       args.parity_updates = ParseCount(arg, value(), 1, 1000);
+    } else if (arg == "--test-only-fault") {
+      const std::string name = value();
+      const std::optional<trainerd::TrainingFault> fault = trainerd::ParseTrainingFault(name);
+      if (!fault) throw UsageError("--test-only-fault: unknown fault '" + name + "'");
+      args.fault = *fault;
     } else if (arg == "--what-if") {
       args.what_if = true;
     } else if (arg == "--static" || arg == "--act-per-sample" || arg == "--device" ||
@@ -222,15 +239,31 @@ int RunWhatIf(const Args& args) {
 }
 
 void PrintParity(const trainerd::ParityReport& report, const trainerd::PlanSpec& plan) {
+  const trainerd::PlanSpec& checked = report.checked_plan;
   std::printf(
       "parity of plan microbatch %d x %d, checkpoint %zu blocks, %s against the fp32 "
-      "large-batch reference, %d updates:\n",
+      "large-batch reference, %zu updates:\n",
       plan.microbatch, plan.accumulation_steps, plan.checkpoint_blocks.size(),
-      trainerd::ToString(plan.precision), report.updates);
-  std::printf("  max |grad difference|  %.3g  (tolerance %.3g, at %s)\n", report.max_grad_diff,
-              report.tolerances.max_grad_diff, report.max_grad_parameter.c_str());
-  std::printf("  max |loss difference|  %.3g  (tolerance %.3g)\n", report.max_loss_diff,
-              report.tolerances.max_loss_diff);
+      trainerd::ToString(plan.precision), report.updates.size());
+  if (!report.reduction.empty()) {
+    std::printf("  reduced to fit: effective batch %d as %d x %d (%s)\n",
+                report.checked_effective_batch, checked.microbatch, checked.accumulation_steps,
+                report.reduction.value("why", "").c_str());
+  }
+  const trainerd::ParityTolerances& t = report.tolerances;
+  std::printf("  %-7s %-11s %-11s %-11s %-11s %s\n", "update", "loss", "grad norm", "gradient",
+              "step", "(relative differences; gradient: worst tensor)");
+  for (std::size_t i = 0; i < report.updates.size(); ++i) {
+    const trainerd::ParityUpdate& u = report.updates[i];
+    std::printf(
+        "  %-7zu %-11.3g %-11.3g %-11.3g %-11.3g %s\n", i + 1,
+        std::fabs(u.plan_loss - u.reference_loss) / std::fabs(u.reference_loss),
+        std::fabs(u.plan_grad_norm - u.reference_grad_norm) / std::fabs(u.reference_grad_norm),
+        u.gradient_diff, u.step_diff, u.gradient_parameter.c_str());
+  }
+  std::printf("  %-7s %-11.3g %-11.3g %-11.3g %-11.3g\n", "limit", t.loss, t.grad_norm, t.gradient,
+              t.step);
+  for (const std::string& failure : report.failures) std::printf("  %s\n", failure.c_str());
   std::printf("%s\n", report.pass ? "PASS" : "FAIL");
 }
 
@@ -343,7 +376,7 @@ class Worker {
     }
     if (args_.parity) {
       trainerd::Result<trainerd::ParityReport> report =
-          trainerd::CheckParity(spec_, *corpus_, args_.parity_updates);
+          trainerd::CheckParity(spec_, *corpus_, args_.parity_updates, args_.fault);
       if (!report.ok()) return Fail("internal", report.status().message(), exit_code::kInternal);
       if (args_.json) {
         PrintReport(report->ToJson(spec_.plan));
@@ -375,6 +408,7 @@ class Worker {
     std::signal(SIGINT, RequestStop);
 
     trainerd::Trainer trainer(spec_, *corpus_, sink_.get());
+    trainer.set_test_only_fault(args_.fault);
     trainerd::MemoryOf(trainer.device()).SetLimit(spec_.memory.usable_bytes());
     trainerd::Result<trainerd::TrainOutcome> outcome = trainer.Run(options);
     if (!outcome.ok()) {

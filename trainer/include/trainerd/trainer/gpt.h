@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "trainerd/trainer/model.h"
+#include "trainerd/trainer/sample_dropout.h"
 
 namespace trainerd {
 
@@ -28,26 +29,30 @@ TORCH_MODULE(BiasOptionalLayerNorm);
 // for backward. The model uses it on LibTorch 1.13; 2.x has the fused
 // at::scaled_dot_product_attention (compat::FusedCausalAttention), tested equal to it.
 torch::Tensor ExplicitCausalAttention(const torch::Tensor& q, const torch::Tensor& k,
-                                      const torch::Tensor& v, torch::nn::Dropout& dropout);
+                                      const torch::Tensor& v, SampleDropout& dropout);
 
-// Multi-head causal self-attention: fused attention where LibTorch has it, else explicit.
+// Multi-head causal self-attention: fused attention where LibTorch has it and no attention
+// dropout is drawn (its kernel draws masks from the default generator, which would make them
+// depend on the microbatch split), else explicit. Dropout sites `site` and `site + 1`.
 class CausalSelfAttentionImpl : public torch::nn::Module {
  public:
-  explicit CausalSelfAttentionImpl(const GptOptions& options);
+  CausalSelfAttentionImpl(const GptOptions& options, int site);
   torch::Tensor forward(const torch::Tensor& x);
 
  private:
   int n_head_;
   torch::nn::Linear qkv_{nullptr};
   torch::nn::Linear proj_{nullptr};
-  torch::nn::Dropout attn_dropout_{nullptr};
-  torch::nn::Dropout resid_dropout_{nullptr};
+  SampleDropout attn_dropout_{nullptr};
+  SampleDropout resid_dropout_{nullptr};
 };
 TORCH_MODULE(CausalSelfAttention);
 
+// Dropout sites `site` to `site + kDropoutSites - 1`.
 class GptBlockImpl : public torch::nn::Module {
  public:
-  explicit GptBlockImpl(const GptOptions& options);
+  static constexpr int kDropoutSites = 3;
+  GptBlockImpl(const GptOptions& options, int site);
   torch::Tensor forward(const torch::Tensor& x);
 
  private:
@@ -55,6 +60,7 @@ class GptBlockImpl : public torch::nn::Module {
   CausalSelfAttention attn_{nullptr};
   BiasOptionalLayerNorm ln2_{nullptr};
   torch::nn::Sequential mlp_{nullptr};
+  SampleDropout mlp_dropout_{nullptr};
 };
 TORCH_MODULE(GptBlock);
 
@@ -74,7 +80,7 @@ class Gpt : public TrainableModel {
   GptOptions options_;
   torch::nn::Embedding token_embedding_{nullptr};
   torch::nn::Embedding position_embedding_{nullptr};
-  torch::nn::Dropout embedding_dropout_{nullptr};
+  SampleDropout embedding_dropout_{nullptr};
   std::vector<GptBlock> blocks_;
   BiasOptionalLayerNorm final_norm_{nullptr};
   torch::nn::Linear lm_head_{nullptr};

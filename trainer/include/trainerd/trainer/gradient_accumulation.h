@@ -5,7 +5,8 @@
 //     over the effective batch, whatever the microbatch split (uneven last microbatch and
 //     masked tokens included).
 //   UnscaleClipStep: once per update: unscale and check overflow (fp16; an overflow skips
-//     the step and backs the scale off), clip the global gradient norm, optimizer step.
+//     the step and backs the scale off), measure the global gradient norm (a non-finite one
+//     in fp32/bf16 takes no step: the caller stops), clip it, optimizer step.
 // REQUIRES: gradients zeroed (ZeroGradients) before AccumulateGradients, once per update.
 #pragma once
 
@@ -18,6 +19,7 @@
 #include "trainerd/trainer/loss_scaler.h"
 #include "trainerd/trainer/model.h"
 #include "trainerd/trainer/text_corpus.h"
+#include "trainerd/trainer/training_fault.h"
 
 namespace trainerd {
 
@@ -41,18 +43,36 @@ void ZeroGradients(torch::optim::Optimizer& optimizer);
 // its saved activations peak (the memory ledger measures there).
 using AfterForward = std::function<void(std::size_t index)>;
 
-// Returns the mean loss over the valid targets of all microbatches (not scaled).
+struct AccumulationHooks {
+  AfterForward after_forward;
+  // Called after microbatch `index`'s backward (the test-only faults act there).
+  std::function<void(std::size_t index)> after_backward;
+  // TEST ONLY: kLossPerMicrobatch divides each microbatch's loss by its own target count.
+  TrainingFault fault = TrainingFault::kNone;
+};
+
+// Returns the mean loss over the valid targets of all microbatches (not scaled). Each
+// microbatch's forward and backward run in its SampleStreamScope (sample_dropout.h).
 double AccumulateGradients(TrainableModel& model, const std::vector<Batch>& microbatches,
-                           const PrecisionContext& precision,
-                           const AfterForward& after_forward = {});
+                           const PrecisionContext& precision, const AccumulationHooks& hooks = {});
 
 struct StepResult {
   bool skipped = false;  // fp16 overflow: no step taken
+  // fp32/bf16: the gradient norm is NaN or inf (the loss may be finite): no step taken.
+  bool nonfinite_gradient = false;
   double grad_norm = 0;  // global L2 norm of the unscaled gradient, before clipping
 };
 
-// `grad_clip` <= 0 disables clipping (the norm is still measured).
+// Sees the whole update's gradient (unscaled) and its global norm before clipping.
+using BeforeClip = std::function<void(double grad_norm)>;
+
+// `grad_clip` <= 0 disables clipping (the norm is still measured). Clipping scales every
+// gradient by grad_clip / (norm + 1e-6) when that is below 1, as clip_grad_norm_ does.
 StepResult UnscaleClipStep(TrainableModel& model, torch::optim::Optimizer& optimizer,
-                           double grad_clip, const PrecisionContext& precision);
+                           double grad_clip, const PrecisionContext& precision,
+                           const BeforeClip& before_clip = {});
+
+// The global L2 norm of the gradients of `parameters` (those that have one).
+double GlobalGradNorm(const std::vector<torch::Tensor>& parameters);
 
 }  // namespace trainerd

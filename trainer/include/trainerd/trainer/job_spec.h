@@ -78,6 +78,9 @@ struct TrainingSpec {
   std::uint64_t seed = 1234;
   int eval_interval = 50;        // updates between evaluations; the last update always evaluates
   int checkpoint_interval = 50;  // updates between training checkpoints
+  // A model that normalises over each microbatch (BatchNorm) computes another job when its
+  // batch is split: the planner chooses accumulation for it only when this is true.
+  bool allow_batch_norm_accumulation = false;
 };
 
 struct PlannerSpec {
@@ -121,5 +124,7 @@ nlohmann::json ToJson(const PlanSpec& plan);
 
 // Blocks a plan may checkpoint: GPT decoder blocks or MLP hidden layers.
 int NumBlocks(const ModelSpec& model);
+// True when a layer's output depends on the other samples of its microbatch (BatchNorm).
+bool HasBatchStatistics(const ModelSpec& model);
 
 }  // namespace trainerd

@@ -37,6 +37,10 @@ class TrainableModel : public torch::nn::Module {
   using BlockObserver = std::function<void(int index, bool after)>;
   void set_block_observer(BlockObserver observer) { block_observer_ = std::move(observer); }
 
+  // TEST ONLY (TrainingFault::kRecomputeFreshRng): checkpointed blocks recompute with fresh
+  // dropout masks.
+  void set_test_only_fresh_recompute(bool fresh) { fresh_recompute_ = fresh; }
+
  protected:
   // Runs block `index`, checkpointed when the plan says so and gradients are being recorded.
   template <typename BlockHolder>
@@ -48,7 +52,7 @@ class TrainableModel : public torch::nn::Module {
     } else {
       y = CheckpointedForward(
           [block](const torch::Tensor& in) mutable { return block->forward(in); }, x,
-          block->parameters());
+          block->parameters(), block->buffers(), fresh_recompute_);
     }
     if (block_observer_) block_observer_(index, true);
     return y;
@@ -58,6 +62,7 @@ class TrainableModel : public torch::nn::Module {
   bool IsCheckpointed(int index) const;
   std::vector<int> checkpointed_;
   BlockObserver block_observer_;
+  bool fresh_recompute_ = false;
 };
 
 // Builds the model of `spec`; `num_classes` is the classifier's output size (slices).

@@ -52,6 +52,8 @@ struct ChosenPlan {
   std::string ToText() const;
 };
 
+// Microbatch 1, every block checkpointed, fp32; for a BatchNorm model whose job does not allow
+// accumulation (training.allow_batch_norm_accumulation), the whole effective batch at once.
 PlanSpec NamedBaselinePlan(const JobSpec& spec);
 
 Result<ChosenPlan> PlanJob(const JobSpec& spec, const TextCorpus& corpus);

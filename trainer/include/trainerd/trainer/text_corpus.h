@@ -10,6 +10,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,10 +28,17 @@ struct TextSlice {
 
 // What a model reads for a run of samples; `targets` uses -1 for positions that carry no
 // loss (masked tokens).
+// Where the rows of a batch come from in the training stream (sample_dropout.h).
+struct SampleStream {
+  std::uint64_t seed = 0;
+  std::int64_t first_sample = 0;  // stream index of row 0
+};
+
 struct Batch {
   torch::Tensor inputs;
   torch::Tensor targets;
   std::int64_t samples = 0;
+  std::optional<SampleStream> stream;  // training samples only; none for held-out ones
 };
 
 enum class SampleFormat {

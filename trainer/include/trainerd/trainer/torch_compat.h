@@ -85,6 +85,20 @@ inline void RestoreRng(const RngState& state) {
 #endif
 }
 
+// A new generator of `device` (CPU or CUDA) seeded with `seed`, shared with nobody.
+inline at::Generator MakeGenerator(const torch::Device& device, std::uint64_t seed) {
+#ifdef TRAINERD_WITH_CUDA
+  if (device.is_cuda()) {
+    at::Generator generator = at::make_generator<at::CUDAGeneratorImpl>(CudaIndexOf(device));
+    generator.set_current_seed(seed);
+    return generator;
+  }
+#else
+  TORCH_CHECK(!device.is_cuda(), "this LibTorch has no CUDA");
+#endif
+  return at::make_generator<at::CPUGeneratorImpl>(seed);
+}
+
 // ---- Autocast --------------------------------------------------------------------------------
 
 // Autocast state of one device type (CPU or CUDA) on the current thread.

@@ -75,7 +75,12 @@ struct UpdateStats {
   double loss = 0;  // mean over the effective batch; non-finite means diverged
   double lr = 0;
   double grad_norm = 0;  // before clipping; inf when an fp16 overflow skipped the step
-  bool skipped = false;  // fp16 overflow: no optimizer step
+  // fp16 overflow: no optimizer step. The update still counts (the next one is update + 1)
+  // and the schedule still advances, as with PyTorch's GradScaler and a scheduler stepped
+  // every iteration.
+  bool skipped = false;
+  // fp32/bf16: a NaN or inf gradient with a finite loss. No step: the caller stops.
+  bool nonfinite_gradient = false;
 };
 
 class Trainer {
@@ -94,6 +99,11 @@ class Trainer {
   // returned without stepping. Exposed for the parity check, the ledger and tests;
   // `after_forward` observes each microbatch between its forward and backward.
   UpdateStats TrainUpdate(int update, const AfterForward& after_forward = {});
+
+  // Observes every later update's unscaled gradient and norm before clipping (parity).
+  void set_before_clip(BeforeClip observer) { before_clip_ = std::move(observer); }
+  // TEST ONLY (training_fault.h): makes this trainer commit `fault`.
+  void set_test_only_fault(TrainingFault fault);
 
   TrainableModel& model() { return *model_; }
   torch::optim::AdamW& optimizer() { return *optimizer_; }
@@ -135,6 +145,8 @@ class Trainer {
   std::unique_ptr<torch::optim::AdamW> optimizer_;
   std::optional<DynamicLossScaler> scaler_;  // fp16 only
   std::string job_identity_;
+  BeforeClip before_clip_;
+  TrainingFault fault_ = TrainingFault::kNone;
 };
 
 // Process-wide settings for training: LibTorch's intra-op threads from the spec (0 = the CPUs

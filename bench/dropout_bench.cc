@@ -1,0 +1,92 @@
+// The cost of split-invariant dropout (sample_dropout.h) against LibTorch's dropout, side by
+// side in one process on the tensors the bundled default job drops out (batch 32, block 128,
+// width 128, 4 heads): forward (mask drawn and applied) plus backward, median of --repeats
+// interleaved rounds.
+//
+//   build/bench/dropout_bench [--repeats 50] [--threads 2]
+//
+// Prints one JSON document: per shape the milliseconds of each, and their ratio.
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "trainerd/trainer/sample_dropout.h"
+#include "trainerd/trainer/throughput.h"
+#include "trainerd/trainer/trainer.h"
+
+namespace {
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+// One forward (mask drawn and applied) and backward, in milliseconds.
+template <typename Dropout>
+double Milliseconds(const torch::Tensor& x, Dropout& dropout) {
+  const auto start = std::chrono::steady_clock::now();
+  dropout(x).sum().backward();
+  const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - start;
+  x.mutable_grad().reset();
+  return took.count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int repeats = 50, threads = 2;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--repeats") {
+      repeats = std::atoi(argv[i + 1]);
+    } else if (flag == "--threads") {
+      threads = std::atoi(argv[i + 1]);
+    } else {
+      std::cerr << "dropout_bench: unknown flag " << flag << "\n";
+      return 2;
+    }
+  }
+  trainerd::RuntimeSpec runtime;
+  runtime.threads = threads;
+  trainerd::ConfigureRuntime(runtime);  // the trainer's allocator settings, as in training
+  trainerd::SampleDropout sample_dropout(0.1, /*site=*/3);
+  sample_dropout->train();
+  auto libtorch = [](const torch::Tensor& x) { return torch::dropout(x, 0.1, true); };
+  auto split_invariant = [&](const torch::Tensor& x) {
+    const trainerd::SampleStreamScope stream(trainerd::SampleStream{1234, 64});
+    return sample_dropout->forward(x);
+  };
+  nlohmann::json shapes = nlohmann::json::array();
+  for (const std::vector<std::int64_t>& shape :
+       {std::vector<std::int64_t>{32, 128, 128}, std::vector<std::int64_t>{32, 4, 128, 128}}) {
+    const torch::Tensor x = torch::randn(shape, torch::requires_grad());
+    // Interleaved, so that drift of the machine affects both alike; 3 warm-up rounds.
+    std::vector<double> plain, sample;
+    for (int i = 0; i < repeats + 3; ++i) {
+      const double a = Milliseconds(x, libtorch);
+      const double b = Milliseconds(x, split_invariant);
+      if (i < 3) continue;
+      plain.push_back(a);
+      sample.push_back(b);
+    }
+    shapes.push_back({{"shape", shape},
+                      {"libtorch_dropout_ms", Median(plain)},
+                      {"sample_dropout_ms", Median(sample)},
+                      {"ratio", Median(sample) / Median(plain)}});
+  }
+  std::cout << nlohmann::json{{"benchmark", "dropout_bench"},
+                              {"what", "forward + backward of dropout p=0.1, median ms"},
+                              {"threads", threads},
+                              {"repeats", repeats},
+                              {"torch_version", TORCH_VERSION},
+                              {"hardware", trainerd::HardwareFingerprint()},
+                              {"shapes", shapes}}
+                   .dump(2)
+            << std::endl;
+  return 0;
+}

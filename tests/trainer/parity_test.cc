@@ -1,0 +1,98 @@
+// The parity check (parity.h): correct plans pass in every precision, with and without
+// dropout; every classic accumulation, clipping, scheduling and checkpointing bug (the
+// test-only faults of training_fault.h) is rejected; a reduced reference keeps the plan's
+// structure.
+#include "trainerd/trainer/parity.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "../support/tiny_job_test.h"
+
+namespace trainerd {
+namespace {
+
+class ParityTest : public testing::TinyJobTest {
+ protected:
+  ParityReport Check(int updates, TrainingFault fault = TrainingFault::kNone) {
+    Result<ParityReport> report = CheckParity(spec_, *corpus_, updates, fault);
+    EXPECT_TRUE(report.ok()) << report.status().message();
+    return report.ok() ? *report : ParityReport{};
+  }
+  std::string Json(const ParityReport& report) { return report.ToJson(spec_.plan).dump(); }
+};
+
+TEST_F(ParityTest, Fp32PlanWithCheckpointingAccumulationAndDropoutPasses) {
+  spec_.model.gpt.dropout = 0.1;
+  spec_.plan = {2, 4, {0, 1}, Precision::kFp32};
+  const ParityReport report = Check(3);
+  EXPECT_TRUE(report.pass) << Json(report);
+  ASSERT_EQ(report.updates.size(), 3u);
+  for (const ParityUpdate& u : report.updates) {
+    EXPECT_LE(u.gradient_diff, 1e-5);
+    EXPECT_LE(u.step_diff, 1e-4);
+    EXPECT_GT(u.reference_grad_norm, 0.0);
+  }
+  EXPECT_TRUE(report.reduction.empty());
+  const nlohmann::json json = report.ToJson(spec_.plan);
+  for (const char* key : {"pass", "failures", "tolerances", "checked_plan", "updates"}) {
+    EXPECT_TRUE(json.contains(key)) << key;
+  }
+}
+
+TEST_F(ParityTest, Bf16AndFp16PlansPassWithinTheirTolerances) {
+  spec_.model.gpt.dropout = 0.1;
+  for (const Precision precision : {Precision::kBf16, Precision::kFp16}) {
+    spec_.plan = {4, 2, {0}, precision};
+    const ParityReport report = Check(4);
+    EXPECT_TRUE(report.pass) << ToString(precision) << ": " << Json(report);
+    // The plan really ran in its precision: bf16 is not bit-identical to fp32.
+    if (precision == Precision::kBf16) {
+      EXPECT_GT(report.updates[0].gradient_diff, 1e-5);
+    }
+  }
+}
+
+// Each fault is a bug the check exists for. Clipping at 0.05 makes every microbatch's
+// gradient exceed the limit, dropout gives the recompute masks to get wrong, warm-up makes
+// the learning rate move between updates.
+TEST_F(ParityTest, RejectsEveryClassicBug) {
+  spec_.model.gpt.dropout = 0.1;
+  spec_.training.grad_clip = 0.05;
+  spec_.plan = {2, 4, {0, 1}, Precision::kFp32};
+  ASSERT_TRUE(Check(3).pass) << "the correct plan must pass for the faults to mean anything";
+  for (const TrainingFault fault :
+       {TrainingFault::kLossPerMicrobatch, TrainingFault::kStepPerMicrobatch,
+        TrainingFault::kClipPerMicrobatch, TrainingFault::kLrPerMicrobatch,
+        TrainingFault::kRecomputeFreshRng, TrainingFault::kInfGradient}) {
+    const ParityReport report = Check(3, fault);
+    EXPECT_FALSE(report.pass) << ToString(fault) << " passed: " << Json(report);
+    EXPECT_FALSE(report.failures.empty()) << ToString(fault);
+  }
+}
+
+TEST_F(ParityTest, ANonFiniteGradientFailsEvenWhenTheLossIsFinite) {
+  spec_.plan = {4, 2, {}, Precision::kFp32};
+  const ParityReport report = Check(2, TrainingFault::kInfGradient);
+  EXPECT_FALSE(report.pass);
+  ASSERT_EQ(report.updates.size(), 2u);
+  EXPECT_TRUE(std::isfinite(report.updates[1].plan_loss));
+  EXPECT_NE(Json(report).find("not finite"), std::string::npos) << Json(report);
+}
+
+TEST_F(ParityTest, AReducedReferenceKeepsThePlansStructure) {
+  spec_.plan = {4, 2, {1}, Precision::kFp32};
+  spec_.memory.reserve_fraction = 0.0;
+  spec_.memory.budget_bytes = 1536 << 10;  // the full-batch reference needs more
+  const ParityReport report = Check(2);
+  ASSERT_FALSE(report.reduction.empty()) << Json(report);
+  EXPECT_LT(report.checked_effective_batch, 8);
+  EXPECT_GE(report.checked_plan.accumulation_steps, 2) << "the reduction dropped accumulation";
+  EXPECT_EQ(report.checked_plan.checkpoint_blocks, std::vector<int>{1});
+  EXPECT_EQ(report.reduction["effective_batch"],
+            nlohmann::json::array({8, report.checked_effective_batch}));
+  EXPECT_TRUE(report.pass) << Json(report);
+}
+
+}  // namespace
+}  // namespace trainerd

@@ -1,0 +1,55 @@
+// Split-invariant dropout: each training sample's masks are a pure function of (the job's
+// seed, the sample's index in the training stream, the dropout site), never of the order in
+// which a shared generator is drawn. So the microbatch split of an update, the recompute of a
+// checkpointed block and a resume under another plan all see the same masks, and a plan with
+// accumulation computes exactly the job of the real large batch (the parity check compares
+// them). The sample index already names the update: sample i of update u is stream index
+// u * effective_batch + i (Trainer::Microbatches).
+//
+// The training loop opens a SampleStreamScope around each microbatch's forward and backward;
+// SampleDropout draws row b's mask from a generator seeded with Mix(seed, first_sample + b,
+// site). Outside a scope (a forward called directly, as some tests do) it is ordinary dropout
+// from the default generator. Masks are kept for backward like LibTorch's own dropout (one
+// tensor of the input's dtype); the cost over one draw per tensor is one generator per row and
+// site (docs/benchmarks.md, "Split-invariant dropout").
+#pragma once
+
+#include <torch/nn/cloneable.h>
+#include <torch/nn/pimpl.h>
+#include <torch/types.h>
+
+#include <optional>
+
+#include "trainerd/trainer/text_corpus.h"
+
+namespace trainerd {
+
+// Makes `stream` (or none) current on this thread until destroyed; nests.
+class SampleStreamScope {
+ public:
+  explicit SampleStreamScope(std::optional<SampleStream> stream);
+  ~SampleStreamScope();
+  SampleStreamScope(const SampleStreamScope&) = delete;
+  SampleStreamScope& operator=(const SampleStreamScope&) = delete;
+
+  static const std::optional<SampleStream>& Current();
+
+ private:
+  std::optional<SampleStream> previous_;
+};
+
+class SampleDropoutImpl : public torch::nn::Cloneable<SampleDropoutImpl> {
+ public:
+  // `site` must differ between the dropout modules of one model.
+  SampleDropoutImpl(double p, int site);
+  void reset() override {}
+  torch::Tensor forward(const torch::Tensor& x);
+  double p() const { return p_; }
+
+ private:
+  double p_;
+  int site_;
+};
+TORCH_MODULE(SampleDropout);
+
+}  // namespace trainerd
