@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "../support/cuda_test.h"
 #include "../support/tiny_job_test.h"
 
 namespace trainerd {
@@ -92,6 +93,20 @@ TEST_F(ParityTest, AReducedReferenceKeepsThePlansStructure) {
   EXPECT_EQ(report.reduction["effective_batch"],
             nlohmann::json::array({8, report.checked_effective_batch}));
   EXPECT_TRUE(report.pass) << Json(report);
+}
+
+class CudaParityTest : public testing::CudaTestOf<ParityTest> {};
+
+// On the GPU the masks come from per-sample CUDA generators (compat::MakeGenerator): a plan
+// with dropout and checkpointing still computes the large-batch job, and a fresh-RNG
+// recompute is still caught.
+TEST_F(CudaParityTest, DropoutPlanPassesAndAFreshRecomputeFailsOnCuda) {
+  spec_.runtime.device = "cuda";
+  spec_.model.gpt.dropout = 0.1;
+  spec_.plan = {2, 4, {0, 1}, Precision::kFp32};
+  const ParityReport correct = Check(3);
+  EXPECT_TRUE(correct.pass) << Json(correct);
+  EXPECT_FALSE(Check(3, TrainingFault::kRecomputeFreshRng).pass);
 }
 
 }  // namespace
