@@ -71,6 +71,7 @@ nlohmann::json RunJson(const store::RunRecord& run) {
       {"mfu", Optional(run.mfu)},
       {"cost_per_sample", Optional(run.cost_per_sample)},
       {"final_loss", Optional(run.final_loss)},
+      {"parity_seconds", Optional(run.parity_seconds)},
       {"peak_memory_bytes", nullptr},
   };
   if (run.peak_memory) {

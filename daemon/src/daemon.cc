@@ -59,11 +59,11 @@ void Daemon::StopStaleWorker() {
 
 Status Daemon::Recover() {
   StopStaleWorker();
-  Result<std::vector<std::int64_t>> interrupted = store_->MarkRunningAsInterrupted(clock_.Now());
+  Result<std::vector<std::int64_t>> interrupted = store_->MarkUnfinishedAsInterrupted(clock_.Now());
   if (!interrupted.ok()) return interrupted.status();
   for (std::int64_t id : *interrupted) {
     (void)store_->RecordEvent({0, clock_.Now(), id, "run_interrupted", store::Severity::kWarning,
-                               "the daemon stopped while this run was running (restart)", "{}"});
+                               "the daemon stopped before this run finished (restart)", "{}"});
     interrupted_run_ = id;
   }
   return Status::Ok();

@@ -22,6 +22,8 @@ namespace fs = std::filesystem;
 
 constexpr double kDaySeconds = 24 * 3600.0;
 constexpr const char* kZoneinfoDir = "/usr/share/zoneinfo";
+// trainer-run --parity-updates takes at most this many.
+constexpr int kMaxParityUpdates = 1000;
 
 std::string Quoted(const std::string& text) { return "'" + text + "'"; }
 
@@ -241,6 +243,9 @@ Result<DaemonConfig> ParseDaemonConfigText(const std::string& yaml_text,
   YamlReader retries = top.Child("retries");
   retries.Int("max_attempts", &config.max_attempts, 1, 16);
   retries.RejectUnknownKeys();
+  YamlReader parity = top.Child("parity");
+  parity.Int("updates", &config.parity_updates, 0, kMaxParityUpdates);
+  parity.RejectUnknownKeys();
   YamlReader worker = top.Child("worker");
   std::string worker_path;
   ReadPath(worker, "path", &worker_path, /*allow_empty=*/true);

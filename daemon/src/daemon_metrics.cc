@@ -20,11 +20,14 @@ using prometheus::Counter;
 using prometheus::Family;
 using prometheus::Gauge;
 
-constexpr std::string_view kOutcomes[] = {"succeeded", "oom",       "crashed",   "leak",
-                                          "deadline",  "regressed", "cancelled", "interrupted"};
-constexpr std::string_view kFallbackReasons[] = {"oom", "crash", "leak"};
-constexpr std::string_view kRollbackReasons[] = {"oom",        "crash",          "leak",
-                                                 "regression", "invalid_config", "operator"};
+// Every final run status (store::RunStatus) and every AttemptOutcome that calls for a
+// fallback (policy.h), so that each series exists at 0 from the start.
+constexpr std::string_view kOutcomes[] = {"succeeded", "oom",         "crashed",
+                                          "leak",      "deadline",    "regressed",
+                                          "cancelled", "interrupted", "rejected"};
+constexpr std::string_view kFallbackReasons[] = {"oom", "crash", "leak", "rejected"};
+constexpr std::string_view kRollbackReasons[] = {
+    "oom", "crash", "leak", "rejected", "regression", "invalid_config", "operator"};
 
 Family<Gauge>& GaugeFamily(prometheus::Registry& registry, const std::string& name,
                            const std::string& help) {

@@ -1,5 +1,6 @@
 #include "trainerd/daemon/nightly_cycle.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -28,6 +29,41 @@ std::string Format(const char* format, double a, double b = 0) {
 }
 
 store::RunPlan PlanOfSpec(const PlanSpec& spec) { return PlanFromJson(trainerd::ToJson(spec)); }
+
+// A parity report (trainer-run --parity --json) whose verdict is a pass.
+bool ReportPassed(const nlohmann::json& report) {
+  const auto pass = report.find("pass");  // end() unless an object with a `pass`
+  return pass != report.end() && pass->is_boolean() && pass->get<bool>();
+}
+
+// The parity event's message: what the check of `plan` found.
+std::string DescribeParity(AttemptOutcome outcome, const std::string& plan, int updates,
+                           double seconds, const ProcessExit& exit, const nlohmann::json& report,
+                           const nlohmann::json& error) {
+  const std::string took =
+      " (" + std::to_string(updates) + " updates" + Format(", %.1f s)", seconds);
+  switch (outcome) {
+    case AttemptOutcome::kSucceeded:
+      return plan + " matches the reference" + took;
+    case AttemptOutcome::kRejected: {
+      const auto failures = report.find("failures");  // one sentence per failed check
+      const bool named = failures != report.end() && failures->is_array() && !failures->empty() &&
+                         failures->front().is_string();
+      return plan + " failed the parity check" + took + ": refused before training" +
+             (named ? "; " + failures->front().get<std::string>() : "");
+    }
+    case AttemptOutcome::kDeadline:
+    case AttemptOutcome::kInterrupted:
+    case AttemptOutcome::kCancelled:
+      return "parity check stopped (" + std::string(ToString(outcome)) + "), worker " +
+             exit.Describe();
+    default:
+      return std::string(outcome == AttemptOutcome::kOom ? "parity check ran out of memory"
+                                                         : "parity check failed") +
+             ", worker " + exit.Describe() +
+             (error.is_object() ? ": " + error.value("message", "") : "");
+  }
+}
 
 }  // namespace
 
@@ -235,9 +271,7 @@ asio::awaitable<CycleOutcome> NightlyCycle::Run(Window window, std::string trigg
       outcome.succeeded = result.status == store::RunStatus::kSucceeded;
       break;
     }
-    if (o != AttemptOutcome::kOom && o != AttemptOutcome::kCrashed && o != AttemptOutcome::kLeak) {
-      break;  // deadline, interrupted, cancelled: nothing to retry in this cycle
-    }
+    if (!CallsForFallback(o)) break;  // deadline, interrupted, cancelled: nothing to retry
     Result<std::optional<store::ConfigVersion>> known_good = store_.LastKnownGoodConfig();
     Result<std::optional<store::RunPlan>> validated =
         store_.LastValidatedPlan(active->version.hash, hardware_);
@@ -345,8 +379,14 @@ asio::awaitable<Result<std::optional<store::RunPlan>>> NightlyCycle::Plan(
   co_return std::optional<store::RunPlan>(attempt.plan);
 }
 
-asio::awaitable<std::optional<store::MemoryByCategory>> NightlyCycle::MeasureLedger(
-    const ActiveConfig& active, const std::string& plan_path, std::int64_t run_id) {
+struct NightlyCycle::Ledger {
+  std::optional<store::MemoryByCategory> memory;  // empty when it could not be measured
+  std::int64_t usable_bytes = 0;                  // what the peak is measured against
+};
+
+asio::awaitable<NightlyCycle::Ledger> NightlyCycle::MeasureLedger(const ActiveConfig& active,
+                                                                  const std::string& plan_path,
+                                                                  std::int64_t run_id) {
   Progress("measuring ledger", run_id);
   const std::vector<std::string> args = {"--plan", plan_path, "--ledger"};
   const std::string log_path = StateLayout(config_.state_dir).RunLog(run_id);
@@ -357,7 +397,7 @@ asio::awaitable<std::optional<store::MemoryByCategory>> NightlyCycle::MeasureLed
            "the memory ledger could not be measured (" +
                (exit.ok() ? exit->Describe() : exit.status().message()) +
                "); the run record keeps only the measured peak");
-    co_return std::nullopt;
+    co_return Ledger{};
   }
   const nlohmann::json& l = lines.report;
   store::MemoryByCategory m;
@@ -373,7 +413,95 @@ asio::awaitable<std::optional<store::MemoryByCategory>> NightlyCycle::MeasureLed
          Format("ledger peak %.1f MiB against %.1f MiB usable", m.peak / 1048576.0,
                 usable / 1048576.0),
          l.dump());
-  co_return m;
+  co_return Ledger{m, usable};
+}
+
+struct NightlyCycle::Refusal {
+  AttemptOutcome outcome = AttemptOutcome::kRejected;
+  std::string message;  // the run's one line
+};
+
+asio::awaitable<std::optional<NightlyCycle::Refusal>> NightlyCycle::CheckPlanBeforeTraining(
+    const ActiveConfig& active, const Attempt& attempt, const std::string& plan_path,
+    const Ledger& ledger, store::RunRecord& run) {
+  std::optional<Refusal> refusal = RefuseOverBudget(attempt, ledger, run.id);
+  if (!refusal) refusal = co_await CheckParity(active, attempt, plan_path, run);
+  co_return refusal;
+}
+
+std::optional<NightlyCycle::Refusal> NightlyCycle::RefuseOverBudget(const Attempt& attempt,
+                                                                    const Ledger& ledger,
+                                                                    std::int64_t run_id) {
+  // An unmeasured ledger (ledger_failed) proves nothing: the plan trains under the budget.
+  if (!ledger.memory || ledger.usable_bytes <= 0 || ledger.memory->peak <= ledger.usable_bytes) {
+    return std::nullopt;
+  }
+  const std::string message =
+      std::string(ToString(attempt.source)) + " plan " + DescribePlan(attempt.plan) +
+      Format(" refused before training: its ledger peak %.1f MiB exceeds the %.1f MiB usable",
+             ledger.memory->peak / 1048576.0, ledger.usable_bytes / 1048576.0);
+  Record(run_id, "plan_over_budget", store::Severity::kWarning, message,
+         nlohmann::json{{"peak_bytes", ledger.memory->peak},
+                        {"usable_bytes", ledger.usable_bytes},
+                        {"source", std::string(ToString(attempt.source))},
+                        {"plan", PlanJson(attempt.plan)}}
+             .dump());
+  return Refusal{AttemptOutcome::kRejected, message};
+}
+
+bool NightlyCycle::IsValidated(const Attempt& attempt) {
+  // A store that cannot answer validates nothing: the plan is checked.
+  const Result<std::optional<store::RunPlan>> validated =
+      store_.LastValidatedPlan(attempt.config_hash, hardware_);
+  return IsValidatedPlan(attempt, validated.ok() ? *validated : std::nullopt);
+}
+
+asio::awaitable<std::optional<NightlyCycle::Refusal>> NightlyCycle::CheckParity(
+    const ActiveConfig& active, const Attempt& attempt, const std::string& plan_path,
+    store::RunRecord& run) {
+  if (IsValidated(attempt)) co_return std::nullopt;  // it passed when it first trained
+  const std::string plan =
+      std::string(ToString(attempt.source)) + " plan " + DescribePlan(attempt.plan);
+  if (config_.parity_updates == 0) {
+    Record(run.id, "parity_disabled", store::Severity::kInfo,
+           "the parity check is disabled (parity.updates: 0): " + plan + " trains unchecked",
+           nlohmann::json{{"plan", PlanJson(attempt.plan)}}.dump());
+    co_return std::nullopt;
+  }
+  Progress("checking parity", run.id);
+  const std::vector<std::string> args = {"--plan", plan_path, "--parity", "--parity-updates",
+                                         std::to_string(config_.parity_updates)};
+  const std::string log_path = StateLayout(config_.state_dir).RunLog(run.id);
+  const std::optional<std::int64_t> ooms_before = CgroupOomKillCount();
+  const double started = clock_.Now();
+  const WorkerReportOutput out = co_await RunReportMode(active, args, log_path);
+  if (!out.exit.ok()) {
+    const std::string message = "parity check: " + out.exit.status().message();
+    Record(run.id, "parity", store::Severity::kError, message);
+    co_return Refusal{AttemptOutcome::kCrashed, message};
+  }
+  run.parity_seconds = std::max(0.0, clock_.Now() - started);
+  const std::optional<std::int64_t> ooms_after = CgroupOomKillCount();
+  WorkerExit exit;
+  exit.exited = out.exit->exited;
+  exit.code = out.exit->code;
+  exit.signal = out.exit->signal;
+  if (out.error.is_object()) exit.error_kind = out.error.value("kind", "");
+  exit.oom_kill_rose = ooms_before && ooms_after && *ooms_after > *ooms_before;
+  exit.stopped_by = supervisor_.stopped_by();
+  const AttemptOutcome outcome = ClassifyParityCheck(exit, ReportPassed(out.report));
+  const std::string message = DescribeParity(outcome, plan, config_.parity_updates,
+                                             *run.parity_seconds, *out.exit, out.report, out.error);
+  nlohmann::json details = out.report.is_object() ? out.report : nlohmann::json::object();
+  details["wall_seconds"] = *run.parity_seconds;
+  if (out.error.is_object()) details["error"] = out.error;
+  Record(run.id, "parity",
+         outcome == AttemptOutcome::kSucceeded ? store::Severity::kInfo
+         : CallsForFallback(outcome)           ? store::Severity::kError
+                                               : store::Severity::kWarning,
+         message, details.dump());
+  if (outcome == AttemptOutcome::kSucceeded) co_return std::nullopt;
+  co_return Refusal{outcome, message};
 }
 
 struct NightlyCycle::Training {
@@ -406,7 +534,14 @@ asio::awaitable<NightlyCycle::AttemptResult> NightlyCycle::RunAttempt(
     FinishAttempt(run, result, AttemptOutcome::kCrashed, s.message(), {}, {});
     co_return result;
   }
-  run.peak_memory = co_await MeasureLedger(active, plan_path, run.id);
+  const Ledger ledger = co_await MeasureLedger(active, plan_path, run.id);
+  run.peak_memory = ledger.memory;
+  const std::optional<Refusal> refusal =
+      co_await CheckPlanBeforeTraining(active, attempt, plan_path, ledger, run);
+  if (refusal) {
+    FinishAttempt(run, result, refusal->outcome, refusal->message, {}, {});
+    co_return result;
+  }
 
   Training training = co_await Train(active, plan_path, run.id);
   if (!training.process.ok()) {

@@ -22,6 +22,8 @@ std::string_view ToString(AttemptOutcome outcome) {
       return "interrupted";
     case AttemptOutcome::kCancelled:
       return "cancelled";
+    case AttemptOutcome::kRejected:
+      return "rejected";
   }
   return "crash";
 }
@@ -42,8 +44,26 @@ store::RunStatus RunStatusFor(AttemptOutcome outcome) {
       return store::RunStatus::kInterrupted;
     case AttemptOutcome::kCancelled:
       return store::RunStatus::kCancelled;
+    case AttemptOutcome::kRejected:
+      return store::RunStatus::kRejected;
   }
   return store::RunStatus::kCrashed;
+}
+
+bool CallsForFallback(AttemptOutcome outcome) {
+  switch (outcome) {
+    case AttemptOutcome::kOom:
+    case AttemptOutcome::kCrashed:
+    case AttemptOutcome::kLeak:
+    case AttemptOutcome::kRejected:
+      return true;
+    case AttemptOutcome::kSucceeded:
+    case AttemptOutcome::kDeadline:
+    case AttemptOutcome::kInterrupted:
+    case AttemptOutcome::kCancelled:
+      return false;
+  }
+  return false;
 }
 
 AttemptOutcome ClassifyExit(const WorkerExit& exit) {
@@ -63,6 +83,18 @@ AttemptOutcome ClassifyExit(const WorkerExit& exit) {
   if (!exit.exited && exit.signal == 9 && exit.oom_kill_rose) return AttemptOutcome::kOom;
   if (exit.error_kind == "leak" || (exit.exited && exit.code == 8)) return AttemptOutcome::kLeak;
   return AttemptOutcome::kCrashed;
+}
+
+AttemptOutcome ClassifyParityCheck(const WorkerExit& exit, bool report_passed) {
+  if (exit.stopped_by != WorkerExit::StoppedBy::kNobody) return ClassifyExit(exit);
+  if (exit.exited && exit.code == 0) {
+    return report_passed ? AttemptOutcome::kSucceeded : AttemptOutcome::kCrashed;
+  }
+  if (exit.exited && exit.code == kParityFailedExitCode) return AttemptOutcome::kRejected;
+  WorkerExit without_finish = exit;
+  without_finish.saw_finish = false;
+  return ClassifyExit(without_finish) == AttemptOutcome::kOom ? AttemptOutcome::kOom
+                                                              : AttemptOutcome::kCrashed;
 }
 
 std::string_view ToString(PlanSource source) {
@@ -93,6 +125,10 @@ store::RunPlan NamedBaselinePlan(int effective_batch, int blocks) {
 PlanSource FirstPlanSource(bool has_validated_plan, bool job_has_plan) {
   if (has_validated_plan) return PlanSource::kValidated;
   return job_has_plan ? PlanSource::kConfig : PlanSource::kPlanner;
+}
+
+bool IsValidatedPlan(const Attempt& attempt, const std::optional<store::RunPlan>& validated_plan) {
+  return attempt.source == PlanSource::kValidated || attempt.plan == validated_plan;
 }
 
 bool MarkBadAfterRegression(store::ConfigState state) {
@@ -138,6 +174,7 @@ FallbackDecision DecideFallback(const FallbackInput& input) {
     d.reason = "after " + what + ": no retry, " + why;
     return d;
   };
+  if (!CallsForFallback(input.outcome)) return give_up("the attempt did not fail");
 
   if (candidate && input.known_good_hash && *input.known_good_hash != failed.config_hash) {
     d.mark_config_bad = true;

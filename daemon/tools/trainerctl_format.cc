@@ -156,6 +156,10 @@ std::string FormatShow(const Json& result) {
       {"MFU", Number(run["mfu"], "%.3f")},
       {"cost per sample", Number(run["cost_per_sample"], "%.3g")},
       {"final loss", Number(run["final_loss"], "%.4f")},
+      // value(): a daemon older than the parity check sends no such key.
+      {"parity check", run.value("parity_seconds", Json()).is_number()
+                           ? FormatDuration(run["parity_seconds"].get<double>())
+                           : "not run"},
       {"updates recorded", std::to_string(result.value("updates_recorded", 0))},
   };
   std::string out = Table(rows);

@@ -21,11 +21,12 @@ constexpr const char* kUsage = R"(usage: trainerd --config FILE [--state-dir DIR
 
 Runs the team's nightly training job: at each scheduled start (schedule.start in
 schedule.timezone) it resolves the job spec's config version, plans (the last validated
-plan, the job's own plan, or the planner), measures the memory ledger, trains in a
-trainer-run child under the completion window, records everything in SQLite, and releases
-the model only through the release gate. After an OOM, a crash or a leak it falls back
-(last validated plan, re-plan at 75% of the budget, the named baseline; a failed candidate
-config rolls back to the last known-good one). At start-up it catches up on an open window
+plan, the job's own plan, or the planner), measures the memory ledger, refuses a plan
+whose ledger exceeds the budget, checks a plan not yet validated for parity (parity.updates),
+trains in a trainer-run child under the completion window, records everything in SQLite, and
+releases the model only through the release gate. After an OOM, a crash, a leak or a refused
+plan it falls back (last validated plan, re-plan at 75% of the budget, the named baseline; a
+failed candidate config rolls back to the last known-good one). At start-up it catches up on an open window
 whose cycle has not run, and resumes a run a previous daemon left unfinished.
 
 options:

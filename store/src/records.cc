@@ -16,7 +16,7 @@ constexpr Names<ConfigState, 3> kConfigStateNames = {{
     {ConfigState::kBad, "bad"},
 }};
 
-constexpr Names<RunStatus, 10> kRunStatusNames = {{
+constexpr Names<RunStatus, 11> kRunStatusNames = {{
     {RunStatus::kScheduled, "scheduled"},
     {RunStatus::kRunning, "running"},
     {RunStatus::kSucceeded, "succeeded"},
@@ -27,6 +27,7 @@ constexpr Names<RunStatus, 10> kRunStatusNames = {{
     {RunStatus::kRegressed, "regressed"},
     {RunStatus::kCancelled, "cancelled"},
     {RunStatus::kInterrupted, "interrupted"},
+    {RunStatus::kRejected, "rejected"},
 }};
 
 constexpr Names<Severity, 3> kSeverityNames = {{

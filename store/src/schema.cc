@@ -17,7 +17,7 @@ struct Migration {
 
 // The schema's history. A released step never changes: databases in the field already ran
 // it. A change is a new step at the end, and kSchemaVersion follows it.
-constexpr std::array<Migration, 3> kMigrations = {{
+constexpr std::array<Migration, 4> kMigrations = {{
     {1, R"sql(
 CREATE TABLE config_versions (
   hash       TEXT PRIMARY KEY,
@@ -200,6 +200,75 @@ UPDATE runs
 DELETE FROM sqlite_sequence WHERE name = 'runs';
 UPDATE sqlite_sequence SET name = 'runs' WHERE name = 'runs_v2';
 DROP TABLE runs_v2;
+PRAGMA legacy_alter_table = OFF;
+CREATE INDEX runs_by_status ON runs (status, id);
+CREATE INDEX runs_by_hardware ON runs (hardware_id, status, config_hash, id);
+)sql"},
+    // A run can be `rejected` (its plan refused before training: a ledger over the usable
+    // budget, or a failed parity check), which always happens after its plan was chosen;
+    // `parity_seconds` is the wall time of the plan's parity check, NULL when none ran.
+    // A new status needs the CHECK constraint rebuilt, so `runs` is rebuilt as in step 3:
+    // renamed in legacy mode with foreign keys off, copied into the new table (every old
+    // row keeps every value; parity_seconds NULL), its AUTOINCREMENT counter carried over.
+    {4, R"sql(
+PRAGMA legacy_alter_table = ON;
+ALTER TABLE runs RENAME TO runs_v3;
+CREATE TABLE runs (
+  id                    INTEGER PRIMARY KEY AUTOINCREMENT,
+  config_hash           TEXT NOT NULL REFERENCES config_versions (hash),
+  fallback_of           INTEGER REFERENCES runs (id),
+  status                TEXT NOT NULL CHECK (status IN ('scheduled', 'running', 'succeeded',
+                          'oom', 'crashed', 'leak', 'deadline', 'regressed', 'cancelled',
+                          'interrupted', 'rejected')),
+  created_at            REAL NOT NULL,
+  started_at            REAL,
+  ended_at              REAL,
+  deadline_at           REAL NOT NULL,
+  microbatch            INTEGER CHECK (microbatch > 0),
+  accumulation_steps    INTEGER CHECK (accumulation_steps > 0),
+  checkpoint_blocks     TEXT CHECK (checkpoint_blocks IS NULL OR json_valid(checkpoint_blocks)),
+  precision             TEXT,
+  hardware_id           INTEGER NOT NULL REFERENCES hardware (id),
+  software_id           INTEGER NOT NULL REFERENCES software (id),
+  shapes                TEXT NOT NULL CHECK (json_valid(shapes)),
+  seeds                 TEXT NOT NULL CHECK (json_valid(seeds)),
+  data_fingerprint      TEXT NOT NULL,
+  throughput_method     TEXT NOT NULL,
+  parameters_bytes      INTEGER,
+  gradients_bytes       INTEGER,
+  optimizer_state_bytes INTEGER,
+  activations_bytes     INTEGER,
+  temporaries_bytes     INTEGER,
+  inputs_bytes          INTEGER,
+  peak_bytes            INTEGER,
+  samples_per_second    REAL,
+  tokens_per_second     REAL,
+  mfu                   REAL,
+  cost_per_sample       REAL,
+  final_loss            REAL,
+  parity_seconds        REAL,
+  -- The plan is all four columns or none.
+  CHECK ((microbatch IS NULL) = (accumulation_steps IS NULL) AND
+         (microbatch IS NULL) = (checkpoint_blocks IS NULL) AND
+         (microbatch IS NULL) = (precision IS NULL)),
+  -- A run that trained, or whose plan was refused, had a plan.
+  CHECK (microbatch IS NOT NULL OR status NOT IN ('succeeded', 'regressed', 'leak', 'rejected'))
+);
+INSERT INTO runs (id, config_hash, fallback_of, status, created_at, started_at, ended_at,
+                  deadline_at, microbatch, accumulation_steps, checkpoint_blocks, precision,
+                  hardware_id, software_id, shapes, seeds, data_fingerprint, throughput_method,
+                  parameters_bytes, gradients_bytes, optimizer_state_bytes, activations_bytes,
+                  temporaries_bytes, inputs_bytes, peak_bytes, samples_per_second,
+                  tokens_per_second, mfu, cost_per_sample, final_loss)
+SELECT id, config_hash, fallback_of, status, created_at, started_at, ended_at, deadline_at,
+       microbatch, accumulation_steps, checkpoint_blocks, precision, hardware_id, software_id,
+       shapes, seeds, data_fingerprint, throughput_method, parameters_bytes, gradients_bytes,
+       optimizer_state_bytes, activations_bytes, temporaries_bytes, inputs_bytes, peak_bytes,
+       samples_per_second, tokens_per_second, mfu, cost_per_sample, final_loss
+  FROM runs_v3;
+DELETE FROM sqlite_sequence WHERE name = 'runs';
+UPDATE sqlite_sequence SET name = 'runs' WHERE name = 'runs_v3';
+DROP TABLE runs_v3;
 PRAGMA legacy_alter_table = OFF;
 CREATE INDEX runs_by_status ON runs (status, id);
 CREATE INDEX runs_by_hardware ON runs (hardware_id, status, config_hash, id);

@@ -327,13 +327,14 @@ Status Store::FinishRun(const RunRecord& run, const std::vector<UpdateMetric>& m
   });
 }
 
-Result<std::vector<std::int64_t>> Store::MarkRunningAsInterrupted(double at) {
+Result<std::vector<std::int64_t>> Store::MarkUnfinishedAsInterrupted(double at) {
   std::vector<std::int64_t> ids;
   Status status = InTransaction(*db_, [&]() -> Status {
     Result<std::vector<std::int64_t>> updated = QueryAll<std::int64_t>(
-        *db_, "UPDATE runs SET status = ?, ended_at = ? WHERE status = ? RETURNING id",
+        *db_, "UPDATE runs SET status = ?, ended_at = ? WHERE status IN (?, ?) RETURNING id",
         [&](Statement& stmt) {
-          stmt.Bind(ToString(RunStatus::kInterrupted), at, ToString(RunStatus::kRunning));
+          stmt.Bind(ToString(RunStatus::kInterrupted), at, ToString(RunStatus::kRunning),
+                    ToString(RunStatus::kScheduled));
         },
         [](Statement& stmt) { return stmt.ReadInt64(); });
     if (!updated.ok()) return updated.status();

@@ -133,6 +133,8 @@ TEST_F(ControlTest, EveryCommandAgainstALiveDaemon) {
   EXPECT_EQ(s["current_release"]["run_id"], 1);
   EXPECT_EQ(s["active_config"]["state"], "known-good");
   EXPECT_EQ(s["last_known_good"]["hash"], s["active_config"]["hash"]);
+  // The job's own plan was new: it passed the parity check before it trained.
+  EXPECT_TRUE(s["last_run"]["parity_seconds"].is_number()) << s["last_run"].dump();
   const Ctl human = Run({"status"});
   EXPECT_NE(human.out.find("current release  1: run 1"), std::string::npos) << human.out;
 
@@ -148,12 +150,19 @@ TEST_F(ControlTest, EveryCommandAgainstALiveDaemon) {
   EXPECT_GT(run["peak_memory_bytes"]["activations"].get<std::int64_t>(), 0);
   EXPECT_GT(run["samples_per_second"].get<double>(), 0);
   EXPECT_FALSE(run["throughput_method"].get<std::string>().empty());
+  ASSERT_TRUE(run["parity_seconds"].is_number()) << run.dump();
+  EXPECT_GT(run["parity_seconds"].get<double>(), 0);
   EXPECT_EQ(show.json()["updates_recorded"], 30);
   EXPECT_FALSE(show.json()["events"].empty());
   EXPECT_FALSE(show.json()["slice_evals"].empty());
   const Ctl show_human = Run({"show", "1"});
   EXPECT_NE(show_human.out.find("memory at the peak"), std::string::npos) << show_human.out;
   EXPECT_NE(show_human.out.find("MiB"), std::string::npos) << show_human.out;
+  const std::size_t parity = show_human.out.find("parity check");
+  ASSERT_NE(parity, std::string::npos) << show_human.out;
+  const std::string parity_row =
+      show_human.out.substr(parity, show_human.out.find('\n', parity) - parity);
+  EXPECT_EQ(parity_row.find("not run"), std::string::npos) << parity_row;
   EXPECT_EQ(Run({"show", "42"}).code, 4);
 
   const Ctl configs = Run({"configs", "--json"});

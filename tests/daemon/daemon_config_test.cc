@@ -51,6 +51,7 @@ TEST(DaemonConfigTest, DefaultsFillOmittedKeys) {
   EXPECT_DOUBLE_EQ(config->regression.eval_loss_tolerance, 0.02);
   EXPECT_TRUE(config->regression.slice_tolerances.empty());
   EXPECT_EQ(config->max_attempts, 4);
+  EXPECT_EQ(config->parity_updates, 3);
   EXPECT_EQ(config->worker_path, "");
 }
 
@@ -77,6 +78,8 @@ regression:
     MIT: 0.5
 retries:
   max_attempts: 16
+parity:
+  updates: 10
 worker:
   path: bin/trainer-run
 )";
@@ -100,7 +103,15 @@ worker:
   EXPECT_DOUBLE_EQ(config->regression.ToleranceFor("MIT"), 0.5);
   EXPECT_DOUBLE_EQ(config->regression.ToleranceFor("Apache-2.0"), 0.05);
   EXPECT_EQ(config->max_attempts, 16);
+  EXPECT_EQ(config->parity_updates, 10);
   EXPECT_EQ(config->worker_path, "/srv/conf/bin/trainer-run");
+}
+
+TEST(DaemonConfigTest, ParityUpdatesZeroTurnsTheParityCheckOff) {
+  Result<DaemonConfig> config =
+      ParseDaemonConfigText("job: j.yaml\nparity: {updates: 0}\n", "/etc/trainerd/trainerd.yaml");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->parity_updates, 0);
 }
 
 TEST(DaemonConfigTest, AbsolutePathsAreKeptButNormalised) {
@@ -247,6 +258,16 @@ TEST(DaemonConfigTest, ErrorsNameFileLineKeyAndValue) {
        "trainerd.yaml:3: retries.max_attempts: expected an integer in [1, 16], got '0'"},
       {"job: j.yaml\nretries:\n  max_attempts: 17\n",
        "trainerd.yaml:3: retries.max_attempts: expected an integer in [1, 16], got '17'"},
+      {"job: j.yaml\nparity:\n  updates: -1\n",
+       "trainerd.yaml:3: parity.updates: expected an integer in [0, 1000], got '-1'"},
+      {"job: j.yaml\nparity:\n  updates: 1001\n",
+       "trainerd.yaml:3: parity.updates: expected an integer in [0, 1000], got '1001'"},
+      {"job: j.yaml\nparity:\n  updates: three\n",
+       "trainerd.yaml:3: parity.updates: expected an integer in [0, 1000], got 'three'"},
+      {"job: j.yaml\nparity:\n  updates: 2.5\n",
+       "trainerd.yaml:3: parity.updates: expected an integer in [0, 1000], got '2.5'"},
+      {"job: j.yaml\nparity:\n  steps: 3\n", "trainerd.yaml:3: parity.steps: unknown key"},
+      {"job: j.yaml\nparity: 3\n", "trainerd.yaml:2: parity: expected a mapping"},
       {"job: j.yaml\nregression:\n  eval_loss_tolerance: lots\n",
        "trainerd.yaml:3: regression.eval_loss_tolerance: expected a fraction in [0, 1] such as "
        "0.1 or 10%, got 'lots'"},
@@ -349,6 +370,7 @@ TEST(DaemonConfigTest, BundledConfigParsesAndItsJobExists) {
   EXPECT_DOUBLE_EQ(config->regression.eval_loss_tolerance, 0.02);
   EXPECT_TRUE(config->regression.slice_tolerances.empty());
   EXPECT_EQ(config->max_attempts, 4);
+  EXPECT_EQ(config->parity_updates, 3);
   EXPECT_EQ(config->worker_path, "");
 }
 

@@ -252,11 +252,12 @@ TEST_F(DaemonTest, OnceRecordsAFullRunReleasesTheModelAndMarksTheConfigKnownGood
   EXPECT_FALSE(std::ifstream(dir_.File("state/work/checkpoint.pt")).good());
 }
 
-TEST_F(DaemonTest, OomOfACandidateFallsBackToTheKnownGoodConfigInTheSameCycle) {
+TEST_F(DaemonTest, ACandidatePlanOverItsBudgetIsRejectedAndTheKnownGoodConfigRunsInstead) {
   WriteJob({});
   WriteDaemonConfig();
   ASSERT_EQ(RunOnce(), 0) << Diagnostics();
-  // The candidate forces a plan that cannot fit its 1 MiB budget.
+  // The candidate forces a plan that cannot fit its 1 MiB budget: its ledger shows it, so it
+  // is refused before it trains (and would run out of memory).
   JobOptions forced;
   forced.extra = "plan: {microbatch: 8}\nmemory: {budget: 1MiB, reserve: 0}\n";
   WriteJob(forced);
@@ -267,26 +268,28 @@ TEST_F(DaemonTest, OomOfACandidateFallsBackToTheKnownGoodConfigInTheSameCycle) {
   const std::vector<store::RunRecord> runs = *s->ListRecentRuns(10);  // newest first
   ASSERT_EQ(runs.size(), 3u) << Diagnostics();
   const store::RunRecord& known_good = runs[2];
-  const store::RunRecord& oom = runs[1];
+  const store::RunRecord& rejected = runs[1];
   const store::RunRecord& fallback = runs[0];
-  EXPECT_EQ(oom.status, RunStatus::kOom);
-  EXPECT_NE(oom.config_hash, known_good.config_hash);
+  EXPECT_EQ(rejected.status, RunStatus::kRejected);
+  EXPECT_NE(rejected.config_hash, known_good.config_hash);
   EXPECT_EQ(fallback.status, RunStatus::kSucceeded);
-  EXPECT_EQ(fallback.fallback_of, oom.id);
+  EXPECT_EQ(fallback.fallback_of, rejected.id);
   EXPECT_EQ(fallback.config_hash, known_good.config_hash);
   EXPECT_EQ(fallback.plan, known_good.plan);  // the last validated plan
-  // The effective batch never changes.
-  EXPECT_EQ(nlohmann::json::parse(oom.shapes_json)["effective_batch"],
-            nlohmann::json::parse(fallback.shapes_json)["effective_batch"]);
+  // The effective batch never changes (the rejected run never started training: no shapes).
+  EXPECT_EQ(nlohmann::json::parse(fallback.shapes_json)["effective_batch"], 8);
   ASSERT_TRUE(fallback.plan.has_value());
   EXPECT_EQ(fallback.plan->microbatch * fallback.plan->accumulation_steps, 8);
 
-  ASSERT_EQ(EventsOfKind(*s, oom.id, "worker_error").size(), 1u);
-  EXPECT_NE(EventsOfKind(*s, oom.id, "worker_error")[0].details_json.find("\"oom\""),
-            std::string::npos);
-  ASSERT_EQ(EventsOfKind(*s, oom.id, "rollback").size(), 1u);
-  ASSERT_EQ(EventsOfKind(*s, oom.id, "fallback").size(), 1u);
-  EXPECT_EQ(s->GetConfigVersion(oom.config_hash)->state, store::ConfigState::kBad);
+  ASSERT_EQ(EventsOfKind(*s, rejected.id, "plan_over_budget").size(), 1u);
+  EXPECT_TRUE(EventsOfKind(*s, rejected.id, "worker_error").empty());  // it never trained
+  EXPECT_TRUE(s->GetMetrics(rejected.id)->empty());
+  ASSERT_EQ(EventsOfKind(*s, rejected.id, "rollback").size(), 1u);
+  EXPECT_EQ(
+      nlohmann::json::parse(EventsOfKind(*s, rejected.id, "rollback")[0].details_json)["reason"],
+      "rejected");
+  ASSERT_EQ(EventsOfKind(*s, rejected.id, "fallback").size(), 1u);
+  EXPECT_EQ(s->GetConfigVersion(rejected.config_hash)->state, store::ConfigState::kBad);
   EXPECT_EQ((*s->LastKnownGoodConfig())->hash, known_good.config_hash);
   EXPECT_EQ((*s->CurrentRelease())->run_id, fallback.id);
 
@@ -295,6 +298,18 @@ TEST_F(DaemonTest, OomOfACandidateFallsBackToTheKnownGoodConfigInTheSameCycle) {
   s = Store();
   EXPECT_EQ((*s->ListRecentRuns(1))[0].config_hash, known_good.config_hash);
   EXPECT_EQ(CycleEvents(*s, "config_bad_skipped").size(), 1u);
+}
+
+TEST_F(DaemonTest, AnInvalidParityUpdatesIsAConfigErrorNamingFileLineKeyAndValue) {
+  WriteJob({});
+  dir_.Write("trainerd.yaml",
+             "job: job.yaml\nstate_dir: state\nmetrics: {listen: \"\"}\nparity:\n  updates: -1\n");
+  EXPECT_EQ(RunOnce(), 2) << Diagnostics();
+  EXPECT_NE(last_stderr_.find(dir_.File("trainerd.yaml") +
+                              ":5: parity.updates: expected an integer in [0, 1000], got '-1'"),
+            std::string::npos)
+      << Diagnostics();
+  EXPECT_FALSE(std::filesystem::exists(dir_.File("state/trainerd.db")));  // nothing started
 }
 
 TEST_F(DaemonTest, AnInvalidJobSpecIsMarkedBadAndTheKnownGoodVersionRuns) {

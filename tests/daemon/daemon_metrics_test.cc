@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <string>
 
+#include "trainerd/daemon/policy.h"
+
 namespace trainerd::daemon {
 namespace {
 
@@ -42,6 +44,26 @@ TEST(DaemonMetricsTest, EveryCounterLabelStartsAtZero) {
   EXPECT_TRUE(Contains(text, "trainerd_ooms_total 0")) << text;
   // Nothing about a last run before there is one.
   EXPECT_EQ(text.find("trainerd_train_samples_per_second "), std::string::npos) << text;
+}
+
+TEST(DaemonMetricsTest, EveryFinalStatusAndFallbackCauseHasASeriesFromTheStart) {
+  const DaemonMetrics metrics("v");
+  const std::string text = metrics.Exposition();
+  for (const store::RunStatus status :
+       {store::RunStatus::kSucceeded, store::RunStatus::kOom, store::RunStatus::kCrashed,
+        store::RunStatus::kLeak, store::RunStatus::kDeadline, store::RunStatus::kRegressed,
+        store::RunStatus::kCancelled, store::RunStatus::kInterrupted,
+        store::RunStatus::kRejected}) {
+    const std::string name(store::ToString(status));
+    EXPECT_TRUE(Contains(text, "trainerd_runs_total{outcome=\"" + name + "\"} 0")) << name;
+  }
+  for (const AttemptOutcome outcome : {AttemptOutcome::kOom, AttemptOutcome::kCrashed,
+                                       AttemptOutcome::kLeak, AttemptOutcome::kRejected}) {
+    ASSERT_TRUE(CallsForFallback(outcome));
+    const std::string name(ToString(outcome));
+    EXPECT_TRUE(Contains(text, "trainerd_fallbacks_total{reason=\"" + name + "\"} 0")) << name;
+    EXPECT_TRUE(Contains(text, "trainerd_rollbacks_total{reason=\"" + name + "\"} 0")) << name;
+  }
 }
 
 TEST(DaemonMetricsTest, AFinishedRunSetsTheLastRunGaugesAndCountsItsOutcome) {

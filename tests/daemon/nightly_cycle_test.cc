@@ -1,11 +1,14 @@
 // The nightly cycle in-process with injected faults (daemon/process_launcher.h,
 // daemon/file_store.h): a training worker that dies of SIGSEGV, a disk that is full when the
-// model is published. Real trainer-run workers and a real SQLite store otherwise.
+// model is published, a parity check that fails, an operator's cancel during the check.
+// Real trainer-run workers and a real SQLite store otherwise.
 #include "trainerd/daemon/nightly_cycle.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "../support/temp_dir.h"
@@ -56,6 +59,26 @@ class FullReleaseDisk final : public FileStore {
   LocalFileStore real_;
 };
 
+bool IsParityLaunch(const LaunchSpec& spec) {
+  return std::find(spec.argv.begin(), spec.argv.end(), "--parity") != spec.argv.end();
+}
+
+// Real processes; `on_parity` runs on the event loop once a parity check has started.
+class ParityHook final : public ProcessLauncher {
+ public:
+  explicit ParityHook(std::function<void()> on_parity) : on_parity_(std::move(on_parity)) {}
+  Result<std::unique_ptr<ChildProcess>> Launch(asio::io_context& io,
+                                               const LaunchSpec& spec) override {
+    Result<std::unique_ptr<ChildProcess>> child = real_.Launch(io, spec);
+    if (IsParityLaunch(spec)) asio::post(io, on_parity_);
+    return child;
+  }
+
+ private:
+  PosixProcessLauncher real_;
+  std::function<void()> on_parity_;
+};
+
 class NightlyCycleTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -71,9 +94,42 @@ class NightlyCycleTest : public ::testing::Test {
     store_ = std::move(*store);
   }
 
+  // A job `extra` (plan:, memory:) replacing the fixture's.
+  void WriteJob(const std::string& extra) {
+    testing::TinyGptYamlOptions job;
+    job.extra = extra;
+    dir_.Write("job.yaml", testing::TinyGptYaml(job));
+  }
+
+  // A worker that runs the real trainer-run, except that its first invocation with `mode`
+  // (a flag such as --parity) in this test runs the shell command `instead`, where "$real"
+  // is trainer-run and "$@" the arguments.
+  void WrapTheFirst(const std::string& mode, const std::string& instead) {
+    const std::string marker = dir_.File("wrapped-once");
+    std::string script = "#!/bin/sh\nreal='" TRAINER_RUN_PATH "'\n";
+    script += "for arg in \"$@\"; do\n";
+    script += "  if [ \"$arg\" = " + mode + " ] && [ ! -e '" + marker + "' ]; then\n";
+    script += "    touch '" + marker + "'\n";
+    script += "    " + instead + "\n";
+    script += "  fi\n";
+    script += "done\n";
+    script += "exec \"$real\" \"$@\"\n";
+    const std::string path = dir_.Write("trainer-run-wrapper", script);
+    std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+    config_.worker_path = path;
+  }
+
+  // The first parity check prints the real check's report with its verdict turned to a
+  // failure, then exits `exit_code`.
+  void FailTheFirstParityCheckWith(int exit_code) {
+    WrapTheFirst("--parity", "\"$real\" \"$@\" | sed 's/\"pass\":true/\"pass\":false/'; exit " +
+                                 std::to_string(exit_code));
+  }
+
   CycleOutcome RunCycle(ProcessLauncher& launcher, FileStore& files) {
     asio::io_context io;
     WorkerSupervisor supervisor(io, clock_, launcher, "");
+    supervisor_ = &supervisor;
     NightlyCycle cycle(config_, *store_, clock_, supervisor, files, nullptr, nullptr);
     CycleOutcome outcome;
     const Window window = WindowStartingAt(clock_.Now(), config_.schedule);
@@ -84,7 +140,14 @@ class NightlyCycleTest : public ::testing::Test {
         },
         asio::detached);
     io.run();
+    supervisor_ = nullptr;
     return outcome;
+  }
+
+  CycleOutcome RunCycle() {
+    PosixProcessLauncher launcher;
+    LocalFileStore files;
+    return RunCycle(launcher, files);
   }
 
   std::vector<std::string> EventKinds(std::int64_t run) {
@@ -96,10 +159,37 @@ class NightlyCycleTest : public ::testing::Test {
     return kinds;
   }
 
+  std::vector<store::Event> Events(std::int64_t run, const std::string& kind) {
+    std::vector<store::Event> out;
+    const Result<std::vector<store::Event>> events = store_->GetRunEvents(run);
+    for (const store::Event& e : events.ok() ? *events : std::vector<store::Event>{}) {
+      if (e.kind == kind) out.push_back(e);
+    }
+    return out;
+  }
+
+  // The run_started event's plan source.
+  std::string PlanSource(std::int64_t run) {
+    const std::vector<store::Event> started = Events(run, "run_started");
+    if (started.size() != 1) return "";
+    return nlohmann::json::parse(started[0].details_json).value("plan_source", "");
+  }
+
+  // Nothing of the run trained: no checkpoint event, metric, eval or throughput.
+  void ExpectNotTrained(std::int64_t run) {
+    EXPECT_TRUE(Events(run, "worker_checkpoint").empty());
+    EXPECT_TRUE(store_->GetMetrics(run)->empty());
+    EXPECT_TRUE(store_->GetSliceEvals(run)->empty());
+    const store::RunRecord record = *store_->GetRun(run);
+    EXPECT_FALSE(record.samples_per_second.has_value());
+    EXPECT_EQ(record.throughput_method, "");
+  }
+
   testing::TempDir dir_;
   DaemonConfig config_;
   SystemClock clock_;
   std::unique_ptr<store::Store> store_;
+  WorkerSupervisor* supervisor_ = nullptr;  // the running cycle's
 };
 
 TEST_F(NightlyCycleTest, AWorkerThatSegfaultsIsACrashAndTheRetrySucceeds) {
@@ -138,6 +228,171 @@ TEST_F(NightlyCycleTest, AFullDiskAtPublishingReleasesNothingAndSaysSo) {
   // The run itself is recorded whole: its metrics and evals are there.
   EXPECT_EQ(store_->GetMetrics(outcome.run_ids[0])->size(), 30u);
   EXPECT_FALSE(store_->GetSliceEvals(outcome.run_ids[0])->empty());
+}
+
+TEST_F(NightlyCycleTest, ANewPlanPassesTheParityCheckBeforeTrainingAndItsValidatedPlanIsTrusted) {
+  config_.regression.throughput_tolerance = 0.95;  // a busy machine is no regression here
+  config_.parity_updates = 2;                      // neither the default nor trainer-run's
+  // Night 1: the job's own plan has never succeeded here, so it is checked first.
+  const CycleOutcome first = RunCycle();
+  ASSERT_EQ(first.run_ids.size(), 1u) << first.summary;
+  ASSERT_TRUE(first.succeeded) << first.summary;
+  const std::int64_t checked = first.run_ids[0];
+  EXPECT_EQ(PlanSource(checked), "config");
+  const std::vector<store::Event> parity = Events(checked, "parity");
+  ASSERT_EQ(parity.size(), 1u);
+  EXPECT_EQ(parity[0].severity, store::Severity::kInfo);
+  const nlohmann::json report = nlohmann::json::parse(parity[0].details_json);
+  EXPECT_EQ(report["pass"], true) << report.dump();
+  ASSERT_TRUE(report["wall_seconds"].is_number()) << report.dump();
+  EXPECT_GT(report["wall_seconds"].get<double>(), 0);
+  // The check ran parity.updates updates (a count, or one entry per update).
+  const nlohmann::json& updates = report["updates"];
+  EXPECT_EQ(updates.is_array() ? updates.size() : updates.get<std::size_t>(), 2u) << report.dump();
+  // Checked after the ledger and before training's first event.
+  const std::vector<store::Event> ledger = Events(checked, "ledger");
+  const std::vector<store::Event> checkpoints = Events(checked, "worker_checkpoint");
+  ASSERT_EQ(ledger.size(), 1u);
+  ASSERT_FALSE(checkpoints.empty());
+  EXPECT_LT(ledger[0].id, parity[0].id);
+  EXPECT_LT(parity[0].id, checkpoints.front().id);
+  const store::RunRecord run = *store_->GetRun(checked);
+  ASSERT_TRUE(run.parity_seconds.has_value());
+  EXPECT_DOUBLE_EQ(*run.parity_seconds, report["wall_seconds"].get<double>());
+
+  // Night 2: the same config version on the same machine runs its validated plan unchecked.
+  const CycleOutcome second = RunCycle();
+  ASSERT_EQ(second.run_ids.size(), 1u) << second.summary;
+  EXPECT_TRUE(second.succeeded) << second.summary;
+  const std::int64_t trusted = second.run_ids[0];
+  EXPECT_EQ(PlanSource(trusted), "validated");
+  EXPECT_TRUE(Events(trusted, "parity").empty());
+  EXPECT_FALSE(store_->GetRun(trusted)->parity_seconds.has_value());
+  EXPECT_EQ(store_->GetRun(trusted)->plan, run.plan);
+}
+
+TEST_F(NightlyCycleTest, APlanThatFailsTheParityCheckIsRejectedUntrainedAndTheNextRungRuns) {
+  FailTheFirstParityCheckWith(7);
+  const CycleOutcome outcome = RunCycle();
+  ASSERT_EQ(outcome.run_ids.size(), 2u) << outcome.summary;
+  const store::RunRecord rejected = *store_->GetRun(outcome.run_ids[0]);
+  EXPECT_EQ(rejected.status, store::RunStatus::kRejected);
+  EXPECT_EQ(PlanSource(rejected.id), "config");
+  ASSERT_TRUE(rejected.plan.has_value());
+  EXPECT_EQ(rejected.plan->microbatch, 8);
+  EXPECT_TRUE(rejected.parity_seconds.has_value());
+  ExpectNotTrained(rejected.id);
+  const std::vector<store::Event> parity = Events(rejected.id, "parity");
+  ASSERT_EQ(parity.size(), 1u);
+  EXPECT_EQ(parity[0].severity, store::Severity::kError);
+  EXPECT_NE(parity[0].message.find("failed the parity check"), std::string::npos)
+      << parity[0].message;
+  const nlohmann::json report = nlohmann::json::parse(parity[0].details_json);
+  EXPECT_EQ(report["pass"], false) << report.dump();
+  EXPECT_TRUE(report["wall_seconds"].is_number()) << report.dump();
+  const std::vector<store::Event> fallback = Events(rejected.id, "fallback");
+  ASSERT_EQ(fallback.size(), 1u);
+  EXPECT_EQ(nlohmann::json::parse(fallback[0].details_json)["reason"], "rejected");
+
+  // The next rung of the ladder: a re-plan, checked in its turn, trains.
+  const store::RunRecord retry = *store_->GetRun(outcome.run_ids[1]);
+  EXPECT_EQ(retry.fallback_of, rejected.id);
+  EXPECT_EQ(PlanSource(retry.id), "replan-smaller-budget");
+  EXPECT_EQ(retry.status, store::RunStatus::kSucceeded) << outcome.summary;
+  ASSERT_EQ(Events(retry.id, "parity").size(), 1u);
+  EXPECT_EQ(Events(retry.id, "parity")[0].severity, store::Severity::kInfo);
+  EXPECT_FALSE(store_->GetMetrics(retry.id)->empty());
+}
+
+TEST_F(NightlyCycleTest, AnOomDuringTheParityCheckIsAnOomAndFallsBack) {
+  FailTheFirstParityCheckWith(4);
+  const CycleOutcome outcome = RunCycle();
+  ASSERT_EQ(outcome.run_ids.size(), 2u) << outcome.summary;
+  const store::RunRecord oom = *store_->GetRun(outcome.run_ids[0]);
+  EXPECT_EQ(oom.status, store::RunStatus::kOom);
+  ExpectNotTrained(oom.id);
+  ASSERT_EQ(Events(oom.id, "parity").size(), 1u);
+  EXPECT_NE(Events(oom.id, "parity")[0].message.find("ran out of memory"), std::string::npos);
+  ASSERT_EQ(Events(oom.id, "fallback").size(), 1u);
+  EXPECT_EQ(nlohmann::json::parse(Events(oom.id, "fallback")[0].details_json)["reason"], "oom");
+  EXPECT_EQ(store_->GetRun(outcome.run_ids[1])->status, store::RunStatus::kSucceeded);
+}
+
+TEST_F(NightlyCycleTest, APlanWhoseLedgerExceedsTheUsableBudgetIsRejectedBeforeTraining) {
+  // The ledger of microbatch 8 peaks near 2.5 MiB; a re-plan at 75% of the budget fits.
+  WriteJob("plan: {microbatch: 8}\nmemory: {budget: 1.5MiB, reserve: 0}\n");
+  const CycleOutcome outcome = RunCycle();
+  ASSERT_GE(outcome.run_ids.size(), 2u) << outcome.summary;
+  const store::RunRecord rejected = *store_->GetRun(outcome.run_ids[0]);
+  EXPECT_EQ(rejected.status, store::RunStatus::kRejected);
+  ASSERT_TRUE(rejected.plan.has_value());
+  EXPECT_EQ(rejected.plan->microbatch, 8);
+  ExpectNotTrained(rejected.id);
+  const std::vector<store::Event> over = Events(rejected.id, "plan_over_budget");
+  ASSERT_EQ(over.size(), 1u);
+  EXPECT_EQ(over[0].severity, store::Severity::kWarning);
+  const nlohmann::json details = nlohmann::json::parse(over[0].details_json);
+  EXPECT_EQ(details["usable_bytes"], 1572864);
+  EXPECT_GT(details["peak_bytes"].get<std::int64_t>(), 1572864);
+  EXPECT_EQ(details["plan"]["microbatch"], 8);
+  // Refused before the parity check too: nothing more was run for it.
+  EXPECT_TRUE(Events(rejected.id, "parity").empty());
+  EXPECT_FALSE(rejected.parity_seconds.has_value());
+  ASSERT_EQ(Events(rejected.id, "fallback").size(), 1u);
+  EXPECT_EQ(nlohmann::json::parse(Events(rejected.id, "fallback")[0].details_json)["reason"],
+            "rejected");
+
+  const store::RunRecord retry = *store_->GetRun(outcome.run_ids[1]);
+  EXPECT_EQ(retry.fallback_of, rejected.id);
+  EXPECT_EQ(PlanSource(retry.id), "replan-smaller-budget");
+  EXPECT_NE(retry.plan, rejected.plan);
+  EXPECT_TRUE(Events(retry.id, "plan_over_budget").empty());
+  EXPECT_EQ(retry.status, store::RunStatus::kSucceeded) << outcome.summary;
+}
+
+TEST_F(NightlyCycleTest, ALedgerThatCannotBeMeasuredRefusesNothingAndThePlanIsCheckedAndTrains) {
+  // The plan is over its budget, but no ledger says so: it trains under the budget (and
+  // the budget stops it), as before the check existed.
+  WriteJob("plan: {microbatch: 8}\nmemory: {budget: 1.5MiB, reserve: 0}\n");
+  WrapTheFirst("--ledger", "echo 'trainer-run: cannot measure' >&2; exit 1");
+  const CycleOutcome outcome = RunCycle();
+  ASSERT_FALSE(outcome.run_ids.empty()) << outcome.summary;
+  const std::int64_t run = outcome.run_ids[0];
+  EXPECT_EQ(Events(run, "ledger_failed").size(), 1u);
+  EXPECT_TRUE(Events(run, "plan_over_budget").empty());
+  ASSERT_EQ(Events(run, "parity").size(), 1u);  // the parity check still runs
+  // It trained, and the budget stopped it there: a training OOM.
+  EXPECT_EQ(store_->GetRun(run)->status, store::RunStatus::kOom);
+  EXPECT_EQ(Events(run, "run_oom").size(), 1u);
+}
+
+TEST_F(NightlyCycleTest, WithTheParityCheckDisabledANewPlanTrainsUncheckedAndSaysSo) {
+  config_.parity_updates = 0;
+  const CycleOutcome outcome = RunCycle();
+  ASSERT_EQ(outcome.run_ids.size(), 1u) << outcome.summary;
+  EXPECT_TRUE(outcome.succeeded) << outcome.summary;
+  const std::int64_t run = outcome.run_ids[0];
+  EXPECT_TRUE(Events(run, "parity").empty());
+  const std::vector<store::Event> disabled = Events(run, "parity_disabled");
+  ASSERT_EQ(disabled.size(), 1u);
+  EXPECT_EQ(disabled[0].severity, store::Severity::kInfo);
+  EXPECT_FALSE(store_->GetRun(run)->parity_seconds.has_value());
+}
+
+TEST_F(NightlyCycleTest, ACancelDuringTheParityCheckCancelsTheRunAsDuringPlanning) {
+  ParityHook launcher([this] { supervisor_->Stop(WorkerExit::StoppedBy::kOperator, 5); });
+  LocalFileStore files;
+  const CycleOutcome outcome = RunCycle(launcher, files);
+  ASSERT_EQ(outcome.run_ids.size(), 1u) << outcome.summary;  // no retry after a cancel
+  EXPECT_FALSE(outcome.succeeded);
+  const store::RunRecord run = *store_->GetRun(outcome.run_ids[0]);
+  EXPECT_EQ(run.status, store::RunStatus::kCancelled);
+  ExpectNotTrained(run.id);
+  const std::vector<store::Event> parity = Events(run.id, "parity");
+  ASSERT_EQ(parity.size(), 1u);
+  EXPECT_EQ(parity[0].severity, store::Severity::kWarning);
+  EXPECT_NE(parity[0].message.find("stopped (cancelled)"), std::string::npos) << parity[0].message;
+  EXPECT_TRUE(Events(run.id, "fallback").empty());
 }
 
 }  // namespace

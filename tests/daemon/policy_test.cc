@@ -59,6 +59,56 @@ TEST(ClassifyExitTest, AWorkerTheDaemonStoppedIsNotAFailure) {
   EXPECT_EQ(RunStatusFor(AttemptOutcome::kOom), store::RunStatus::kOom);
 }
 
+TEST(ClassifyParityCheckTest, PassTrainsExitSevenRejectsOomIsOomAnythingElseIsACrash) {
+  EXPECT_EQ(ClassifyParityCheck(Exited(0), true), AttemptOutcome::kSucceeded);
+  // Exit 0 without a passing report is a broken worker, not a pass.
+  EXPECT_EQ(ClassifyParityCheck(Exited(0), false), AttemptOutcome::kCrashed);
+  EXPECT_EQ(ClassifyParityCheck(Exited(7), false), AttemptOutcome::kRejected);
+  EXPECT_EQ(ClassifyParityCheck(Exited(4), false), AttemptOutcome::kOom);
+  EXPECT_EQ(ClassifyParityCheck(Exited(1, false, "oom"), false), AttemptOutcome::kOom);
+  EXPECT_EQ(ClassifyParityCheck(Killed(9, true), false), AttemptOutcome::kOom);
+  EXPECT_EQ(ClassifyParityCheck(Killed(9), false), AttemptOutcome::kCrashed);
+  EXPECT_EQ(ClassifyParityCheck(Killed(11), false), AttemptOutcome::kCrashed);
+  EXPECT_EQ(ClassifyParityCheck(Exited(1), false), AttemptOutcome::kCrashed);
+  EXPECT_EQ(ClassifyParityCheck(Exited(8), false), AttemptOutcome::kCrashed);  // not a run
+  EXPECT_EQ(ClassifyParityCheck(Exited(0, true), false), AttemptOutcome::kCrashed);
+}
+
+TEST(ClassifyParityCheckTest, ACheckTheDaemonStoppedEndsAsTheStopSays) {
+  EXPECT_EQ(ClassifyParityCheck(Killed(15, false, By::kOperator), false),
+            AttemptOutcome::kCancelled);
+  EXPECT_EQ(ClassifyParityCheck(Exited(7, false, "", By::kOperator), false),
+            AttemptOutcome::kCancelled);
+  EXPECT_EQ(ClassifyParityCheck(Killed(15, false, By::kDeadline), false),
+            AttemptOutcome::kDeadline);
+  EXPECT_EQ(ClassifyParityCheck(Exited(0, false, "", By::kDaemonStop), true),
+            AttemptOutcome::kInterrupted);
+}
+
+TEST(AttemptOutcomeTest, ARejectedPlanIsARejectedRunAndCallsForAFallback) {
+  EXPECT_EQ(ToString(AttemptOutcome::kRejected), "rejected");
+  EXPECT_EQ(RunStatusFor(AttemptOutcome::kRejected), store::RunStatus::kRejected);
+  for (const AttemptOutcome o : {AttemptOutcome::kOom, AttemptOutcome::kCrashed,
+                                 AttemptOutcome::kLeak, AttemptOutcome::kRejected}) {
+    EXPECT_TRUE(CallsForFallback(o)) << ToString(o);
+  }
+  for (const AttemptOutcome o : {AttemptOutcome::kSucceeded, AttemptOutcome::kDeadline,
+                                 AttemptOutcome::kInterrupted, AttemptOutcome::kCancelled}) {
+    EXPECT_FALSE(CallsForFallback(o)) << ToString(o);
+  }
+}
+
+TEST(IsValidatedPlanTest, TheValidatedSourceOrThePlanOfTheLastSucceededRun) {
+  EXPECT_TRUE(IsValidatedPlan({"c", PlanSource::kValidated, Plan(4, 2)}, Plan(4, 2)));
+  EXPECT_TRUE(IsValidatedPlan({"c", PlanSource::kValidated, Plan(4, 2)}, std::nullopt));
+  // A re-plan or the job's own plan that came out as the validated plan is not checked again.
+  EXPECT_TRUE(IsValidatedPlan({"c", PlanSource::kReplanSmaller, Plan(4, 2)}, Plan(4, 2)));
+  EXPECT_TRUE(IsValidatedPlan({"c", PlanSource::kConfig, Plan(4, 2)}, Plan(4, 2)));
+  EXPECT_FALSE(IsValidatedPlan({"c", PlanSource::kConfig, Plan(4, 2)}, Plan(8, 1)));
+  EXPECT_FALSE(IsValidatedPlan({"c", PlanSource::kPlanner, Plan(4, 2)}, std::nullopt));
+  EXPECT_FALSE(IsValidatedPlan({"c", PlanSource::kBaseline, Plan(4, 2, "bf16")}, Plan(4, 2)));
+}
+
 TEST(NamedBaselinePlanTest, MicrobatchOneEveryBlockFp32SameEffectiveBatch) {
   const RunPlan plan = NamedBaselinePlan(32, 4);
   EXPECT_EQ(plan.microbatch, 1);
@@ -144,6 +194,58 @@ TEST_F(FallbackTest, KnownGoodConfigWalksDownItsLadder) {
   EXPECT_FALSE(d.retry);
   EXPECT_FALSE(d.mark_config_bad);  // known-good stays known-good
   EXPECT_NE(d.reason.find("every fallback plan"), std::string::npos) << d.reason;
+}
+
+TEST_F(FallbackTest, ARejectedPlanWalksDownTheLadderLikeAnOom) {
+  // The job's own plan is refused (over budget, or failed parity) -> the validated plan.
+  FallbackInput in = Input(AttemptOutcome::kRejected, {{"good", PlanSource::kConfig, Plan(8, 1)}});
+  in.validated_plan = Plan(4, 2);
+  FallbackDecision d = DecideFallback(in);
+  ASSERT_TRUE(d.retry) << d.reason;
+  EXPECT_FALSE(d.mark_config_bad);
+  EXPECT_FALSE(d.rolled_back);
+  EXPECT_EQ(d.source, PlanSource::kValidated);
+  EXPECT_EQ(d.plan, Plan(4, 2));
+  EXPECT_NE(d.reason.find("after rejected"), std::string::npos) << d.reason;
+  // Refused too -> a re-plan at a smaller budget -> the named baseline -> nothing left.
+  in.tried.push_back({"good", PlanSource::kValidated, Plan(4, 2)});
+  d = DecideFallback(in);
+  ASSERT_TRUE(d.retry) << d.reason;
+  EXPECT_EQ(d.source, PlanSource::kReplanSmaller);
+  in.tried.push_back({"good", PlanSource::kReplanSmaller, Plan(2, 4)});
+  d = DecideFallback(in);
+  ASSERT_TRUE(d.retry) << d.reason;
+  EXPECT_EQ(d.source, PlanSource::kBaseline);
+  EXPECT_EQ(d.plan, NamedBaselinePlan(8, 2));
+  in.tried.push_back({"good", PlanSource::kBaseline, NamedBaselinePlan(8, 2)});
+  in.max_attempts = 10;
+  d = DecideFallback(in);
+  EXPECT_FALSE(d.retry);
+  EXPECT_NE(d.reason.find("every fallback plan"), std::string::npos) << d.reason;
+}
+
+TEST_F(FallbackTest, ARejectedCandidateRollsBackToKnownGoodLikeAnOom) {
+  FallbackInput in = Input(AttemptOutcome::kRejected, {{"cand", PlanSource::kConfig, Plan(8, 1)}});
+  in.config_state = ConfigState::kCandidate;
+  in.known_good_hash = "good";
+  const FallbackDecision d = DecideFallback(in);
+  EXPECT_TRUE(d.retry);
+  EXPECT_TRUE(d.mark_config_bad);
+  EXPECT_TRUE(d.rolled_back);
+  EXPECT_EQ(d.config_hash, "good");
+}
+
+TEST_F(FallbackTest, AnAttemptTheDaemonStoppedIsNotRetried) {
+  for (const AttemptOutcome o :
+       {AttemptOutcome::kCancelled, AttemptOutcome::kDeadline, AttemptOutcome::kInterrupted}) {
+    FallbackInput in = Input(o, {{"cand", PlanSource::kConfig, Plan(8, 1)}});
+    in.config_state = ConfigState::kCandidate;
+    in.known_good_hash = "good";
+    const FallbackDecision d = DecideFallback(in);
+    EXPECT_FALSE(d.retry) << ToString(o);
+    EXPECT_FALSE(d.mark_config_bad) << ToString(o);
+    EXPECT_FALSE(d.rolled_back) << ToString(o);
+  }
 }
 
 TEST_F(FallbackTest, AValidatedPlanThatAlreadyFailedIsSkipped) {

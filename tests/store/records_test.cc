@@ -9,13 +9,14 @@ TEST(RecordsTest, RunStatusNamesRoundTrip) {
   for (RunStatus status :
        {RunStatus::kScheduled, RunStatus::kRunning, RunStatus::kSucceeded, RunStatus::kOom,
         RunStatus::kCrashed, RunStatus::kLeak, RunStatus::kDeadline, RunStatus::kRegressed,
-        RunStatus::kCancelled, RunStatus::kInterrupted}) {
+        RunStatus::kCancelled, RunStatus::kInterrupted, RunStatus::kRejected}) {
     Result<RunStatus> parsed = ParseRunStatus(ToString(status));
     ASSERT_TRUE(parsed.ok()) << parsed.status().message();
     EXPECT_EQ(*parsed, status);
   }
   EXPECT_EQ(ToString(RunStatus::kOom), "oom");
   EXPECT_EQ(ToString(RunStatus::kInterrupted), "interrupted");
+  EXPECT_EQ(ToString(RunStatus::kRejected), "rejected");
 }
 
 TEST(RecordsTest, ConfigStateAndSeverityNamesRoundTrip) {
@@ -48,6 +49,7 @@ TEST(RecordsTest, OnlyScheduledAndRunningAreUnfinished) {
   EXPECT_TRUE(IsFinished(RunStatus::kSucceeded));
   EXPECT_TRUE(IsFinished(RunStatus::kOom));
   EXPECT_TRUE(IsFinished(RunStatus::kInterrupted));
+  EXPECT_TRUE(IsFinished(RunStatus::kRejected));
 }
 
 }  // namespace

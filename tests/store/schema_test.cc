@@ -76,7 +76,8 @@ TEST(SchemaTest, MigratesEveryEarlierVersionKeepingItsData) {
     EXPECT_EQ(migrated.GetMetrics(1)->size(), 3u);
     EXPECT_EQ(migrated.GetSliceEvals(1)->size(), 2u);
     EXPECT_EQ(migrated.GetRunEvents(1)->size(), 1u);
-    EXPECT_EQ(migrated.ListRecentEvents(10)->size(), version >= 2 ? 4u : 2u);
+    const std::size_t events = version >= 3 ? 7u : version == 2 ? 4u : 2u;
+    EXPECT_EQ(migrated.ListRecentEvents(10)->size(), events);
     EXPECT_EQ(migrated.GetRun(2)->fallback_of, 1);
     EXPECT_EQ(migrated.LastKnownGoodConfig()->value().hash, "cfg-v1");
     EXPECT_EQ(migrated.GetConfigHistory("cfg-v1")->size(), 2u);
@@ -90,16 +91,72 @@ TEST(SchemaTest, MigratesEveryEarlierVersionKeepingItsData) {
       EXPECT_EQ(migrated.CurrentRelease()->value().run_id, 1);
     }
 
-    // And it works as a current store: new ids follow the old ones, releases exist.
+    // No run of an earlier version ran a parity check the store knows of.
+    const Result<std::vector<RunRecord>> every_run = migrated.ListRecentRuns(100);
+    ASSERT_TRUE(IsOk(every_run));
+    for (const RunRecord& any : *every_run) {
+      EXPECT_EQ(any.parity_seconds, std::nullopt) << "run " << any.id;
+    }
+
+    // And it works as a current store: new ids follow the old ones, releases exist, a run
+    // can be rejected with the time of its parity check.
     RunRecord next = *run;
     next.status = RunStatus::kScheduled;
     Result<std::int64_t> id = migrated.CreateRun(next);
     ASSERT_TRUE(IsOk(id));
-    EXPECT_EQ(*id, version >= 2 ? 6 : 3);
+    EXPECT_EQ(*id, version >= 3 ? 8 : version == 2 ? 6 : 3);
+    next.id = *id;
+    next.status = RunStatus::kRejected;
+    next.parity_seconds = 2.5;
+    ASSERT_TRUE(IsOk(migrated.FinishRun(next, {}, {}, {})));
+    EXPECT_EQ(migrated.GetRun(*id)->parity_seconds, 2.5);
     Result<std::int64_t> release = migrated.RecordRelease({0, 1, "/m.pt", "sha256:m", true});
     ASSERT_TRUE(IsOk(release));
     EXPECT_TRUE(IsOk(migrated.SetCurrentRelease(*release)));
   }
+}
+
+// Every table's rows as text, ordered by their key; `runs` with the columns version 3 had.
+std::string RowsOfVersion3Tables(const std::string& path) {
+  RawDb db(path);
+  std::string rows;
+  for (const char* query : {
+           "SELECT * FROM config_versions ORDER BY hash",
+           "SELECT * FROM config_state_history ORDER BY id",
+           "SELECT * FROM hardware ORDER BY id",
+           "SELECT * FROM software ORDER BY id",
+           "SELECT id, config_hash, fallback_of, status, created_at, started_at, ended_at, "
+           "deadline_at, microbatch, accumulation_steps, checkpoint_blocks, precision, "
+           "hardware_id, software_id, shapes, seeds, data_fingerprint, throughput_method, "
+           "parameters_bytes, gradients_bytes, optimizer_state_bytes, activations_bytes, "
+           "temporaries_bytes, inputs_bytes, peak_bytes, samples_per_second, "
+           "tokens_per_second, mfu, cost_per_sample, final_loss FROM runs ORDER BY id",
+           "SELECT * FROM update_metrics ORDER BY run_id, update_index",
+           "SELECT * FROM slice_evals ORDER BY run_id, update_index, slice",
+           "SELECT * FROM events ORDER BY id",
+           "SELECT * FROM releases ORDER BY id",
+           "SELECT * FROM sqlite_sequence ORDER BY name",
+       }) {
+    rows += std::string(query) + "\n" + db.Query(query) + "\n";
+  }
+  return rows;
+}
+
+TEST(SchemaTest, MigratingVersion3KeepsEveryRowAndValueAndAddsNoParityTime) {
+  TempDir dir;
+  const std::string path = dir.File("v3.db");
+  WriteFixture(3, path);
+  const std::string before = RowsOfVersion3Tables(path);
+  ASSERT_NE(before.find("|deadline|"), std::string::npos) << before;
+  ASSERT_TRUE(IsOk(Store::Open(path)));
+  EXPECT_EQ(RawDb(path).Query("PRAGMA user_version"), "4");
+  EXPECT_EQ(RowsOfVersion3Tables(path), before);
+  EXPECT_EQ(RawDb(path).Query("SELECT count(*) FROM runs WHERE parity_seconds IS NOT NULL"), "0");
+  EXPECT_EQ(RawDb(path).Query("PRAGMA foreign_key_check"), "");
+  // The migrated table takes the new status and column.
+  RawDb(path).Exec("UPDATE runs SET status = 'rejected', parity_seconds = 1.5 WHERE id = 7");
+  EXPECT_EQ(RawDb(path).Query("SELECT status, parity_seconds FROM runs WHERE id = 7"),
+            "rejected|1.5");
 }
 
 TEST(SchemaTest, ReadOnlyOpenOfAnOlderVersionAsksForAMigrationAndChangesNothing) {

@@ -143,7 +143,7 @@ TEST(StoreCrashTest, KilledWriterLeavesEveryCommittedRunWholeAndNoPartialOne) {
     // Reopen as the restarted daemon would.
     Result<std::unique_ptr<Store>> store = Store::Open(path);
     ASSERT_TRUE(IsOk(store));
-    ASSERT_TRUE(IsOk((*store)->MarkRunningAsInterrupted(5.0)));
+    ASSERT_TRUE(IsOk((*store)->MarkUnfinishedAsInterrupted(5.0)));
     Result<std::vector<RunRecord>> runs = (*store)->ListRecentRuns(1'000'000);
     ASSERT_TRUE(IsOk(runs));
     std::set<std::int64_t> present;

@@ -279,7 +279,8 @@ TEST_F(StoreTest, ARunHasNoPlanUntilOneIsSetAndThenTheOneSet) {
   EXPECT_EQ(store_->GetRun(id)->plan, std::nullopt);
   ASSERT_TRUE(IsOk(store_->MarkRunStarted(id, 1'700'000'001.5)));
   // Interrupted before planning: still no plan, never a placeholder.
-  Result<std::vector<std::int64_t>> interrupted = store_->MarkRunningAsInterrupted(1'700'000'002);
+  Result<std::vector<std::int64_t>> interrupted =
+      store_->MarkUnfinishedAsInterrupted(1'700'000'002);
   ASSERT_TRUE(IsOk(interrupted));
   EXPECT_EQ(store_->GetRun(id)->plan, std::nullopt);
   EXPECT_EQ(store_->GetRun(id)->status, RunStatus::kInterrupted);
@@ -290,7 +291,7 @@ TEST_F(StoreTest, ARunHasNoPlanUntilOneIsSetAndThenTheOneSet) {
   ASSERT_TRUE(IsOk(store_->MarkRunStarted(second, 1'700'000'003)));
   const RunPlan chosen{16, 2, {1}, "bf16"};
   ASSERT_TRUE(IsOk(store_->SetRunPlan(second, chosen)));
-  ASSERT_TRUE(IsOk(store_->MarkRunningAsInterrupted(1'700'000'004)));
+  ASSERT_TRUE(IsOk(store_->MarkUnfinishedAsInterrupted(1'700'000'004)));
   EXPECT_EQ(store_->GetRun(second)->plan, chosen);
   // A finished run's plan is history.
   EXPECT_EQ(store_->SetRunPlan(second, RunPlan{}).code(), Status::Code::kFailedPrecondition);
@@ -300,7 +301,9 @@ TEST_F(StoreTest, ARunHasNoPlanUntilOneIsSetAndThenTheOneSet) {
 }
 
 TEST_F(StoreTest, ARunThatTrainedMustHaveAPlan) {
-  for (const RunStatus status : {RunStatus::kSucceeded, RunStatus::kRegressed, RunStatus::kLeak}) {
+  // A rejected run was refused after its plan was chosen: it has one too.
+  for (const RunStatus status :
+       {RunStatus::kSucceeded, RunStatus::kRegressed, RunStatus::kLeak, RunStatus::kRejected}) {
     SCOPED_TRACE(std::string(ToString(status)));
     RunRecord run = SampleRun("cfg-a");
     run.plan = std::nullopt;
@@ -458,7 +461,10 @@ TEST_F(StoreTest, ListsRunsNewestFirstAndByStatus) {
   EXPECT_TRUE(store_->ListRunsByStatus(RunStatus::kLeak, 10)->empty());
 }
 
-TEST_F(StoreTest, RunsLeftRunningBecomeInterrupted) {
+// A scheduled run at a restart was left by a daemon killed between creating and starting it
+// (seen in the 12-kill daemon test): left scheduled, the restarted daemon found nothing to
+// resume in the window and idled until the next night.
+TEST_F(StoreTest, RunsLeftRunningOrScheduledBecomeInterrupted) {
   const std::int64_t scheduled = CreateRun(SampleRun("cfg-a"));
   const std::int64_t first = CreateRun(SampleRun("cfg-a"));
   const std::int64_t second = CreateRun(SampleRun("cfg-b"));
@@ -466,14 +472,15 @@ TEST_F(StoreTest, RunsLeftRunningBecomeInterrupted) {
   ASSERT_TRUE(IsOk(store_->MarkRunStarted(second, 6.0)));
   const std::int64_t done = FinishedRunId(SampleRun("cfg-a"), RunStatus::kSucceeded);
 
-  Result<std::vector<std::int64_t>> interrupted = store_->MarkRunningAsInterrupted(100.0);
+  Result<std::vector<std::int64_t>> interrupted = store_->MarkUnfinishedAsInterrupted(100.0);
   ASSERT_TRUE(IsOk(interrupted));
-  EXPECT_EQ(*interrupted, (std::vector<std::int64_t>{first, second}));
+  EXPECT_EQ(*interrupted, (std::vector<std::int64_t>{scheduled, first, second}));
   EXPECT_EQ(store_->GetRun(first)->status, RunStatus::kInterrupted);
   EXPECT_EQ(store_->GetRun(second)->ended_at, 100.0);
-  EXPECT_EQ(store_->GetRun(scheduled)->status, RunStatus::kScheduled);
+  EXPECT_EQ(store_->GetRun(scheduled)->status, RunStatus::kInterrupted);
+  EXPECT_EQ(store_->GetRun(scheduled)->started_at, std::nullopt);
   EXPECT_EQ(store_->GetRun(done)->status, RunStatus::kSucceeded);
-  EXPECT_TRUE(store_->MarkRunningAsInterrupted(101.0)->empty());
+  EXPECT_TRUE(store_->MarkUnfinishedAsInterrupted(101.0)->empty());
 }
 
 TEST_F(StoreTest, LastValidatedPlanIsTheNewestSucceededPlanOfConfigAndHardware) {

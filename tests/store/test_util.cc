@@ -101,6 +101,7 @@ RunRecord FinishedRun(RunRecord run, RunStatus status) {
   run.mfu = 0.41;
   run.cost_per_sample = 0.0002;
   run.final_loss = 1.125;
+  run.parity_seconds = 4.75;
   return run;
 }
 

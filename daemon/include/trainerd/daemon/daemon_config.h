@@ -50,6 +50,10 @@ struct DaemonConfig {
   std::string metrics_listen = "127.0.0.1:9464";
   CostConfig cost;
   RegressionConfig regression;
+  // Updates of the parity check (trainer-run --parity --parity-updates N) that a plan not yet
+  // validated for its config version and hardware passes before it trains; [0, 1000],
+  // 0 = no check (`parity.updates`).
+  int parity_updates = 3;
   int max_attempts = 4;     // worker attempts per nightly cycle including the first; [1, 16]
   std::string worker_path;  // trainer-run executable; "" = next to the trainerd executable
   std::string database_path() const;  // state_dir + "/trainerd.db"

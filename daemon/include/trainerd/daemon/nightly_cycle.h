@@ -1,8 +1,10 @@
 // One nightly cycle (docs/daemon.md): resolve the config version, then attempts until one
 // ends the cycle: plan (reuse the last validated plan, the job's own plan, or the planner),
-// measure the ledger, train in a trainer-run child under the window's deadline, record the
-// run, and on success run the regression check and the release gate; on an OOM, a crash or
-// a leak, ask the policy (policy.h) for the fallback and retry within the window.
+// measure the ledger, refuse a plan over the usable budget or (not yet validated) failing
+// the parity check, train in a trainer-run child under the window's deadline, record the
+// run, and on success run the regression check and the release gate; on an OOM, a crash, a
+// leak or a refused plan, ask the policy (policy.h) for the fallback and retry within the
+// window.
 #pragma once
 
 #include <cstdint>
@@ -35,7 +37,8 @@ struct CycleOutcome {
 
 // Where the cycle is, for sd_notify STATUS= and the control socket.
 struct CycleProgress {
-  std::string phase;  // "resolving config", "planning", "measuring ledger", "training", ...
+  // "resolving config", "planning", "measuring ledger", "checking parity", "training", ...
+  std::string phase;
   std::optional<std::int64_t> run_id;
   int update = 0;
   int updates = 0;
@@ -67,8 +70,11 @@ class NightlyCycle {
   struct AttemptResult;
   struct WorkerReportOutput;
   struct Training;
+  struct Ledger;
+  struct Refusal;
 
-  // One run: record it, plan, store the plan, measure the ledger, train, then judge it.
+  // One run: record it, plan, store the plan, measure the ledger, check the plan, train,
+  // then judge it.
   asio::awaitable<AttemptResult> RunAttempt(const ActiveConfig& active, Attempt& attempt,
                                             std::optional<std::int64_t> fallback_of);
   // Creates the run record (no plan yet) and marks it running; false when the store refuses.
@@ -80,6 +86,28 @@ class NightlyCycle {
   void FinishAttempt(store::RunRecord& run, AttemptResult& result, AttemptOutcome outcome,
                      const std::string& message, std::vector<store::UpdateMetric> metrics,
                      const std::vector<store::SliceEval>& evals, bool regressed = false);
+  // The checks between the ledger and training: a plan whose measured ledger peak exceeds
+  // the usable budget is refused (event plan_over_budget); then a plan not yet validated
+  // for this config version and hardware runs the parity check (event parity). Empty when
+  // the plan may train; else why not, with the attempt's outcome (kRejected, or how the
+  // check itself ended). Sets run.parity_seconds when a check ran.
+  asio::awaitable<std::optional<Refusal>> CheckPlanBeforeTraining(const ActiveConfig& active,
+                                                                  const Attempt& attempt,
+                                                                  const std::string& plan_path,
+                                                                  const Ledger& ledger,
+                                                                  store::RunRecord& run);
+  // kRejected when the ledger was measured and its peak exceeds the usable bytes.
+  std::optional<Refusal> RefuseOverBudget(const Attempt& attempt, const Ledger& ledger,
+                                          std::int64_t run_id);
+  // trainer-run --parity on the plan file, unless the plan is validated or the check is
+  // disabled (parity.updates: 0).
+  asio::awaitable<std::optional<Refusal>> CheckParity(const ActiveConfig& active,
+                                                      const Attempt& attempt,
+                                                      const std::string& plan_path,
+                                                      store::RunRecord& run);
+  // The attempt's plan has succeeded for its config version on this hardware before: its
+  // source is kValidated, or it equals the store's last validated plan.
+  bool IsValidated(const Attempt& attempt);
   // The training worker under the window's limits, its events stored as they arrive.
   asio::awaitable<Training> Train(const ActiveConfig& active, const std::string& plan_path,
                                   std::int64_t run_id);
@@ -100,16 +128,18 @@ class NightlyCycle {
   asio::awaitable<Result<std::optional<store::RunPlan>>> Plan(const ActiveConfig& active,
                                                               Attempt& attempt,
                                                               std::int64_t run_id);
-  // Runs a report-printing worker mode (--plan-only, --ledger, --device-info): `extra_args`
-  // after the common ones, its stderr to `log_path`; its one JSON object or its error event.
+  // Runs a report-printing worker mode (--plan-only, --ledger, --parity, --device-info):
+  // `extra_args` after the common ones, its stderr to `log_path`; its one JSON object or its
+  // error event.
   asio::awaitable<WorkerReportOutput> RunReportMode(const ActiveConfig& active,
                                                     const std::vector<std::string>& extra_args,
                                                     const std::string& log_path);
   // The fingerprint runs of `active` are recorded and looked up under: the host's, with a
   // GPU's name and memory from the worker (--device-info) when the job trains on one.
   asio::awaitable<store::HardwareFingerprint> DescribeHardware(const ActiveConfig& active);
-  asio::awaitable<std::optional<store::MemoryByCategory>> MeasureLedger(
-      const ActiveConfig& active, const std::string& plan_path, std::int64_t run_id);
+  // trainer-run --ledger at the plan file (event ledger, or ledger_failed).
+  asio::awaitable<Ledger> MeasureLedger(const ActiveConfig& active, const std::string& plan_path,
+                                        std::int64_t run_id);
   Result<ActiveConfig> ResolveConfig();
   Result<ActiveConfig> LoadVersion(const std::string& hash);
   std::vector<std::string> WorkerArgs(const ActiveConfig& active) const;

@@ -22,9 +22,16 @@ enum class AttemptOutcome {
   kDeadline,     // stopped by the daemon at the completion deadline
   kInterrupted,  // stopped because the daemon is stopping
   kCancelled,    // stopped by an operator
+  // The plan was refused before training: its measured ledger exceeds the usable budget,
+  // or it failed the parity check (trainer-run --parity exit 7).
+  kRejected,
 };
 std::string_view ToString(AttemptOutcome outcome);
 store::RunStatus RunStatusFor(AttemptOutcome outcome);
+// True for the outcomes that call for DecideFallback: kOom, kCrashed, kLeak and kRejected.
+// A succeeded attempt ends the cycle; so do kDeadline, kInterrupted and kCancelled, which
+// the daemon caused and no other plan would change.
+bool CallsForFallback(AttemptOutcome outcome);
 
 // What the daemon knows about a worker that has exited.
 struct WorkerExit {
@@ -43,6 +50,16 @@ struct WorkerExit {
   } stopped_by = StoppedBy::kNobody;
 };
 AttemptOutcome ClassifyExit(const WorkerExit& exit);
+
+// trainer-run --parity exits with this code when the plan does not match the reference.
+inline constexpr int kParityFailedExitCode = 7;
+
+// How a parity check (trainer-run --parity) ended: kSucceeded when the plan passed (exit 0
+// with a report whose `pass` is true: `report_passed`), kRejected when it does not match the
+// reference (exit 7); kDeadline, kInterrupted or kCancelled when the daemon stopped it; kOom
+// as ClassifyExit finds one (exit 4, an oom error event, the kernel's OOM killer); anything
+// else, an exit 0 without a passing report included, kCrashed.
+AttemptOutcome ClassifyParityCheck(const WorkerExit& exit, bool report_passed);
 
 // Where an attempt's plan came from, in the order the ladder tries them.
 enum class PlanSource {
@@ -67,9 +84,14 @@ struct Attempt {
   store::RunPlan plan;
 };
 
+// The attempt's plan is validated for its config version on this hardware, so the parity
+// check is not run again: its source is kValidated, or it equals `validated_plan` (the plan
+// of the newest succeeded run of that config on this hardware, if any).
+bool IsValidatedPlan(const Attempt& attempt, const std::optional<store::RunPlan>& validated_plan);
+
 // Everything the fallback rule looks at after a failed attempt.
 struct FallbackInput {
-  AttemptOutcome outcome = AttemptOutcome::kCrashed;  // kOom, kLeak or kCrashed
+  AttemptOutcome outcome = AttemptOutcome::kCrashed;  // one that CallsForFallback
   std::vector<Attempt> tried;                         // this cycle's attempts, the failed one last
   store::ConfigState config_state = store::ConfigState::kCandidate;  // of the failed config
   std::optional<std::string> known_good_hash;  // the last known-good version, if any
@@ -102,9 +124,10 @@ inline constexpr double kMinimumAttemptSeconds = 30;
 // to return to is marked bad and the cycle rolls back to the known-good version, starting its
 // plan ladder afresh. Otherwise the same config retries down its ladder: the last validated
 // plan, a re-plan at kReplanBudgetFraction of the budget, the named baseline, skipping a plan
-// already tried. No retry when attempts or time run out or the ladder is exhausted; a
-// candidate that fails for good is marked bad. The effective batch and the schedule never
-// change: only the plan (or the config version) does.
+// already tried. A rejected plan (kRejected) takes the same way as an OOM. No retry when
+// attempts or time run out, the ladder is exhausted, or the outcome does not call for a
+// fallback; a candidate that fails for good is marked bad. The effective batch and the
+// schedule never change: only the plan (or the config version) does.
 FallbackDecision DecideFallback(const FallbackInput& input);
 
 // After a regressed run: a candidate version is marked bad (the active config returns to the

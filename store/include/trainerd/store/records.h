@@ -40,13 +40,17 @@ enum class RunStatus {
   kRegressed,    // finished, but eval loss regressed beyond tolerance
   kCancelled,    // cancelled by an operator
   kInterrupted,  // the daemon stopped while the run was running
+  // The plan was refused before training: its measured ledger exceeds the usable budget, or
+  // it failed the parity check. Always has a plan.
+  kRejected,
 };
 
 enum class Severity { kInfo, kWarning, kError };
 
 // Stable names: the text stored in the database and the spelling in JSON and CLI output.
 // "candidate", "known-good", "bad"; "scheduled", "running", "succeeded", "oom", "crashed",
-// "leak", "deadline", "regressed", "cancelled", "interrupted"; "info", "warning", "error".
+// "leak", "deadline", "regressed", "cancelled", "interrupted", "rejected"; "info", "warning",
+// "error".
 std::string_view ToString(ConfigState state);
 std::string_view ToString(RunStatus status);
 std::string_view ToString(Severity severity);
@@ -137,7 +141,7 @@ struct RunRecord {
   double deadline_at = 0;                           // Unix seconds: end of the completion window
   // Empty until the run's plan is chosen (Store::SetRunPlan), then the plan that ran: a run
   // stopped before planning has none. Stored as four NULL columns; every succeeded,
-  // regressed or leaking run has one (the schema checks it).
+  // regressed, leaking or rejected run has one (the schema checks it).
   std::optional<RunPlan> plan = std::nullopt;
   HardwareFingerprint hardware;
   SoftwareFingerprint software;
@@ -154,6 +158,10 @@ struct RunRecord {
   // Measured: training loss of the last update. A NaN loss is stored as NULL and reads
   // back empty; the per-update metrics keep it.
   std::optional<double> final_loss = std::nullopt;
+  // Measured: wall seconds of the plan's parity check before training (trainer-run
+  // --parity); empty when none ran (a validated plan, the check disabled, a run stopped or
+  // rejected before it).
+  std::optional<double> parity_seconds = std::nullopt;
 
   bool operator==(const RunRecord&) const = default;
 };

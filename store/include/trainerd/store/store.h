@@ -28,7 +28,7 @@ class Connection;
 
 // The schema version this build writes and reads (PRAGMA user_version). Open migrates
 // older databases to it and refuses newer ones.
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
 
 struct StoreOptions {
   // How long a statement waits for a lock held by another connection, milliseconds.
@@ -114,9 +114,10 @@ class Store {
   [[nodiscard]] Status FinishRun(const RunRecord& run, const std::vector<UpdateMetric>& metrics,
                                  const std::vector<SliceEval>& evals,
                                  const std::vector<Event>& events);
-  // For a daemon restart: every run still kRunning becomes kInterrupted with ended_at =
-  // `at`, in one transaction. Returns their ids, ascending.
-  [[nodiscard]] Result<std::vector<std::int64_t>> MarkRunningAsInterrupted(double at);
+  // For a daemon restart: every run still kRunning, or kScheduled (its daemon died between
+  // creating it and starting it), becomes kInterrupted with ended_at = `at`, in one
+  // transaction. Returns their ids, ascending.
+  [[nodiscard]] Result<std::vector<std::int64_t>> MarkUnfinishedAsInterrupted(double at);
 
   // NotFound for an unknown id.
   [[nodiscard]] Result<RunRecord> GetRun(std::int64_t run_id);
