@@ -30,6 +30,22 @@ std::string Format(const char* format, double a, double b = 0) {
 
 store::RunPlan PlanOfSpec(const PlanSpec& spec) { return PlanFromJson(trainerd::ToJson(spec)); }
 
+// What the policy needs of a worker that exited: how it ended, its error event's kind, and
+// whether the kernel's OOM killer struck meanwhile (its cgroup counter rose since
+// `ooms_before`, read when the worker started).
+WorkerExit ExitOf(const ProcessExit& process, const nlohmann::json& error,
+                  std::optional<std::int64_t> ooms_before, WorkerExit::StoppedBy stopped_by) {
+  const std::optional<std::int64_t> ooms_after = CgroupOomKillCount();
+  WorkerExit exit;
+  exit.exited = process.exited;
+  exit.code = process.code;
+  exit.signal = process.signal;
+  if (error.is_object()) exit.error_kind = error.value("kind", "");
+  exit.oom_kill_rose = ooms_before && ooms_after && *ooms_after > *ooms_before;
+  exit.stopped_by = stopped_by;
+  return exit;
+}
+
 // A parity report (trainer-run --parity --json) whose verdict is a pass.
 bool ReportPassed(const nlohmann::json& report) {
   const auto pass = report.find("pass");  // end() unless an object with a `pass`
@@ -481,14 +497,7 @@ asio::awaitable<std::optional<NightlyCycle::Refusal>> NightlyCycle::CheckParity(
     co_return Refusal{AttemptOutcome::kCrashed, message};
   }
   run.parity_seconds = std::max(0.0, clock_.Now() - started);
-  const std::optional<std::int64_t> ooms_after = CgroupOomKillCount();
-  WorkerExit exit;
-  exit.exited = out.exit->exited;
-  exit.code = out.exit->code;
-  exit.signal = out.exit->signal;
-  if (out.error.is_object()) exit.error_kind = out.error.value("kind", "");
-  exit.oom_kill_rose = ooms_before && ooms_after && *ooms_after > *ooms_before;
-  exit.stopped_by = supervisor_.stopped_by();
+  const WorkerExit exit = ExitOf(*out.exit, out.error, ooms_before, supervisor_.stopped_by());
   const AttemptOutcome outcome = ClassifyParityCheck(exit, ReportPassed(out.report));
   const std::string message = DescribeParity(outcome, plan, config_.parity_updates,
                                              *run.parity_seconds, *out.exit, out.report, out.error);
@@ -661,16 +670,9 @@ asio::awaitable<NightlyCycle::Training> NightlyCycle::Train(const ActiveConfig& 
   const LaunchSpec launch{argv, layout.RunLog(run_id)};
   training.process = co_await supervisor_.Run(launch, Limits(), on_line);
   if (!training.process.ok()) co_return training;
-  const std::optional<std::int64_t> ooms_after = CgroupOomKillCount();
-  WorkerExit& exit = training.exit;
-  exit.exited = training.process->exited;
-  exit.code = training.process->code;
-  exit.signal = training.process->signal;
-  exit.saw_finish = report.finish().is_object();
-  if (report.error().is_object()) exit.error_kind = report.error().value("kind", "");
-  exit.oom_kill_rose = ooms_before && ooms_after && *ooms_after > *ooms_before;
-  exit.stopped_by = supervisor_.stopped_by();
-  training.outcome = ClassifyExit(exit);
+  training.exit = ExitOf(*training.process, report.error(), ooms_before, supervisor_.stopped_by());
+  training.exit.saw_finish = report.finish().is_object();
+  training.outcome = ClassifyExit(training.exit);
   co_return training;
 }
 

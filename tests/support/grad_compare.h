@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <string>
 
+#include "trainerd/trainer/gradient_accumulation.h"
+
 namespace trainerd::testing {
 
 // Largest |a - b| over every element of every parameter's gradient. A gradient present on
@@ -32,11 +34,7 @@ inline double MaxParameterDifference(const torch::nn::Module& a, const torch::nn
 }
 
 inline double GlobalGradNorm(const torch::nn::Module& m) {
-  double sum = 0;
-  for (const auto& p : m.parameters()) {
-    if (p.grad().defined()) sum += p.grad().square().sum().item<double>();
-  }
-  return std::sqrt(sum);
+  return trainerd::GlobalGradNorm(m.parameters());
 }
 
 }  // namespace trainerd::testing

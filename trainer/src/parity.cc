@@ -48,7 +48,8 @@ struct Side {
   }
   UpdateStats Update(int update) {
     gradients.clear();
-    before = Snapshot(trainer.model(), false);
+    // Nothing moves the parameters between updates: the last update's `after` is `before`.
+    before = after.empty() ? Snapshot(trainer.model(), false) : std::move(after);
     const UpdateStats stats = trainer.TrainUpdate(update);
     after = Snapshot(trainer.model(), false);
     return stats;
