@@ -64,7 +64,6 @@ Status Daemon::Recover() {
   for (std::int64_t id : *interrupted) {
     (void)store_->RecordEvent({0, clock_.Now(), id, "run_interrupted", store::Severity::kWarning,
                                "the daemon stopped before this run finished (restart)", "{}"});
-    interrupted_run_ = id;
   }
   return Status::Ok();
 }
@@ -236,6 +235,17 @@ bool Daemon::CycleDue(const Window& window) {
   return true;
 }
 
+// The newest run, when it was interrupted and its window is still open. Read from the store,
+// not remembered from start-up: a daemon killed after marking the run interrupted but before
+// resuming it leaves the next daemon nothing to mark, and the run must still be resumed.
+std::optional<std::int64_t> Daemon::RunToResume(double now) {
+  Result<std::vector<store::RunRecord>> newest = store_->ListRecentRuns(1);
+  if (!newest.ok() || newest->empty()) return std::nullopt;
+  const store::RunRecord& run = newest->front();
+  if (run.status != store::RunStatus::kInterrupted || run.deadline_at <= now) return std::nullopt;
+  return run.id;
+}
+
 void Daemon::OnSignal(int signal) {
   if (signal == SIGHUP) {
     notifier_.Reloading();
@@ -367,7 +377,7 @@ asio::awaitable<int> Daemon::Main() {
     } else if (std::optional<Window> open = WindowContaining(now, config_.schedule);
                open && CycleDue(*open)) {
       window = open;
-      trigger = interrupted_run_ ? "resume" : now - open->start < 60 ? "schedule" : "catch-up";
+      trigger = RunToResume(now) ? "resume" : now - open->start < 60 ? "schedule" : "catch-up";
     }
     if (!window) {
       const Window next = NextWindow(now, config_.schedule);
@@ -381,14 +391,7 @@ asio::awaitable<int> Daemon::Main() {
     }
     last_cycle_window_ = window->start;
     cycle_running_ = true;
-    // A run interrupted by a daemon restart is resumed only inside its own window.
-    std::optional<std::int64_t> resumes;
-    if (interrupted_run_) {
-      Result<store::RunRecord> run = store_->GetRun(*interrupted_run_);
-      if (run.ok() && run->deadline_at > now) resumes = interrupted_run_;
-    }
-    interrupted_run_.reset();
-    CycleOutcome outcome = co_await cycle.Run(*window, trigger, resumes);
+    CycleOutcome outcome = co_await cycle.Run(*window, trigger, RunToResume(now));
     cycle_running_ = false;
     ApplyPendingReload();
     if (options_.once) {

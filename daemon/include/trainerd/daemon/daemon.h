@@ -53,6 +53,7 @@ class Daemon {
   void RestoreMetrics();
   void StopStaleWorker();
   bool CycleDue(const Window& window);
+  std::optional<std::int64_t> RunToResume(double now);
   void OnSignal(int signal);
   void ApplyPendingReload();
   void Report(const CycleProgress& progress);
@@ -84,8 +85,7 @@ class Daemon {
   asio::steady_timer watchdog_;
   bool stopping_ = false;
   bool cycle_running_ = false;
-  std::optional<double> last_cycle_window_;      // start of the window last run by this process
-  std::optional<std::int64_t> interrupted_run_;  // left running by a previous daemon
+  std::optional<double> last_cycle_window_;  // start of the window last run by this process
   double last_status_at_ = 0;
   std::string last_phase_;
   double last_printed_at_ = 0;
