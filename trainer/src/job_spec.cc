@@ -2,7 +2,17 @@
 
 namespace trainerd {
 
-const char* ToString(ModelKind kind) { return kind == ModelKind::kGpt ? "gpt" : "mlp"; }
+const char* ToString(ModelKind kind) {
+  switch (kind) {
+    case ModelKind::kGpt:
+      return "gpt";
+    case ModelKind::kMlpClassifier:
+      return "mlp";
+    case ModelKind::kTorchScript:
+      return "torchscript";
+  }
+  return "?";
+}
 
 const char* ToString(Precision precision) {
   switch (precision) {
@@ -24,11 +34,27 @@ nlohmann::json ToJson(const PlanSpec& plan) {
 }
 
 int NumBlocks(const ModelSpec& model) {
-  return model.kind == ModelKind::kGpt ? model.gpt.n_layer : model.mlp.layers;
+  switch (model.kind) {
+    case ModelKind::kGpt:
+      return model.gpt.n_layer;
+    case ModelKind::kMlpClassifier:
+      return model.mlp.layers;
+    case ModelKind::kTorchScript:
+      return model.torchscript.num_blocks;
+  }
+  return 0;
 }
 
 bool HasBatchStatistics(const ModelSpec& model) {
-  return model.kind == ModelKind::kMlpClassifier && model.mlp.batch_norm;
+  switch (model.kind) {
+    case ModelKind::kGpt:
+      return false;
+    case ModelKind::kMlpClassifier:
+      return model.mlp.batch_norm;
+    case ModelKind::kTorchScript:
+      return model.torchscript.has_batch_statistics;
+  }
+  return false;
 }
 
 }  // namespace trainerd

@@ -18,31 +18,74 @@ Precision PrecisionNamed(const std::string& name) {
   return name == "bf16" ? Precision::kBf16 : name == "fp16" ? Precision::kFp16 : Precision::kFp32;
 }
 
-void ReadModel(YamlReader model, ModelSpec* spec) {
+std::filesystem::path Absolute(const std::string& file, const std::filesystem::path& base_dir) {
+  std::filesystem::path p(file);
+  return p.is_relative() ? (base_dir / p).lexically_normal() : p;
+}
+
+void ReadGpt(YamlReader& model, GptOptions* gpt) {
+  model.Int("n_layer", &gpt->n_layer, 1, 1024);
+  model.Int("n_head", &gpt->n_head, 1, 1024);
+  model.Int("n_embd", &gpt->n_embd, 1, 65536);
+  model.Int("block_size", &gpt->block_size, 1, 65536);
+  model.Double("dropout", &gpt->dropout, 0.0, 0.99);
+  model.Bool("bias", &gpt->bias);
+  if (model.ok() && gpt->n_embd % gpt->n_head != 0) {
+    model.Fail("n_head",
+               "an integer that divides model.n_embd (" + std::to_string(gpt->n_embd) + ")",
+               std::to_string(gpt->n_head));
+  }
+}
+
+void ReadMlp(YamlReader& model, ModelSpec* spec) {
+  MlpOptions& mlp = spec->mlp;
+  model.Int("hidden", &mlp.hidden, 1, 65536);
+  model.Int("layers", &mlp.layers, 1, 1024);
+  model.Bool("batch_norm", &mlp.batch_norm);
+  model.Double("dropout", &mlp.dropout, 0.0, 0.99);
+  // The classifier reads windows of this many bytes; shared with the GPT's context length.
+  model.Int("block_size", &spec->gpt.block_size, 1, 65536);
+}
+
+void ReadTorchScript(YamlReader& model, const std::filesystem::path& base_dir, ModelSpec* spec) {
+  TorchScriptOptions& ts = spec->torchscript;
+  model.String("path", &ts.path, {});
+  if (!model.Has("path")) {
+    model.Fail("path", "the TorchScript file (.pt) the model was exported to", "nothing");
+  }
+  ts.path = Absolute(ts.path, base_dir).string();
+  ts.protocol_named = model.Has("blocks") || model.Has("embed") || model.Has("head");
+  model.String("blocks", &ts.blocks, {});
+  model.String("embed", &ts.embed, {});
+  model.String("head", &ts.head, {});
+  std::string inputs = "tokens";
+  model.String("inputs", &inputs, {"tokens", "byte_histogram"});
+  ts.inputs = inputs == "byte_histogram" ? ModelInputs::kByteHistogram : ModelInputs::kTokens;
+  if (model.Has("flops_per_sample")) {
+    double flops = 0;
+    model.Double("flops_per_sample", &flops, 0.0, 1e30, /*min_open=*/true);
+    ts.flops_per_sample = flops;
+  }
+  // Token windows (inputs: tokens) or the window a histogram is taken over.
+  model.Int("block_size", &spec->gpt.block_size, 1, 65536);
+}
+
+void ReadModel(YamlReader model, const std::filesystem::path& base_dir, ModelSpec* spec) {
   std::string kind = "gpt";
-  model.String("kind", &kind, {"gpt", "mlp"});
-  spec->kind = kind == "mlp" ? ModelKind::kMlpClassifier : ModelKind::kGpt;
-  if (spec->kind == ModelKind::kGpt) {
-    GptOptions& gpt = spec->gpt;
-    model.Int("n_layer", &gpt.n_layer, 1, 1024);
-    model.Int("n_head", &gpt.n_head, 1, 1024);
-    model.Int("n_embd", &gpt.n_embd, 1, 65536);
-    model.Int("block_size", &gpt.block_size, 1, 65536);
-    model.Double("dropout", &gpt.dropout, 0.0, 0.99);
-    model.Bool("bias", &gpt.bias);
-    if (model.ok() && gpt.n_embd % gpt.n_head != 0) {
-      model.Fail("n_head",
-                 "an integer that divides model.n_embd (" + std::to_string(gpt.n_embd) + ")",
-                 std::to_string(gpt.n_head));
-    }
-  } else {
-    MlpOptions& mlp = spec->mlp;
-    model.Int("hidden", &mlp.hidden, 1, 65536);
-    model.Int("layers", &mlp.layers, 1, 1024);
-    model.Bool("batch_norm", &mlp.batch_norm);
-    model.Double("dropout", &mlp.dropout, 0.0, 0.99);
-    // The classifier reads windows of this many bytes; shared with the GPT's context length.
-    model.Int("block_size", &spec->gpt.block_size, 1, 65536);
+  model.String("kind", &kind, {"gpt", "mlp", "torchscript"});
+  spec->kind = kind == "mlp"           ? ModelKind::kMlpClassifier
+               : kind == "torchscript" ? ModelKind::kTorchScript
+                                       : ModelKind::kGpt;
+  switch (spec->kind) {
+    case ModelKind::kGpt:
+      ReadGpt(model, &spec->gpt);
+      break;
+    case ModelKind::kMlpClassifier:
+      ReadMlp(model, spec);
+      break;
+    case ModelKind::kTorchScript:
+      ReadTorchScript(model, base_dir, spec);
+      break;
   }
   model.RejectUnknownKeys();
 }
@@ -50,10 +93,7 @@ void ReadModel(YamlReader model, ModelSpec* spec) {
 void ReadData(YamlReader data, const std::filesystem::path& base_dir, DataSpec* spec) {
   data.StringList("files", &spec->files);
   if (!data.Has("files")) data.Fail("files", "a non-empty list of text files", "nothing");
-  for (auto& file : spec->files) {
-    std::filesystem::path p(file);
-    if (p.is_relative()) file = (base_dir / p).lexically_normal().string();
-  }
+  for (auto& file : spec->files) file = Absolute(file, base_dir).string();
   data.Double("holdout_fraction", &spec->holdout_fraction, 0.0, 0.5, /*min_open=*/true);
   data.Int("eval_windows_per_slice", &spec->eval_windows_per_slice, 1, 4096);
   data.RejectUnknownKeys();
@@ -117,11 +157,18 @@ void ReadPlan(YamlReader plan, const ModelSpec& model, const TrainingSpec& train
   }
   spec->accumulation_steps = steps;
 
+  // A TorchScript model's blocks are counted when the worker loads it
+  // (ResolveTorchScriptModel checks the indices then), so "all" cannot be expanded here.
+  const bool count_known =
+      model.kind != ModelKind::kTorchScript || model.torchscript.num_blocks > 0;
   const int blocks = NumBlocks(model);
   std::string which;
   if (plan.Has("checkpoint_blocks")) {
     std::vector<int> indices;
-    plan.IntListOr("checkpoint_blocks", &indices, &which, {"all", "none"}, 0, blocks - 1);
+    plan.IntListOr(
+        "checkpoint_blocks", &indices, &which,
+        count_known ? std::vector<std::string>{"all", "none"} : std::vector<std::string>{"none"}, 0,
+        count_known ? blocks - 1 : kMaxCount);
     if (which == "all") {
       indices.clear();
       for (int i = 0; i < blocks; ++i) indices.push_back(i);
@@ -180,11 +227,10 @@ Result<JobSpec> ParseJobSpecText(const std::string& yaml_text, const std::string
   JobSpec spec;
   spec.source_path = origin;
   YamlReader top(root, origin, "");
-  ReadModel(top.Child("model"), &spec.model);
-  ReadData(top.Child("data"),
-           base_dir.empty() ? std::filesystem::path(origin).parent_path()
-                            : std::filesystem::path(base_dir),
-           &spec.data);
+  const std::filesystem::path base = base_dir.empty() ? std::filesystem::path(origin).parent_path()
+                                                      : std::filesystem::path(base_dir);
+  ReadModel(top.Child("model"), base, &spec.model);
+  ReadData(top.Child("data"), base, &spec.data);
   ReadOptimizer(top.Child("optimizer"), &spec.optimizer);
   ReadSchedule(top.Child("schedule"), spec.optimizer, &spec.schedule);
   ReadTraining(top.Child("training"), &spec.training);

@@ -9,6 +9,7 @@
 #include "trainerd/trainer/device_memory.h"
 #include "trainerd/trainer/device_timer.h"
 #include "trainerd/trainer/gradient_accumulation.h"
+#include "trainerd/trainer/torchscript_model.h"
 #include "trainerd/trainer/trainer.h"
 #include "trainerd/trainer/units.h"
 
@@ -105,6 +106,12 @@ Result<MemoryLedger> MeasureLedger(const JobSpec& spec, const TextCorpus& corpus
       ledger.blocks.push_back(
           {static_cast<int>(i), plain[i].first, checkpointed[i].first, plain[i].second});
     }
+    if (const auto* own = dynamic_cast<const TorchScriptModel*>(&trainer.model());
+        own != nullptr && !own->has_block_protocol()) {
+      ledger.blocks_note = "the TorchScript module has no block protocol (it lacks " +
+                           own->missing_protocol() +
+                           "): it runs as one opaque block, so no plan checkpoints part of it";
+    }
   } catch (const c10::Error& e) {
     return Status::Internal(std::string("measuring the ledger: ") + e.what_without_backtrace());
   }
@@ -131,7 +138,8 @@ nlohmann::json MemoryLedger::ToJson() const {
           {"usable_bytes", usable_bytes},
           {"plan", trainerd::ToJson(plan)},
           {"method", method},
-          {"blocks", block_list}};
+          {"blocks", block_list},
+          {"blocks_note", blocks_note}};
 }
 
 std::string MemoryLedger::ToTable() const {
@@ -162,6 +170,7 @@ std::string MemoryLedger::ToTable() const {
                   FormatBytes(reserved_peak_bytes).c_str());
     out += line;
   }
+  if (!blocks_note.empty()) return out + "\n" + blocks_note + "\n";
   std::snprintf(line, sizeof(line), "\n%-6s %14s %14s %12s\n", "block", "activations",
                 "checkpointed", "forward");
   out += line;

@@ -6,6 +6,7 @@
 
 #include "trainerd/trainer/gpt.h"
 #include "trainerd/trainer/mlp_classifier.h"
+#include "trainerd/trainer/torchscript_model.h"
 
 namespace trainerd {
 
@@ -18,13 +19,41 @@ void TrainableModel::set_checkpointed_blocks(const std::vector<int>& blocks) {
   std::sort(checkpointed_.begin(), checkpointed_.end());
 }
 
+torch::Tensor TrainableModel::RunBlock(int index, const BlockFunction& block,
+                                       const std::vector<torch::Tensor>& parameters,
+                                       const std::vector<torch::Tensor>& buffers,
+                                       const torch::Tensor& x) {
+  if (block_observer_) block_observer_(index, false);
+  torch::Tensor y;
+  if (!IsCheckpointed(index) || !torch::GradMode::is_enabled()) {
+    y = block(x);
+  } else {
+    y = CheckpointedForward(block, x, parameters, buffers, fresh_recompute_);
+  }
+  if (block_observer_) block_observer_(index, true);
+  return y;
+}
+
+void TrainableModel::SaveArtifact(const std::string& path) {
+  torch::serialize::OutputArchive archive;
+  save(archive);
+  archive.save_to(path);
+}
+
 bool TrainableModel::IsCheckpointed(int index) const {
   return std::binary_search(checkpointed_.begin(), checkpointed_.end(), index);
 }
 
 std::shared_ptr<TrainableModel> BuildModel(const ModelSpec& spec, int num_classes) {
-  if (spec.kind == ModelKind::kGpt) return std::make_shared<Gpt>(spec.gpt);
-  return std::make_shared<MlpClassifier>(spec.mlp, /*in_features=*/256, num_classes);
+  switch (spec.kind) {
+    case ModelKind::kGpt:
+      return std::make_shared<Gpt>(spec.gpt);
+    case ModelKind::kMlpClassifier:
+      return std::make_shared<MlpClassifier>(spec.mlp, /*in_features=*/256, num_classes);
+    case ModelKind::kTorchScript:
+      return std::make_shared<TorchScriptModel>(spec.torchscript);
+  }
+  TORCH_CHECK(false, "unknown model kind ", static_cast<int>(spec.kind));
 }
 
 std::int64_t CountParameters(const torch::nn::Module& model) {

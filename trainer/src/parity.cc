@@ -9,6 +9,7 @@
 #include <map>
 
 #include "trainerd/trainer/memory_ledger.h"
+#include "trainerd/trainer/torchscript_model.h"
 #include "trainerd/trainer/trainer.h"
 
 namespace trainerd {
@@ -45,6 +46,11 @@ struct Side {
   Side(const JobSpec& spec, const TextCorpus& corpus, EventSink* sink)
       : trainer(spec, corpus, sink) {
     trainer.set_before_clip([this](double) { gradients = Snapshot(trainer.model(), true); });
+    // A TorchScript model's own dropout draws from the default generator, so its masks
+    // depend on the split: both sides run without it.
+    if (auto* own = dynamic_cast<TorchScriptModel*>(&trainer.model())) {
+      own_dropout_switched_off = own->switch_off_own_dropout();
+    }
   }
   UpdateStats Update(int update) {
     gradients.clear();
@@ -56,6 +62,7 @@ struct Side {
   }
   Trainer trainer;
   Tensors gradients, before, after;
+  int own_dropout_switched_off = 0;
 };
 
 class Comparison {
@@ -233,6 +240,7 @@ nlohmann::json ParityReport::ToJson(const PlanSpec& plan) const {
           {"checked_plan", trainerd::ToJson(checked_plan)},
           {"checked_effective_batch", checked_effective_batch},
           {"reduction", reduction},
+          {"own_dropout_switched_off", own_dropout_switched_off},
           {"updates", per_update}};
 }
 
@@ -250,6 +258,7 @@ Result<ParityReport> CheckParity(const JobSpec& spec, const TextCorpus& corpus, 
     Side plan(plan_spec, corpus, &discard);
     Side reference(*reference_spec, corpus, &discard);
     plan.trainer.set_test_only_fault(fault);
+    report.own_dropout_switched_off = plan.own_dropout_switched_off;
     for (int update = 0; update < updates; ++update) {
       const UpdateStats p = plan.Update(update);
       const UpdateStats r = reference.Update(update);

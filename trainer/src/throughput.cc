@@ -52,7 +52,8 @@ double MeasureMatmulFlops(Precision precision, const torch::Device& device) {
 
 }  // namespace
 
-double ModelFlopsPerSample(const ModelSpec& model, std::int64_t parameters) {
+std::optional<double> ModelFlopsPerSample(const ModelSpec& model, std::int64_t parameters) {
+  if (model.kind == ModelKind::kTorchScript) return model.torchscript.flops_per_sample;
   if (model.kind == ModelKind::kMlpClassifier) return 6.0 * static_cast<double>(parameters);
   const GptOptions& g = model.gpt;
   const double per_token = 6.0 * static_cast<double>(parameters) +

@@ -334,7 +334,7 @@ Status Trainer::EvaluateAndCheckpoint(const TrainerOptions& options, TrainOutcom
 Status Trainer::Finish(const TrainerOptions& options, const RunTiming& timing,
                        TrainOutcome* outcome) {
   TemporaryFile temporary(options.model_path);
-  torch::save(model_, temporary.path());
+  model_->SaveArtifact(temporary.path());
   if (Status s = temporary.Commit(); !s.ok()) return s;
   Result<std::string> hash = Sha256File(options.model_path);
   if (!hash.ok()) return hash.status();
@@ -360,8 +360,14 @@ Status Trainer::Finish(const TrainerOptions& options, const RunTiming& timing,
     ScopedMemoryLimit lifted(memory, 0);  // the probe's matrices are not the job's memory
     peak_flops = PeakFlops(spec_.plan.precision, device_, options.peak_flops_cache);
   }
-  const ThroughputAssessment flops = AssessThroughput(
-      samples_per_second * ModelFlopsPerSample(spec_.model, CountParameters(*model_)), peak_flops);
+  const std::optional<double> flops_per_sample =
+      ModelFlopsPerSample(spec_.model, CountParameters(*model_));
+  ThroughputAssessment flops =
+      AssessThroughput(samples_per_second * flops_per_sample.value_or(0), peak_flops);
+  if (!flops_per_sample) {
+    flops.valid = false;
+    flops.note = "FLOPs per sample unknown for this TorchScript model: give model.flops_per_sample";
+  }
   sink_->Emit(
       {{"event", "finish"},
        {"updates", outcome->updates_done},
@@ -381,7 +387,8 @@ Status Trainer::Finish(const TrainerOptions& options, const RunTiming& timing,
        {"peak_bytes", peak_bytes},
        {"reserved_peak_bytes", reserved_peak_bytes},
        {"memory_method", memory.method()},
-       {"model_flops_per_second", flops.achieved_flops},
+       {"model_flops_per_second",
+        flops_per_sample ? nlohmann::json(flops.achieved_flops) : nlohmann::json(nullptr)},
        {"peak_flops_per_second", flops.peak_flops},
        {"mfu", trained && flops.valid ? nlohmann::json(flops.mfu) : nlohmann::json(nullptr)},
        {"measurement_valid", trained && flops.valid},

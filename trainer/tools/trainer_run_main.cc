@@ -25,6 +25,7 @@
 #include "trainerd/trainer/planner.h"
 #include "trainerd/trainer/text_corpus.h"
 #include "trainerd/trainer/throughput.h"
+#include "trainerd/trainer/torchscript_model.h"
 #include "trainerd/trainer/trainer.h"
 #include "trainerd/trainer/training_fault.h"
 #include "trainerd/trainer/units.h"
@@ -263,6 +264,12 @@ void PrintParity(const trainerd::ParityReport& report, const trainerd::PlanSpec&
   }
   std::printf("  %-7s %-11.3g %-11.3g %-11.3g %-11.3g\n", "limit", t.loss, t.grad_norm, t.gradient,
               t.step);
+  if (report.own_dropout_switched_off > 0) {
+    std::printf(
+        "  the model's own %d dropout modules were switched off on both sides (their "
+        "masks depend on the split)\n",
+        report.own_dropout_switched_off);
+  }
   for (const std::string& failure : report.failures) std::printf("  %s\n", failure.c_str());
   std::printf("%s\n", report.pass ? "PASS" : "FAIL");
 }
@@ -312,11 +319,6 @@ class Worker {
       }
       spec_.memory.budget_bytes = *budget;
     }
-    if (!args_.plan.empty() && args_.plan != "auto") {
-      if (trainerd::Status s = trainerd::ApplyPlanFile(args_.plan, &spec_); !s.ok()) {
-        return Fail("config", s.message(), exit_code::kUsage);
-      }
-    }
     if (spec_.runtime.device == "cuda" && !torch::cuda::is_available()) {
       return Fail("config",
                   args_.config + ": runtime.device: cuda requested but this LibTorch (" +
@@ -330,6 +332,18 @@ class Worker {
         trainerd::TextCorpus::Load(spec_.data, spec_.model.gpt.block_size);
     if (!corpus.ok()) return Fail("data", corpus.status().message(), exit_code::kBadData);
     corpus_ = std::make_unique<trainerd::TextCorpus>(std::move(corpus).value());
+    // A TorchScript model's block count is known from its file: before the plan file that
+    // may name its blocks.
+    if (trainerd::Status s =
+            trainerd::ResolveTorchScriptModel(&spec_, static_cast<int>(corpus_->slices().size()));
+        !s.ok()) {
+      return Fail("model", s.message(), exit_code::kUsage);
+    }
+    if (!args_.plan.empty() && args_.plan != "auto") {
+      if (trainerd::Status s = trainerd::ApplyPlanFile(args_.plan, &spec_); !s.ok()) {
+        return Fail("config", s.message(), exit_code::kUsage);
+      }
+    }
     return std::nullopt;
   }
 

@@ -11,7 +11,7 @@
 
 namespace trainerd {
 
-enum class ModelKind { kGpt, kMlpClassifier };
+enum class ModelKind { kGpt, kMlpClassifier, kTorchScript };
 
 struct GptOptions {
   int n_layer = 4;       // decoder blocks
@@ -30,10 +30,34 @@ struct MlpOptions {
   double dropout = 0.0;
 };
 
+// What a model reads: next-token windows of byte ids (GPT-like, logits [B, T, V]) or the
+// byte histogram of a window with its slice as the class (classifier, logits [B, C]).
+enum class ModelInputs { kTokens, kByteHistogram };
+
+// A module the team exported from Python with torch.jit.script or trace
+// (docs/bring-your-own-model.md). With the block protocol (a ModuleList attribute `blocks`
+// and exported methods `embed` and `head`) it runs as embed -> blocks -> head and a plan may
+// checkpoint its blocks; without it, it runs as one opaque forward.
+struct TorchScriptOptions {
+  std::string path;  // the .pt file, absolute after parsing
+  std::string blocks = "blocks";
+  std::string embed = "embed";
+  std::string head = "head";
+  bool protocol_named = false;  // the job names blocks/embed/head: missing ones are an error
+  ModelInputs inputs = ModelInputs::kTokens;
+  std::optional<double> flops_per_sample;  // forward + backward; unknown = MFU null
+  // Known only from the file: filled by ResolveTorchScriptModel (torchscript_model.h) in the
+  // worker before anything uses them; 0 / false / empty in the daemon.
+  int num_blocks = 0;
+  bool has_batch_statistics = false;
+  std::string sha256;
+};
+
 struct ModelSpec {
   ModelKind kind = ModelKind::kGpt;
-  GptOptions gpt;
+  GptOptions gpt;  // gpt.block_size is also the window of the MLP and a TorchScript model
   MlpOptions mlp;
+  TorchScriptOptions torchscript;
 };
 
 struct DataSpec {
@@ -122,7 +146,8 @@ const char* ToString(Precision precision);
 // (events, ledger, planner, parity) shows it.
 nlohmann::json ToJson(const PlanSpec& plan);
 
-// Blocks a plan may checkpoint: GPT decoder blocks or MLP hidden layers.
+// Blocks a plan may checkpoint: GPT decoder blocks, MLP hidden layers, the blocks of a
+// TorchScript model with the block protocol (0 until resolved, and without the protocol).
 int NumBlocks(const ModelSpec& model);
 // True when a layer's output depends on the other samples of its microbatch (BatchNorm).
 bool HasBatchStatistics(const ModelSpec& model);

@@ -42,6 +42,7 @@ struct MemoryLedger {
   std::int64_t budget_bytes = 0;
   std::int64_t usable_bytes = 0;
   std::vector<BlockActivation> blocks;
+  std::string blocks_note;  // why there are no blocks a plan can checkpoint; "" when there are
   PlanSpec plan;
   std::string method;
 

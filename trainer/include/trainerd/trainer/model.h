@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "trainerd/trainer/activation_checkpoint.h"
@@ -26,6 +27,9 @@ class TrainableModel : public torch::nn::Module {
   // True when a layer's output depends on the other samples of its microbatch (BatchNorm),
   // so that gradient accumulation is not equivalent to one large batch.
   virtual bool has_batch_statistics() const = 0;
+  // Writes the trained model where the release will be: the module's parameters and buffers
+  // (torch::save), or for a TorchScript model the scripted module with the trained weights.
+  virtual void SaveArtifact(const std::string& path);
 
   // Blocks whose activations are recomputed in backward instead of kept (plan
   // checkpoint_blocks). REQUIRES: every index < num_blocks().
@@ -45,18 +49,15 @@ class TrainableModel : public torch::nn::Module {
   // Runs block `index`, checkpointed when the plan says so and gradients are being recorded.
   template <typename BlockHolder>
   torch::Tensor RunBlock(int index, BlockHolder& block, const torch::Tensor& x) {
-    if (block_observer_) block_observer_(index, false);
-    torch::Tensor y;
-    if (!IsCheckpointed(index) || !torch::GradMode::is_enabled()) {
-      y = block->forward(x);
-    } else {
-      y = CheckpointedForward(
-          [block](const torch::Tensor& in) mutable { return block->forward(in); }, x,
-          block->parameters(), block->buffers(), fresh_recompute_);
-    }
-    if (block_observer_) block_observer_(index, true);
-    return y;
+    return RunBlock(
+        index, [block](const torch::Tensor& in) mutable { return block->forward(in); },
+        block->parameters(), block->buffers(), x);
   }
+  // The same for a block given as a function of its input, the parameters it reads and the
+  // buffers its forward updates.
+  torch::Tensor RunBlock(int index, const BlockFunction& block,
+                         const std::vector<torch::Tensor>& parameters,
+                         const std::vector<torch::Tensor>& buffers, const torch::Tensor& x);
 
  private:
   bool IsCheckpointed(int index) const;
@@ -65,7 +66,8 @@ class TrainableModel : public torch::nn::Module {
   bool fresh_recompute_ = false;
 };
 
-// Builds the model of `spec`; `num_classes` is the classifier's output size (slices).
+// Builds the model of `spec`; `num_classes` is the classifier's output size (slices). A
+// TorchScript model is loaded from its file (ResolveTorchScriptModel has checked it).
 std::shared_ptr<TrainableModel> BuildModel(const ModelSpec& spec, int num_classes);
 
 std::int64_t CountParameters(const torch::nn::Module& model);

@@ -59,6 +59,10 @@ struct ParityReport {
   // Empty when the real shape ran; else what was reduced, from the job's value to the
   // checked one: {"effective_batch": [64, 16], "microbatch": [16, 8], ...}.
   nlohmann::json reduction = nlohmann::json::object();
+  // Dropout modules of a TorchScript model, switched off on both sides: their masks come from
+  // the default generator and would differ with the split (the trainer's own dropout is
+  // split-invariant and stays on).
+  int own_dropout_switched_off = 0;
   nlohmann::json ToJson(const PlanSpec& plan) const;
 };
 

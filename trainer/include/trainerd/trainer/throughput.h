@@ -7,6 +7,7 @@
 #include <torch/types.h>
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "trainerd/trainer/job_spec.h"
@@ -15,8 +16,10 @@ namespace trainerd {
 
 // Training FLOPs (forward + backward) per sample: 6 per parameter per token, plus attention
 // 12 * n_layer * block_size * n_embd per token for the GPT (nanoGPT's estimate).
-// Recomputation of checkpointed blocks is not useful work and is not counted.
-double ModelFlopsPerSample(const ModelSpec& model, std::int64_t parameters);
+// Recomputation of checkpointed blocks is not useful work and is not counted. A TorchScript
+// model's is model.flops_per_sample, or none when the job does not give it (MFU is then
+// null, never a guess).
+std::optional<double> ModelFlopsPerSample(const ModelSpec& model, std::int64_t parameters);
 
 // "CPU model | cores | memory" of this machine, from /proc.
 std::string HardwareFingerprint();

@@ -1,0 +1,202 @@
+// The team's own model: modules exported by real PyTorch (Debian's python3-torch, through
+// examples/torchscript/export_models.py), trained by the LibTorch worker, and loaded back in
+// Python.
+#include "trainerd/trainer/torchscript_model.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "../support/child_process.h"
+#include "../support/temp_dir.h"
+#include "trainerd/trainer/exit_codes.h"
+#include "trainerd/trainer/job_spec_parser.h"
+#include "trainerd/trainer/parity.h"
+#include "trainerd/trainer/text_corpus.h"
+#include "trainerd/trainer/trainer.h"
+
+namespace trainerd {
+namespace {
+
+constexpr int kBlockSize = 16;
+
+// Runs `argv` to its end: its stdout, and its exit code in *code.
+std::string RunToEnd(const std::vector<std::string>& argv, int* code) {
+  testing::ChildProcess child(argv);
+  std::string out;
+  for (const std::string& line : child.ReadAllLines()) out += line + "\n";
+  const std::string err = child.ReadAllStderr();
+  *code = child.ExitCode();
+  return out + err;
+}
+
+class TorchScriptModelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    int code = 0;
+    const std::string out =
+        RunToEnd({TRAINERD_TEST_PYTHON, std::string(TRAINERD_EXAMPLES_DIR) + "/export_models.py",
+                  "--out", dir_.path().string(), "--block-size", std::to_string(kBlockSize),
+                  "--width", "32", "--updates", "6", "--dropout", "0.1"},
+                 &code);
+    ASSERT_EQ(code, 0) << out;
+  }
+
+  // The example job `name` (lm or classifier), its YAML's first `from` replaced by `to`.
+  Result<JobSpec> Job(const std::string& name, const std::string& from = "",
+                      const std::string& to = "") const {
+    std::string yaml = *ReadText(dir_.File(name + ".yaml"));
+    if (!from.empty()) yaml.replace(yaml.find(from), from.size(), to);
+    return ParseJobSpecFile(dir_.Write(name + "-job.yaml", yaml));
+  }
+
+  static Result<std::string> ReadText(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) return Status::NotFound(path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
+  // The job resolved against its file and corpus, as trainer-run does.
+  JobSpec Resolved(JobSpec spec) {
+    Result<TextCorpus> corpus = TextCorpus::Load(spec.data, spec.model.gpt.block_size);
+    EXPECT_TRUE(corpus.ok()) << corpus.status().message();
+    corpus_ = std::make_unique<TextCorpus>(std::move(corpus).value());
+    const Status s = ResolveTorchScriptModel(&spec, static_cast<int>(corpus_->slices().size()));
+    EXPECT_TRUE(s.ok()) << s.message();
+    return spec;
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<TextCorpus> corpus_;
+};
+
+TEST_F(TorchScriptModelTest, TheBlockProtocolRunsStagedAndEqualsTheModulesOwnForward) {
+  const JobSpec spec = Resolved(*Job("lm"));
+  EXPECT_EQ(spec.model.torchscript.num_blocks, 2);
+  EXPECT_EQ(spec.model.torchscript.sha256.size(), 64u);
+  TorchScriptModel model(spec.model.torchscript);
+  ASSERT_TRUE(model.has_block_protocol()) << model.missing_protocol();
+  torch::jit::Module reference = torch::jit::load(spec.model.torchscript.path);
+  model.eval();
+  reference.eval();
+  const torch::Tensor tokens = torch::randint(0, 256, {3, kBlockSize}, torch::kLong);
+  torch::NoGradGuard no_grad;
+  EXPECT_TRUE(torch::equal(model.forward(tokens), reference.forward({tokens}).toTensor()));
+  std::int64_t scripted = 0;
+  for (const torch::Tensor& p : reference.parameters()) scripted += p.numel();
+  EXPECT_EQ(CountParameters(model), scripted);
+}
+
+TEST_F(TorchScriptModelTest, CheckpointedBlocksWithAccumulationPassParityWithItsDropoutOff) {
+  JobSpec spec = Resolved(*Job("lm"));
+  spec.plan = {4, 4, {0, 1}, Precision::kFp32};
+  Result<ParityReport> report = CheckParity(spec, *corpus_, 2);
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  EXPECT_TRUE(report->pass) << report->ToJson(spec.plan).dump();
+  EXPECT_EQ(report->own_dropout_switched_off, 2);  // the two blocks' nn.Dropout
+  // And it still catches the classic accumulation bug on this model.
+  Result<ParityReport> broken = CheckParity(spec, *corpus_, 2, TrainingFault::kLossPerMicrobatch);
+  ASSERT_TRUE(broken.ok());
+  EXPECT_FALSE(broken->pass);
+}
+
+TEST_F(TorchScriptModelTest, TheTrainedModelLoadsInPythonAndGivesTheWorkersOutputs) {
+  const JobSpec spec = Resolved(*Job("lm"));
+  NullEventSink sink;
+  Trainer trainer(spec, *corpus_, &sink);
+  TrainerOptions options;
+  options.checkpoint_path = dir_.File("checkpoint.pt");
+  options.model_path = dir_.File("trained.pt");
+  Result<TrainOutcome> outcome = trainer.Run(options);
+  ASSERT_TRUE(outcome.ok()) << outcome.status().message();
+  ASSERT_EQ(outcome->kind, TrainOutcome::Kind::kFinished);
+
+  int code = 0;
+  const std::string out = RunToEnd(
+      {TRAINERD_TEST_PYTHON, std::string(TRAINERD_EXAMPLES_DIR) + "/evaluate_release.py",
+       options.model_path, "--inputs", "tokens", "--block-size", std::to_string(kBlockSize)},
+      &code);
+  ASSERT_EQ(code, 0) << out;
+  const nlohmann::json python = nlohmann::json::parse(out);
+  const torch::Tensor tokens =
+      (torch::arange(kBlockSize, torch::kLong) * 7).remainder(256).unsqueeze(0);
+  trainer.model().eval();
+  torch::NoGradGuard no_grad;
+  const torch::Tensor mine = trainer.model().forward(tokens).flatten();
+  const std::vector<float> theirs = python["logits"].get<std::vector<float>>();
+  ASSERT_EQ(theirs.size(), static_cast<std::size_t>(mine.numel()));
+  const torch::Tensor diff = (mine - torch::tensor(theirs)).abs().max();
+  EXPECT_LT(diff.item<float>(), 1e-5);
+  // Trained: the weights moved away from the exported ones.
+  torch::jit::Module exported = torch::jit::load(spec.model.torchscript.path);
+  exported.eval();
+  EXPECT_FALSE(torch::allclose(exported.forward({tokens}).toTensor().flatten(), mine));
+}
+
+TEST_F(TorchScriptModelTest, AModuleWithoutTheProtocolTrainsAsOneBlockThatNoPlanCheckpoints) {
+  JobSpec spec = Resolved(*Job("classifier"));
+  EXPECT_EQ(spec.model.torchscript.num_blocks, 0);
+  NullEventSink sink;
+  Trainer trainer(spec, *corpus_, &sink);
+  EXPECT_TRUE(std::isfinite(trainer.TrainUpdate(0).loss));
+  for (const auto& p : trainer.model().named_parameters()) {  // the opaque forward reaches all
+    ASSERT_TRUE(p.value().grad().defined()) << p.key();
+    EXPECT_GT(p.value().grad().norm().item<double>(), 0) << p.key();
+  }
+
+  Result<JobSpec> checkpointing = Job("classifier");
+  ASSERT_TRUE(checkpointing.ok());
+  checkpointing->plan.checkpoint_blocks = {0};
+  const Status s = ResolveTorchScriptModel(&*checkpointing, 2);
+  EXPECT_NE(s.message().find("plan.checkpoint_blocks: expected indices below 0"), std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("has no block protocol"), std::string::npos) << s.message();
+}
+
+// Each bad model a clear error that names the job file, the key and the model file.
+TEST_F(TorchScriptModelTest, BadModelsAreErrorsNamingTheFileAndTheKey) {
+  const auto error_of = [&](Result<JobSpec> spec) -> std::string {
+    if (!spec.ok()) return spec.status().message();
+    const Status s = ResolveTorchScriptModel(&*spec, 2);
+    return s.ok() ? "accepted" : s.message();
+  };
+  const std::string missing = error_of(Job("lm", "path: lm.pt", "path: absent.pt"));
+  EXPECT_NE(missing.find("lm-job.yaml: model.path: " + dir_.File("absent.pt") + ": no such file"),
+            std::string::npos)
+      << missing;
+  dir_.Write("notes.pt", "not a model\n");
+  const std::string not_script = error_of(Job("lm", "path: lm.pt", "path: notes.pt"));
+  EXPECT_NE(not_script.find("not a loadable TorchScript module"), std::string::npos) << not_script;
+  const std::string no_layers = error_of(Job("lm", "  inputs:", "  blocks: layers\n  inputs:"));
+  EXPECT_NE(no_layers.find("lacks a ModuleList attribute 'layers'"), std::string::npos)
+      << no_layers;
+  const std::string shape = error_of(Job("classifier", "inputs: byte_histogram", "inputs: tokens"));
+  EXPECT_NE(shape.find("classifier-job.yaml: model.path: " + dir_.File("classifier.pt") +
+                       ": the model fails on a sample of shape [1, 16] int64"),
+            std::string::npos)
+      << shape;
+  const std::string histogram = error_of(Job("lm", "inputs: tokens", "inputs: byte_histogram"));
+  EXPECT_NE(histogram.find("fails on a sample of shape [1, 256] float32"), std::string::npos)
+      << histogram;
+}
+
+TEST_F(TorchScriptModelTest, TrainerRunExitsTwoOnAModelFileThatIsNotTorchScript) {
+  dir_.Write("notes.pt", "not a model\n");
+  Result<std::string> yaml = ReadText(dir_.File("lm.yaml"));
+  ASSERT_TRUE(yaml.ok());
+  std::string text = *yaml;
+  text.replace(text.find("path: lm.pt"), 11, "path: notes.pt");
+  const std::string config = dir_.Write("bad.yaml", text);
+  int code = 0;
+  const std::string out =
+      RunToEnd({TRAINER_RUN_PATH, "--config", config, "--output-dir", dir_.File("out")}, &code);
+  EXPECT_EQ(code, exit_code::kUsage) << out;
+  EXPECT_NE(out.find("\"kind\":\"model\""), std::string::npos) << out;
+  EXPECT_NE(out.find(config + ": model.path: " + dir_.File("notes.pt")), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace trainerd

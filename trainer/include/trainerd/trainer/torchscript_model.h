@@ -1,0 +1,64 @@
+// The team's own model: a module exported from Python with torch.jit.script (or trace),
+// loaded with torch::jit::load and trained like the built-in models. Its parameters and
+// buffers are the TorchScript module's own tensors, registered with this module, so the
+// optimizer, checkpoints, device moves and the ledger see them, and the module saved after
+// training carries the trained weights.
+//
+// Block protocol (docs/bring-your-own-model.md): a ModuleList attribute (`blocks`) and
+// exported methods `embed` and `head` run as embed -> each block -> head, each block
+// checkpointed when the plan says so. Without it the module's `forward` runs as one opaque
+// block that no plan can checkpoint (num_blocks() is 0).
+//
+// Dropout inside the module draws from LibTorch's default generator, so its masks depend on
+// how a batch is split: the parity check switches it off (switch_off_own_dropout) and says so.
+// Not thread-safe.
+#pragma once
+
+#include <torch/script.h>
+
+#include <string>
+#include <vector>
+
+#include "trainerd/common/status.h"
+#include "trainerd/trainer/model.h"
+
+namespace trainerd {
+
+class TorchScriptModel : public TrainableModel {
+ public:
+  // REQUIRES: ResolveTorchScriptModel accepted `options` (the file loads, the named protocol
+  // exists).
+  explicit TorchScriptModel(const TorchScriptOptions& options);
+
+  torch::Tensor forward(const torch::Tensor& inputs) override;
+  SampleFormat sample_format() const override;
+  int num_blocks() const override { return static_cast<int>(blocks_.size()); }
+  bool has_batch_statistics() const override;
+  void train(bool on = true) override;
+  void SaveArtifact(const std::string& path) override;
+
+  bool has_block_protocol() const { return missing_protocol_.empty(); }
+  // What the module lacks of the block protocol ("" when it has it), e.g. "an exported
+  // method 'embed'".
+  const std::string& missing_protocol() const { return missing_protocol_; }
+  // Puts the module's own Dropout submodules in eval mode for good; returns how many.
+  int switch_off_own_dropout();
+
+ private:
+  TorchScriptOptions options_;
+  torch::jit::Module module_;
+  std::string missing_protocol_;
+  std::vector<torch::jit::Module> blocks_;
+  std::vector<std::vector<torch::Tensor>> block_parameters_, block_buffers_;
+  std::vector<torch::jit::Module> own_dropout_;  // switched off: kept in eval mode
+};
+
+// Loads the TorchScript file of `spec->model` once and fills what only the file knows
+// (num_blocks, has_batch_statistics, sha256), then checks that the plan's checkpoint_blocks
+// exist and that one forward on a sample of `format`'s shape gives logits that fit the data
+// (vocabulary 256 for tokens, at least `num_classes` for byte histograms). InvalidArgument
+// naming the file and the key (model.path, model.blocks, ...) otherwise. A no-op for the
+// built-in models.
+Status ResolveTorchScriptModel(JobSpec* spec, int num_classes);
+
+}  // namespace trainerd

@@ -1,0 +1,216 @@
+#include "trainerd/trainer/torchscript_model.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "trainerd/common/sha256.h"
+
+namespace trainerd {
+namespace {
+
+// The last component of a submodule's TorchScript class name ("Dropout" for
+// __torch__.torch.nn.modules.dropout.Dropout).
+std::string ClassName(const torch::jit::Module& module) {
+  const auto name = module.type()->name();
+  return name ? name->name() : "";
+}
+
+// The message of `e` without LibTorch's backtrace and TorchScript's source listing: a
+// script's error ends its traceback ("RuntimeError: mat1 and mat2 must have the same dtype").
+std::string Reason(const std::exception& e) {
+  const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
+  std::string text = c10_error ? c10_error->what_without_backtrace() : e.what();
+  while (!text.empty() && (text.back() == '\n' || text.back() == '"' || text.back() == ' ')) {
+    text.pop_back();
+  }
+  if (text.find("Traceback of TorchScript") != std::string::npos) {
+    return text.substr(text.rfind('\n') + 1);
+  }
+  return text.substr(0, text.find('\n'));
+}
+
+bool IsDropout(const torch::jit::Module& module) {
+  return ClassName(module).find("Dropout") != std::string::npos;
+}
+
+// nn::Module names may not contain dots: "blocks.0.fc.weight" -> "blocks__0__fc__weight".
+std::string RegisteredName(const std::string& dotted) {
+  std::string name;
+  for (const char c : dotted) name += c == '.' ? std::string("__") : std::string(1, c);
+  return name;
+}
+
+std::vector<torch::Tensor> Tensors(const torch::jit::parameter_list& list) {
+  std::vector<torch::Tensor> out;
+  for (const torch::Tensor& t : list) out.push_back(t);
+  return out;
+}
+
+std::vector<torch::Tensor> Tensors(const torch::jit::buffer_list& list) {
+  std::vector<torch::Tensor> out;
+  for (const torch::Tensor& t : list) out.push_back(t);
+  return out;
+}
+
+// The block protocol's parts, or why the module lacks them ("" when it has them all).
+std::string MissingProtocol(const torch::jit::Module& module, const TorchScriptOptions& o) {
+  std::string missing;
+  const auto add = [&missing](const std::string& what) {
+    missing += (missing.empty() ? "" : ", ") + what;
+  };
+  const bool has_list = module.hasattr(o.blocks) && module.attr(o.blocks).isModule();
+  if (!has_list) add("a ModuleList attribute '" + o.blocks + "'");
+  if (!module.find_method(o.embed)) add("an exported method '" + o.embed + "'");
+  if (!module.find_method(o.head)) add("an exported method '" + o.head + "'");
+  return missing;
+}
+
+}  // namespace
+
+TorchScriptModel::TorchScriptModel(const TorchScriptOptions& options)
+    : options_(options), module_(torch::jit::load(options.path)) {
+  for (const auto& p : module_.named_parameters(/*recurse=*/true)) {
+    register_parameter(RegisteredName(p.name), p.value, p.value.requires_grad());
+  }
+  for (const auto& b : module_.named_buffers(/*recurse=*/true)) {
+    register_buffer(RegisteredName(b.name), b.value);
+  }
+  missing_protocol_ = MissingProtocol(module_, options_);
+  if (!missing_protocol_.empty()) return;
+  for (const torch::jit::Module& block : module_.attr(options_.blocks).toModule().children()) {
+    blocks_.push_back(block);
+    block_parameters_.push_back(Tensors(block.parameters()));
+    block_buffers_.push_back(Tensors(block.buffers()));
+  }
+}
+
+torch::Tensor TorchScriptModel::forward(const torch::Tensor& inputs) {
+  if (!has_block_protocol()) return module_.forward({inputs}).toTensor();
+  torch::Tensor x = module_.get_method(options_.embed)({inputs}).toTensor();
+  for (std::size_t i = 0; i < blocks_.size(); ++i) {
+    torch::jit::Module block = blocks_[i];
+    x = RunBlock(
+        static_cast<int>(i),
+        [block](const torch::Tensor& in) mutable { return block.forward({in}).toTensor(); },
+        block_parameters_[i], block_buffers_[i], x);
+  }
+  return module_.get_method(options_.head)({x}).toTensor();
+}
+
+SampleFormat TorchScriptModel::sample_format() const {
+  return options_.inputs == ModelInputs::kTokens ? SampleFormat::kNextToken
+                                                 : SampleFormat::kSliceOfWindow;
+}
+
+bool TorchScriptModel::has_batch_statistics() const {
+  for (const auto& m : module_.named_modules()) {
+    if (ClassName(m.value).find("BatchNorm") != std::string::npos) return true;
+  }
+  return false;
+}
+
+void TorchScriptModel::train(bool on) {
+  TrainableModel::train(on);
+  module_.train(on);
+  for (torch::jit::Module& dropout : own_dropout_) dropout.train(false);
+}
+
+void TorchScriptModel::SaveArtifact(const std::string& path) { module_.save(path); }
+
+int TorchScriptModel::switch_off_own_dropout() {
+  own_dropout_.clear();
+  for (const auto& m : module_.named_modules()) {
+    if (IsDropout(m.value)) own_dropout_.push_back(m.value);
+  }
+  train(is_training());
+  return static_cast<int>(own_dropout_.size());
+}
+
+namespace {
+
+// One forward of a one-sample batch shaped like the data's: the logits it must give.
+Status CheckOutputShape(TorchScriptModel& model, const TorchScriptOptions& o, int block_size,
+                        int num_classes, const std::string& where) {
+  torch::NoGradGuard no_grad;
+  model.eval();
+  const bool tokens = o.inputs == ModelInputs::kTokens;
+  const torch::Tensor input =
+      tokens ? torch::zeros({1, block_size}, torch::kLong) : torch::zeros({1, 256}, torch::kFloat);
+  torch::Tensor logits;
+  try {
+    logits = model.forward(input);
+  } catch (const std::exception& e) {  // c10::Error, or a JITException raised by the script
+    const std::string message = Reason(e);
+    return Status::InvalidArgument(where + ": the model fails on a sample of shape " +
+                                   (tokens ? "[1, " + std::to_string(block_size) + "] int64"
+                                           : std::string("[1, 256] float32")) +
+                                   " (model.inputs): " + message);
+  }
+  const std::vector<std::int64_t> shape = logits.sizes().vec();
+  std::string got = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    got += (i ? ", " : "") + std::to_string(shape[i]);
+  }
+  got += "]";
+  if (tokens && (shape.size() != 3 || shape[0] != 1 || shape[1] != block_size)) {
+    return Status::InvalidArgument(where + ": next-token logits must be [B, T, V] = [1, " +
+                                   std::to_string(block_size) + ", V] for this sample, got " + got);
+  }
+  if (tokens && shape[2] < 256) {
+    return Status::InvalidArgument(where + ": the model's vocabulary (" + std::to_string(shape[2]) +
+                                   " logits) is smaller than the data's: byte tokens go up to 255");
+  }
+  if (!tokens && (shape.size() != 2 || shape[0] != 1 || shape[1] < num_classes)) {
+    return Status::InvalidArgument(
+        where + ": classifier logits must be [B, C] with C >= " + std::to_string(num_classes) +
+        " (one class per data file) for this sample, got " + got);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ResolveTorchScriptModel(JobSpec* spec, int num_classes) {
+  if (spec->model.kind != ModelKind::kTorchScript) return Status::Ok();
+  TorchScriptOptions& o = spec->model.torchscript;
+  const std::string where = spec->source_path + ": model.path: " + o.path;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(o.path, ec)) {
+    return Status::InvalidArgument(where +
+                                   ": no such file (export the model with "
+                                   "torch.jit.script(model).save(path))");
+  }
+  std::unique_ptr<TorchScriptModel> model;
+  try {
+    model = std::make_unique<TorchScriptModel>(o);
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(where +
+                                   ": not a loadable TorchScript module (export it with "
+                                   "torch.jit.script or torch.jit.trace, then save): " +
+                                   Reason(e));
+  }
+  if (o.protocol_named && !model->has_block_protocol()) {
+    return Status::InvalidArgument(
+        where + ": model.blocks/embed/head name the block protocol but the module lacks " +
+        model->missing_protocol());
+  }
+  o.num_blocks = model->num_blocks();
+  o.has_batch_statistics = model->has_batch_statistics();
+  Result<std::string> hash = Sha256File(o.path);
+  if (!hash.ok()) return hash.status();
+  o.sha256 = *hash;
+  for (const int block : spec->plan.checkpoint_blocks) {
+    if (block >= o.num_blocks) {
+      return Status::InvalidArgument(
+          spec->source_path + ": plan.checkpoint_blocks: expected indices below " +
+          std::to_string(o.num_blocks) + " (the blocks of " + o.path +
+          (model->has_block_protocol() ? ")" : ", which has no block protocol)") + ", got " +
+          std::to_string(block));
+    }
+  }
+  return CheckOutputShape(*model, o, spec->model.gpt.block_size, num_classes, where);
+}
+
+}  // namespace trainerd
