@@ -24,6 +24,7 @@
 #include "trainerd/trainer/device_memory.h"
 #include "trainerd/trainer/job_spec_parser.h"
 #include "trainerd/trainer/planner.h"
+#include "trainerd/trainer/text_corpus.h"
 #include "trainerd/trainer/trainer.h"
 
 namespace {
@@ -47,7 +48,7 @@ struct Measured {
 
 // Median update time and peak of `plan` under the usable limit; fits=false on OOM or peak
 // above usable.
-Measured Measure(const JobSpec& spec, const trainerd::TextCorpus& corpus, const PlanSpec& plan,
+Measured Measure(const JobSpec& spec, const trainerd::Dataset& corpus, const PlanSpec& plan,
                  int updates) {
   JobSpec job = spec;
   job.plan = plan;

@@ -5,6 +5,7 @@
 
 #include "../support/cuda_test.h"
 #include "../support/tiny_job.h"
+#include "trainerd/trainer/text_corpus.h"
 #include "trainerd/trainer/trainer.h"
 
 namespace trainerd {

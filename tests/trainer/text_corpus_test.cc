@@ -71,7 +71,7 @@ TEST(TextCorpusTest, HeldOutSlicesCoverTheHeldOutSplit) {
   ASSERT_EQ(corpus->slices().size(), 2u);
   for (std::size_t i = 0; i < 2; ++i) {
     const char held_out = i == 0 ? 'b' : 'd';
-    const TextSlice& slice = corpus->slices()[i];
+    const DataSlice& slice = corpus->slices()[i];
     const int windows = static_cast<int>(slice.holdout_bytes);  // dense enough to touch every byte
     const Batch batch = corpus->HeldOutSamples(i, windows, SampleFormat::kNextToken);
     EXPECT_TRUE(batch.inputs.eq(held_out).all().item<bool>()) << slice.name;

@@ -64,7 +64,8 @@ class TorchScriptModelTest : public ::testing::Test {
     Result<TextCorpus> corpus = TextCorpus::Load(spec.data, spec.model.gpt.block_size);
     EXPECT_TRUE(corpus.ok()) << corpus.status().message();
     corpus_ = std::make_unique<TextCorpus>(std::move(corpus).value());
-    const Status s = ResolveTorchScriptModel(&spec, static_cast<int>(corpus_->slices().size()));
+    Status s = ResolveTorchScriptModel(&spec);
+    if (s.ok()) s = CheckModelFitsData(spec.model, spec.source_path, *corpus_);
     EXPECT_TRUE(s.ok()) << s.message();
     return spec;
   }
@@ -150,7 +151,7 @@ TEST_F(TorchScriptModelTest, AModuleWithoutTheProtocolTrainsAsOneBlockThatNoPlan
   Result<JobSpec> checkpointing = Job("classifier");
   ASSERT_TRUE(checkpointing.ok());
   checkpointing->plan.checkpoint_blocks = {0};
-  const Status s = ResolveTorchScriptModel(&*checkpointing, 2);
+  const Status s = ResolveTorchScriptModel(&*checkpointing);
   EXPECT_NE(s.message().find("plan.checkpoint_blocks: expected indices below 0"), std::string::npos)
       << s.message();
   EXPECT_NE(s.message().find("has no block protocol"), std::string::npos) << s.message();
@@ -160,7 +161,7 @@ TEST_F(TorchScriptModelTest, AModuleWithoutTheProtocolTrainsAsOneBlockThatNoPlan
 TEST_F(TorchScriptModelTest, BadModelsAreErrorsNamingTheFileAndTheKey) {
   const auto error_of = [&](Result<JobSpec> spec) -> std::string {
     if (!spec.ok()) return spec.status().message();
-    const Status s = ResolveTorchScriptModel(&*spec, 2);
+    const Status s = ResolveTorchScriptModel(&*spec);
     return s.ok() ? "accepted" : s.message();
   };
   const std::string missing = error_of(Job("lm", "path: lm.pt", "path: absent.pt"));

@@ -28,6 +28,7 @@ void ReadGpt(YamlReader& model, GptOptions* gpt) {
   model.Int("n_head", &gpt->n_head, 1, 1024);
   model.Int("n_embd", &gpt->n_embd, 1, 65536);
   model.Int("block_size", &gpt->block_size, 1, 65536);
+  model.Int("vocab_size", &gpt->vocab_size, 1, kMaxCount);
   model.Double("dropout", &gpt->dropout, 0.0, 0.99);
   model.Bool("bias", &gpt->bias);
   if (model.ok() && gpt->n_embd % gpt->n_head != 0) {
@@ -91,10 +92,26 @@ void ReadModel(YamlReader model, const std::filesystem::path& base_dir, ModelSpe
 }
 
 void ReadData(YamlReader data, const std::filesystem::path& base_dir, DataSpec* spec) {
-  data.StringList("files", &spec->files);
-  if (!data.Has("files")) data.Fail("files", "a non-empty list of text files", "nothing");
-  for (auto& file : spec->files) file = Absolute(file, base_dir).string();
-  data.Double("holdout_fraction", &spec->holdout_fraction, 0.0, 0.5, /*min_open=*/true);
+  std::string format = "text";
+  data.String("format", &format, {"text", "tokens"});
+  spec->format = format == "tokens" ? DataFormat::kTokens : DataFormat::kText;
+  if (spec->format == DataFormat::kText) {
+    data.StringList("files", &spec->files);
+    if (!data.Has("files")) data.Fail("files", "a non-empty list of text files", "nothing");
+    for (auto& file : spec->files) file = Absolute(file, base_dir).string();
+    data.Double("holdout_fraction", &spec->holdout_fraction, 0.0, 0.5, /*min_open=*/true);
+  } else {
+    data.String("train", &spec->train, {});
+    if (!data.Has("train")) data.Fail("train", "the training token file (train.bin)", "nothing");
+    spec->train = Absolute(spec->train, base_dir).string();
+    data.StringList("eval", &spec->eval);
+    if (!data.Has("eval"))
+      data.Fail("eval", "a non-empty list of token files (val.bin)", "nothing");
+    for (auto& file : spec->eval) file = Absolute(file, base_dir).string();
+    std::string dtype = "uint16";
+    data.String("dtype", &dtype, {"uint16", "uint32"});
+    spec->token_bytes = dtype == "uint32" ? 4 : 2;
+  }
   data.Int("eval_windows_per_slice", &spec->eval_windows_per_slice, 1, 4096);
   data.RejectUnknownKeys();
 }

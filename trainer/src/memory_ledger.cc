@@ -64,7 +64,7 @@ std::int64_t AdamWStateBytes(const torch::optim::Optimizer& optimizer) {
   return total;
 }
 
-Result<MemoryLedger> MeasureLedger(const JobSpec& spec, const TextCorpus& corpus) {
+Result<MemoryLedger> MeasureLedger(const JobSpec& spec, const Dataset& corpus) {
   MemoryLedger ledger;
   ledger.plan = spec.plan;
   ledger.budget_bytes = spec.memory.budget_bytes;

@@ -62,6 +62,41 @@ std::int64_t CountParameters(const torch::nn::Module& model) {
   return total;
 }
 
+Status CheckModelFitsData(const ModelSpec& spec, const std::string& origin, const Dataset& data) {
+  const bool histogram = spec.kind == ModelKind::kMlpClassifier ||
+                         (spec.kind == ModelKind::kTorchScript &&
+                          spec.torchscript.inputs == ModelInputs::kByteHistogram);
+  if (histogram && !data.supports(SampleFormat::kSliceOfWindow)) {
+    return Status::InvalidArgument(origin + ": " +
+                                   (spec.kind == ModelKind::kMlpClassifier
+                                        ? std::string("model.kind: mlp")
+                                        : std::string("model.inputs: byte_histogram")) +
+                                   " counts the bytes of text windows, but data.format: tokens "
+                                   "gives token ids; use data.format: text");
+  }
+  const auto needs = [&](const std::string& key, std::int64_t have, std::int64_t need,
+                         const std::string& what) -> Status {
+    if (have >= need) return Status::Ok();
+    return Status::InvalidArgument(origin + ": " + key + ": " + what + " " + std::to_string(need) +
+                                   ", got " + std::to_string(have));
+  };
+  const std::string ids = "the data's token ids go up to " +
+                          std::to_string(data.vocabulary_needed() - 1) + ": expected at least";
+  switch (spec.kind) {
+    case ModelKind::kGpt:
+      return needs("model.vocab_size", spec.gpt.vocab_size, data.vocabulary_needed(), ids);
+    case ModelKind::kMlpClassifier:
+      return Status::Ok();  // its head is sized by the slices
+    case ModelKind::kTorchScript:
+      return histogram ? needs("model.path", spec.torchscript.output_size,
+                               static_cast<std::int64_t>(data.slices().size()),
+                               "classifier logits need one class per data file: expected at least")
+                       : needs("model.path", spec.torchscript.output_size, data.vocabulary_needed(),
+                               "the model's logits cover its vocabulary, and " + ids);
+  }
+  return Status::Ok();
+}
+
 LossTerms CrossEntropySum(const torch::Tensor& logits, const torch::Tensor& targets) {
   const torch::Tensor flat_targets = targets.reshape({-1});
   LossTerms terms;

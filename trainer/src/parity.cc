@@ -43,8 +43,7 @@ Tensors Snapshot(TrainableModel& model, bool gradients) {
 
 // One side of the comparison: a trainer and what it saw before clipping.
 struct Side {
-  Side(const JobSpec& spec, const TextCorpus& corpus, EventSink* sink)
-      : trainer(spec, corpus, sink) {
+  Side(const JobSpec& spec, const Dataset& corpus, EventSink* sink) : trainer(spec, corpus, sink) {
     trainer.set_before_clip([this](double) { gradients = Snapshot(trainer.model(), true); });
     // A TorchScript model's own dropout draws from the default generator, so its masks
     // depend on the split: both sides run without it.
@@ -177,7 +176,7 @@ void CompareUpdate(int update, const Side& plan, const Side& reference, const Up
 // The shape both runs use: the job's, or the effective batch halved until the reference's
 // measured peak fits the usable memory, the plan keeping at least two microbatches when it
 // accumulates.
-Result<JobSpec> ReferenceShape(const JobSpec& spec, const TextCorpus& corpus, JobSpec* plan,
+Result<JobSpec> ReferenceShape(const JobSpec& spec, const Dataset& corpus, JobSpec* plan,
                                nlohmann::json* reduction) {
   JobSpec reference = spec;
   const bool accumulates = spec.plan.accumulation_steps > 1;
@@ -244,7 +243,7 @@ nlohmann::json ParityReport::ToJson(const PlanSpec& plan) const {
           {"updates", per_update}};
 }
 
-Result<ParityReport> CheckParity(const JobSpec& spec, const TextCorpus& corpus, int updates,
+Result<ParityReport> CheckParity(const JobSpec& spec, const Dataset& corpus, int updates,
                                  TrainingFault fault) {
   ParityReport report;
   JobSpec plan_spec;

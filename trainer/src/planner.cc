@@ -37,7 +37,7 @@ struct Measurement {
 
 // One real optimizer update of `plan` (after one warm-up update) under `limit` bytes.
 // `effective_batch` overrides the job's, so the probe can time a single microbatch.
-Measurement MeasureUpdate(const JobSpec& spec, const TextCorpus& corpus, const PlanSpec& plan,
+Measurement MeasureUpdate(const JobSpec& spec, const Dataset& corpus, const PlanSpec& plan,
                           int effective_batch, std::int64_t limit) {
   JobSpec job = spec;
   job.plan = plan;
@@ -116,7 +116,7 @@ struct BlockRanking {
   double input_bytes_per_sample = 0;
 };
 
-Result<BlockRanking> RankBlocks(const JobSpec& spec, const TextCorpus& corpus) {
+Result<BlockRanking> RankBlocks(const JobSpec& spec, const Dataset& corpus) {
   const int blocks = NumBlocks(spec.model);
   JobSpec ledger_spec = spec;
   ledger_spec.plan = MakePlan(
@@ -156,8 +156,7 @@ Result<BlockRanking> RankBlocks(const JobSpec& spec, const TextCorpus& corpus) {
 
 // Per allowed precision: peak and time of a microbatch as lines in its size, from probes of
 // each planner.probe_microbatches size with no block and with every block checkpointed.
-Result<std::vector<PrecisionModel>> FitPrecisionModels(const JobSpec& spec,
-                                                       const TextCorpus& corpus) {
+Result<std::vector<PrecisionModel>> FitPrecisionModels(const JobSpec& spec, const Dataset& corpus) {
   std::vector<int> all(static_cast<std::size_t>(NumBlocks(spec.model)));
   std::iota(all.begin(), all.end(), 0);
   std::vector<PrecisionModel> models;
@@ -243,7 +242,7 @@ std::vector<Candidate> PredictCandidates(const JobSpec& spec, const BlockRanking
 // fastest measured one: the linear time model cannot see cache effects between close
 // candidates. A plan that OOMs or measures above usable is rejected with its reason; the
 // named baseline failing so is the job not fitting at all.
-Status ValidateFastest(const JobSpec& spec, const TextCorpus& corpus,
+Status ValidateFastest(const JobSpec& spec, const Dataset& corpus,
                        const std::vector<Candidate>& fitting, ChosenPlan* result,
                        std::vector<RejectedPlan>* rejected) {
   constexpr int kMaxValidations = 8;
@@ -307,7 +306,7 @@ std::vector<RejectedPlan> FasterAlternatives(const std::vector<RejectedPlan>& re
 
 }  // namespace
 
-Result<ChosenPlan> PlanJob(const JobSpec& spec, const TextCorpus& corpus) {
+Result<ChosenPlan> PlanJob(const JobSpec& spec, const Dataset& corpus) {
   const auto started = Clock::now();
   Result<BlockRanking> blocks = RankBlocks(spec, corpus);
   if (!blocks.ok()) return blocks.status();

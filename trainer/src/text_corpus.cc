@@ -12,7 +12,11 @@
 #include "trainerd/common/sha256.h"
 
 namespace trainerd {
-namespace {}  // namespace
+
+std::int64_t StreamPick(std::uint64_t seed, std::int64_t i, std::int64_t starts) {
+  return static_cast<std::int64_t>(Mix(Mix(seed) ^ static_cast<std::uint64_t>(i)) %
+                                   static_cast<std::uint64_t>(starts));
+}
 
 Result<TextCorpus> TextCorpus::Load(const DataSpec& spec, int window) {
   TextCorpus corpus;
@@ -36,7 +40,7 @@ Result<TextCorpus> TextCorpus::Load(const DataSpec& spec, int window) {
     std::string bytes = content.str();
     if (bytes.empty()) return Status::InvalidArgument("data file " + file + ": is empty");
 
-    TextSlice slice;
+    DataSlice slice;
     slice.name = canonical.filename().string();
     slice.path = canonical.string();
     const auto size = static_cast<std::int64_t>(bytes.size());
@@ -59,7 +63,7 @@ Result<TextCorpus> TextCorpus::Load(const DataSpec& spec, int window) {
   }
   if (corpus.slices_.empty()) return Status::InvalidArgument("data: no files");
   std::int64_t cumulative = 0;
-  for (const TextSlice& slice : corpus.slices_) {
+  for (const DataSlice& slice : corpus.slices_) {
     cumulative += slice.train_bytes - need + 1;
     corpus.train_start_cumsum_.push_back(cumulative);
   }
@@ -75,12 +79,11 @@ std::int64_t TextCorpus::total_bytes() const {
 
 Batch TextCorpus::TrainingSamples(std::uint64_t seed, std::int64_t first, std::int64_t count,
                                   SampleFormat format) const {
-  const std::uint64_t starts = static_cast<std::uint64_t>(train_start_cumsum_.back());
+  const std::int64_t starts = train_start_cumsum_.back();
   std::vector<Window> windows;
   windows.reserve(static_cast<std::size_t>(count));
   for (std::int64_t i = first; i < first + count; ++i) {
-    const auto pick =
-        static_cast<std::int64_t>(Mix(Mix(seed) ^ static_cast<std::uint64_t>(i)) % starts);
+    const std::int64_t pick = StreamPick(seed, i, starts);
     const auto it = std::upper_bound(train_start_cumsum_.begin(), train_start_cumsum_.end(), pick);
     const auto slice = static_cast<std::size_t>(it - train_start_cumsum_.begin());
     const std::int64_t before = slice == 0 ? 0 : train_start_cumsum_[slice - 1];
@@ -92,7 +95,7 @@ Batch TextCorpus::TrainingSamples(std::uint64_t seed, std::int64_t first, std::i
 }
 
 Batch TextCorpus::HeldOutSamples(std::size_t index, int windows, SampleFormat format) const {
-  const TextSlice& slice = slices_.at(index);
+  const DataSlice& slice = slices_.at(index);
   const std::int64_t span = slice.holdout_bytes - window_ - 1;  // last valid offset in the part
   std::vector<Window> picked;
   for (int k = 0; k < windows; ++k) {

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "trainerd/common/atomic_file.h"
+#include "trainerd/common/cache_dir.h"
 #include "trainerd/common/proc_file.h"
 #include "trainerd/trainer/device_timer.h"
 #include "trainerd/trainer/torch_compat.h"
@@ -102,14 +103,7 @@ nlohmann::json SoftwareFingerprint() {
   return {{"torch_version", TORCH_VERSION}, {"blas", blas}, {"compiler", "GCC " __VERSION__}};
 }
 
-std::string DefaultPeakFlopsCache() {
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  const char* home = std::getenv("HOME");
-  const std::string base = xdg != nullptr    ? xdg
-                           : home != nullptr ? std::string(home) + "/.cache"
-                                             : "/tmp";
-  return base + "/trainerd/peak_flops.json";
-}
+std::string DefaultPeakFlopsCache() { return UserCacheDir() + "/peak_flops.json"; }
 
 double PeakFlops(Precision precision, const torch::Device& device, const std::string& cache_file) {
   const std::string device_name =

@@ -130,9 +130,10 @@ int TorchScriptModel::switch_off_own_dropout() {
 
 namespace {
 
-// One forward of a one-sample batch shaped like the data's: the logits it must give.
-Status CheckOutputShape(TorchScriptModel& model, const TorchScriptOptions& o, int block_size,
-                        int num_classes, const std::string& where) {
+// One forward of a one-sample batch shaped like the data's: the logits' last dimension, or
+// why the logits cannot be the model's.
+Result<std::int64_t> OutputSize(TorchScriptModel& model, const TorchScriptOptions& o,
+                                int block_size, const std::string& where) {
   torch::NoGradGuard no_grad;
   model.eval();
   const bool tokens = o.inputs == ModelInputs::kTokens;
@@ -142,11 +143,10 @@ Status CheckOutputShape(TorchScriptModel& model, const TorchScriptOptions& o, in
   try {
     logits = model.forward(input);
   } catch (const std::exception& e) {  // c10::Error, or a JITException raised by the script
-    const std::string message = Reason(e);
     return Status::InvalidArgument(where + ": the model fails on a sample of shape " +
                                    (tokens ? "[1, " + std::to_string(block_size) + "] int64"
                                            : std::string("[1, 256] float32")) +
-                                   " (model.inputs): " + message);
+                                   " (model.inputs): " + Reason(e));
   }
   const std::vector<std::int64_t> shape = logits.sizes().vec();
   std::string got = "[";
@@ -158,21 +158,18 @@ Status CheckOutputShape(TorchScriptModel& model, const TorchScriptOptions& o, in
     return Status::InvalidArgument(where + ": next-token logits must be [B, T, V] = [1, " +
                                    std::to_string(block_size) + ", V] for this sample, got " + got);
   }
-  if (tokens && shape[2] < 256) {
-    return Status::InvalidArgument(where + ": the model's vocabulary (" + std::to_string(shape[2]) +
-                                   " logits) is smaller than the data's: byte tokens go up to 255");
+  if (!tokens && (shape.size() != 2 || shape[0] != 1)) {
+    return Status::InvalidArgument(where +
+                                   ": classifier logits must be [B, C] = [1, C] for "
+                                   "this sample, got " +
+                                   got);
   }
-  if (!tokens && (shape.size() != 2 || shape[0] != 1 || shape[1] < num_classes)) {
-    return Status::InvalidArgument(
-        where + ": classifier logits must be [B, C] with C >= " + std::to_string(num_classes) +
-        " (one class per data file) for this sample, got " + got);
-  }
-  return Status::Ok();
+  return shape.back();
 }
 
 }  // namespace
 
-Status ResolveTorchScriptModel(JobSpec* spec, int num_classes) {
+Status ResolveTorchScriptModel(JobSpec* spec) {
   if (spec->model.kind != ModelKind::kTorchScript) return Status::Ok();
   TorchScriptOptions& o = spec->model.torchscript;
   const std::string where = spec->source_path + ": model.path: " + o.path;
@@ -210,7 +207,10 @@ Status ResolveTorchScriptModel(JobSpec* spec, int num_classes) {
           std::to_string(block));
     }
   }
-  return CheckOutputShape(*model, o, spec->model.gpt.block_size, num_classes, where);
+  Result<std::int64_t> outputs = OutputSize(*model, o, spec->model.gpt.block_size, where);
+  if (!outputs.ok()) return outputs.status();
+  o.output_size = *outputs;
+  return Status::Ok();
 }
 
 }  // namespace trainerd

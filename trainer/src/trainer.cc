@@ -53,7 +53,7 @@ int ConfigureRuntime(const RuntimeSpec& runtime) {
   return threads;
 }
 
-Trainer::Trainer(const JobSpec& spec, const TextCorpus& corpus, EventSink* sink)
+Trainer::Trainer(const JobSpec& spec, const Dataset& corpus, EventSink* sink)
     : spec_(spec),
       corpus_(corpus),
       sink_(sink),

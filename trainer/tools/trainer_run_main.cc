@@ -16,6 +16,8 @@
 #include <optional>
 #include <string>
 
+#include "trainerd/common/cache_dir.h"
+#include "trainerd/trainer/dataset.h"
 #include "trainerd/trainer/device_memory.h"
 #include "trainerd/trainer/event_sink.h"
 #include "trainerd/trainer/exit_codes.h"
@@ -23,7 +25,6 @@
 #include "trainerd/trainer/memory_ledger.h"
 #include "trainerd/trainer/parity.h"
 #include "trainerd/trainer/planner.h"
-#include "trainerd/trainer/text_corpus.h"
 #include "trainerd/trainer/throughput.h"
 #include "trainerd/trainer/torchscript_model.h"
 #include "trainerd/trainer/trainer.h"
@@ -328,16 +329,18 @@ class Worker {
     device_ = spec_.runtime.device == "cuda" ? torch::kCUDA : torch::kCPU;
     if (args_.device_info) return std::nullopt;  // needs neither threads nor data
     trainerd::ConfigureRuntime(spec_.runtime);
-    trainerd::Result<trainerd::TextCorpus> corpus =
-        trainerd::TextCorpus::Load(spec_.data, spec_.model.gpt.block_size);
-    if (!corpus.ok()) return Fail("data", corpus.status().message(), exit_code::kBadData);
-    corpus_ = std::make_unique<trainerd::TextCorpus>(std::move(corpus).value());
+    trainerd::Result<std::unique_ptr<trainerd::Dataset>> data = trainerd::LoadDataset(
+        spec_.data, spec_.model.gpt.block_size, trainerd::UserCacheDir() + "/data_digests.json");
+    if (!data.ok()) return Fail("data", data.status().message(), exit_code::kBadData);
+    corpus_ = std::move(*data);
     // A TorchScript model's block count is known from its file: before the plan file that
     // may name its blocks.
-    if (trainerd::Status s =
-            trainerd::ResolveTorchScriptModel(&spec_, static_cast<int>(corpus_->slices().size()));
-        !s.ok()) {
+    if (trainerd::Status s = trainerd::ResolveTorchScriptModel(&spec_); !s.ok()) {
       return Fail("model", s.message(), exit_code::kUsage);
+    }
+    if (trainerd::Status s = trainerd::CheckModelFitsData(spec_.model, args_.config, *corpus_);
+        !s.ok()) {
+      return Fail("data", s.message(), exit_code::kBadData);
     }
     if (!args_.plan.empty() && args_.plan != "auto") {
       if (trainerd::Status s = trainerd::ApplyPlanFile(args_.plan, &spec_); !s.ok()) {
@@ -453,7 +456,7 @@ class Worker {
   std::unique_ptr<trainerd::EventSink> sink_;
   trainerd::JobSpec spec_;
   torch::Device device_ = torch::kCPU;
-  std::unique_ptr<trainerd::TextCorpus> corpus_;  // absent for --device-info
+  std::unique_ptr<trainerd::Dataset> corpus_;  // absent for --device-info
 };
 
 }  // namespace

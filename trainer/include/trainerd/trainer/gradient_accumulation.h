@@ -15,10 +15,10 @@
 #include <functional>
 #include <vector>
 
+#include "trainerd/trainer/dataset.h"
 #include "trainerd/trainer/job_spec.h"
 #include "trainerd/trainer/loss_scaler.h"
 #include "trainerd/trainer/model.h"
-#include "trainerd/trainer/text_corpus.h"
 #include "trainerd/trainer/training_fault.h"
 
 namespace trainerd {

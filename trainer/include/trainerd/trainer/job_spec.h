@@ -18,7 +18,7 @@ struct GptOptions {
   int n_head = 4;        // attention heads; must divide n_embd
   int n_embd = 128;      // model width
   int block_size = 128;  // context length in tokens
-  int vocab_size = 256;  // byte-level vocabulary; fixed by the data
+  int vocab_size = 256;  // token ids [0, vocab_size): 256 for bytes; tokens data may need more
   double dropout = 0.0;  // probability, [0, 1)
   bool bias = true;      // biases in Linear and LayerNorm layers
 };
@@ -51,6 +51,7 @@ struct TorchScriptOptions {
   int num_blocks = 0;
   bool has_batch_statistics = false;
   std::string sha256;
+  std::int64_t output_size = 0;  // the logits' last dimension: vocabulary or classes
 };
 
 struct ModelSpec {
@@ -60,10 +61,20 @@ struct ModelSpec {
   TorchScriptOptions torchscript;
 };
 
+enum class DataFormat {
+  kText,    // text files: byte tokens, the tail of each file held out
+  kTokens,  // flat little-endian arrays of token ids (train.bin / val.bin), memory-mapped
+};
+
 struct DataSpec {
-  // Text files; one slice each, named by file name. Symlinks to the same file count once.
+  DataFormat format = DataFormat::kText;
+  // text: one slice each, named by file name. Symlinks to the same file count once.
   std::vector<std::string> files;
-  double holdout_fraction = 0.1;    // tail of each file held out for evaluation, (0, 0.5]
+  double holdout_fraction = 0.1;  // text: tail of each file held out for evaluation, (0, 0.5]
+  // tokens: the training array and the evaluation arrays (one slice each, named by stem).
+  std::string train;
+  std::vector<std::string> eval;
+  int token_bytes = 2;              // tokens: 2 (uint16) or 4 (uint32)
   int eval_windows_per_slice = 16;  // held-out windows evaluated per slice
 };
 

@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "trainerd/common/status.h"
+#include "trainerd/trainer/dataset.h"
 #include "trainerd/trainer/job_spec.h"
-#include "trainerd/trainer/text_corpus.h"
 
 namespace trainerd {
 
@@ -54,7 +54,7 @@ struct MemoryLedger {
 // Two real updates of `spec` (the first creates gradients and optimizer state, the second is
 // measured) plus one forward per checkpointing mode for the blocks. Runs with the device
 // limit lifted, so a plan that needs more than the budget is reported rather than hit.
-Result<MemoryLedger> MeasureLedger(const JobSpec& spec, const TextCorpus& corpus);
+Result<MemoryLedger> MeasureLedger(const JobSpec& spec, const Dataset& corpus);
 
 // Bytes of the gradients an update holds: one per trainable parameter, counted from the
 // parameters, so the figure is the same before the first backward or after a release.

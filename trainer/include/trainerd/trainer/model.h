@@ -12,9 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "trainerd/common/status.h"
 #include "trainerd/trainer/activation_checkpoint.h"
+#include "trainerd/trainer/dataset.h"
 #include "trainerd/trainer/job_spec.h"
-#include "trainerd/trainer/text_corpus.h"
 
 namespace trainerd {
 
@@ -71,6 +72,12 @@ class TrainableModel : public torch::nn::Module {
 std::shared_ptr<TrainableModel> BuildModel(const ModelSpec& spec, int num_classes);
 
 std::int64_t CountParameters(const torch::nn::Module& model);
+
+// Whether the model of `spec` can read `data`: its vocabulary covers every token id
+// (model.vocab_size, or a TorchScript model's logits), its classes every slice, and a byte
+// histogram model has bytes to count (data.format: text). InvalidArgument naming the job
+// file (`origin`), the key, the value and what the data needs.
+Status CheckModelFitsData(const ModelSpec& spec, const std::string& origin, const Dataset& data);
 
 // Sum of the cross-entropy over the valid targets (target -1 is masked) and how many
 // targets were valid: the caller divides by the valid count of the whole effective batch.

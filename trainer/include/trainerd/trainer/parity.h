@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "trainerd/common/status.h"
+#include "trainerd/trainer/dataset.h"
 #include "trainerd/trainer/job_spec.h"
-#include "trainerd/trainer/text_corpus.h"
 #include "trainerd/trainer/training_fault.h"
 
 namespace trainerd {
@@ -71,7 +71,7 @@ struct ParityReport {
 // batch halved until the reference fits, the plan keeping its structure (at least two
 // microbatches when it accumulates, the same checkpointed blocks, the same precision).
 // `fault` (TEST ONLY) is committed by the plan's trainer.
-Result<ParityReport> CheckParity(const JobSpec& spec, const TextCorpus& corpus, int updates,
+Result<ParityReport> CheckParity(const JobSpec& spec, const Dataset& corpus, int updates,
                                  TrainingFault fault = TrainingFault::kNone);
 
 }  // namespace trainerd

@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "trainerd/common/status.h"
+#include "trainerd/trainer/dataset.h"
 #include "trainerd/trainer/job_spec.h"
-#include "trainerd/trainer/text_corpus.h"
 
 namespace trainerd {
 
@@ -56,7 +56,7 @@ struct ChosenPlan {
 // accumulation (training.allow_batch_norm_accumulation), the whole effective batch at once.
 PlanSpec NamedBaselinePlan(const JobSpec& spec);
 
-Result<ChosenPlan> PlanJob(const JobSpec& spec, const TextCorpus& corpus);
+Result<ChosenPlan> PlanJob(const JobSpec& spec, const Dataset& corpus);
 
 // Fits y = intercept + slope * x by least squares (one point: slope 0).
 struct LinearFit {

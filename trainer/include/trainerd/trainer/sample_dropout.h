@@ -20,7 +20,7 @@
 
 #include <optional>
 
-#include "trainerd/trainer/text_corpus.h"
+#include "trainerd/trainer/dataset.h"
 
 namespace trainerd {
 

@@ -15,54 +15,28 @@
 #include <vector>
 
 #include "trainerd/common/status.h"
+#include "trainerd/trainer/dataset.h"
 #include "trainerd/trainer/job_spec.h"
 
 namespace trainerd {
 
-struct TextSlice {
-  std::string name;  // file name, e.g. "GPL-3"
-  std::string path;  // canonical path
-  std::int64_t train_bytes = 0;
-  std::int64_t holdout_bytes = 0;
-};
-
-// What a model reads for a run of samples; `targets` uses -1 for positions that carry no
-// loss (masked tokens).
-// Where the rows of a batch come from in the training stream (sample_dropout.h).
-struct SampleStream {
-  std::uint64_t seed = 0;
-  std::int64_t first_sample = 0;  // stream index of row 0
-};
-
-struct Batch {
-  torch::Tensor inputs;
-  torch::Tensor targets;
-  std::int64_t samples = 0;
-  std::optional<SampleStream> stream;  // training samples only; none for held-out ones
-};
-
-enum class SampleFormat {
-  kNextToken,      // inputs [B, T] token ids, targets [B, T] next tokens (GPT)
-  kSliceOfWindow,  // inputs [B, 256] byte histogram, targets [B] slice index (classifier)
-};
-
-class TextCorpus {
+class TextCorpus : public Dataset {
  public:
   // Reads every file of `spec`. Errors (missing, unreadable, empty, a part too short for
   // `window` + 1 bytes) name the file and the reason.
   static Result<TextCorpus> Load(const DataSpec& spec, int window);
 
-  const std::vector<TextSlice>& slices() const { return slices_; }
+  const std::vector<DataSlice>& slices() const override { return slices_; }
   // SHA-256 over every slice's name and bytes, in order: the data's exact version.
-  const std::string& fingerprint() const { return fingerprint_; }
-  int window() const { return window_; }
+  const std::string& fingerprint() const override { return fingerprint_; }
+  int window() const override { return window_; }
+  std::int64_t vocabulary_needed() const override { return 256; }
+  bool supports(SampleFormat) const override { return true; }
   std::int64_t total_bytes() const;
 
-  // Samples [first, first + count) of the training stream for `seed`.
   Batch TrainingSamples(std::uint64_t seed, std::int64_t first, std::int64_t count,
-                        SampleFormat format) const;
-  // The held-out windows of slice `index`: `windows` evenly spaced windows.
-  Batch HeldOutSamples(std::size_t index, int windows, SampleFormat format) const;
+                        SampleFormat format) const override;
+  Batch HeldOutSamples(std::size_t index, int windows, SampleFormat format) const override;
 
  private:
   struct Window {
@@ -71,7 +45,7 @@ class TextCorpus {
   };
   Batch Assemble(const std::vector<Window>& windows, SampleFormat format) const;
 
-  std::vector<TextSlice> slices_;
+  std::vector<DataSlice> slices_;
   std::vector<std::string> bytes_;                // per slice, whole file
   std::vector<std::int64_t> train_start_cumsum_;  // prefix sums of valid training start positions
   std::string fingerprint_;

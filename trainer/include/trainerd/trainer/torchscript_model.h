@@ -54,11 +54,11 @@ class TorchScriptModel : public TrainableModel {
 };
 
 // Loads the TorchScript file of `spec->model` once and fills what only the file knows
-// (num_blocks, has_batch_statistics, sha256), then checks that the plan's checkpoint_blocks
-// exist and that one forward on a sample of `format`'s shape gives logits that fit the data
-// (vocabulary 256 for tokens, at least `num_classes` for byte histograms). InvalidArgument
-// naming the file and the key (model.path, model.blocks, ...) otherwise. A no-op for the
-// built-in models.
-Status ResolveTorchScriptModel(JobSpec* spec, int num_classes);
+// (num_blocks, has_batch_statistics, sha256, output_size), then checks that the plan's
+// checkpoint_blocks exist and that one forward on a sample of the inputs' shape gives logits
+// of the right rank ([1, T, V] for tokens, [1, C] for byte histograms). InvalidArgument
+// naming the file and the key (model.path, model.blocks, ...) otherwise; CheckModelFitsData
+// (model.h) then compares V or C with the data. A no-op for the built-in models.
+Status ResolveTorchScriptModel(JobSpec* spec);
 
 }  // namespace trainerd

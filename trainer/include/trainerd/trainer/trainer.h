@@ -15,13 +15,13 @@
 #include <vector>
 
 #include "trainerd/common/status.h"
+#include "trainerd/trainer/dataset.h"
 #include "trainerd/trainer/event_sink.h"
 #include "trainerd/trainer/gradient_accumulation.h"
 #include "trainerd/trainer/job_spec.h"
 #include "trainerd/trainer/leak_detector.h"
 #include "trainerd/trainer/loss_scaler.h"
 #include "trainerd/trainer/model.h"
-#include "trainerd/trainer/text_corpus.h"
 
 namespace trainerd {
 
@@ -88,7 +88,7 @@ class Trainer {
   // `corpus` and `sink` must outlive the trainer. Seeds torch from the spec and builds the
   // model with the plan's checkpointed blocks, so two trainers of one spec start from
   // identical parameters whatever their plans.
-  Trainer(const JobSpec& spec, const TextCorpus& corpus, EventSink* sink);
+  Trainer(const JobSpec& spec, const Dataset& corpus, EventSink* sink);
 
   // Trains until the spec's update count, a stop request or a non-finite loss. Errors:
   // checkpoint problems (NotFound, Corruption, FailedPrecondition), IO and LibTorch errors.
@@ -138,7 +138,7 @@ class Trainer {
   PrecisionContext precision_context();
 
   JobSpec spec_;
-  const TextCorpus& corpus_;
+  const Dataset& corpus_;
   EventSink* sink_;
   torch::Device device_;
   std::shared_ptr<TrainableModel> model_;

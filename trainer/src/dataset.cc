@@ -1,0 +1,20 @@
+#include "trainerd/trainer/dataset.h"
+
+#include "trainerd/trainer/text_corpus.h"
+#include "trainerd/trainer/token_dataset.h"
+
+namespace trainerd {
+
+Result<std::unique_ptr<Dataset>> LoadDataset(const DataSpec& spec, int window,
+                                             const std::string& digest_cache) {
+  if (spec.format == DataFormat::kTokens) {
+    Result<std::unique_ptr<TokenDataset>> tokens = TokenDataset::Load(spec, window, digest_cache);
+    if (!tokens.ok()) return tokens.status();
+    return std::unique_ptr<Dataset>(std::move(*tokens));
+  }
+  Result<TextCorpus> text = TextCorpus::Load(spec, window);
+  if (!text.ok()) return text.status();
+  return std::unique_ptr<Dataset>(std::make_unique<TextCorpus>(std::move(*text)));
+}
+
+}  // namespace trainerd

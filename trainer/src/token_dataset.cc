@@ -1,0 +1,149 @@
+#include "trainerd/trainer/token_dataset.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "trainerd/common/sha256.h"
+#include "trainerd/trainer/file_digest_cache.h"
+
+namespace trainerd {
+
+TokenDataset::~TokenDataset() {
+  std::vector<const Mapped*> files = {&train_};
+  for (const Mapped& m : eval_) files.push_back(&m);
+  for (const Mapped* m : files) {
+    if (m->data != nullptr) ::munmap(const_cast<unsigned char*>(m->data), m->bytes);
+  }
+}
+
+Result<TokenDataset::Mapped> TokenDataset::Map(const std::string& path) const {
+  const std::string dtype = token_bytes_ == 4 ? "uint32" : "uint16";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::NotFound("data file " + path + ": " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::InvalidArgument("data file " + path + ": not a regular file");
+  }
+  Mapped m;
+  m.path = path;
+  m.bytes = static_cast<std::size_t>(st.st_size);
+  if (m.bytes % static_cast<std::size_t>(token_bytes_) != 0) {
+    ::close(fd);
+    return Status::InvalidArgument("data file " + path + ": " + std::to_string(m.bytes) +
+                                   " bytes is not a whole number of " + dtype +
+                                   " token ids (data.dtype); truncated?");
+  }
+  m.tokens = static_cast<std::int64_t>(m.bytes) / token_bytes_;
+  if (m.tokens < window_ + 1) {
+    ::close(fd);
+    return Status::InvalidArgument(
+        "data file " + path + ": " + std::to_string(m.tokens) +
+        " token ids, fewer than one window of block_size + 1 = " + std::to_string(window_ + 1));
+  }
+  void* data = ::mmap(nullptr, m.bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (data == MAP_FAILED) {
+    return Status::IOError("data file " + path + ": mmap failed: " + std::strerror(errno));
+  }
+  ::madvise(data, m.bytes, MADV_RANDOM);  // windows are read at random offsets
+  m.data = static_cast<const unsigned char*>(data);
+  return m;
+}
+
+Result<std::unique_ptr<TokenDataset>> TokenDataset::Load(const DataSpec& spec, int window,
+                                                         const std::string& digest_cache) {
+  std::unique_ptr<TokenDataset> d(new TokenDataset());
+  d->window_ = window;
+  d->token_bytes_ = spec.token_bytes;
+  const int width = spec.token_bytes;
+  const ChunkScan largest_id = [width](const unsigned char* data, std::size_t size) {
+    std::int64_t largest = 0;
+    for (std::size_t at = 0; at + static_cast<std::size_t>(width) <= size; at += width) {
+      std::uint32_t id = 0;
+      for (int b = width - 1; b >= 0; --b) id = (id << 8) | data[at + static_cast<std::size_t>(b)];
+      largest = std::max<std::int64_t>(largest, id);
+    }
+    return largest;
+  };
+  Sha256 hasher;
+  hasher.Update(width == 4 ? "tokens uint32" : "tokens uint16");
+  const auto add = [&](const std::string& role, const std::string& path) -> Result<Mapped> {
+    Result<Mapped> mapped = d->Map(path);
+    if (!mapped.ok()) return mapped.status();
+    Result<FileDigest> digest = DigestFile(path, largest_id, digest_cache);
+    if (!digest.ok()) return digest.status();
+    d->max_token_ = std::max(d->max_token_, digest->max_token);
+    d->digests_from_cache_ += digest->from_cache ? 1 : 0;
+    hasher.Update("\n" + role + " " + std::filesystem::path(path).stem().string() + " " +
+                  digest->sha256);
+    return mapped;
+  };
+  Result<Mapped> train = add("train", spec.train);
+  if (!train.ok()) return train.status();
+  d->train_ = *train;
+  for (const std::string& path : spec.eval) {
+    Result<Mapped> eval = add("eval", path);
+    if (!eval.ok()) return eval.status();
+    d->eval_.push_back(*eval);
+    d->slices_.push_back({std::filesystem::path(path).stem().string(), path, 0,
+                          static_cast<std::int64_t>(eval->bytes)});
+  }
+  d->fingerprint_ = hasher.HexDigest();
+  return d;
+}
+
+std::int64_t TokenDataset::Token(const Mapped& file, std::int64_t index) const {
+  const unsigned char* at = file.data + index * token_bytes_;
+  std::uint32_t id = 0;
+  for (int b = token_bytes_ - 1; b >= 0; --b) id = (id << 8) | at[b];
+  return id;
+}
+
+Batch TokenDataset::Assemble(const Mapped& file, const std::vector<std::int64_t>& starts) const {
+  const auto n = static_cast<std::int64_t>(starts.size());
+  Batch batch;
+  batch.samples = n;
+  batch.inputs = torch::empty({n, window_}, torch::kLong);
+  batch.targets = torch::empty({n, window_}, torch::kLong);
+  auto in = batch.inputs.accessor<std::int64_t, 2>();
+  auto out = batch.targets.accessor<std::int64_t, 2>();
+  for (std::int64_t b = 0; b < n; ++b) {
+    for (int t = 0; t < window_; ++t) {
+      in[b][t] = Token(file, starts[b] + t);
+      out[b][t] = Token(file, starts[b] + t + 1);
+    }
+  }
+  return batch;
+}
+
+Batch TokenDataset::TrainingSamples(std::uint64_t seed, std::int64_t first, std::int64_t count,
+                                    SampleFormat format) const {
+  TORCH_CHECK(supports(format), "token data gives next-token windows only");
+  const std::int64_t starts = train_.tokens - window_;  // windows of window_ + 1 ids
+  std::vector<std::int64_t> picked;
+  for (std::int64_t i = first; i < first + count; ++i)
+    picked.push_back(StreamPick(seed, i, starts));
+  Batch batch = Assemble(train_, picked);
+  batch.stream = SampleStream{seed, first};
+  return batch;
+}
+
+Batch TokenDataset::HeldOutSamples(std::size_t index, int windows, SampleFormat format) const {
+  TORCH_CHECK(supports(format), "token data gives next-token windows only");
+  const Mapped& file = eval_.at(index);
+  const std::int64_t span = file.tokens - window_ - 1;  // last valid start
+  std::vector<std::int64_t> picked;
+  for (int k = 0; k < windows; ++k) picked.push_back(windows == 1 ? 0 : span * k / (windows - 1));
+  return Assemble(file, picked);
+}
+
+}  // namespace trainerd
