@@ -687,7 +687,10 @@ void NightlyCycle::FillFromReport(const ActiveConfig& active, const WorkerReport
     run.shapes_json = nlohmann::json{{"model", start.value("model", nlohmann::json::object())},
                                      {"effective_batch", start.value("effective_batch", 0)}}
                           .dump();
-    run.seeds_json = nlohmann::json{{"training", start.value("seed", 0)}}.dump();
+    // The seed is a uint64 (read as an int it would wrap); absent when it was mistyped.
+    run.seeds_json =
+        nlohmann::json{{"training", start.contains("seed") ? start["seed"] : nlohmann::json()}}
+            .dump();
     run.data_fingerprint = start.value("data", nlohmann::json::object()).value("fingerprint", "");
   }
   const nlohmann::json& fin = report.finish();
@@ -767,6 +770,11 @@ bool NightlyCycle::PublishModel(const nlohmann::json& fin, const GateVerdict& ga
                                 std::int64_t run_id) {
   // The model artifact: published (hashed) either way, current only through the gate.
   const StateLayout layout(config_.state_dir);
+  if (!fin.contains("model_sha256")) {  // dropped unless 64 hex digits: it names the file
+    Record(run_id, "release_failed", store::Severity::kError,
+           "the worker reported no valid model_sha256: nothing published");
+    return false;
+  }
   const std::string artifact =
       layout.ReleaseArtifact(run_id, fin.value("model_sha256", ""), !regressed);
   Result<std::string> sha =

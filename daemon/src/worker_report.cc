@@ -52,6 +52,7 @@ enum class Type {
   kCount,    // read as int: a number in [0, INT_MAX]
   kBytes,    // read as int64: a number in [0, INT64_MAX]
   kInteger,  // an integer of any size: the seed (uint64)
+  kSha256,   // 64 lowercase hex digits: it names a release file
 };
 
 struct Field {
@@ -73,6 +74,11 @@ bool HasType(const Json& value, Type type) {
       return IsCount(value, std::numeric_limits<std::int64_t>::max());
     case Type::kInteger:
       return value.is_number_integer();
+    case Type::kSha256: {
+      if (!value.is_string()) return false;
+      const std::string& hex = value.get_ref<const std::string&>();
+      return hex.size() == 64 && hex.find_first_not_of("0123456789abcdef") == std::string::npos;
+    }
   }
   return false;
 }
@@ -126,7 +132,7 @@ std::string Normalize(const std::string& kind, Json& event) {
                                 {"peak_bytes", Type::kBytes},
                                 {"updates", Type::kCount},
                                 {"model_path", Type::kString},
-                                {"model_sha256", Type::kString}});
+                                {"model_sha256", Type::kSha256}});
   }
   if (kind == "error") {
     return DropMistyped(event, {{"kind", Type::kString}, {"message", Type::kString}});

@@ -111,6 +111,16 @@ class DaemonTest : public ::testing::Test {
     return argv;
   }
 
+  // Starts the daemon (service mode) and SIGKILLs it once run 1 recorded a checkpoint at
+  // `update` or later; its orphaned worker gets SIGTERM (PR_SET_PDEATHSIG), checkpoints, exits.
+  void KillTheDaemonOnceRunOneCheckpointed(int update) {
+    ChildProcess daemon(Argv(false));
+    ASSERT_TRUE(WaitFor([update](store::Store& s) { return LastCheckpoint(s, 1) >= update; }))
+        << daemon.ReadAllStderr();
+    daemon.Signal(SIGKILL);
+    daemon.Wait();
+  }
+
   // Runs `trainerd --once` to its exit; returns the exit code.
   int RunOnce() {
     ChildProcess daemon(Argv(true));
@@ -473,14 +483,7 @@ TEST_F(DaemonTest, ADaemonKilledMidRunResumesTheRunAfterRestart) {
   job.checkpoint_interval = 50;
   WriteJob(job);
   WriteDaemonConfig(UtcClock(-60), "1h");
-  {
-    ChildProcess first(Argv(false));
-    ASSERT_TRUE(WaitFor([](store::Store& s) { return LastCheckpoint(s, 1) >= 100; }))
-        << first.ReadAllStderr();
-    first.Signal(SIGKILL);
-    first.Wait();
-  }
-  // The orphaned worker got SIGTERM (PR_SET_PDEATHSIG): it writes a checkpoint and exits.
+  ASSERT_NO_FATAL_FAILURE(KillTheDaemonOnceRunOneCheckpointed(100));
   ChildProcess second(Argv(false));
   ASSERT_TRUE(WaitFor(HasSucceededRun)) << second.ReadAllStderr();
   second.Signal(SIGTERM);
@@ -498,6 +501,18 @@ TEST_F(DaemonTest, ADaemonKilledMidRunResumesTheRunAfterRestart) {
   const std::int64_t first_update = FirstMetricUpdate(*s, 2);
   EXPECT_GT(first_update, LastCheckpoint(*s, 1));
   EXPECT_EQ(s->GetMetrics(2)->size(), static_cast<std::size_t>(1000 - first_update + 1));
+}
+
+// A 64-bit seed is recorded with all its digits (read as an int it wrapped to -1).
+TEST_F(DaemonTest, TheRunRecordKeepsASixtyFourBitSeed) {
+  std::string yaml = testing::TinyGptYaml(JobOptions{});
+  yaml.replace(yaml.find("seed: 7"), 7, "seed: 18446744073709551615");
+  dir_.Write("job.yaml", yaml);
+  WriteDaemonConfig();
+  ASSERT_EQ(RunOnce(), 0) << Diagnostics();
+  const store::RunRecord run = *Store()->GetRun(1);
+  EXPECT_EQ(nlohmann::json::parse(run.seeds_json)["training"].get<std::uint64_t>(),
+            18446744073709551615ULL);
 }
 
 // The team's own model: a module exported by real PyTorch, planned, parity-checked (its own
@@ -542,13 +557,7 @@ TEST_F(DaemonTest, ARunMarkedInterruptedByADaemonKilledAtStartUpIsStillResumed) 
   job.checkpoint_interval = 25;
   WriteJob(job);
   WriteDaemonConfig(UtcClock(-60), "1h");
-  {
-    ChildProcess first(Argv(false));
-    ASSERT_TRUE(WaitFor([](store::Store& s) { return LastCheckpoint(s, 1) >= 50; }))
-        << first.ReadAllStderr();
-    first.Signal(SIGKILL);
-    first.Wait();
-  }
+  ASSERT_NO_FATAL_FAILURE(KillTheDaemonOnceRunOneCheckpointed(50));
   {
     Result<std::unique_ptr<store::Store>> killed_at_start_up =
         store::Store::Open(dir_.File("state/trainerd.db"));

@@ -14,6 +14,8 @@ namespace {
 using Json = nlohmann::json;
 
 constexpr double kNow = 1'767'225'600;
+const std::string kSha =
+    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";  // SHA-256 of nothing
 
 TEST(WorkerReportTest, RecordsStartUpdatesEvalsCheckpointsAndFinish) {
   WorkerReport report;
@@ -23,7 +25,7 @@ TEST(WorkerReportTest, RecordsStartUpdatesEvalsCheckpointsAndFinish) {
                  kNow);
   report.Consume(R"({"event":"eval","update":151,"slices":[{"name":"GPL-3","loss":1.5}]})", kNow);
   report.Consume(R"({"event":"checkpoint","update":151,"reason":"interval"})", kNow);
-  report.Consume(R"({"event":"finish","updates":300,"model_sha256":"abc"})", kNow);
+  report.Consume(R"({"event":"finish","updates":300,"model_sha256":")" + kSha + R"("})", kNow);
   EXPECT_EQ(report.updates(), 300);
   EXPECT_EQ(report.updates_done(), 151);
   EXPECT_DOUBLE_EQ(report.eta_seconds(), 30);
@@ -38,7 +40,7 @@ TEST(WorkerReportTest, RecordsStartUpdatesEvalsCheckpointsAndFinish) {
   const std::vector<store::Event> events = report.TakeEvents();
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].message, "training checkpoint at update 151 (interval)");
-  EXPECT_EQ(report.finish().value("model_sha256", ""), "abc");
+  EXPECT_EQ(report.finish().value("model_sha256", ""), kSha);
 }
 
 // Found by tests/fuzz/worker_report_fuzzer: value("reason", "") and its kin threw
@@ -115,6 +117,23 @@ TEST(WorkerReportTest, StartAndFinishKeepOnlyFieldsOfTheirDocumentedType) {
             "the worker's finish event has fields of the wrong type, ignored: "
             "throughput_method, peak_bytes, updates, model_path");
   EXPECT_TRUE(Json::accept(events[1].details_json));
+}
+
+// The hash names the release file (releases/model-<sha>.pt): anything but 64 hex digits, a
+// path for one, is dropped; a 64-bit seed keeps all its digits.
+TEST(WorkerReportTest, AModelHashThatIsNotSixtyFourHexDigitsIsDroppedAndASeedKeepsItsDigits) {
+  const std::string good(64, 'a');
+  for (const std::string& bad : {std::string("../../etc/passwd"), std::string(63, 'a'),
+                                 std::string(64, 'A'), std::string(63, 'a') + "/"}) {
+    WorkerReport report;
+    report.Consume(R"({"event":"finish","model_sha256":")" + bad + R"("})", kNow);
+    EXPECT_FALSE(report.finish().contains("model_sha256")) << bad;
+  }
+  WorkerReport report;
+  report.Consume(R"({"event":"start","seed":18446744073709551615})", kNow);
+  report.Consume(R"({"event":"finish","model_sha256":")" + good + R"("})", kNow);
+  EXPECT_EQ(report.finish()["model_sha256"], good);
+  EXPECT_EQ(report.start()["seed"].get<std::uint64_t>(), 18446744073709551615ULL);
 }
 
 TEST(WorkerReportTest, LinesThatAreNotEventsAreIgnored) {

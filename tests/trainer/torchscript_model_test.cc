@@ -11,10 +11,13 @@
 #include <nlohmann/json.hpp>
 
 #include "../support/child_process.h"
+#include "../support/recording_sink.h"
 #include "../support/temp_dir.h"
 #include "trainerd/trainer/exit_codes.h"
 #include "trainerd/trainer/job_spec_parser.h"
+#include "trainerd/trainer/memory_ledger.h"
 #include "trainerd/trainer/parity.h"
+#include "trainerd/trainer/planner.h"
 #include "trainerd/trainer/text_corpus.h"
 #include "trainerd/trainer/trainer.h"
 
@@ -135,6 +138,33 @@ TEST_F(TorchScriptModelTest, TheTrainedModelLoadsInPythonAndGivesTheWorkersOutpu
   torch::jit::Module exported = torch::jit::load(spec.model.torchscript.path);
   exported.eval();
   EXPECT_FALSE(torch::allclose(exported.forward({tokens}).toTensor().flatten(), mine));
+}
+
+// The planner's reason to exist, on the team's model: a budget the naive plan (the whole
+// batch at once, fp32, nothing checkpointed) exceeds, and the run of the planner's choice
+// stays under it.
+TEST_F(TorchScriptModelTest, ThePlannerFitsTheModelIntoABudgetItsNaivePlanExceeds) {
+  JobSpec spec = Resolved(*Job("lm"));
+  spec.planner.precisions = {Precision::kFp32};  // bf16 alone would halve the activations
+  Result<MemoryLedger> naive = MeasureLedger(spec, *corpus_);
+  ASSERT_TRUE(naive.ok()) << naive.status().message();
+  spec.memory.reserve_fraction = 0;
+  spec.memory.budget_bytes = naive->peak_bytes * 3 / 4;
+  Result<ChosenPlan> chosen = PlanJob(spec, *corpus_);
+  ASSERT_TRUE(chosen.ok()) << chosen.status().message();
+  EXPECT_TRUE(chosen->fits_memory);
+  EXPECT_LE(chosen->measured_peak_bytes, spec.memory.usable_bytes());
+  spec.plan = chosen->plan;
+  testing::RecordingSink sink;
+  Trainer trainer(spec, *corpus_, &sink);
+  TrainerOptions options;
+  options.checkpoint_path = dir_.File("planned-checkpoint.pt");
+  options.model_path = dir_.File("planned.pt");
+  ASSERT_TRUE(trainer.Run(options).ok());
+  const std::vector<nlohmann::json> finish = sink.Of("finish");
+  ASSERT_EQ(finish.size(), 1u);
+  EXPECT_LE(finish[0]["peak_bytes"].get<std::int64_t>(), spec.memory.usable_bytes())
+      << "naive " << naive->peak_bytes << ", plan " << ToJson(spec.plan).dump();
 }
 
 TEST_F(TorchScriptModelTest, AModuleWithoutTheProtocolTrainsAsOneBlockThatNoPlanCheckpoints) {
