@@ -1,9 +1,15 @@
 #include "trainerd/trainer/dataset.h"
 
+#include "trainerd/common/mix.h"
 #include "trainerd/trainer/text_corpus.h"
 #include "trainerd/trainer/token_dataset.h"
 
 namespace trainerd {
+
+std::int64_t StreamPick(std::uint64_t seed, std::int64_t i, std::int64_t starts) {
+  return static_cast<std::int64_t>(Mix(Mix(seed) ^ static_cast<std::uint64_t>(i)) %
+                                   static_cast<std::uint64_t>(starts));
+}
 
 Result<std::unique_ptr<Dataset>> LoadDataset(const DataSpec& spec, int window,
                                              const std::string& digest_cache) {

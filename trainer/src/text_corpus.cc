@@ -8,15 +8,9 @@
 #include <set>
 #include <sstream>
 
-#include "trainerd/common/mix.h"
 #include "trainerd/common/sha256.h"
 
 namespace trainerd {
-
-std::int64_t StreamPick(std::uint64_t seed, std::int64_t i, std::int64_t starts) {
-  return static_cast<std::int64_t>(Mix(Mix(seed) ^ static_cast<std::uint64_t>(i)) %
-                                   static_cast<std::uint64_t>(starts));
-}
 
 Result<TextCorpus> TextCorpus::Load(const DataSpec& spec, int window) {
   TextCorpus corpus;

@@ -128,10 +128,16 @@ double PeakFlops(Precision precision, const torch::Device& device, const std::st
   return flops;
 }
 
-ThroughputAssessment AssessThroughput(double achieved_flops, double peak_flops) {
+ThroughputAssessment AssessThroughput(std::optional<double> achieved, double peak_flops) {
   ThroughputAssessment a;
-  a.achieved_flops = achieved_flops;
   a.peak_flops = peak_flops;
+  if (!achieved) {
+    a.valid = false;
+    a.note = "FLOPs per sample unknown for this model: give model.flops_per_sample";
+    return a;
+  }
+  const double achieved_flops = *achieved;
+  a.achieved_flops = achieved_flops;
   if (!(peak_flops > 0) || !(achieved_flops >= 0)) {
     a.valid = false;
     a.note = "no valid peak or achieved rate";

@@ -15,6 +15,16 @@
 #include "trainerd/trainer/file_digest_cache.h"
 
 namespace trainerd {
+namespace {
+
+// The little-endian id of `width` bytes at `at`.
+std::int64_t DecodeId(const unsigned char* at, int width) {
+  std::uint32_t id = 0;
+  for (int b = width - 1; b >= 0; --b) id = (id << 8) | at[b];
+  return id;
+}
+
+}  // namespace
 
 TokenDataset::~TokenDataset() {
   std::vector<const Mapped*> files = {&train_};
@@ -68,9 +78,7 @@ Result<std::unique_ptr<TokenDataset>> TokenDataset::Load(const DataSpec& spec, i
   const ChunkScan largest_id = [width](const unsigned char* data, std::size_t size) {
     std::int64_t largest = 0;
     for (std::size_t at = 0; at + static_cast<std::size_t>(width) <= size; at += width) {
-      std::uint32_t id = 0;
-      for (int b = width - 1; b >= 0; --b) id = (id << 8) | data[at + static_cast<std::size_t>(b)];
-      largest = std::max<std::int64_t>(largest, id);
+      largest = std::max(largest, DecodeId(data + at, width));
     }
     return largest;
   };
@@ -102,10 +110,7 @@ Result<std::unique_ptr<TokenDataset>> TokenDataset::Load(const DataSpec& spec, i
 }
 
 std::int64_t TokenDataset::Token(const Mapped& file, std::int64_t index) const {
-  const unsigned char* at = file.data + index * token_bytes_;
-  std::uint32_t id = 0;
-  for (int b = token_bytes_ - 1; b >= 0; --b) id = (id << 8) | at[b];
-  return id;
+  return DecodeId(file.data + index * token_bytes_, token_bytes_);
 }
 
 Batch TokenDataset::Assemble(const Mapped& file, const std::vector<std::int64_t>& starts) const {

@@ -42,13 +42,9 @@ std::string RegisteredName(const std::string& dotted) {
   return name;
 }
 
-std::vector<torch::Tensor> Tensors(const torch::jit::parameter_list& list) {
-  std::vector<torch::Tensor> out;
-  for (const torch::Tensor& t : list) out.push_back(t);
-  return out;
-}
-
-std::vector<torch::Tensor> Tensors(const torch::jit::buffer_list& list) {
+// A module's parameter_list or buffer_list as the tensors CheckpointedForward takes.
+template <typename TensorList>
+std::vector<torch::Tensor> Tensors(const TensorList& list) {
   std::vector<torch::Tensor> out;
   for (const torch::Tensor& t : list) out.push_back(t);
   return out;

@@ -362,12 +362,10 @@ Status Trainer::Finish(const TrainerOptions& options, const RunTiming& timing,
   }
   const std::optional<double> flops_per_sample =
       ModelFlopsPerSample(spec_.model, CountParameters(*model_));
-  ThroughputAssessment flops =
-      AssessThroughput(samples_per_second * flops_per_sample.value_or(0), peak_flops);
-  if (!flops_per_sample) {
-    flops.valid = false;
-    flops.note = "FLOPs per sample unknown for this TorchScript model: give model.flops_per_sample";
-  }
+  const ThroughputAssessment flops = AssessThroughput(
+      flops_per_sample ? std::optional<double>(samples_per_second * *flops_per_sample)
+                       : std::nullopt,
+      peak_flops);
   sink_->Emit(
       {{"event", "finish"},
        {"updates", outcome->updates_done},

@@ -49,6 +49,8 @@ struct ThroughputAssessment {
   bool valid = true;
   std::string note;  // why invalid
 };
-ThroughputAssessment AssessThroughput(double achieved_flops, double peak_flops);
+// `achieved_flops` is none when the model's FLOPs per sample are unknown (a TorchScript
+// model without model.flops_per_sample): invalid, and the note says so.
+ThroughputAssessment AssessThroughput(std::optional<double> achieved_flops, double peak_flops);
 
 }  // namespace trainerd
