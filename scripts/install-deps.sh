@@ -22,8 +22,9 @@ packages=(
   tzdata libhowardhinnant-date-dev
   # scripts/install-libtorch.sh: pip downloads the pinned LibTorch 2.x wheel, unzip unpacks it.
   python3-pip unzip
-  # Tests and examples/torchscript: models exported from Python by real PyTorch (1.13).
-  python3-torch
+  # Tests and examples/torchscript: models exported from Python by real PyTorch (1.13),
+  # and .npy datasets written by numpy.
+  python3-torch python3-numpy
   # scripts/fuzz.sh: clang 14 with libFuzzer and the sanitizer runtimes; clang-format.
   clang libclang-rt-14-dev clang-format
 )

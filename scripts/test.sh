@@ -14,6 +14,7 @@ case ${1:-} in
 esac
 sudo_if_needed() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
 sudo_if_needed scripts/install-deps.sh
+scripts/install-python-packages.sh
 case $torch in
   debian) build_dir=${TRAINERD_BUILD_DIR:-build} ;;
   pip) build_dir=${TRAINERD_BUILD_DIR:-build-cuda}; scripts/install-libtorch.sh ;;

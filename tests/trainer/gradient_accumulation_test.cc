@@ -35,7 +35,8 @@ class GradientAccumulationTest : public testing::TinyJobTest {
       Batch b = corpus_->TrainingSamples(5, first, sizes[i], format);
       if (!masked.empty() && masked[i] > 0) {
         torch::manual_seed(100 + static_cast<int>(i));
-        b.targets.masked_fill_(torch::rand(b.targets.sizes()) < masked[i], -1);
+        b.targets.masked_fill_(torch::rand(b.targets.sizes()) < masked[i],
+                               spec_.model.loss.ignore_index);
       }
       out.push_back(b);
       first += sizes[i];
@@ -70,7 +71,7 @@ TEST_F(GradientAccumulationTest, OmittingTheDivisionIsCaughtByTheSameComparison)
   const std::vector<Batch> pieces = Split({2, 2, 2, 2}, {});
   auto buggy = Model();
   for (const Batch& b : pieces) {
-    const LossTerms terms = CrossEntropySum(buggy->forward(b.inputs), b.targets);
+    const LossTerms terms = buggy->Loss(buggy->forward(b.inputs), b.targets);
     (terms.sum / static_cast<double>(terms.count)).backward();
   }
   auto large = Model();

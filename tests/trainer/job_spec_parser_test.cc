@@ -128,6 +128,38 @@ TEST(JobSpecParserTest, MissingDataFilesKeyIsAnError) {
             std::string::npos);
 }
 
+TEST(JobSpecParserTest, TensorDataAndTheLossOfATorchScriptModel) {
+  Result<JobSpec> spec = ParseJobSpecText(R"(model: {kind: torchscript, path: m.pt, loss: mse}
+data: {format: tensors, train: train, eval: [val.safetensors, test], targets: labels}
+)",
+                                          "/jobs/job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(spec->data.format, DataFormat::kTensors);
+  EXPECT_EQ(spec->data.train, "/jobs/train");
+  EXPECT_EQ(spec->data.eval, (std::vector<std::string>{"/jobs/val.safetensors", "/jobs/test"}));
+  EXPECT_EQ(spec->data.inputs_name, "inputs");
+  EXPECT_EQ(spec->data.targets_name, "labels");
+  EXPECT_EQ(spec->model.torchscript.inputs, ModelInputs::kRows);  // the default for tensors
+  EXPECT_EQ(spec->model.loss.kind, LossKind::kMse);
+  Result<JobSpec> tokens = ParseJobSpecText(
+      "model: {kind: torchscript, path: m.pt, ignore_index: -1}\ndata: {files: [a.txt]}\n",
+      "/jobs/job.yaml");
+  ASSERT_TRUE(tokens.ok()) << tokens.status().message();
+  EXPECT_EQ(tokens->model.torchscript.inputs, ModelInputs::kTokens);
+  EXPECT_EQ(tokens->model.loss.kind, LossKind::kCrossEntropy);
+  EXPECT_EQ(tokens->model.loss.ignore_index, -1);
+
+  EXPECT_NE(ErrorOf("model: {kind: torchscript, path: m.pt, loss: hinge}\ndata: {files: [a]}\n")
+                .find("model.loss: expected one of cross_entropy mse module, got 'hinge'"),
+            std::string::npos);
+  // The built-in models train with cross_entropy.
+  EXPECT_NE(ErrorOf("model: {loss: mse}\ndata: {files: [a]}\n").find("model.loss: unknown key"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("data: {format: tensors, eval: [v]}\n")
+                .find("data.train: expected the training split"),
+            std::string::npos);
+}
+
 TEST(JobSpecParserTest, InvalidYamlNamesTheLine) {
   const std::string error = ErrorOf("model:\n  n_layer: [1,\n");
   EXPECT_NE(error.find("job.yaml:"), std::string::npos) << error;

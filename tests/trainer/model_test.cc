@@ -131,7 +131,7 @@ TEST(MlpClassifierTest, ShapesParameterCountAndBatchStatistics) {
 TEST(CrossEntropySumTest, MaskedTargetsCarryNoLoss) {
   const torch::Tensor logits = torch::randn({2, 3, 5});
   const torch::Tensor targets = torch::tensor({{1, -1, 2}, {-1, -1, 4}}, torch::kLong);
-  LossTerms terms = CrossEntropySum(logits, targets);
+  LossTerms terms = CrossEntropySum(logits, targets, /*ignore_index=*/-1);
   EXPECT_EQ(terms.count, 3);
   const torch::Tensor log_probs = torch::log_softmax(logits, -1);
   const double expected =

@@ -62,12 +62,15 @@ class TorchScriptModelTest : public ::testing::Test {
     return std::string(std::istreambuf_iterator<char>(in), {});
   }
 
-  // The job resolved against its file and corpus, as trainer-run does.
-  JobSpec Resolved(JobSpec spec) {
-    Result<TextCorpus> corpus = TextCorpus::Load(spec.data, spec.model.gpt.block_size);
+  // Resolves the job against its file and corpus, as trainer-run does.
+  Status Resolve(JobSpec* spec) {
+    Result<TextCorpus> corpus = TextCorpus::Load(spec->data, spec->model.gpt.block_size);
     EXPECT_TRUE(corpus.ok()) << corpus.status().message();
     corpus_ = std::make_unique<TextCorpus>(std::move(corpus).value());
-    Status s = ResolveTorchScriptModel(&spec);
+    return ResolveTorchScriptModel(spec, *corpus_);
+  }
+  JobSpec Resolved(JobSpec spec) {
+    Status s = Resolve(&spec);
     if (s.ok()) s = CheckModelFitsData(spec.model, spec.source_path, *corpus_);
     EXPECT_TRUE(s.ok()) << s.message();
     return spec;
@@ -181,7 +184,7 @@ TEST_F(TorchScriptModelTest, AModuleWithoutTheProtocolTrainsAsOneBlockThatNoPlan
   Result<JobSpec> checkpointing = Job("classifier");
   ASSERT_TRUE(checkpointing.ok());
   checkpointing->plan.checkpoint_blocks = {0};
-  const Status s = ResolveTorchScriptModel(&*checkpointing);
+  const Status s = Resolve(&*checkpointing);
   EXPECT_NE(s.message().find("plan.checkpoint_blocks: expected indices below 0"), std::string::npos)
       << s.message();
   EXPECT_NE(s.message().find("has no block protocol"), std::string::npos) << s.message();
@@ -191,7 +194,7 @@ TEST_F(TorchScriptModelTest, AModuleWithoutTheProtocolTrainsAsOneBlockThatNoPlan
 TEST_F(TorchScriptModelTest, BadModelsAreErrorsNamingTheFileAndTheKey) {
   const auto error_of = [&](Result<JobSpec> spec) -> std::string {
     if (!spec.ok()) return spec.status().message();
-    const Status s = ResolveTorchScriptModel(&*spec);
+    const Status s = Resolve(&*spec);
     return s.ok() ? "accepted" : s.message();
   };
   const std::string missing = error_of(Job("lm", "path: lm.pt", "path: absent.pt"));

@@ -1,6 +1,7 @@
 #include "trainerd/trainer/dataset.h"
 
 #include "trainerd/common/mix.h"
+#include "trainerd/trainer/tensor_dataset.h"
 #include "trainerd/trainer/text_corpus.h"
 #include "trainerd/trainer/token_dataset.h"
 
@@ -13,6 +14,11 @@ std::int64_t StreamPick(std::uint64_t seed, std::int64_t i, std::int64_t starts)
 
 Result<std::unique_ptr<Dataset>> LoadDataset(const DataSpec& spec, int window,
                                              const std::string& digest_cache) {
+  if (spec.format == DataFormat::kTensors) {
+    Result<std::unique_ptr<TensorDataset>> rows = TensorDataset::Load(spec, digest_cache);
+    if (!rows.ok()) return rows.status();
+    return std::unique_ptr<Dataset>(std::move(*rows));
+  }
   if (spec.format == DataFormat::kTokens) {
     Result<std::unique_ptr<TokenDataset>> tokens = TokenDataset::Load(spec, window, digest_cache);
     if (!tokens.ok()) return tokens.status();

@@ -42,31 +42,59 @@ torch::Tensor ForwardWithPrecision(TrainableModel& model, const torch::Tensor& i
   return model.forward(inputs);
 }
 
+namespace {
+
+// The loss term count of the whole update, when the loss knows it before the forwards
+// (cross_entropy, mse); nullopt for a module's own loss.
+std::optional<std::int64_t> UpdateTermCount(const TrainableModel& model,
+                                            const std::vector<Batch>& microbatches) {
+  std::int64_t total = 0;
+  for (const Batch& batch : microbatches) {
+    const std::optional<std::int64_t> count = CountLossTerms(model.loss(), batch.targets);
+    if (!count) return std::nullopt;
+    total += *count;
+  }
+  TORCH_CHECK(total > 0, "an update without a single valid target");
+  return total;
+}
+
+// A module's loss counts its terms as it computes them: each microbatch's backward took its
+// sum, and the gradients are divided by the update's count once all are in.
+void DivideGradients(TrainableModel& model, std::int64_t terms) {
+  TORCH_CHECK(terms > 0, "an update without a single valid target");
+  torch::NoGradGuard no_grad;
+  for (const torch::Tensor& p : model.parameters()) {
+    if (p.grad().defined()) p.grad().div_(static_cast<double>(terms));
+  }
+}
+
+}  // namespace
+
 double AccumulateGradients(TrainableModel& model, const std::vector<Batch>& microbatches,
                            const PrecisionContext& precision, const AccumulationHooks& hooks) {
-  std::int64_t valid_targets = 0;
-  for (const Batch& batch : microbatches)
-    valid_targets += batch.targets.ne(-1).sum().item<std::int64_t>();
-  TORCH_CHECK(valid_targets > 0, "an update without a single valid target");
+  const std::optional<std::int64_t> known_terms = UpdateTermCount(model, microbatches);
   TORCH_CHECK(precision.precision != Precision::kFp16 || precision.scaler != nullptr,
               "fp16 needs a loss scaler");
+  const bool per_microbatch = hooks.fault == TrainingFault::kLossPerMicrobatch;
   double loss_sum = 0;
+  std::int64_t terms_seen = 0;
   for (std::size_t index = 0; index < microbatches.size(); ++index) {
     const Batch& batch = microbatches[index];
     // Open through the backward: a checkpointed block's recompute draws the same masks.
     const SampleStreamScope stream(batch.stream);
-    const LossTerms terms = CrossEntropySum(
-        ForwardWithPrecision(model, batch.inputs, precision.precision), batch.targets);
-    const std::int64_t divisor =
-        hooks.fault == TrainingFault::kLossPerMicrobatch ? terms.count : valid_targets;
+    const LossTerms terms =
+        model.Loss(ForwardWithPrecision(model, batch.inputs, precision.precision), batch.targets);
+    const std::int64_t divisor = per_microbatch ? terms.count : known_terms.value_or(1);
     torch::Tensor loss = terms.sum / static_cast<double>(divisor);
     if (precision.precision == Precision::kFp16) loss = precision.scaler->Scale(loss);
     if (hooks.after_forward) hooks.after_forward(index);
     loss.backward();
     if (hooks.after_backward) hooks.after_backward(index);
     loss_sum += terms.sum.item<double>();
+    terms_seen += terms.count;
   }
-  return loss_sum / static_cast<double>(valid_targets);
+  if (!known_terms && !per_microbatch) DivideGradients(model, terms_seen);
+  return loss_sum / static_cast<double>(terms_seen);
 }
 
 double GlobalGradNorm(const std::vector<torch::Tensor>& parameters) {

@@ -14,6 +14,18 @@ const char* ToString(ModelKind kind) {
   return "?";
 }
 
+const char* ToString(LossKind kind) {
+  switch (kind) {
+    case LossKind::kCrossEntropy:
+      return "cross_entropy";
+    case LossKind::kMse:
+      return "mse";
+    case LossKind::kModule:
+      return "module";
+  }
+  return "?";
+}
+
 const char* ToString(Precision precision) {
   switch (precision) {
     case Precision::kFp32:

@@ -48,7 +48,22 @@ void ReadMlp(YamlReader& model, ModelSpec* spec) {
   model.Int("block_size", &spec->gpt.block_size, 1, 65536);
 }
 
-void ReadTorchScript(YamlReader& model, const std::filesystem::path& base_dir, ModelSpec* spec) {
+void ReadLoss(YamlReader& model, LossSpec* loss) {
+  std::string kind = "cross_entropy";
+  model.String("loss", &kind, {"cross_entropy", "mse", "module"});
+  loss->kind = kind == "mse"      ? LossKind::kMse
+               : kind == "module" ? LossKind::kModule
+                                  : LossKind::kCrossEntropy;
+  if (model.Has("ignore_index")) {
+    int ignore_index = 0;
+    model.Int("ignore_index", &ignore_index, -(1 << 30), 1 << 30);
+    loss->ignore_index = ignore_index;
+  }
+}
+
+// `data` decides what a module reads by default: the rows of tensors data, else tokens.
+void ReadTorchScript(YamlReader& model, const std::filesystem::path& base_dir, const DataSpec& data,
+                     ModelSpec* spec) {
   TorchScriptOptions& ts = spec->torchscript;
   model.String("path", &ts.path, {});
   if (!model.Has("path")) {
@@ -59,9 +74,12 @@ void ReadTorchScript(YamlReader& model, const std::filesystem::path& base_dir, M
   model.String("blocks", &ts.blocks, {});
   model.String("embed", &ts.embed, {});
   model.String("head", &ts.head, {});
-  std::string inputs = "tokens";
-  model.String("inputs", &inputs, {"tokens", "byte_histogram"});
-  ts.inputs = inputs == "byte_histogram" ? ModelInputs::kByteHistogram : ModelInputs::kTokens;
+  std::string inputs = data.format == DataFormat::kTensors ? "rows" : "tokens";
+  model.String("inputs", &inputs, {"tokens", "byte_histogram", "rows"});
+  ts.inputs = inputs == "byte_histogram" ? ModelInputs::kByteHistogram
+              : inputs == "rows"         ? ModelInputs::kRows
+                                         : ModelInputs::kTokens;
+  ReadLoss(model, &spec->loss);
   if (model.Has("flops_per_sample")) {
     double flops = 0;
     model.Double("flops_per_sample", &flops, 0.0, 1e30, /*min_open=*/true);
@@ -71,7 +89,8 @@ void ReadTorchScript(YamlReader& model, const std::filesystem::path& base_dir, M
   model.Int("block_size", &spec->gpt.block_size, 1, 65536);
 }
 
-void ReadModel(YamlReader model, const std::filesystem::path& base_dir, ModelSpec* spec) {
+void ReadModel(YamlReader model, const std::filesystem::path& base_dir, const DataSpec& data,
+               ModelSpec* spec) {
   std::string kind = "gpt";
   model.String("kind", &kind, {"gpt", "mlp", "torchscript"});
   spec->kind = kind == "mlp"           ? ModelKind::kMlpClassifier
@@ -85,7 +104,7 @@ void ReadModel(YamlReader model, const std::filesystem::path& base_dir, ModelSpe
       ReadMlp(model, spec);
       break;
     case ModelKind::kTorchScript:
-      ReadTorchScript(model, base_dir, spec);
+      ReadTorchScript(model, base_dir, data, spec);
       break;
   }
   model.RejectUnknownKeys();
@@ -93,24 +112,33 @@ void ReadModel(YamlReader model, const std::filesystem::path& base_dir, ModelSpe
 
 void ReadData(YamlReader data, const std::filesystem::path& base_dir, DataSpec* spec) {
   std::string format = "text";
-  data.String("format", &format, {"text", "tokens"});
-  spec->format = format == "tokens" ? DataFormat::kTokens : DataFormat::kText;
+  data.String("format", &format, {"text", "tokens", "tensors"});
+  spec->format = format == "tokens"    ? DataFormat::kTokens
+                 : format == "tensors" ? DataFormat::kTensors
+                                       : DataFormat::kText;
+  const bool tokens = spec->format == DataFormat::kTokens;
   if (spec->format == DataFormat::kText) {
     data.StringList("files", &spec->files);
     if (!data.Has("files")) data.Fail("files", "a non-empty list of text files", "nothing");
     for (auto& file : spec->files) file = Absolute(file, base_dir).string();
     data.Double("holdout_fraction", &spec->holdout_fraction, 0.0, 0.5, /*min_open=*/true);
   } else {
+    const std::string split = tokens ? "token file (train.bin)"
+                                     : "split (a .safetensors file or a directory of .npy files)";
     data.String("train", &spec->train, {});
-    if (!data.Has("train")) data.Fail("train", "the training token file (train.bin)", "nothing");
+    if (!data.Has("train")) data.Fail("train", "the training " + split, "nothing");
     spec->train = Absolute(spec->train, base_dir).string();
     data.StringList("eval", &spec->eval);
-    if (!data.Has("eval"))
-      data.Fail("eval", "a non-empty list of token files (val.bin)", "nothing");
+    if (!data.Has("eval")) data.Fail("eval", "a non-empty list of evaluation splits", "nothing");
     for (auto& file : spec->eval) file = Absolute(file, base_dir).string();
-    std::string dtype = "uint16";
-    data.String("dtype", &dtype, {"uint16", "uint32"});
-    spec->token_bytes = dtype == "uint32" ? 4 : 2;
+    if (tokens) {
+      std::string dtype = "uint16";
+      data.String("dtype", &dtype, {"uint16", "uint32"});
+      spec->token_bytes = dtype == "uint32" ? 4 : 2;
+    } else {
+      data.String("inputs", &spec->inputs_name, {});
+      data.String("targets", &spec->targets_name, {});
+    }
   }
   data.Int("eval_windows_per_slice", &spec->eval_windows_per_slice, 1, 4096);
   data.RejectUnknownKeys();
@@ -246,8 +274,8 @@ Result<JobSpec> ParseJobSpecText(const std::string& yaml_text, const std::string
   YamlReader top(root, origin, "");
   const std::filesystem::path base = base_dir.empty() ? std::filesystem::path(origin).parent_path()
                                                       : std::filesystem::path(base_dir);
-  ReadModel(top.Child("model"), base, &spec.model);
   ReadData(top.Child("data"), base, &spec.data);
+  ReadModel(top.Child("model"), base, spec.data, &spec.model);
   ReadOptimizer(top.Child("optimizer"), &spec.optimizer);
   ReadSchedule(top.Child("schedule"), spec.optimizer, &spec.schedule);
   ReadTraining(top.Child("training"), &spec.training);

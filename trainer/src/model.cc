@@ -34,6 +34,10 @@ torch::Tensor TrainableModel::RunBlock(int index, const BlockFunction& block,
   return y;
 }
 
+LossTerms TrainableModel::Loss(const torch::Tensor& outputs, const torch::Tensor& targets) {
+  return BuiltInLoss(loss_, outputs, targets);
+}
+
 void TrainableModel::SaveArtifact(const std::string& path) {
   torch::serialize::OutputArchive archive;
   save(archive);
@@ -44,7 +48,9 @@ bool TrainableModel::IsCheckpointed(int index) const {
   return std::binary_search(checkpointed_.begin(), checkpointed_.end(), index);
 }
 
-std::shared_ptr<TrainableModel> BuildModel(const ModelSpec& spec, int num_classes) {
+namespace {
+
+std::shared_ptr<TrainableModel> ModelOfKind(const ModelSpec& spec, int num_classes) {
   switch (spec.kind) {
     case ModelKind::kGpt:
       return std::make_shared<Gpt>(spec.gpt);
@@ -56,23 +62,76 @@ std::shared_ptr<TrainableModel> BuildModel(const ModelSpec& spec, int num_classe
   TORCH_CHECK(false, "unknown model kind ", static_cast<int>(spec.kind));
 }
 
+}  // namespace
+
+std::shared_ptr<TrainableModel> BuildModel(const ModelSpec& spec, int num_classes) {
+  std::shared_ptr<TrainableModel> model = ModelOfKind(spec, num_classes);
+  model->set_loss(spec.loss);
+  return model;
+}
+
 std::int64_t CountParameters(const torch::nn::Module& model) {
   std::int64_t total = 0;
   for (const auto& p : model.parameters()) total += p.numel();
   return total;
 }
 
+SampleFormat FormatRead(const ModelSpec& spec) {
+  switch (spec.kind) {
+    case ModelKind::kGpt:
+      return SampleFormat::kNextToken;
+    case ModelKind::kMlpClassifier:
+      return SampleFormat::kSliceOfWindow;
+    case ModelKind::kTorchScript:
+      break;
+  }
+  return FormatOf(spec.torchscript.inputs);
+}
+
+SampleFormat FormatOf(ModelInputs inputs) {
+  switch (inputs) {
+    case ModelInputs::kTokens:
+      return SampleFormat::kNextToken;
+    case ModelInputs::kByteHistogram:
+      return SampleFormat::kSliceOfWindow;
+    case ModelInputs::kRows:
+      return SampleFormat::kRows;
+  }
+  return SampleFormat::kNextToken;
+}
+
+namespace {
+
+// Why a model of `spec` cannot read data that lacks its format, and what to change.
+std::string FormatMismatch(const ModelSpec& spec, const Dataset& data) {
+  const std::string reader =
+      spec.kind == ModelKind::kTorchScript
+          ? std::string("model.inputs: ") + (spec.torchscript.inputs == ModelInputs::kRows ? "rows"
+                                             : spec.torchscript.inputs == ModelInputs::kTokens
+                                                 ? "tokens"
+                                                 : "byte_histogram")
+          : std::string("model.kind: ") + ToString(spec.kind);
+  if (data.supports(SampleFormat::kRows)) {
+    return spec.kind == ModelKind::kTorchScript
+               ? "data.format: tensors gives rows, not what " + reader +
+                     " reads; use model.inputs: rows (the default for tensors data)"
+               : "data.format: tensors needs model.kind: torchscript (a module that reads rows); " +
+                     reader + " reads text or token windows";
+  }
+  if (FormatRead(spec) == SampleFormat::kRows) {
+    return reader + " reads the rows of data.format: tensors; this data gives windows";
+  }
+  return reader +
+         " counts the bytes of text windows, but data.format: tokens gives token ids; use "
+         "data.format: text";
+}
+
+}  // namespace
+
 Status CheckModelFitsData(const ModelSpec& spec, const std::string& origin, const Dataset& data) {
-  const bool histogram = spec.kind == ModelKind::kMlpClassifier ||
-                         (spec.kind == ModelKind::kTorchScript &&
-                          spec.torchscript.inputs == ModelInputs::kByteHistogram);
-  if (histogram && !data.supports(SampleFormat::kSliceOfWindow)) {
-    return Status::InvalidArgument(origin + ": " +
-                                   (spec.kind == ModelKind::kMlpClassifier
-                                        ? std::string("model.kind: mlp")
-                                        : std::string("model.inputs: byte_histogram")) +
-                                   " counts the bytes of text windows, but data.format: tokens "
-                                   "gives token ids; use data.format: text");
+  const SampleFormat reads = FormatRead(spec);
+  if (!data.supports(reads)) {
+    return Status::InvalidArgument(origin + ": " + FormatMismatch(spec, data));
   }
   const auto needs = [&](const std::string& key, std::int64_t have, std::int64_t need,
                          const std::string& what) -> Status {
@@ -80,31 +139,28 @@ Status CheckModelFitsData(const ModelSpec& spec, const std::string& origin, cons
     return Status::InvalidArgument(origin + ": " + key + ": " + what + " " + std::to_string(need) +
                                    ", got " + std::to_string(have));
   };
-  const std::string ids = "the data's token ids go up to " +
-                          std::to_string(data.vocabulary_needed() - 1) + ": expected at least";
-  switch (spec.kind) {
-    case ModelKind::kGpt:
-      return needs("model.vocab_size", spec.gpt.vocab_size, data.vocabulary_needed(), ids);
-    case ModelKind::kMlpClassifier:
-      return Status::Ok();  // its head is sized by the slices
-    case ModelKind::kTorchScript:
-      return histogram ? needs("model.path", spec.torchscript.output_size,
-                               static_cast<std::int64_t>(data.slices().size()),
-                               "classifier logits need one class per data file: expected at least")
-                       : needs("model.path", spec.torchscript.output_size, data.vocabulary_needed(),
-                               "the model's logits cover its vocabulary, and " + ids);
+  const std::int64_t largest = data.vocabulary_needed() - 1;
+  const std::string ids =
+      "the data's token ids go up to " + std::to_string(largest) + ": expected at least";
+  const std::int64_t outputs = spec.torchscript.output_size;
+  switch (reads) {
+    case SampleFormat::kNextToken:
+      return spec.kind == ModelKind::kGpt
+                 ? needs("model.vocab_size", spec.gpt.vocab_size, data.vocabulary_needed(), ids)
+                 : needs("model.path", outputs, data.vocabulary_needed(),
+                         "the model's logits cover its vocabulary, and " + ids);
+    case SampleFormat::kSliceOfWindow:  // the built-in classifier's head is sized by the slices
+      return spec.kind == ModelKind::kMlpClassifier
+                 ? Status::Ok()
+                 : needs("model.path", outputs, static_cast<std::int64_t>(data.slices().size()),
+                         "classifier logits need one class per data file: expected at least");
+    case SampleFormat::kRows:  // mse and a module's loss: shapes checked on a sample
+      if (spec.loss.kind != LossKind::kCrossEntropy) return Status::Ok();
+      return needs("model.path", outputs, data.vocabulary_needed(),
+                   "the data's class targets go up to " + std::to_string(largest) +
+                       ": expected logits [B, C] with C at least");
   }
   return Status::Ok();
-}
-
-LossTerms CrossEntropySum(const torch::Tensor& logits, const torch::Tensor& targets) {
-  const torch::Tensor flat_targets = targets.reshape({-1});
-  LossTerms terms;
-  terms.sum = torch::nn::functional::cross_entropy(
-      logits.reshape({-1, logits.size(-1)}).to(torch::kFloat), flat_targets,
-      torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-1).reduction(torch::kSum));
-  terms.count = flat_targets.ne(-1).sum().item<std::int64_t>();
-  return terms;
 }
 
 }  // namespace trainerd

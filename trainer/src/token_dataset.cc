@@ -1,14 +1,8 @@
 #include "trainerd/trainer/token_dataset.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <torch/torch.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 
 #include "trainerd/common/sha256.h"
@@ -26,46 +20,23 @@ std::int64_t DecodeId(const unsigned char* at, int width) {
 
 }  // namespace
 
-TokenDataset::~TokenDataset() {
-  std::vector<const Mapped*> files = {&train_};
-  for (const Mapped& m : eval_) files.push_back(&m);
-  for (const Mapped* m : files) {
-    if (m->data != nullptr) ::munmap(const_cast<unsigned char*>(m->data), m->bytes);
-  }
-}
-
 Result<TokenDataset::Mapped> TokenDataset::Map(const std::string& path) const {
   const std::string dtype = token_bytes_ == 4 ? "uint32" : "uint16";
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::NotFound("data file " + path + ": " + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Status::InvalidArgument("data file " + path + ": not a regular file");
-  }
-  Mapped m;
-  m.path = path;
-  m.bytes = static_cast<std::size_t>(st.st_size);
-  if (m.bytes % static_cast<std::size_t>(token_bytes_) != 0) {
-    ::close(fd);
-    return Status::InvalidArgument("data file " + path + ": " + std::to_string(m.bytes) +
+  Result<MappedFile> file = MappedFile::Open(path, /*access_random=*/true);
+  if (!file.ok()) return file.status();
+  if (file->size() % static_cast<std::size_t>(token_bytes_) != 0) {
+    return Status::InvalidArgument("data file " + path + ": " + std::to_string(file->size()) +
                                    " bytes is not a whole number of " + dtype +
                                    " token ids (data.dtype); truncated?");
   }
-  m.tokens = static_cast<std::int64_t>(m.bytes) / token_bytes_;
+  Mapped m;
+  m.tokens = static_cast<std::int64_t>(file->size()) / token_bytes_;
   if (m.tokens < window_ + 1) {
-    ::close(fd);
     return Status::InvalidArgument(
         "data file " + path + ": " + std::to_string(m.tokens) +
         " token ids, fewer than one window of block_size + 1 = " + std::to_string(window_ + 1));
   }
-  void* data = ::mmap(nullptr, m.bytes, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (data == MAP_FAILED) {
-    return Status::IOError("data file " + path + ": mmap failed: " + std::strerror(errno));
-  }
-  ::madvise(data, m.bytes, MADV_RANDOM);  // windows are read at random offsets
-  m.data = static_cast<const unsigned char*>(data);
+  m.file = std::move(*file);
   return m;
 }
 
@@ -97,20 +68,20 @@ Result<std::unique_ptr<TokenDataset>> TokenDataset::Load(const DataSpec& spec, i
   };
   Result<Mapped> train = add("train", spec.train);
   if (!train.ok()) return train.status();
-  d->train_ = *train;
+  d->train_ = std::move(*train);
   for (const std::string& path : spec.eval) {
     Result<Mapped> eval = add("eval", path);
     if (!eval.ok()) return eval.status();
-    d->eval_.push_back(*eval);
     d->slices_.push_back({std::filesystem::path(path).stem().string(), path, 0,
-                          static_cast<std::int64_t>(eval->bytes)});
+                          static_cast<std::int64_t>(eval->file.size())});
+    d->eval_.push_back(std::move(*eval));
   }
   d->fingerprint_ = hasher.HexDigest();
   return d;
 }
 
 std::int64_t TokenDataset::Token(const Mapped& file, std::int64_t index) const {
-  return DecodeId(file.data + index * token_bytes_, token_bytes_);
+  return DecodeId(file.file.data() + index * token_bytes_, token_bytes_);
 }
 
 Batch TokenDataset::Assemble(const Mapped& file, const std::vector<std::int64_t>& starts) const {

@@ -95,9 +95,23 @@ torch::Tensor TorchScriptModel::forward(const torch::Tensor& inputs) {
   return module_.get_method(options_.head)({x}).toTensor();
 }
 
-SampleFormat TorchScriptModel::sample_format() const {
-  return options_.inputs == ModelInputs::kTokens ? SampleFormat::kNextToken
-                                                 : SampleFormat::kSliceOfWindow;
+SampleFormat TorchScriptModel::sample_format() const { return FormatOf(options_.inputs); }
+
+LossTerms TorchScriptModel::Loss(const torch::Tensor& outputs, const torch::Tensor& targets) {
+  if (loss().kind != LossKind::kModule) return TrainableModel::Loss(outputs, targets);
+  const c10::IValue result = module_.get_method(kLossMethod)({outputs, targets});
+  TORCH_CHECK(result.isTuple() && result.toTuple()->elements().size() == 2,
+              "loss(outputs, targets) must return (sum, count)");
+  const c10::IValue& sum = result.toTuple()->elements()[0];
+  const c10::IValue& count = result.toTuple()->elements()[1];
+  TORCH_CHECK(sum.isTensor() && sum.toTensor().numel() == 1,
+              "loss(outputs, targets): the sum must be a one-element tensor");
+  TORCH_CHECK(count.isInt() || (count.isTensor() && count.toTensor().numel() == 1),
+              "loss(outputs, targets): the count must be an int");
+  LossTerms terms;
+  terms.sum = sum.toTensor().reshape({});
+  terms.count = count.isInt() ? count.toInt() : count.toTensor().item<std::int64_t>();
+  return terms;
 }
 
 bool TorchScriptModel::has_batch_statistics() const {
@@ -115,6 +129,10 @@ void TorchScriptModel::train(bool on) {
 
 void TorchScriptModel::SaveArtifact(const std::string& path) { module_.save(path); }
 
+bool TorchScriptModel::has_loss_method() const {
+  return module_.find_method(kLossMethod).has_value();
+}
+
 int TorchScriptModel::switch_off_own_dropout() {
   own_dropout_.clear();
   for (const auto& m : module_.named_modules()) {
@@ -126,46 +144,65 @@ int TorchScriptModel::switch_off_own_dropout() {
 
 namespace {
 
-// One forward of a one-sample batch shaped like the data's: the logits' last dimension, or
-// why the logits cannot be the model's.
-Result<std::int64_t> OutputSize(TorchScriptModel& model, const TorchScriptOptions& o,
-                                int block_size, const std::string& where) {
+std::string ShapeText(const torch::Tensor& t) {
+  std::string text = "[";
+  for (std::int64_t i = 0; i < t.dim(); ++i) text += (i ? ", " : "") + std::to_string(t.size(i));
+  return text + "]";
+}
+
+// Why `outputs` cannot be trained against `targets` with `loss` ("" when they can).
+std::string LossMismatch(TorchScriptModel& model, const torch::Tensor& outputs,
+                         const torch::Tensor& targets) {
+  const std::string got = ShapeText(outputs), want = ShapeText(targets);
+  switch (model.loss().kind) {
+    case LossKind::kCrossEntropy:
+      if (outputs.dim() == targets.dim() + 1 &&
+          outputs.sizes().slice(0, targets.dim()) == targets.sizes()) {
+        return "";
+      }
+      return "model.loss: cross_entropy needs logits shaped like the targets " + want +
+             " plus a class dimension, got " + got;
+    case LossKind::kMse:
+      if (outputs.sizes() == targets.sizes()) return "";
+      return "model.loss: mse needs outputs shaped like the targets " + want + ", got " + got;
+    case LossKind::kModule:
+      try {
+        model.Loss(outputs, targets);
+        return "";
+      } catch (const std::exception& e) {
+        return "model.loss: module: " + std::string(kLossMethod) + "(outputs " + got +
+               ", targets " + want + ") fails: " + Reason(e);
+      }
+  }
+  return "";
+}
+
+// One forward of the data's first held-out sample: the outputs' last dimension, or why the
+// outputs cannot be the model's.
+Result<std::int64_t> OutputSize(TorchScriptModel& model, const Dataset& data,
+                                const std::string& where) {
   torch::NoGradGuard no_grad;
   model.eval();
-  const bool tokens = o.inputs == ModelInputs::kTokens;
-  const torch::Tensor input =
-      tokens ? torch::zeros({1, block_size}, torch::kLong) : torch::zeros({1, 256}, torch::kFloat);
-  torch::Tensor logits;
+  const Batch sample = data.HeldOutSamples(0, 1, model.sample_format());
+  torch::Tensor outputs;
   try {
-    logits = model.forward(input);
+    outputs = model.forward(sample.inputs);
   } catch (const std::exception& e) {  // c10::Error, or a JITException raised by the script
+    const char* dtype = sample.inputs.scalar_type() == torch::kLong ? "int64" : "float32";
     return Status::InvalidArgument(where + ": the model fails on a sample of shape " +
-                                   (tokens ? "[1, " + std::to_string(block_size) + "] int64"
-                                           : std::string("[1, 256] float32")) +
+                                   ShapeText(sample.inputs) + " " + dtype +
                                    " (model.inputs): " + Reason(e));
   }
-  const std::vector<std::int64_t> shape = logits.sizes().vec();
-  std::string got = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    got += (i ? ", " : "") + std::to_string(shape[i]);
+  if (const std::string mismatch = LossMismatch(model, outputs, sample.targets);
+      !mismatch.empty()) {
+    return Status::InvalidArgument(where + ": " + mismatch);
   }
-  got += "]";
-  if (tokens && (shape.size() != 3 || shape[0] != 1 || shape[1] != block_size)) {
-    return Status::InvalidArgument(where + ": next-token logits must be [B, T, V] = [1, " +
-                                   std::to_string(block_size) + ", V] for this sample, got " + got);
-  }
-  if (!tokens && (shape.size() != 2 || shape[0] != 1)) {
-    return Status::InvalidArgument(where +
-                                   ": classifier logits must be [B, C] = [1, C] for "
-                                   "this sample, got " +
-                                   got);
-  }
-  return shape.back();
+  return outputs.dim() == 0 ? 1 : outputs.size(-1);
 }
 
 }  // namespace
 
-Status ResolveTorchScriptModel(JobSpec* spec) {
+Status ResolveTorchScriptModel(JobSpec* spec, const Dataset& data) {
   if (spec->model.kind != ModelKind::kTorchScript) return Status::Ok();
   TorchScriptOptions& o = spec->model.torchscript;
   const std::string where = spec->source_path + ": model.path: " + o.path;
@@ -203,7 +240,15 @@ Status ResolveTorchScriptModel(JobSpec* spec) {
           std::to_string(block));
     }
   }
-  Result<std::int64_t> outputs = OutputSize(*model, o, spec->model.gpt.block_size, where);
+  if (spec->model.loss.kind == LossKind::kModule && !model->has_loss_method()) {
+    return Status::InvalidArgument(where + ": model.loss: module needs an exported method '" +
+                                   kLossMethod +
+                                   "(outputs, targets) -> (sum, count)' (@torch.jit.export)");
+  }
+  model->set_loss(spec->model.loss);
+  // Rows or windows the data cannot give: CheckModelFitsData says why.
+  if (!data.supports(model->sample_format())) return Status::Ok();
+  Result<std::int64_t> outputs = OutputSize(*model, data, where);
   if (!outputs.ok()) return outputs.status();
   o.output_size = *outputs;
   return Status::Ok();

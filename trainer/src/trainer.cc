@@ -190,7 +190,7 @@ std::vector<SliceLoss> Trainer::Evaluate() {
     const Batch batch =
         corpus_.HeldOutSamples(i, spec_.data.eval_windows_per_slice, model_->sample_format());
     const LossTerms terms =
-        CrossEntropySum(model_->forward(batch.inputs.to(device_)), batch.targets.to(device_));
+        model_->Loss(model_->forward(batch.inputs.to(device_)), batch.targets.to(device_));
     losses.push_back(
         {corpus_.slices()[i].name, terms.sum.item<double>() / static_cast<double>(terms.count)});
   }
@@ -443,8 +443,7 @@ Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
       }
       if (options.test_only_retain_loss_graph) {
         const Batch batch = Microbatches(update).front();
-        const torch::Tensor loss =
-            CrossEntropySum(model_->forward(batch.inputs), batch.targets).sum;
+        const torch::Tensor loss = model_->Loss(model_->forward(batch.inputs), batch.targets).sum;
         retained_by_test_hook =
             retained_by_test_hook.defined() ? retained_by_test_hook + loss : loss;
       }

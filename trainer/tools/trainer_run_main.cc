@@ -334,8 +334,8 @@ class Worker {
     if (!data.ok()) return Fail("data", data.status().message(), exit_code::kBadData);
     corpus_ = std::move(*data);
     // A TorchScript model's block count is known from its file: before the plan file that
-    // may name its blocks.
-    if (trainerd::Status s = trainerd::ResolveTorchScriptModel(&spec_); !s.ok()) {
+    // may name its blocks. Its outputs are checked on a sample of the data.
+    if (trainerd::Status s = trainerd::ResolveTorchScriptModel(&spec_, *corpus_); !s.ok()) {
       return Fail("model", s.message(), exit_code::kUsage);
     }
     if (trainerd::Status s = trainerd::CheckModelFitsData(spec_.model, args_.config, *corpus_);

@@ -1,8 +1,8 @@
 // What the trainer, the ledger, the planner and the parity check read: a dataset of
-// fixed-size windows with named evaluation slices, in one of the formats of `data.format`
-// (text files, or flat token-id arrays). Sampling is a pure function of (seed, sample index):
-// sample i of the job's training stream is the same window whatever the microbatch split or
-// wherever a run was resumed, so a plan never changes which samples an update sees.
+// fixed-size samples with named evaluation slices, in one of the formats of `data.format`
+// (text files, flat token-id arrays, or arrays of rows). Sampling is a pure function of (seed,
+// sample index): sample i of the job's training stream is the same window whatever the microbatch
+// split or wherever a run was resumed, so a plan never changes which samples an update sees.
 // Implementations are immutable after loading and thread-safe to read.
 #pragma once
 
@@ -45,6 +45,7 @@ struct Batch {
 enum class SampleFormat {
   kNextToken,      // inputs [B, T] token ids, targets [B, T] next tokens (GPT)
   kSliceOfWindow,  // inputs [B, 256] byte histogram, targets [B] slice index (classifier)
+  kRows,           // inputs [B, ...] and targets [B, ...] rows of data.format: tensors
 };
 
 class Dataset {
@@ -60,13 +61,15 @@ class Dataset {
   virtual bool supports(SampleFormat format) const = 0;
 
   // Samples [first, first + count) of the training stream for `seed`.
+  // REQUIRES: supports(format) (CheckModelFitsData has checked it).
   virtual Batch TrainingSamples(std::uint64_t seed, std::int64_t first, std::int64_t count,
                                 SampleFormat format) const = 0;
   // The held-out windows of slice `index`: `windows` evenly spaced windows.
   virtual Batch HeldOutSamples(std::size_t index, int windows, SampleFormat format) const = 0;
 };
 
-// The dataset of `spec.format` with windows of `window` tokens. `digest_cache` (a JSON file;
+// The dataset of `spec.format` with windows of `window` tokens (text, tokens; rows have
+// their own shape). `digest_cache` (a JSON file;
 // empty disables it) keeps the SHA-256 of large files by (path, size, mtime), so a
 // multi-gigabyte dataset is streamed through the hash once, not every night. Errors name the
 // file and the reason.

@@ -3,7 +3,9 @@
 //     summed over valid targets and divided by the valid-target count of the WHOLE update,
 //     scaled for fp16, backward. The accumulated gradient is the gradient of the mean loss
 //     over the effective batch, whatever the microbatch split (uneven last microbatch and
-//     masked tokens included).
+//     masked tokens included). A module's own loss tells its count only with its sum: its
+//     sums are backpropagated undivided and the gradients divided by the update's count
+//     after the last backward (the same gradient, up to rounding).
 //   UnscaleClipStep: once per update: unscale and check overflow (fp16; an overflow skips
 //     the step and backs the scale off), measure the global gradient norm (a non-finite one
 //     in fp32/bf16 takes no step: the caller stops), clip it, optimizer step.

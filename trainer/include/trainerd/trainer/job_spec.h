@@ -30,9 +30,21 @@ struct MlpOptions {
   double dropout = 0.0;
 };
 
-// What a model reads: next-token windows of byte ids (GPT-like, logits [B, T, V]) or the
-// byte histogram of a window with its slice as the class (classifier, logits [B, C]).
-enum class ModelInputs { kTokens, kByteHistogram };
+// What a model reads: next-token windows of token ids (GPT-like, logits [B, T, V]), the
+// byte histogram of a text window with its slice as the class (classifier, logits [B, C]), or
+// the rows of data.format: tensors as they are (outputs shaped for model.loss).
+enum class ModelInputs { kTokens, kByteHistogram, kRows };
+
+// What the outputs are trained against (loss.h): cross-entropy of logits against class ids
+// (targets equal to ignore_index carry no loss), squared error against targets of the
+// outputs' shape, or the TorchScript module's own exported `loss(outputs, targets) -> (sum,
+// count)`. Every loss is a sum divided by the term count of the whole effective batch.
+enum class LossKind { kCrossEntropy, kMse, kModule };
+
+struct LossSpec {
+  LossKind kind = LossKind::kCrossEntropy;
+  std::int64_t ignore_index = -100;  // cross_entropy; PyTorch's default
+};
 
 // A module the team exported from Python with torch.jit.script or trace
 // (docs/bring-your-own-model.md). With the block protocol (a ModuleList attribute `blocks`
@@ -59,11 +71,13 @@ struct ModelSpec {
   GptOptions gpt;  // gpt.block_size is also the window of the MLP and a TorchScript model
   MlpOptions mlp;
   TorchScriptOptions torchscript;
+  LossSpec loss;  // the built-in models train with cross_entropy
 };
 
 enum class DataFormat {
-  kText,    // text files: byte tokens, the tail of each file held out
-  kTokens,  // flat little-endian arrays of token ids (train.bin / val.bin), memory-mapped
+  kText,     // text files: byte tokens, the tail of each file held out
+  kTokens,   // flat little-endian arrays of token ids (train.bin / val.bin), memory-mapped
+  kTensors,  // inputs and targets arrays (.npy or .safetensors), a sample per row, mmapped
 };
 
 struct DataSpec {
@@ -71,10 +85,14 @@ struct DataSpec {
   // text: one slice each, named by file name. Symlinks to the same file count once.
   std::vector<std::string> files;
   double holdout_fraction = 0.1;  // text: tail of each file held out for evaluation, (0, 0.5]
-  // tokens: the training array and the evaluation arrays (one slice each, named by stem).
+  // tokens, tensors: the training split and the evaluation splits (one slice each, named by
+  // stem): token files, or (tensors) .safetensors files or directories of .npy files.
   std::string train;
   std::vector<std::string> eval;
-  int token_bytes = 2;              // tokens: 2 (uint16) or 4 (uint32)
+  int token_bytes = 2;  // tokens: 2 (uint16) or 4 (uint32)
+  // tensors: the arrays' names (tensor names in .safetensors, file stems of .npy).
+  std::string inputs_name = "inputs";
+  std::string targets_name = "targets";
   int eval_windows_per_slice = 16;  // held-out windows evaluated per slice
 };
 
@@ -152,6 +170,7 @@ struct JobSpec {
 };
 
 const char* ToString(ModelKind kind);
+const char* ToString(LossKind kind);
 const char* ToString(Precision precision);
 // {microbatch, accumulation_steps, checkpoint_blocks, precision}: the plan as every report
 // (events, ledger, planner, parity) shows it.

@@ -16,13 +16,20 @@
 #include "trainerd/trainer/activation_checkpoint.h"
 #include "trainerd/trainer/dataset.h"
 #include "trainerd/trainer/job_spec.h"
+#include "trainerd/trainer/loss.h"
 
 namespace trainerd {
 
 class TrainableModel : public torch::nn::Module {
  public:
-  // Logits: [B, T, vocab] for next-token models, [B, classes] for classifiers.
+  // Logits: [B, T, vocab] for next-token models, [B, classes] for classifiers; for rows,
+  // whatever model.loss compares with the targets.
   virtual torch::Tensor forward(const torch::Tensor& inputs) = 0;
+  // The loss of a forward's outputs against `targets` as a sum and its term count (loss.h);
+  // the training loop divides by the count of the whole effective batch.
+  virtual LossTerms Loss(const torch::Tensor& outputs, const torch::Tensor& targets);
+  void set_loss(const LossSpec& loss) { loss_ = loss; }
+  const LossSpec& loss() const { return loss_; }
   virtual SampleFormat sample_format() const = 0;
   virtual int num_blocks() const = 0;
   // True when a layer's output depends on the other samples of its microbatch (BatchNorm),
@@ -63,28 +70,27 @@ class TrainableModel : public torch::nn::Module {
  private:
   bool IsCheckpointed(int index) const;
   std::vector<int> checkpointed_;
+  LossSpec loss_;
   BlockObserver block_observer_;
   bool fresh_recompute_ = false;
 };
 
-// Builds the model of `spec`; `num_classes` is the classifier's output size (slices). A
-// TorchScript model is loaded from its file (ResolveTorchScriptModel has checked it).
+// Builds the model of `spec` with its loss; `num_classes` is the classifier's output size
+// (slices). A TorchScript model is loaded from its file (ResolveTorchScriptModel has checked
+// it).
 std::shared_ptr<TrainableModel> BuildModel(const ModelSpec& spec, int num_classes);
 
 std::int64_t CountParameters(const torch::nn::Module& model);
 
-// Whether the model of `spec` can read `data`: its vocabulary covers every token id
-// (model.vocab_size, or a TorchScript model's logits), its classes every slice, and a byte
-// histogram model has bytes to count (data.format: text). InvalidArgument naming the job
+// What a model of `spec` reads (a TorchScript model: per model.inputs).
+SampleFormat FormatRead(const ModelSpec& spec);
+SampleFormat FormatOf(ModelInputs inputs);
+
+// Whether the model of `spec` can read `data`: the data gives what it reads (a byte
+// histogram needs text, rows need tensors), its vocabulary covers every token id
+// (model.vocab_size, or a TorchScript model's logits), its classes every slice or every
+// integer target (cross_entropy on rows). InvalidArgument naming the job
 // file (`origin`), the key, the value and what the data needs.
 Status CheckModelFitsData(const ModelSpec& spec, const std::string& origin, const Dataset& data);
-
-// Sum of the cross-entropy over the valid targets (target -1 is masked) and how many
-// targets were valid: the caller divides by the valid count of the whole effective batch.
-struct LossTerms {
-  torch::Tensor sum;
-  std::int64_t count = 0;
-};
-LossTerms CrossEntropySum(const torch::Tensor& logits, const torch::Tensor& targets);
 
 }  // namespace trainerd

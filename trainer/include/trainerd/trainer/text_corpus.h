@@ -31,7 +31,7 @@ class TextCorpus : public Dataset {
   const std::string& fingerprint() const override { return fingerprint_; }
   int window() const override { return window_; }
   std::int64_t vocabulary_needed() const override { return 256; }
-  bool supports(SampleFormat) const override { return true; }
+  bool supports(SampleFormat format) const override { return format != SampleFormat::kRows; }
   std::int64_t total_bytes() const;
 
   Batch TrainingSamples(std::uint64_t seed, std::int64_t first, std::int64_t count,

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "trainerd/trainer/dataset.h"
+#include "trainerd/trainer/mapped_file.h"
 
 namespace trainerd {
 
@@ -20,9 +21,6 @@ class TokenDataset : public Dataset {
   // number of ids of `data.dtype`, fewer than block_size + 1 ids.
   static Result<std::unique_ptr<TokenDataset>> Load(const DataSpec& spec, int window,
                                                     const std::string& digest_cache);
-  ~TokenDataset() override;
-  TokenDataset(const TokenDataset&) = delete;
-  TokenDataset& operator=(const TokenDataset&) = delete;
 
   const std::vector<DataSlice>& slices() const override { return slices_; }
   // SHA-256 over the dtype and each file's role, name and content digest.
@@ -39,9 +37,7 @@ class TokenDataset : public Dataset {
 
  private:
   struct Mapped {
-    std::string path;
-    const unsigned char* data = nullptr;
-    std::size_t bytes = 0;
+    MappedFile file;
     std::int64_t tokens = 0;
   };
   TokenDataset() = default;

@@ -24,6 +24,9 @@
 
 namespace trainerd {
 
+// The method a module exports for model.loss: module.
+inline constexpr char kLossMethod[] = "loss";
+
 class TorchScriptModel : public TrainableModel {
  public:
   // REQUIRES: ResolveTorchScriptModel accepted `options` (the file loads, the named protocol
@@ -32,6 +35,8 @@ class TorchScriptModel : public TrainableModel {
 
   torch::Tensor forward(const torch::Tensor& inputs) override;
   SampleFormat sample_format() const override;
+  // model.loss: module calls the module's `loss(outputs, targets) -> (sum, count)`.
+  LossTerms Loss(const torch::Tensor& outputs, const torch::Tensor& targets) override;
   int num_blocks() const override { return static_cast<int>(blocks_.size()); }
   bool has_batch_statistics() const override;
   void train(bool on = true) override;
@@ -41,6 +46,7 @@ class TorchScriptModel : public TrainableModel {
   // What the module lacks of the block protocol ("" when it has it), e.g. "an exported
   // method 'embed'".
   const std::string& missing_protocol() const { return missing_protocol_; }
+  bool has_loss_method() const;
   // Puts the module's own Dropout submodules in eval mode for good; returns how many.
   int switch_off_own_dropout();
 
@@ -55,10 +61,12 @@ class TorchScriptModel : public TrainableModel {
 
 // Loads the TorchScript file of `spec->model` once and fills what only the file knows
 // (num_blocks, has_batch_statistics, sha256, output_size), then checks that the plan's
-// checkpoint_blocks exist and that one forward on a sample of the inputs' shape gives logits
-// of the right rank ([1, T, V] for tokens, [1, C] for byte histograms). InvalidArgument
-// naming the file and the key (model.path, model.blocks, ...) otherwise; CheckModelFitsData
-// (model.h) then compares V or C with the data. A no-op for the built-in models.
-Status ResolveTorchScriptModel(JobSpec* spec);
+// checkpoint_blocks exist, that model.loss: module has its method, and that one forward on
+// the first held-out sample of `data` gives outputs model.loss can compare with its targets
+// (logits [..., V] for targets [...] with cross_entropy, one shape with mse, a loss the
+// module computes). InvalidArgument naming the file and the key (model.path, model.blocks,
+// model.loss, ...) otherwise; CheckModelFitsData (model.h) then compares V or C with the
+// data. A no-op for the built-in models.
+Status ResolveTorchScriptModel(JobSpec* spec, const Dataset& data);
 
 }  // namespace trainerd
