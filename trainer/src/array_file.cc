@@ -103,9 +103,12 @@ Result<ArrayView> ReadNpyHeader(const unsigned char* data, std::size_t size,
   ArrayView array;
   bool known = false;
   for (const TypeName& t : kTypes) {
+    const std::string npy = t.npy;
+    if (npy.empty()) continue;  // no numpy name
     // numpy writes '|u1' for one-byte types but accepts '<u1' too.
-    const std::string alt = t.npy[0] == '|' ? "<" + std::string(t.npy + 1) : "";
-    if (*t.npy != '\0' && (descr == t.npy || descr == alt)) {
+    const bool little_endian_alias =
+        npy[0] == '|' && !descr.empty() && descr[0] == '<' && descr.substr(1) == npy.substr(1);
+    if (descr == npy || little_endian_alias) {
       array.type = t.type;
       known = true;
     }
