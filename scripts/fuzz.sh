@@ -5,8 +5,8 @@
 #   scripts/fuzz.sh --runs 1000000      each harness to 1,000,000 executions
 #   scripts/fuzz.sh --time 600 NAME     one harness for 600 s
 #   scripts/fuzz.sh --build-only
-# NAME... limits the run to some harnesses: job_spec_parser daemon_config control_request
-# worker_report (clang, ./build-fuzz) and training_checkpoint (GCC, ./build-fuzz/gcc: clang
+# NAME... limits the run to some harnesses: job_spec_parser array_file daemon_config
+# control_request worker_report (clang, ./build-fuzz) and training_checkpoint (GCC, ./build-fuzz/gcc: clang
 # cannot compile LibTorch 1.13's headers). Each run writes libFuzzer's log to
 # build-fuzz/fuzz/logs/NAME.log and prints a summary line (executions, exec/s, wall time, cov,
 # ft, peak RSS, result). A crash, leak, hang (-timeout), UBSan report or out-of-memory input
@@ -18,7 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-all=(job_spec_parser daemon_config control_request worker_report training_checkpoint)
+all=(job_spec_parser array_file daemon_config control_request worker_report training_checkpoint)
 mode=smoke
 limit=()
 names=()

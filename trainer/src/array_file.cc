@@ -4,7 +4,6 @@
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <regex>
 
 namespace trainerd {
 namespace {
@@ -64,6 +63,46 @@ std::uint64_t ReadLittleEndian(const unsigned char* at, int bytes) {
   return value;
 }
 
+// The text after `'key':` in a .npy header dict (leading spaces skipped); false without it.
+bool HeaderValue(const std::string& header, const std::string& key, std::string* value) {
+  const std::size_t at = header.find("'" + key + "'");
+  if (at == std::string::npos) return false;
+  std::size_t p = at + key.size() + 2;
+  while (p < header.size() && header[p] == ' ') ++p;
+  if (p >= header.size() || header[p] != ':') return false;
+  ++p;
+  while (p < header.size() && header[p] == ' ') ++p;
+  *value = header.substr(p);
+  return true;
+}
+
+// "512, 16" or "512," or "" (a 0-d array) as sizes; false for anything else.
+bool ParseDims(const std::string& dims, std::vector<std::int64_t>* shape) {
+  std::size_t p = 0;
+  const auto skip_spaces = [&] {
+    while (p < dims.size() && dims[p] == ' ') ++p;
+  };
+  skip_spaces();
+  while (p < dims.size()) {
+    std::size_t digits = 0;
+    std::int64_t value = 0;
+    while (p < dims.size() && dims[p] >= '0' && dims[p] <= '9' && digits < 18) {
+      value = value * 10 + (dims[p] - '0');
+      ++p;
+      ++digits;
+    }
+    if (digits == 0) return false;
+    shape->push_back(value);
+    skip_spaces();
+    if (p < dims.size() && dims[p] == ',')
+      ++p;
+    else if (p < dims.size())
+      return false;
+    skip_spaces();
+  }
+  return true;
+}
+
 Status Bad(const std::string& path, const std::string& what) {
   return Status::InvalidArgument("data file " + path + ": " + what);
 }
@@ -94,12 +133,12 @@ Result<ArrayView> ReadNpyHeader(const unsigned char* data, std::size_t size,
   if (header_length > size - header_start) return Bad(path, "truncated in its .npy header");
   const std::string header(reinterpret_cast<const char*>(data + header_start), header_length);
 
-  std::smatch m;
-  static const std::regex kDescr(R"('descr'\s*:\s*'([^']*)')");
-  static const std::regex kFortran(R"('fortran_order'\s*:\s*(True|False))");
-  static const std::regex kShape(R"('shape'\s*:\s*\(([^)]*)\))");
-  if (!std::regex_search(header, m, kDescr)) return Bad(path, ".npy header without 'descr'");
-  const std::string descr = m[1];
+  std::string descr, fortran, dims;
+  if (!HeaderValue(header, "descr", &descr) || descr.size() < 2 || descr.front() != '\'' ||
+      descr.find('\'', 1) == std::string::npos) {
+    return Bad(path, ".npy header without 'descr'");
+  }
+  descr = descr.substr(1, descr.find('\'', 1) - 1);
   ArrayView array;
   bool known = false;
   for (const TypeName& t : kTypes) {
@@ -117,19 +156,20 @@ Result<ArrayView> ReadNpyHeader(const unsigned char* data, std::size_t size,
     return Bad(path, "element type '" + descr + "' is not one of " + Supported() +
                          " (little-endian; convert with array.astype(...))");
   }
-  if (!std::regex_search(header, m, kFortran)) {
+  if (!HeaderValue(header, "fortran_order", &fortran) ||
+      (!fortran.starts_with("True") && !fortran.starts_with("False"))) {
     return Bad(path, ".npy header without 'fortran_order'");
   }
-  if (m[1] == "True") {
+  if (fortran.starts_with("True")) {
     return Bad(path, "Fortran-ordered array; save numpy.ascontiguousarray(array) instead");
   }
-  if (!std::regex_search(header, m, kShape)) return Bad(path, ".npy header without 'shape'");
-  const std::string dims = m[1];
-  static const std::regex kDim(R"(\s*(\d{1,18})\s*(,|$))");
-  for (auto it = std::sregex_iterator(dims.begin(), dims.end(), kDim); it != std::sregex_iterator();
-       ++it) {
-    array.shape.push_back(std::stoll((*it)[1]));
+  if (!HeaderValue(header, "shape", &dims) || dims.empty() || dims.front() != '(' ||
+      dims.find(')') == std::string::npos) {
+    return Bad(path, ".npy header without 'shape'");
   }
+  dims = dims.substr(1, dims.find(')') - 1);
+  if (!ParseDims(dims, &array.shape))
+    return Bad(path, ".npy shape (" + dims + ") is not a tuple of sizes");
   array.offset = header_start + header_length;
   if (!ElementBytesOf(array.shape, ElementBytes(array.type), &array.bytes)) {
     return Bad(path, "the .npy shape (" + dims + ") is too large");
