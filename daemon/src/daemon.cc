@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "trainerd/daemon/control_queries.h"
+#include "trainerd/daemon/current_release.h"
 #include "trainerd/daemon/host_fingerprint.h"
 #include "trainerd/daemon/policy.h"
 #include "trainerd/daemon/schedule.h"
@@ -149,41 +150,55 @@ nlohmann::json Daemon::HandleControl(const nlohmann::json& request) {
 }
 
 nlohmann::json Daemon::Rollback(const nlohmann::json& request) {
-  const double now = clock_.Now();
   if (request.contains("model") && !request["model"].is_boolean()) {
     return Error(kBadRequest, "rollback: model must be true or false");
   }
-  if (request.value("model", false)) {
-    // The model: back to the newest gate-passed release older than the current one, or to
-    // the release given.
-    Result<std::vector<store::Release>> releases = store_->ListReleases(10000);
-    Result<std::optional<store::Release>> current = store_->CurrentRelease();
-    if (!releases.ok() || !current.ok()) return Error(kInternalError, "cannot read releases");
-    std::optional<std::int64_t> target;
-    if (request.contains("release")) {
-      if (!request["release"].is_number_integer()) {
-        return Error(kBadRequest, "rollback: release must be an integer id");
-      }
-      target = request["release"].get<std::int64_t>();
-    } else {
-      for (const store::Release& r : *releases) {  // newest first
-        if (r.gate_passed && *current && r.id < (*current)->id) {
-          target = r.id;
-          break;
-        }
-      }
-      if (!target) return Error(kNotFound, "no earlier released model to roll back to");
+  return request.value("model", false) ? RollbackModel(request) : RollbackConfig(request);
+}
+
+// The model: back to the newest gate-passed release older than the current one, or to the
+// release given; releases/current follows.
+nlohmann::json Daemon::RollbackModel(const nlohmann::json& request) {
+  const double now = clock_.Now();
+  Result<std::vector<store::Release>> releases = store_->ListReleases(10000);
+  Result<std::optional<store::Release>> current = store_->CurrentRelease();
+  if (!releases.ok() || !current.ok()) return Error(kInternalError, "cannot read releases");
+  std::optional<std::int64_t> target;
+  if (request.contains("release")) {
+    if (!request["release"].is_number_integer()) {
+      return Error(kBadRequest, "rollback: release must be an integer id");
     }
-    if (Status s = store_->SetCurrentRelease(*target); !s.ok()) {
-      return Error(s.code() == Status::Code::kNotFound ? kNotFound : kConflict, s.message());
+    target = request["release"].get<std::int64_t>();
+  } else {
+    for (const store::Release& r : *releases) {  // newest first
+      if (r.gate_passed && *current && r.id < (*current)->id) {
+        target = r.id;
+        break;
+      }
     }
-    (void)store_->RecordEvent({0, now, std::nullopt, "model_rollback", store::Severity::kWarning,
-                               "operator made release " + std::to_string(*target) + " current",
-                               nlohmann::json{{"release", *target}}.dump()});
-    return Ok({{"current_release", *target}});
+    if (!target) return Error(kNotFound, "no earlier released model to roll back to");
   }
-  // The config: pin a version as the active known-good one, and mark the job file's newer
-  // version bad so that the next cycle runs the pinned one.
+  if (Status s = store_->SetCurrentRelease(*target); !s.ok()) {
+    return Error(s.code() == Status::Code::kNotFound ? kNotFound : kConflict, s.message());
+  }
+  for (const store::Release& r : *releases) {
+    if (r.id != *target) continue;
+    if (Status s = LinkCurrentRelease(files_, config_.state_dir, r.artifact_path); !s.ok()) {
+      (void)store_->RecordEvent(
+          {0, now, std::nullopt, "release_link_failed", store::Severity::kError,
+           "releases/current still names the previous release: " + s.message(), "{}"});
+    }
+  }
+  (void)store_->RecordEvent({0, now, std::nullopt, "model_rollback", store::Severity::kWarning,
+                             "operator made release " + std::to_string(*target) + " current",
+                             nlohmann::json{{"release", *target}}.dump()});
+  return Ok({{"current_release", *target}});
+}
+
+// The config: pin a version as the active known-good one, and mark the job file's newer
+// version bad so that the next cycle runs the pinned one.
+nlohmann::json Daemon::RollbackConfig(const nlohmann::json& request) {
+  const double now = clock_.Now();
   const nlohmann::json active = ActiveConfigJson(*store_, config_.job_path);
   std::string target;
   if (request.contains("to")) {

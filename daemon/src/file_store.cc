@@ -1,5 +1,7 @@
 #include "trainerd/daemon/file_store.h"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -34,6 +36,8 @@ Result<std::string> LocalFileStore::CopyVerified(const std::string& source,
     return std::filesystem::exists(source) ? Status::IOError(source + ": cannot read")
                                            : Status::NotFound(source + ": no such file");
   }
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(destination).parent_path(), ec);
   TemporaryFile temporary(destination);
   std::ofstream out(temporary.path(), std::ios::binary | std::ios::trunc);
   if (!out) return Status::IOError(temporary.path() + ": cannot create");
@@ -60,6 +64,21 @@ Result<std::string> LocalFileStore::CopyVerified(const std::string& source,
 void LocalFileStore::Remove(const std::string& path) {
   std::error_code ec;
   std::filesystem::remove(path, ec);
+}
+
+Status LocalFileStore::ReplaceSymlink(const std::string& link, const std::string& target) {
+  const std::string temporary = link + ".tmp-" + std::to_string(::getpid());
+  std::error_code ec;
+  std::filesystem::remove(temporary, ec);
+  std::filesystem::create_symlink(target, temporary, ec);
+  if (ec)
+    return Status::IOError(temporary + ": cannot create a link to " + target + ": " + ec.message());
+  std::filesystem::rename(temporary, link, ec);
+  if (ec) {
+    std::filesystem::remove(temporary, ec);
+    return Status::IOError(link + ": cannot replace it: " + ec.message());
+  }
+  return Status::Ok();
 }
 
 }  // namespace trainerd::daemon

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "trainerd/common/sha256.h"
+#include "trainerd/daemon/current_release.h"
 #include "trainerd/daemon/host_fingerprint.h"
 #include "trainerd/daemon/plan_json.h"
 #include "trainerd/daemon/state_layout.h"
@@ -746,7 +747,7 @@ void NightlyCycle::JudgeAndRelease(const ActiveConfig& active, WorkerReport& rep
                 : regressed          ? gate.reason
                                      : "finished inside the window",
                 report.TakeMetrics(), report.evals(), regressed);
-  result.released = PublishModel(report.finish(), gate, regressed, run.id);
+  result.released = PublishModel(report.finish(), gate, regressed, run);
   UpdateConfigState(active, run, regressed, result.message);
   // The job is done: the next night trains afresh rather than resuming a finished job.
   files_.Remove(StateLayout(config_.state_dir).WorkDir() + "/checkpoint.pt");
@@ -766,39 +767,70 @@ GateVerdict NightlyCycle::GateAgainstCurrentRelease(const std::vector<store::Sli
   return ReleaseGate(FinalSliceLosses(evals), reference, reference_run, config_.regression);
 }
 
+Result<std::string> NightlyCycle::CopyReleaseFiles(const nlohmann::json& fin,
+                                                   const store::RunRecord& run, bool released,
+                                                   const std::string& dir) {
+  const std::string sha = fin.value("model_sha256", "");
+  Result<std::string> copied = files_.CopyVerified(
+      fin.value("model_path", StateLayout(config_.state_dir).WorkDir() + "/model.pt"),
+      dir + "/model.pt", sha);
+  if (!copied.ok()) return copied.status();
+  const nlohmann::json model_files = fin.value("model_files", nlohmann::json::object());
+  if (!model_files.contains("weights") || !model_files.contains("description")) return copied;
+  const std::string weights_sha = model_files.value("weights_sha256", "");
+  Result<std::string> weights =
+      files_.CopyVerified(model_files["weights"], dir + "/model.safetensors", weights_sha);
+  if (!weights.ok()) return weights.status();
+  Result<std::string> text = files_.Read(model_files["description"]);
+  if (!text.ok()) return text.status();
+  nlohmann::json description = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (!description.is_object()) {
+    return Status::Corruption(model_files["description"].get<std::string>() +
+                              ": the model description is not a JSON object");
+  }
+  description["release"] = {{"run_id", run.id},        {"config_hash", run.config_hash},
+                            {"model_sha256", sha},     {"weights_sha256", weights_sha},
+                            {"gate_passed", released}, {"published_at", clock_.Now()}};
+  if (Status s = files_.WriteAtomically(dir + "/model.json", description.dump(2) + "\n"); !s.ok()) {
+    return s;
+  }
+  return copied;
+}
+
 bool NightlyCycle::PublishModel(const nlohmann::json& fin, const GateVerdict& gate, bool regressed,
-                                std::int64_t run_id) {
+                                const store::RunRecord& run) {
   // The model artifact: published (hashed) either way, current only through the gate.
-  const StateLayout layout(config_.state_dir);
-  if (!fin.contains("model_sha256")) {  // dropped unless 64 hex digits: it names the file
-    Record(run_id, "release_failed", store::Severity::kError,
+  if (!fin.contains("model_sha256")) {  // dropped unless 64 hex digits: it names the folder
+    Record(run.id, "release_failed", store::Severity::kError,
            "the worker reported no valid model_sha256: nothing published");
     return false;
   }
-  const std::string artifact =
-      layout.ReleaseArtifact(run_id, fin.value("model_sha256", ""), !regressed);
-  Result<std::string> sha =
-      files_.CopyVerified(fin.value("model_path", layout.WorkDir() + "/model.pt"), artifact,
-                          fin.value("model_sha256", ""));
+  const std::string dir =
+      StateLayout(config_.state_dir).ReleaseDir(run.id, fin["model_sha256"], !regressed);
+  Result<std::string> sha = CopyReleaseFiles(fin, run, !regressed, dir);
   if (!sha.ok()) {
-    Record(run_id, "release_failed", store::Severity::kError, sha.status().message());
+    Record(run.id, "release_failed", store::Severity::kError, sha.status().message());
     return false;
   }
   store::Release release;
-  release.run_id = run_id;
-  release.artifact_path = artifact;
+  release.run_id = run.id;
+  release.artifact_path = dir + "/model.pt";
   release.artifact_hash = *sha;
   release.gate_passed = !regressed;
   release.gate_details_json = gate.ToJson();
   release.created_at = clock_.Now();
   Result<std::int64_t> release_id = store_.RecordRelease(release);
   if (release_id.ok() && !regressed && store_.SetCurrentRelease(*release_id).ok()) {
-    Record(run_id, "released", store::Severity::kInfo,
-           "model " + Short(*sha) + " is the current release (" + artifact + ")");
+    Record(run.id, "released", store::Severity::kInfo,
+           "model " + Short(*sha) + " is the current release (" + dir + ")");
+    if (Status s = LinkCurrentRelease(files_, config_.state_dir, release.artifact_path); !s.ok()) {
+      Record(run.id, "release_link_failed", store::Severity::kError,
+             "releases/current still names the previous release: " + s.message());
+    }
     return true;
   }
   if (regressed) {
-    Record(run_id, "release_withheld", store::Severity::kWarning,
+    Record(run.id, "release_withheld", store::Severity::kWarning,
            "model " + Short(*sha) + " not released; the current release stays");
   }
   return false;

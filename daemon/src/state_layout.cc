@@ -18,11 +18,13 @@ std::string StateLayout::RunLog(std::int64_t run_id) const {
 
 std::string StateLayout::DeviceInfoLog() const { return dir_ + "/logs/device-info.log"; }
 
-std::string StateLayout::ReleaseArtifact(std::int64_t run_id, const std::string& sha256,
-                                         bool released) const {
+std::string StateLayout::ReleaseDir(std::int64_t run_id, const std::string& sha256,
+                                    bool released) const {
   return dir_ + (released ? "/releases/" : "/releases/rejected/") + "run-" +
-         std::to_string(run_id) + "-" + sha256.substr(0, 12) + ".pt";
+         std::to_string(run_id) + "-" + sha256.substr(0, 12);
 }
+
+std::string StateLayout::CurrentReleaseLink() const { return dir_ + "/releases/current"; }
 
 std::string StateLayout::WorkerPidFile() const { return dir_ + "/worker.pid"; }
 

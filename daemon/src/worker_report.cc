@@ -127,12 +127,20 @@ std::string Normalize(const std::string& kind, Json& event) {
   if (kind == "finish") {
     // samples_per_second, tokens_per_second, mfu and final_train_loss may be null and are
     // read as "a number or nothing".
-    return DropMistyped(event, {{"throughput_method", Type::kString},
-                                {"elapsed_seconds", Type::kNumber},
-                                {"peak_bytes", Type::kBytes},
-                                {"updates", Type::kCount},
-                                {"model_path", Type::kString},
-                                {"model_sha256", Type::kSha256}});
+    std::string dropped = DropMistyped(event, {{"throughput_method", Type::kString},
+                                               {"elapsed_seconds", Type::kNumber},
+                                               {"peak_bytes", Type::kBytes},
+                                               {"updates", Type::kCount},
+                                               {"model_path", Type::kString},
+                                               {"model_sha256", Type::kSha256}});
+    if (event.contains("model_files")) {
+      dropped = Join(dropped, DropMistyped(event["model_files"],
+                                           {{"weights", Type::kString},
+                                            {"weights_sha256", Type::kSha256},
+                                            {"description", Type::kString}},
+                                           "model_files."));
+    }
+    return dropped;
   }
   if (kind == "error") {
     return DropMistyped(event, {{"kind", Type::kString}, {"message", Type::kString}});

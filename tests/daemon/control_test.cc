@@ -2,6 +2,8 @@
 // parsed, the database fallback when the daemon is down, bad requests, an unauthorized peer,
 // and 50 concurrent clients during a run.
 #include <gtest/gtest.h>
+
+#include <filesystem>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -179,9 +181,15 @@ TEST_F(ControlTest, EveryCommandAgainstALiveDaemon) {
   ASSERT_EQ(Run({"run-now"}).code, 0);
   ASSERT_TRUE(WaitForRuns(2));
   ASSERT_EQ(Run({"status", "--json"}).json()["current_release"]["run_id"], 2);
+  // releases/current names the current release's folder, and follows a model rollback.
+  const auto current_folder = [&] {
+    return std::filesystem::canonical(dir_.File("state/releases/current")).filename().string();
+  };
+  EXPECT_TRUE(current_folder().starts_with("run-2-")) << current_folder();
   const Ctl model = Run({"rollback", "--model", "--json"});
   ASSERT_EQ(model.code, 0) << model.err;
   EXPECT_EQ(Run({"status", "--json"}).json()["current_release"]["run_id"], 1);
+  EXPECT_TRUE(current_folder().starts_with("run-1-")) << current_folder();
   const std::string first_hash = runs.json()["runs"][0]["config_hash"];
   const Ctl config = Run({"rollback", "--to", first_hash.substr(0, 8), "--json"});
   ASSERT_EQ(config.code, 0) << config.err;

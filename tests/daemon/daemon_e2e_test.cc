@@ -83,6 +83,11 @@ class NotifySocket {
   std::thread reader_;
 };
 
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
 bool AnyStartsWith(const std::vector<std::string>& messages, const std::string& prefix) {
   for (const std::string& m : messages) {
     if (m.rfind(prefix, 0) == 0) return true;
@@ -544,12 +549,31 @@ TEST_F(DaemonTest, ATorchScriptModelFromPythonIsPlannedCheckedTrainedAndReleased
   EXPECT_EQ(nlohmann::json::parse(parity[0].details_json)["own_dropout_switched_off"], 2);
   const std::optional<store::Release> release = *s->CurrentRelease();
   ASSERT_TRUE(release.has_value());
-  ChildProcess python({TRAINERD_TEST_PYTHON, examples + "/evaluate_release.py",
-                       release->artifact_path, "--block-size", "16"});
-  const std::vector<std::string> lines = python.ReadAllLines();
-  ASSERT_EQ(python.ExitCode(), 0) << python.ReadAllStderr();
-  ASSERT_EQ(lines.size(), 1u);
-  EXPECT_EQ(nlohmann::json::parse(lines[0])["shape"], nlohmann::json::array({1, 16, 256}));
+  // The release folder, by its stable name: the scripted module, the weights as safetensors
+  // and the description with the run that made it.
+  const std::string current = dir_.File("state/releases/current");
+  EXPECT_EQ(std::filesystem::canonical(current),
+            std::filesystem::canonical(release->artifact_path).parent_path());
+  const nlohmann::json about = nlohmann::json::parse(ReadFile(current + "/model.json"));
+  EXPECT_EQ(about["release"]["run_id"], run.id);
+  EXPECT_EQ(about["release"]["config_hash"], run.config_hash);
+  EXPECT_EQ(about["release"]["model_sha256"], release->artifact_hash);
+  EXPECT_EQ(about["release"]["weights_sha256"], *Sha256File(current + "/model.safetensors"));
+  EXPECT_EQ(about["model"]["kind"], "torchscript");
+  for (const std::vector<std::string>& argv :
+       {std::vector<std::string>{TRAINERD_TEST_PYTHON, examples + "/evaluate_release.py",
+                                 release->artifact_path, "--block-size", "16"},
+        std::vector<std::string>{"/usr/bin/env",
+                                 std::string("PYTHONPATH=") + TRAINERD_TEST_PYTHONPATH,
+                                 TRAINERD_TEST_PYTHON, examples + "/evaluate_release.py",
+                                 dir_.File("lm.pt"), "--block-size", "16", "--weights",
+                                 current + "/model.safetensors"}}) {
+    ChildProcess python(argv);
+    const std::vector<std::string> lines = python.ReadAllLines();
+    ASSERT_EQ(python.ExitCode(), 0) << python.ReadAllStderr();
+    ASSERT_EQ(lines.size(), 1u);
+    EXPECT_EQ(nlohmann::json::parse(lines[0])["shape"], nlohmann::json::array({1, 16, 256}));
+  }
 }
 
 // A daemon killed right after its start-up recovery marked the run interrupted (and before it

@@ -54,6 +54,9 @@ class FullReleaseDisk final : public FileStore {
     return real_.CopyVerified(source, destination, expected_sha256);
   }
   void Remove(const std::string& path) override { real_.Remove(path); }
+  Status ReplaceSymlink(const std::string& link, const std::string& target) override {
+    return real_.ReplaceSymlink(link, target);
+  }
 
  private:
   LocalFileStore real_;

@@ -6,13 +6,16 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "../support/child_process.h"
 #include "../support/recording_sink.h"
 #include "../support/temp_dir.h"
+#include "trainerd/common/sha256.h"
 #include "trainerd/trainer/exit_codes.h"
 #include "trainerd/trainer/job_spec_parser.h"
 #include "trainerd/trainer/memory_ledger.h"
@@ -110,37 +113,63 @@ TEST_F(TorchScriptModelTest, CheckpointedBlocksWithAccumulationPassParityWithIts
   EXPECT_FALSE(broken->pass);
 }
 
+// Both artifacts load in Python without trainerd: the scripted module with the trained
+// weights, and model.safetensors loaded into the module as exported.
 TEST_F(TorchScriptModelTest, TheTrainedModelLoadsInPythonAndGivesTheWorkersOutputs) {
   const JobSpec spec = Resolved(*Job("lm"));
-  NullEventSink sink;
+  testing::RecordingSink sink;
   Trainer trainer(spec, *corpus_, &sink);
   TrainerOptions options;
   options.checkpoint_path = dir_.File("checkpoint.pt");
-  options.model_path = dir_.File("trained.pt");
+  std::filesystem::create_directories(dir_.path() / "out");
+  options.model_path = dir_.File("out/model.pt");
   Result<TrainOutcome> outcome = trainer.Run(options);
   ASSERT_TRUE(outcome.ok()) << outcome.status().message();
   ASSERT_EQ(outcome->kind, TrainOutcome::Kind::kFinished);
+  const nlohmann::json files = sink.Of("finish").at(0)["model_files"];
+  EXPECT_EQ(files["weights"], dir_.File("out/model.safetensors"));
+  EXPECT_EQ(*Sha256File(dir_.File("out/model.safetensors")), files["weights_sha256"]);
 
-  int code = 0;
-  const std::string out = RunToEnd(
-      {TRAINERD_TEST_PYTHON, std::string(TRAINERD_EXAMPLES_DIR) + "/evaluate_release.py",
-       options.model_path, "--inputs", "tokens", "--block-size", std::to_string(kBlockSize)},
-      &code);
-  ASSERT_EQ(code, 0) << out;
-  const nlohmann::json python = nlohmann::json::parse(out);
   const torch::Tensor tokens =
       (torch::arange(kBlockSize, torch::kLong) * 7).remainder(256).unsqueeze(0);
   trainer.model().eval();
   torch::NoGradGuard no_grad;
   const torch::Tensor mine = trainer.model().forward(tokens).flatten();
-  const std::vector<float> theirs = python["logits"].get<std::vector<float>>();
-  ASSERT_EQ(theirs.size(), static_cast<std::size_t>(mine.numel()));
-  const torch::Tensor diff = (mine - torch::tensor(theirs)).abs().max();
-  EXPECT_LT(diff.item<float>(), 1e-5);
+  const std::string evaluate = std::string(TRAINERD_EXAMPLES_DIR) + "/evaluate_release.py";
+  const std::string block_size = std::to_string(kBlockSize);
+  for (const std::vector<std::string>& python :
+       {std::vector<std::string>{TRAINERD_TEST_PYTHON, evaluate, options.model_path, "--inputs",
+                                 "tokens", "--block-size", block_size},
+        std::vector<std::string>{
+            "/usr/bin/env", std::string("PYTHONPATH=") + TRAINERD_TEST_PYTHONPATH,
+            TRAINERD_TEST_PYTHON, evaluate, spec.model.torchscript.path, "--inputs", "tokens",
+            "--block-size", block_size, "--weights", files["weights"]}}) {
+    int code = 0;
+    const std::string out = RunToEnd(python, &code);
+    ASSERT_EQ(code, 0) << out;
+    const std::vector<float> theirs = nlohmann::json::parse(out)["logits"];
+    ASSERT_EQ(theirs.size(), static_cast<std::size_t>(mine.numel()));
+    EXPECT_LT((mine - torch::tensor(theirs)).abs().max().item<float>(), 1e-5) << python.back();
+  }
   // Trained: the weights moved away from the exported ones.
   torch::jit::Module exported = torch::jit::load(spec.model.torchscript.path);
   exported.eval();
   EXPECT_FALSE(torch::allclose(exported.forward({tokens}).toTensor().flatten(), mine));
+  // The description names every tensor the module has, with its shape.
+  const nlohmann::json about = nlohmann::json::parse(*ReadText(files["description"]));
+  EXPECT_EQ(about["model"]["kind"], "torchscript");
+  EXPECT_EQ(about["files"]["weights"], "model.safetensors");
+  EXPECT_EQ(about["files"]["module"], "model.pt");
+  std::size_t tensors = 0;
+  for (const auto& p : exported.named_parameters()) {
+    ++tensors;
+    const auto named = std::find_if(about["tensors"].begin(), about["tensors"].end(),
+                                    [&](const nlohmann::json& t) { return t["name"] == p.name; });
+    ASSERT_NE(named, about["tensors"].end()) << p.name;
+    EXPECT_EQ((*named)["shape"].get<std::vector<std::int64_t>>(), p.value.sizes().vec());
+  }
+  for (const auto& b : exported.named_buffers()) tensors += b.value.defined() ? 1 : 0;
+  EXPECT_EQ(about["tensors"].size(), tensors);
 }
 
 // The planner's reason to exist, on the team's model: a budget the naive plan (the whole

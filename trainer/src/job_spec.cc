@@ -14,6 +14,18 @@ const char* ToString(ModelKind kind) {
   return "?";
 }
 
+const char* ToString(ModelInputs inputs) {
+  switch (inputs) {
+    case ModelInputs::kTokens:
+      return "tokens";
+    case ModelInputs::kByteHistogram:
+      return "byte_histogram";
+    case ModelInputs::kRows:
+      return "rows";
+  }
+  return "?";
+}
+
 const char* ToString(LossKind kind) {
   switch (kind) {
     case LossKind::kCrossEntropy:

@@ -44,6 +44,13 @@ void TrainableModel::SaveArtifact(const std::string& path) {
   archive.save_to(path);
 }
 
+std::vector<std::pair<std::string, torch::Tensor>> TrainableModel::StateDict() const {
+  std::vector<std::pair<std::string, torch::Tensor>> state;
+  for (const auto& p : named_parameters()) state.emplace_back(p.key(), p.value());
+  for (const auto& b : named_buffers()) state.emplace_back(b.key(), b.value());
+  return state;
+}
+
 bool TrainableModel::IsCheckpointed(int index) const {
   return std::binary_search(checkpointed_.begin(), checkpointed_.end(), index);
 }
@@ -104,13 +111,9 @@ namespace {
 
 // Why a model of `spec` cannot read data that lacks its format, and what to change.
 std::string FormatMismatch(const ModelSpec& spec, const Dataset& data) {
-  const std::string reader =
-      spec.kind == ModelKind::kTorchScript
-          ? std::string("model.inputs: ") + (spec.torchscript.inputs == ModelInputs::kRows ? "rows"
-                                             : spec.torchscript.inputs == ModelInputs::kTokens
-                                                 ? "tokens"
-                                                 : "byte_histogram")
-          : std::string("model.kind: ") + ToString(spec.kind);
+  const std::string reader = spec.kind == ModelKind::kTorchScript
+                                 ? std::string("model.inputs: ") + ToString(spec.torchscript.inputs)
+                                 : std::string("model.kind: ") + ToString(spec.kind);
   if (data.supports(SampleFormat::kRows)) {
     return spec.kind == ModelKind::kTorchScript
                ? "data.format: tensors gives rows, not what " + reader +

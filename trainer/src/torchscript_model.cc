@@ -129,6 +129,15 @@ void TorchScriptModel::train(bool on) {
 
 void TorchScriptModel::SaveArtifact(const std::string& path) { module_.save(path); }
 
+std::vector<std::pair<std::string, torch::Tensor>> TorchScriptModel::StateDict() const {
+  std::vector<std::pair<std::string, torch::Tensor>> state;
+  for (const auto& p : module_.named_parameters(/*recurse=*/true)) {
+    state.emplace_back(p.name, p.value);
+  }
+  for (const auto& b : module_.named_buffers(/*recurse=*/true)) state.emplace_back(b.name, b.value);
+  return state;
+}
+
 bool TorchScriptModel::has_loss_method() const {
   return module_.find_method(kLossMethod).has_value();
 }

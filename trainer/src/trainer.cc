@@ -15,6 +15,8 @@
 #include "trainerd/trainer/device_timer.h"
 #include "trainerd/trainer/lr_schedule.h"
 #include "trainerd/trainer/memory_ledger.h"
+#include "trainerd/trainer/model_description.h"
+#include "trainerd/trainer/safetensors_writer.h"
 #include "trainerd/trainer/throughput.h"
 #include "trainerd/trainer/training_checkpoint.h"
 #include "trainerd/trainer/units.h"
@@ -331,14 +333,41 @@ Status Trainer::EvaluateAndCheckpoint(const TrainerOptions& options, TrainOutcom
   return Status::Ok();
 }
 
-Status Trainer::Finish(const TrainerOptions& options, const RunTiming& timing,
-                       TrainOutcome* outcome) {
+Result<nlohmann::json> Trainer::WriteModelFiles(const TrainerOptions& options,
+                                                TrainOutcome* outcome) {
   TemporaryFile temporary(options.model_path);
   model_->SaveArtifact(temporary.path());
   if (Status s = temporary.Commit(); !s.ok()) return s;
   Result<std::string> hash = Sha256File(options.model_path);
   if (!hash.ok()) return hash.status();
   outcome->model_sha256 = *hash;
+  // Beside it: the weights as safetensors and what they are, for code without trainerd.
+  const std::filesystem::path dir = std::filesystem::path(options.model_path).parent_path();
+  const std::string weights = (dir / "model.safetensors").string();
+  const std::string description = (dir / "model.json").string();
+  const bool scripted = spec_.model.kind == ModelKind::kTorchScript;
+  const nlohmann::json files = {
+      {"weights", "model.safetensors"},
+      {scripted ? "module" : "state", std::filesystem::path(options.model_path).filename()}};
+  if (Status s =
+          WriteSafetensors(weights, model_->StateDict(),
+                           {{"format", "pt"}, {"trainerd_model", ToString(spec_.model.kind)}});
+      !s.ok()) {
+    return s;
+  }
+  Result<std::string> weights_hash = Sha256File(weights);
+  if (!weights_hash.ok()) return weights_hash.status();
+  const nlohmann::json about =
+      DescribeModel(spec_, *model_, job_identity_, corpus_.fingerprint(), files);
+  if (Status s = WriteFileAtomically(description, about.dump(2) + "\n"); !s.ok()) return s;
+  return nlohmann::json{
+      {"weights", weights}, {"weights_sha256", *weights_hash}, {"description", description}};
+}
+
+Status Trainer::Finish(const TrainerOptions& options, const RunTiming& timing,
+                       TrainOutcome* outcome) {
+  Result<nlohmann::json> model_files = WriteModelFiles(options, outcome);
+  if (!model_files.ok()) return model_files.status();
   const TrainingSpec& t = spec_.training;
   const double elapsed = timing.ElapsedSeconds();
   // No update ran in this process: no loss or throughput to report (null, never 0).
@@ -375,6 +404,7 @@ Status Trainer::Finish(const TrainerOptions& options, const RunTiming& timing,
        {"eval_mean_loss", MeanLoss(outcome->eval)},
        {"model_path", options.model_path},
        {"model_sha256", outcome->model_sha256},
+       {"model_files", *model_files},
        {"elapsed_seconds", elapsed},
        {"samples_per_second", measured_or_null(samples_per_second)},
        {"tokens_per_second", measured_or_null(samples_per_second * corpus_.window())},

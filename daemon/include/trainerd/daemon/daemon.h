@@ -61,6 +61,8 @@ class Daemon {
   Status StartControlServer();
   nlohmann::json HandleControl(const nlohmann::json& request);
   nlohmann::json Rollback(const nlohmann::json& request);
+  nlohmann::json RollbackModel(const nlohmann::json& request);
+  nlohmann::json RollbackConfig(const nlohmann::json& request);
 
   asio::io_context& io_;
   DaemonConfig config_;

@@ -18,12 +18,17 @@ class FileStore {
   virtual Status WriteAtomically(const std::string& path, const std::string& contents) = 0;
   // Copies `source` to `destination` atomically in fixed-size chunks, hashing as it reads, and
   // puts the copy in place only when its SHA-256 is `expected_sha256` (else Corruption, and
-  // nothing is written). Returns the hash. Memory use does not grow with the file.
+  // nothing is written). Creates the destination's folder. Returns the hash. Memory use
+  // does not grow with the file.
   virtual Result<std::string> CopyVerified(const std::string& source,
                                            const std::string& destination,
                                            const std::string& expected_sha256) = 0;
   // Removes `path` if it exists.
   virtual void Remove(const std::string& path) = 0;
+  // Makes `link` a symbolic link to `target` (relative to the link's folder), replacing what
+  // was there atomically (a temporary link renamed over it): a reader sees the old target
+  // or the new one, never none.
+  virtual Status ReplaceSymlink(const std::string& link, const std::string& target) = 0;
 };
 
 // The local filesystem.
@@ -34,6 +39,7 @@ class LocalFileStore final : public FileStore {
   Result<std::string> CopyVerified(const std::string& source, const std::string& destination,
                                    const std::string& expected_sha256) override;
   void Remove(const std::string& path) override;
+  Status ReplaceSymlink(const std::string& link, const std::string& target) override;
 };
 
 }  // namespace trainerd::daemon

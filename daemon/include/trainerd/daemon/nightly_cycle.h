@@ -120,9 +120,15 @@ class NightlyCycle {
   void JudgeAndRelease(const ActiveConfig& active, WorkerReport& report, store::RunRecord& run,
                        AttemptResult& result);
   GateVerdict GateAgainstCurrentRelease(const std::vector<store::SliceEval>& evals);
-  // Publishes the model (current only through the gate); true when it became current.
+  // Publishes the model (current only through the gate, then releases/current points at
+  // it); true when it became current.
   bool PublishModel(const nlohmann::json& fin, const GateVerdict& gate, bool regressed,
-                    std::int64_t run_id);
+                    const store::RunRecord& run);
+  // The worker's model files copied into the release folder `dir`: model.pt (verified
+  // against model_sha256) and, when the worker wrote them, model.safetensors (verified) and
+  // model.json with the release's identity added. Returns model.pt's hash.
+  Result<std::string> CopyReleaseFiles(const nlohmann::json& fin, const store::RunRecord& run,
+                                       bool released, const std::string& dir);
   void UpdateConfigState(const ActiveConfig& active, const store::RunRecord& run, bool regressed,
                          const std::string& message);
   asio::awaitable<Result<std::optional<store::RunPlan>>> Plan(const ActiveConfig& active,

@@ -2,7 +2,9 @@
 //   trainerd.db            the run store
 //   configs/<hash>.yaml    each config version's exact text, as the worker reads it
 //   work/                  the training worker's output: checkpoint.pt, model.pt, plan.json
-//   releases/              published model artifacts; rejected/ holds those the gate refused
+//   releases/run-<id>-<sha12>/  each published model: model.pt, model.safetensors, model.json;
+//                          rejected/ holds those the gate refused
+//   releases/current       a link to the current release's folder (switched atomically)
 //   logs/run-<id>.log      each run's worker stderr
 //   logs/device-info.log   stderr of the worker that describes a GPU at the cycle's start
 //   worker.pid             the running worker's pid
@@ -24,7 +26,10 @@ class StateLayout {
   std::string PlanFile() const;
   std::string RunLog(std::int64_t run_id) const;
   std::string DeviceInfoLog() const;
-  std::string ReleaseArtifact(std::int64_t run_id, const std::string& sha256, bool released) const;
+  // The folder of run `run_id`'s model (`sha256` its model.pt's hash), under rejected/ when
+  // the gate refused it.
+  std::string ReleaseDir(std::int64_t run_id, const std::string& sha256, bool released) const;
+  std::string CurrentReleaseLink() const;
   std::string WorkerPidFile() const;
   // Creates the directory and its subdirectories (mode 0750); the error names the path.
   Status CreateDirectories() const;

@@ -170,6 +170,7 @@ struct JobSpec {
 };
 
 const char* ToString(ModelKind kind);
+const char* ToString(ModelInputs inputs);
 const char* ToString(LossKind kind);
 const char* ToString(Precision precision);
 // {microbatch, accumulation_steps, checkpoint_blocks, precision}: the plan as every report

@@ -38,6 +38,9 @@ class TrainableModel : public torch::nn::Module {
   // Writes the trained model where the release will be: the module's parameters and buffers
   // (torch::save), or for a TorchScript model the scripted module with the trained weights.
   virtual void SaveArtifact(const std::string& path);
+  // The trained tensors by the names the team's code knows them by (parameters and
+  // buffers, dotted as in a PyTorch state_dict): what model.safetensors holds.
+  virtual std::vector<std::pair<std::string, torch::Tensor>> StateDict() const;
 
   // Blocks whose activations are recomputed in backward instead of kept (plan
   // checkpoint_blocks). REQUIRES: every index < num_blocks().

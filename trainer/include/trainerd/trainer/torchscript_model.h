@@ -41,6 +41,8 @@ class TorchScriptModel : public TrainableModel {
   bool has_batch_statistics() const override;
   void train(bool on = true) override;
   void SaveArtifact(const std::string& path) override;
+  // The module's own names ("blocks.0.fc.weight"), which its load_state_dict takes.
+  std::vector<std::pair<std::string, torch::Tensor>> StateDict() const override;
 
   bool has_block_protocol() const { return missing_protocol_.empty(); }
   // What the module lacks of the block protocol ("" when it has it), e.g. "an exported

@@ -35,7 +35,7 @@ enum class Resume {
 
 struct TrainerOptions {
   std::string checkpoint_path;  // training checkpoint, written every checkpoint_interval
-  std::string model_path;       // final model artifact (parameters only)
+  std::string model_path;       // final model artifact; model.safetensors and model.json beside it
   Resume resume = Resume::kNo;
   // Polled between updates; when set, the loop writes a checkpoint and returns kInterrupted.
   const std::atomic<bool>* stop_requested = nullptr;
@@ -131,6 +131,9 @@ class Trainer {
   Status EvaluateAndCheckpoint(const TrainerOptions& options, TrainOutcome* outcome);
   Status SaveCheckpoint(const TrainerOptions& options, int updates_done, const char* reason);
   // The model artifact (atomically, with its SHA-256), throughput and MFU, the finish event.
+  // model.pt (its hash into *outcome), model.safetensors and model.json beside it: their
+  // paths and the weights' hash, for the finish event.
+  Result<nlohmann::json> WriteModelFiles(const TrainerOptions& options, TrainOutcome* outcome);
   Status Finish(const TrainerOptions& options, const RunTiming& timing, TrainOutcome* outcome);
   nlohmann::json StartEvent(int resumed_from) const;
   // Bytes by category at the moment of a failure: what is exact, and what was live.

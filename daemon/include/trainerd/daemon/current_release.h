@@ -1,0 +1,19 @@
+// releases/current: the stable path of the current release, a symbolic link to its folder
+// (releases/run-<id>-<sha12>/, holding model.pt, model.safetensors and model.json), switched
+// atomically whenever the store's current release changes (a release, a model rollback).
+// The store stays the record; the link follows it.
+#pragma once
+
+#include <string>
+
+#include "trainerd/common/status.h"
+#include "trainerd/daemon/file_store.h"
+
+namespace trainerd::daemon {
+
+// Points `state_dir`/releases/current at the folder of `artifact_path` (its model.pt), or at
+// the file itself for a release made before releases had folders (releases/run-<id>-<sha>.pt).
+Status LinkCurrentRelease(FileStore& files, const std::string& state_dir,
+                          const std::string& artifact_path);
+
+}  // namespace trainerd::daemon
