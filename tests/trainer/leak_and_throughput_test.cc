@@ -80,7 +80,7 @@ TEST(ThroughputTest, AchievedAbovePeakIsAnInvalidMeasurementNotASpeedup) {
 TEST(ThroughputTest, ModelFlopsFollowTheSixNRule) {
   ModelSpec model;
   model.gpt = {2, 2, 32, 16, 256, 0.0, true};
-  EXPECT_DOUBLE_EQ(*ModelFlopsPerSample(model, 1000), (6.0 * 1000 + 12.0 * 2 * 16 * 32) * 16);
+  EXPECT_DOUBLE_EQ(*ModelFlopsPerSample(model, 1000).value, (6.0 * 1000 + 12.0 * 2 * 16 * 32) * 16);
 }
 
 TEST(ThroughputTest, TheDeviceDescriptionOfTheCpuNamesItAndItsMemory) {

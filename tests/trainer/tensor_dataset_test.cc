@@ -192,6 +192,17 @@ TEST_F(TensorDatasetTest, AModulesOwnLossTrainsTheSameJobAsTheBuiltInOne) {
   EXPECT_NEAR(losses[1], losses[3], 1e-6);
 }
 
+// FLOPs per sample of a module the job gives none for: 3 x its forward's matrix products,
+// here three Linear layers 16 -> 64 -> 64 -> 4 (2 x in x out each).
+TEST_F(TensorDatasetTest, TheFlopsOfAModuleAreCountedOverItsMatrixProducts) {
+  JobSpec spec = Job("rows.yaml", dir_);
+  ASSERT_TRUE(Resolve(&spec).ok());
+  ASSERT_TRUE(spec.model.torchscript.counted_flops_per_sample.has_value())
+      << spec.model.torchscript.flops_unknown_reason;
+  EXPECT_DOUBLE_EQ(*spec.model.torchscript.counted_flops_per_sample,
+                   3 * 2.0 * (16 * 64 + 64 * 64 + 64 * 4));
+}
+
 // Parity with accumulation holds for every loss, and catches the per-microbatch division bug
 // for the module's loss too (whose divisor is applied after the last backward).
 TEST_F(TensorDatasetTest, AccumulationPassesParityAndTheClassicBugFailsItForEachLoss) {

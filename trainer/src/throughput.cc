@@ -53,13 +53,25 @@ double MeasureMatmulFlops(Precision precision, const torch::Device& device) {
 
 }  // namespace
 
-std::optional<double> ModelFlopsPerSample(const ModelSpec& model, std::int64_t parameters) {
-  if (model.kind == ModelKind::kTorchScript) return model.torchscript.flops_per_sample;
-  if (model.kind == ModelKind::kMlpClassifier) return 6.0 * static_cast<double>(parameters);
+FlopsPerSample ModelFlopsPerSample(const ModelSpec& model, std::int64_t parameters) {
+  if (model.kind == ModelKind::kTorchScript) {
+    const TorchScriptOptions& ts = model.torchscript;
+    if (ts.flops_per_sample) return {ts.flops_per_sample, "given: model.flops_per_sample"};
+    if (ts.counted_flops_per_sample) {
+      return {ts.counted_flops_per_sample,
+              "counted: 3 x the matrix-product FLOPs of one forward (forward + backward)"};
+    }
+    return {std::nullopt, "FLOPs per sample unknown for this model (" + ts.flops_unknown_reason +
+                              "): give model.flops_per_sample"};
+  }
+  if (model.kind == ModelKind::kMlpClassifier) {
+    return {6.0 * static_cast<double>(parameters), "formula: 6 x parameters"};
+  }
   const GptOptions& g = model.gpt;
   const double per_token = 6.0 * static_cast<double>(parameters) +
                            12.0 * g.n_layer * g.block_size * static_cast<double>(g.n_embd);
-  return per_token * g.block_size;
+  return {per_token * g.block_size,
+          "formula: (6 x parameters + 12 x n_layer x block_size x n_embd) per token"};
 }
 
 nlohmann::json DeviceDescription(const torch::Device& device) {
@@ -128,12 +140,13 @@ double PeakFlops(Precision precision, const torch::Device& device, const std::st
   return flops;
 }
 
-ThroughputAssessment AssessThroughput(std::optional<double> achieved, double peak_flops) {
+ThroughputAssessment AssessThroughput(std::optional<double> achieved, double peak_flops,
+                                      const std::string& unknown_note) {
   ThroughputAssessment a;
   a.peak_flops = peak_flops;
   if (!achieved) {
     a.valid = false;
-    a.note = "FLOPs per sample unknown for this model: give model.flops_per_sample";
+    a.note = unknown_note;
     return a;
   }
   const double achieved_flops = *achieved;

@@ -7,25 +7,24 @@
 #include <filesystem>
 
 #include "trainerd/common/sha256.h"
+#include "trainerd/trainer/matmul_flops.h"
 
 namespace trainerd {
 namespace {
 
 // The last component of a submodule's TorchScript class name ("Dropout" for
 // __torch__.torch.nn.modules.dropout.Dropout).
-std::string ClassName(const torch::jit::Module &module) {
+std::string ClassName(const torch::jit::Module& module) {
   const auto name = module.type()->name();
   return name ? name->name() : "";
 }
 
-// The message of `e` without LibTorch's backtrace and TorchScript's source
-// listing: a script's error ends its traceback ("RuntimeError: mat1 and mat2
-// must have the same dtype").
-std::string Reason(const std::exception &e) {
-  const auto *c10_error = dynamic_cast<const c10::Error *>(&e);
+// The message of `e` without LibTorch's backtrace and TorchScript's source listing: a
+// script's error ends its traceback ("RuntimeError: mat1 and mat2 must have the same dtype").
+std::string Reason(const std::exception& e) {
+  const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
   std::string text = c10_error ? c10_error->what_without_backtrace() : e.what();
-  while (!text.empty() &&
-         (text.back() == '\n' || text.back() == '"' || text.back() == ' ')) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == '"' || text.back() == ' ')) {
     text.pop_back();
   }
   if (text.find("Traceback of TorchScript") != std::string::npos) {
@@ -34,122 +33,97 @@ std::string Reason(const std::exception &e) {
   return text.substr(0, text.find('\n'));
 }
 
-bool IsDropout(const torch::jit::Module &module) {
+bool IsDropout(const torch::jit::Module& module) {
   return ClassName(module).find("Dropout") != std::string::npos;
 }
 
-// nn::Module names may not contain dots: "blocks.0.fc.weight" ->
-// "blocks__0__fc__weight".
-std::string RegisteredName(const std::string &dotted) {
+// nn::Module names may not contain dots: "blocks.0.fc.weight" -> "blocks__0__fc__weight".
+std::string RegisteredName(const std::string& dotted) {
   std::string name;
-  for (const char c : dotted)
-    name += c == '.' ? std::string("__") : std::string(1, c);
+  for (const char c : dotted) name += c == '.' ? std::string("__") : std::string(1, c);
   return name;
 }
 
-// A module's parameter_list or buffer_list as the tensors CheckpointedForward
-// takes.
+// A module's parameter_list or buffer_list as the tensors CheckpointedForward takes.
 template <typename TensorList>
-std::vector<torch::Tensor> Tensors(const TensorList &list) {
+std::vector<torch::Tensor> Tensors(const TensorList& list) {
   std::vector<torch::Tensor> out;
-  for (const torch::Tensor &t : list)
-    out.push_back(t);
+  for (const torch::Tensor& t : list) out.push_back(t);
   return out;
 }
 
-// The block protocol's parts, or why the module lacks them ("" when it has them
-// all).
-std::string MissingProtocol(const torch::jit::Module &module,
-                            const TorchScriptOptions &o) {
+// The block protocol's parts, or why the module lacks them ("" when it has them all).
+std::string MissingProtocol(const torch::jit::Module& module, const TorchScriptOptions& o) {
   std::string missing;
-  const auto add = [&missing](const std::string &what) {
+  const auto add = [&missing](const std::string& what) {
     missing += (missing.empty() ? "" : ", ") + what;
   };
-  const bool has_list =
-      module.hasattr(o.blocks) && module.attr(o.blocks).isModule();
-  if (!has_list)
-    add("a ModuleList attribute '" + o.blocks + "'");
-  if (!module.find_method(o.embed))
-    add("an exported method '" + o.embed + "'");
-  if (!module.find_method(o.head))
-    add("an exported method '" + o.head + "'");
+  const bool has_list = module.hasattr(o.blocks) && module.attr(o.blocks).isModule();
+  if (!has_list) add("a ModuleList attribute '" + o.blocks + "'");
+  if (!module.find_method(o.embed)) add("an exported method '" + o.embed + "'");
+  if (!module.find_method(o.head)) add("an exported method '" + o.head + "'");
   return missing;
 }
 
-} // namespace
+}  // namespace
 
-TorchScriptModel::TorchScriptModel(const TorchScriptOptions &options)
+TorchScriptModel::TorchScriptModel(const TorchScriptOptions& options)
     : options_(options), module_(torch::jit::load(options.path)) {
-  // The graph executor's optimisations (differentiable subgraphs built after
-  // its profiling runs) change a module's memory after its first calls, so a
-  // ledger measured on the first updates would not be the run's (a planned run
-  // went over its budget in backward). The worker runs TorchScript op by op, as
-  // the built-in models run. Process-wide.
+  // The graph executor's optimisations (differentiable subgraphs built after its profiling
+  // runs) change a module's memory after its first calls, so a ledger measured on the first
+  // updates would not be the run's (a planned run went over its budget in backward). The
+  // worker runs TorchScript op by op, as the built-in models run. Process-wide.
   torch::jit::setGraphExecutorOptimize(false);
-  for (const auto &p : module_.named_parameters(/*recurse=*/true)) {
-    register_parameter(RegisteredName(p.name), p.value,
-                       p.value.requires_grad());
+  for (const auto& p : module_.named_parameters(/*recurse=*/true)) {
+    register_parameter(RegisteredName(p.name), p.value, p.value.requires_grad());
   }
-  for (const auto &b : module_.named_buffers(/*recurse=*/true)) {
+  for (const auto& b : module_.named_buffers(/*recurse=*/true)) {
     register_buffer(RegisteredName(b.name), b.value);
   }
   missing_protocol_ = MissingProtocol(module_, options_);
-  if (!missing_protocol_.empty())
-    return;
-  for (const torch::jit::Module &block :
-       module_.attr(options_.blocks).toModule().children()) {
+  if (!missing_protocol_.empty()) return;
+  for (const torch::jit::Module& block : module_.attr(options_.blocks).toModule().children()) {
     blocks_.push_back(block);
     block_parameters_.push_back(Tensors(block.parameters()));
     block_buffers_.push_back(Tensors(block.buffers()));
   }
 }
 
-torch::Tensor TorchScriptModel::forward(const torch::Tensor &inputs) {
-  if (!has_block_protocol())
-    return module_.forward({inputs}).toTensor();
+torch::Tensor TorchScriptModel::forward(const torch::Tensor& inputs) {
+  if (!has_block_protocol()) return module_.forward({inputs}).toTensor();
   torch::Tensor x = module_.get_method(options_.embed)({inputs}).toTensor();
   for (std::size_t i = 0; i < blocks_.size(); ++i) {
     torch::jit::Module block = blocks_[i];
     x = RunBlock(
         static_cast<int>(i),
-        [block](const torch::Tensor &in) mutable {
-          return block.forward({in}).toTensor();
-        },
+        [block](const torch::Tensor& in) mutable { return block.forward({in}).toTensor(); },
         block_parameters_[i], block_buffers_[i], x);
   }
   return module_.get_method(options_.head)({x}).toTensor();
 }
 
-SampleFormat TorchScriptModel::sample_format() const {
-  return FormatOf(options_.inputs);
-}
+SampleFormat TorchScriptModel::sample_format() const { return FormatOf(options_.inputs); }
 
-LossTerms TorchScriptModel::Loss(const torch::Tensor &outputs,
-                                 const torch::Tensor &targets) {
-  if (loss().kind != LossKind::kModule)
-    return TrainableModel::Loss(outputs, targets);
-  const c10::IValue result =
-      module_.get_method(kLossMethod)({outputs, targets});
+LossTerms TorchScriptModel::Loss(const torch::Tensor& outputs, const torch::Tensor& targets) {
+  if (loss().kind != LossKind::kModule) return TrainableModel::Loss(outputs, targets);
+  const c10::IValue result = module_.get_method(kLossMethod)({outputs, targets});
   TORCH_CHECK(result.isTuple() && result.toTuple()->elements().size() == 2,
               "loss(outputs, targets) must return (sum, count)");
-  const c10::IValue &sum = result.toTuple()->elements()[0];
-  const c10::IValue &count = result.toTuple()->elements()[1];
+  const c10::IValue& sum = result.toTuple()->elements()[0];
+  const c10::IValue& count = result.toTuple()->elements()[1];
   TORCH_CHECK(sum.isTensor() && sum.toTensor().numel() == 1,
               "loss(outputs, targets): the sum must be a one-element tensor");
-  TORCH_CHECK(count.isInt() ||
-                  (count.isTensor() && count.toTensor().numel() == 1),
+  TORCH_CHECK(count.isInt() || (count.isTensor() && count.toTensor().numel() == 1),
               "loss(outputs, targets): the count must be an int");
   LossTerms terms;
   terms.sum = sum.toTensor().reshape({});
-  terms.count =
-      count.isInt() ? count.toInt() : count.toTensor().item<std::int64_t>();
+  terms.count = count.isInt() ? count.toInt() : count.toTensor().item<std::int64_t>();
   return terms;
 }
 
 bool TorchScriptModel::has_batch_statistics() const {
-  for (const auto &m : module_.named_modules()) {
-    if (ClassName(m.value).find("BatchNorm") != std::string::npos)
-      return true;
+  for (const auto& m : module_.named_modules()) {
+    if (ClassName(m.value).find("BatchNorm") != std::string::npos) return true;
   }
   return false;
 }
@@ -157,22 +131,17 @@ bool TorchScriptModel::has_batch_statistics() const {
 void TorchScriptModel::train(bool on) {
   TrainableModel::train(on);
   module_.train(on);
-  for (torch::jit::Module &dropout : own_dropout_)
-    dropout.train(false);
+  for (torch::jit::Module& dropout : own_dropout_) dropout.train(false);
 }
 
-void TorchScriptModel::SaveArtifact(const std::string &path) {
-  module_.save(path);
-}
+void TorchScriptModel::SaveArtifact(const std::string& path) { module_.save(path); }
 
-std::vector<std::pair<std::string, torch::Tensor>>
-TorchScriptModel::StateDict() const {
+std::vector<std::pair<std::string, torch::Tensor>> TorchScriptModel::StateDict() const {
   std::vector<std::pair<std::string, torch::Tensor>> state;
-  for (const auto &p : module_.named_parameters(/*recurse=*/true)) {
+  for (const auto& p : module_.named_parameters(/*recurse=*/true)) {
     state.emplace_back(p.name, p.value);
   }
-  for (const auto &b : module_.named_buffers(/*recurse=*/true))
-    state.emplace_back(b.name, b.value);
+  for (const auto& b : module_.named_buffers(/*recurse=*/true)) state.emplace_back(b.name, b.value);
   return state;
 }
 
@@ -182,9 +151,8 @@ bool TorchScriptModel::has_loss_method() const {
 
 int TorchScriptModel::switch_off_own_dropout() {
   own_dropout_.clear();
-  for (const auto &m : module_.named_modules()) {
-    if (IsDropout(m.value))
-      own_dropout_.push_back(m.value);
+  for (const auto& m : module_.named_modules()) {
+    if (IsDropout(m.value)) own_dropout_.push_back(m.value);
   }
   train(is_training());
   return static_cast<int>(own_dropout_.size());
@@ -192,59 +160,62 @@ int TorchScriptModel::switch_off_own_dropout() {
 
 namespace {
 
-std::string ShapeText(const torch::Tensor &t) {
+std::string ShapeText(const torch::Tensor& t) {
   std::string text = "[";
-  for (std::int64_t i = 0; i < t.dim(); ++i)
-    text += (i ? ", " : "") + std::to_string(t.size(i));
+  for (std::int64_t i = 0; i < t.dim(); ++i) text += (i ? ", " : "") + std::to_string(t.size(i));
   return text + "]";
 }
 
-// Why `outputs` cannot be trained against `targets` with `loss` ("" when they
-// can).
-std::string LossMismatch(TorchScriptModel &model, const torch::Tensor &outputs,
-                         const torch::Tensor &targets) {
+// Why `outputs` cannot be trained against `targets` with `loss` ("" when they can).
+std::string LossMismatch(TorchScriptModel& model, const torch::Tensor& outputs,
+                         const torch::Tensor& targets) {
   const std::string got = ShapeText(outputs), want = ShapeText(targets);
   switch (model.loss().kind) {
-  case LossKind::kCrossEntropy:
-    if (outputs.dim() == targets.dim() + 1 &&
-        outputs.sizes().slice(0, targets.dim()) == targets.sizes()) {
-      return "";
-    }
-    return "model.loss: cross_entropy needs logits shaped like the targets " +
-           want + " plus a class dimension, got " + got;
-  case LossKind::kMse:
-    if (outputs.sizes() == targets.sizes())
-      return "";
-    return "model.loss: mse needs outputs shaped like the targets " + want +
-           ", got " + got;
-  case LossKind::kModule:
-    try {
-      model.Loss(outputs, targets);
-      return "";
-    } catch (const std::exception &e) {
-      return "model.loss: module: " + std::string(kLossMethod) + "(outputs " +
-             got + ", targets " + want + ") fails: " + Reason(e);
-    }
+    case LossKind::kCrossEntropy:
+      if (outputs.dim() == targets.dim() + 1 &&
+          outputs.sizes().slice(0, targets.dim()) == targets.sizes()) {
+        return "";
+      }
+      return "model.loss: cross_entropy needs logits shaped like the targets " + want +
+             " plus a class dimension, got " + got;
+    case LossKind::kMse:
+      if (outputs.sizes() == targets.sizes()) return "";
+      return "model.loss: mse needs outputs shaped like the targets " + want + ", got " + got;
+    case LossKind::kModule:
+      try {
+        model.Loss(outputs, targets);
+        return "";
+      } catch (const std::exception& e) {
+        return "model.loss: module: " + std::string(kLossMethod) + "(outputs " + got +
+               ", targets " + want + ") fails: " + Reason(e);
+      }
   }
   return "";
 }
 
-// One forward of the data's first held-out sample: the outputs' last dimension,
-// or why the outputs cannot be the model's.
-Result<std::int64_t> OutputSize(TorchScriptModel &model, const Dataset &data,
-                                const std::string &where) {
+// One forward of the data's first held-out sample: the outputs' last dimension into
+// o->output_size and, unless the job gives FLOPs, 3 x its matrix products into
+// o->counted_flops_per_sample; or why the outputs cannot be the model's.
+Status ProbeOnASample(TorchScriptModel& model, const Dataset& data, const std::string& where,
+                      TorchScriptOptions* o) {
   torch::NoGradGuard no_grad;
   model.eval();
   const Batch sample = data.HeldOutSamples(0, 1, model.sample_format());
   torch::Tensor outputs;
   try {
+    MatmulFlopCounter counter;
     outputs = model.forward(sample.inputs);
-  } catch (const std::exception
-               &e) { // c10::Error, or a JITException raised by the script
-    const char *dtype =
-        sample.inputs.scalar_type() == torch::kLong ? "int64" : "float32";
-    return Status::InvalidArgument(where +
-                                   ": the model fails on a sample of shape " +
+    if (!counter.uncounted().empty()) {
+      o->flops_unknown_reason = "it runs " + *counter.uncounted().begin() +
+                                ", which the count over matrix products does not cover";
+    } else if (counter.flops() > 0) {
+      o->counted_flops_per_sample = 3.0 * counter.flops() / static_cast<double>(sample.samples);
+    } else {
+      o->flops_unknown_reason = "its forward runs no matrix product the count sees";
+    }
+  } catch (const std::exception& e) {  // c10::Error, or a JITException raised by the script
+    const char* dtype = sample.inputs.scalar_type() == torch::kLong ? "int64" : "float32";
+    return Status::InvalidArgument(where + ": the model fails on a sample of shape " +
                                    ShapeText(sample.inputs) + " " + dtype +
                                    " (model.inputs): " + Reason(e));
   }
@@ -252,15 +223,15 @@ Result<std::int64_t> OutputSize(TorchScriptModel &model, const Dataset &data,
       !mismatch.empty()) {
     return Status::InvalidArgument(where + ": " + mismatch);
   }
-  return outputs.dim() == 0 ? 1 : outputs.size(-1);
+  o->output_size = outputs.dim() == 0 ? 1 : outputs.size(-1);
+  return Status::Ok();
 }
 
-} // namespace
+}  // namespace
 
-Status ResolveTorchScriptModel(JobSpec *spec, const Dataset &data) {
-  if (spec->model.kind != ModelKind::kTorchScript)
-    return Status::Ok();
-  TorchScriptOptions &o = spec->model.torchscript;
+Status ResolveTorchScriptModel(JobSpec* spec, const Dataset& data) {
+  if (spec->model.kind != ModelKind::kTorchScript) return Status::Ok();
+  TorchScriptOptions& o = spec->model.torchscript;
   const std::string where = spec->source_path + ": model.path: " + o.path;
   std::error_code ec;
   if (!std::filesystem::is_regular_file(o.path, ec)) {
@@ -271,51 +242,40 @@ Status ResolveTorchScriptModel(JobSpec *spec, const Dataset &data) {
   std::unique_ptr<TorchScriptModel> model;
   try {
     model = std::make_unique<TorchScriptModel>(o);
-  } catch (const std::exception &e) {
-    return Status::InvalidArgument(
-        where +
-        ": not a loadable TorchScript module (export it with "
-        "torch.jit.script or torch.jit.trace, then save): " +
-        Reason(e));
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(where +
+                                   ": not a loadable TorchScript module (export it with "
+                                   "torch.jit.script or torch.jit.trace, then save): " +
+                                   Reason(e));
   }
   if (o.protocol_named && !model->has_block_protocol()) {
-    return Status::InvalidArgument(where +
-                                   ": model.blocks/embed/head name the block "
-                                   "protocol but the module lacks " +
-                                   model->missing_protocol());
+    return Status::InvalidArgument(
+        where + ": model.blocks/embed/head name the block protocol but the module lacks " +
+        model->missing_protocol());
   }
   o.num_blocks = model->num_blocks();
   o.has_batch_statistics = model->has_batch_statistics();
   Result<std::string> hash = Sha256File(o.path);
-  if (!hash.ok())
-    return hash.status();
+  if (!hash.ok()) return hash.status();
   o.sha256 = *hash;
   for (const int block : spec->plan.checkpoint_blocks) {
     if (block >= o.num_blocks) {
       return Status::InvalidArgument(
-          spec->source_path +
-          ": plan.checkpoint_blocks: expected indices below " +
+          spec->source_path + ": plan.checkpoint_blocks: expected indices below " +
           std::to_string(o.num_blocks) + " (the blocks of " + o.path +
-          (model->has_block_protocol() ? ")"
-                                       : ", which has no block protocol)") +
-          ", got " + std::to_string(block));
+          (model->has_block_protocol() ? ")" : ", which has no block protocol)") + ", got " +
+          std::to_string(block));
     }
   }
   if (spec->model.loss.kind == LossKind::kModule && !model->has_loss_method()) {
-    return Status::InvalidArgument(
-        where + ": model.loss: module needs an exported method '" +
-        kLossMethod +
-        "(outputs, targets) -> (sum, count)' (@torch.jit.export)");
+    return Status::InvalidArgument(where + ": model.loss: module needs an exported method '" +
+                                   kLossMethod +
+                                   "(outputs, targets) -> (sum, count)' (@torch.jit.export)");
   }
   model->set_loss(spec->model.loss);
   // Rows or windows the data cannot give: CheckModelFitsData says why.
-  if (!data.supports(model->sample_format()))
-    return Status::Ok();
-  Result<std::int64_t> outputs = OutputSize(*model, data, where);
-  if (!outputs.ok())
-    return outputs.status();
-  o.output_size = *outputs;
-  return Status::Ok();
+  if (!data.supports(model->sample_format())) return Status::Ok();
+  return ProbeOnASample(*model, data, where, &o);
 }
 
-} // namespace trainerd
+}  // namespace trainerd

@@ -389,12 +389,12 @@ Status Trainer::Finish(const TrainerOptions& options, const RunTiming& timing,
     ScopedMemoryLimit lifted(memory, 0);  // the probe's matrices are not the job's memory
     peak_flops = PeakFlops(spec_.plan.precision, device_, options.peak_flops_cache);
   }
-  const std::optional<double> flops_per_sample =
-      ModelFlopsPerSample(spec_.model, CountParameters(*model_));
+  const FlopsPerSample per_sample = ModelFlopsPerSample(spec_.model, CountParameters(*model_));
+  const std::optional<double> flops_per_sample = per_sample.value;
   const ThroughputAssessment flops = AssessThroughput(
       flops_per_sample ? std::optional<double>(samples_per_second * *flops_per_sample)
                        : std::nullopt,
-      peak_flops);
+      peak_flops, per_sample.method);
   sink_->Emit(
       {{"event", "finish"},
        {"updates", outcome->updates_done},
@@ -415,6 +415,9 @@ Status Trainer::Finish(const TrainerOptions& options, const RunTiming& timing,
        {"peak_bytes", peak_bytes},
        {"reserved_peak_bytes", reserved_peak_bytes},
        {"memory_method", memory.method()},
+       {"model_flops_per_sample",
+        flops_per_sample ? nlohmann::json(*flops_per_sample) : nlohmann::json(nullptr)},
+       {"flops_method", per_sample.method},
        {"model_flops_per_second",
         flops_per_sample ? nlohmann::json(flops.achieved_flops) : nlohmann::json(nullptr)},
        {"peak_flops_per_second", flops.peak_flops},

@@ -57,9 +57,13 @@ struct TorchScriptOptions {
   std::string head = "head";
   bool protocol_named = false;  // the job names blocks/embed/head: missing ones are an error
   ModelInputs inputs = ModelInputs::kTokens;
-  std::optional<double> flops_per_sample;  // forward + backward; unknown = MFU null
+  std::optional<double> flops_per_sample;  // forward + backward, given by the job
   // Known only from the file: filled by ResolveTorchScriptModel (torchscript_model.h) in the
   // worker before anything uses them; 0 / false / empty in the daemon.
+  // Without flops_per_sample: 3 x the matrix products of one forward (matmul_flops.h), or
+  // none and why (MFU is then null).
+  std::optional<double> counted_flops_per_sample;
+  std::string flops_unknown_reason;
   int num_blocks = 0;
   bool has_batch_statistics = false;
   std::string sha256;

@@ -17,9 +17,14 @@ namespace trainerd {
 // Training FLOPs (forward + backward) per sample: 6 per parameter per token, plus attention
 // 12 * n_layer * block_size * n_embd per token for the GPT (nanoGPT's estimate).
 // Recomputation of checkpointed blocks is not useful work and is not counted. A TorchScript
-// model's is model.flops_per_sample, or none when the job does not give it (MFU is then
-// null, never a guess).
-std::optional<double> ModelFlopsPerSample(const ModelSpec& model, std::int64_t parameters);
+// model's is model.flops_per_sample when the job gives it, else 3 x the matrix products of
+// one forward counted when the worker loaded it (matmul_flops.h), else none with the reason
+// (MFU is then null, never a guess).
+struct FlopsPerSample {
+  std::optional<double> value;
+  std::string method;  // how `value` was obtained, or why there is none
+};
+FlopsPerSample ModelFlopsPerSample(const ModelSpec& model, std::int64_t parameters);
 
 // "CPU model | cores | memory" of this machine, from /proc.
 std::string HardwareFingerprint();
@@ -51,6 +56,8 @@ struct ThroughputAssessment {
 };
 // `achieved_flops` is none when the model's FLOPs per sample are unknown (a TorchScript
 // model without model.flops_per_sample): invalid, and the note says so.
-ThroughputAssessment AssessThroughput(std::optional<double> achieved_flops, double peak_flops);
+ThroughputAssessment AssessThroughput(
+    std::optional<double> achieved_flops, double peak_flops,
+    const std::string& unknown_note = "FLOPs per sample unknown for this model");
 
 }  // namespace trainerd
