@@ -12,6 +12,20 @@ std::int64_t StreamPick(std::uint64_t seed, std::int64_t i, std::int64_t starts)
                                    static_cast<std::uint64_t>(starts));
 }
 
+std::vector<std::int64_t> StreamPicks(std::uint64_t seed, std::int64_t first, std::int64_t count,
+                                      std::int64_t starts) {
+  std::vector<std::int64_t> picks;
+  picks.reserve(static_cast<std::size_t>(count));
+  for (std::int64_t i = first; i < first + count; ++i) picks.push_back(StreamPick(seed, i, starts));
+  return picks;
+}
+
+std::vector<std::int64_t> EvenlySpaced(std::int64_t n, std::int64_t last) {
+  std::vector<std::int64_t> positions;
+  for (std::int64_t k = 0; k < n; ++k) positions.push_back(n == 1 ? 0 : last * k / (n - 1));
+  return positions;
+}
+
 Result<std::unique_ptr<Dataset>> LoadDataset(const DataSpec& spec, int window,
                                              const std::string& digest_cache) {
   if (spec.format == DataFormat::kTensors) {

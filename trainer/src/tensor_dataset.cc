@@ -196,11 +196,7 @@ Batch TensorDataset::Assemble(const Split& split, const std::vector<std::int64_t
 Batch TensorDataset::TrainingSamples(std::uint64_t seed, std::int64_t first, std::int64_t count,
                                      SampleFormat format) const {
   TORCH_CHECK(supports(format), "tensor data gives rows only");
-  std::vector<std::int64_t> picked;
-  for (std::int64_t i = first; i < first + count; ++i) {
-    picked.push_back(StreamPick(seed, i, train_.rows));
-  }
-  Batch batch = Assemble(train_, picked);
+  Batch batch = Assemble(train_, StreamPicks(seed, first, count, train_.rows));
   batch.stream = SampleStream{seed, first};
   return batch;
 }

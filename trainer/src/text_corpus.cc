@@ -76,8 +76,7 @@ Batch TextCorpus::TrainingSamples(std::uint64_t seed, std::int64_t first, std::i
   const std::int64_t starts = train_start_cumsum_.back();
   std::vector<Window> windows;
   windows.reserve(static_cast<std::size_t>(count));
-  for (std::int64_t i = first; i < first + count; ++i) {
-    const std::int64_t pick = StreamPick(seed, i, starts);
+  for (const std::int64_t pick : StreamPicks(seed, first, count, starts)) {
     const auto it = std::upper_bound(train_start_cumsum_.begin(), train_start_cumsum_.end(), pick);
     const auto slice = static_cast<std::size_t>(it - train_start_cumsum_.begin());
     const std::int64_t before = slice == 0 ? 0 : train_start_cumsum_[slice - 1];
@@ -92,8 +91,7 @@ Batch TextCorpus::HeldOutSamples(std::size_t index, int windows, SampleFormat fo
   const DataSlice& slice = slices_.at(index);
   const std::int64_t span = slice.holdout_bytes - window_ - 1;  // last valid offset in the part
   std::vector<Window> picked;
-  for (int k = 0; k < windows; ++k) {
-    const std::int64_t offset = windows == 1 ? 0 : span * k / (windows - 1);
+  for (const std::int64_t offset : EvenlySpaced(windows, span)) {
     picked.push_back({index, slice.train_bytes + offset});
   }
   return Assemble(picked, format);

@@ -105,10 +105,7 @@ Batch TokenDataset::TrainingSamples(std::uint64_t seed, std::int64_t first, std:
                                     SampleFormat format) const {
   TORCH_CHECK(supports(format), "token data gives next-token windows only");
   const std::int64_t starts = train_.tokens - window_;  // windows of window_ + 1 ids
-  std::vector<std::int64_t> picked;
-  for (std::int64_t i = first; i < first + count; ++i)
-    picked.push_back(StreamPick(seed, i, starts));
-  Batch batch = Assemble(train_, picked);
+  Batch batch = Assemble(train_, StreamPicks(seed, first, count, starts));
   batch.stream = SampleStream{seed, first};
   return batch;
 }
@@ -117,9 +114,7 @@ Batch TokenDataset::HeldOutSamples(std::size_t index, int windows, SampleFormat 
   TORCH_CHECK(supports(format), "token data gives next-token windows only");
   const Mapped& file = eval_.at(index);
   const std::int64_t span = file.tokens - window_ - 1;  // last valid start
-  std::vector<std::int64_t> picked;
-  for (int k = 0; k < windows; ++k) picked.push_back(windows == 1 ? 0 : span * k / (windows - 1));
-  return Assemble(file, picked);
+  return Assemble(file, EvenlySpaced(windows, span));
 }
 
 }  // namespace trainerd

@@ -79,5 +79,11 @@ Result<std::unique_ptr<Dataset>> LoadDataset(const DataSpec& spec, int window,
 // Training-stream window `i` for `seed` among `starts` valid window starts: the one mixing
 // rule every format uses.
 std::int64_t StreamPick(std::uint64_t seed, std::int64_t i, std::int64_t starts);
+// StreamPick of samples [first, first + count).
+std::vector<std::int64_t> StreamPicks(std::uint64_t seed, std::int64_t first, std::int64_t count,
+                                      std::int64_t starts);
+// `n` evenly spaced positions in [0, last], both ends included (0 alone when n is 1): where
+// held-out windows are taken.
+std::vector<std::int64_t> EvenlySpaced(std::int64_t n, std::int64_t last);
 
 }  // namespace trainerd
