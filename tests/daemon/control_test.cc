@@ -2,8 +2,6 @@
 // parsed, the database fallback when the daemon is down, bad requests, an unauthorized peer,
 // and 50 concurrent clients during a run.
 #include <gtest/gtest.h>
-
-#include <filesystem>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -13,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>

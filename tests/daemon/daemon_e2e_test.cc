@@ -566,11 +566,10 @@ TEST_F(DaemonTest, ATorchScriptModelFromPythonIsPlannedCheckedTrainedAndReleased
   for (const std::vector<std::string>& argv :
        {std::vector<std::string>{TRAINERD_TEST_PYTHON, examples + "/evaluate_release.py",
                                  release->artifact_path, "--block-size", "16"},
-        std::vector<std::string>{"/usr/bin/env",
-                                 std::string("PYTHONPATH=") + TRAINERD_TEST_PYTHONPATH,
-                                 TRAINERD_TEST_PYTHON, examples + "/evaluate_release.py",
-                                 dir_.File("lm.pt"), "--block-size", "16", "--weights",
-                                 current + "/model.safetensors"}}) {
+        std::vector<std::string>{
+            "/usr/bin/env", std::string("PYTHONPATH=") + TRAINERD_TEST_PYTHONPATH,
+            TRAINERD_TEST_PYTHON, examples + "/evaluate_release.py", dir_.File("lm.pt"),
+            "--block-size", "16", "--weights", current + "/model.safetensors"}}) {
     ChildProcess python(argv);
     const std::vector<std::string> lines = python.ReadAllLines();
     ASSERT_EQ(python.ExitCode(), 0) << python.ReadAllStderr();

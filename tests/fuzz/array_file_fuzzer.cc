@@ -20,8 +20,7 @@ void CheckArray(const trainerd::ArrayView& array, const std::uint8_t* data, std:
                          "array bytes outside the file");
   if (trainerd::IsFloatingPoint(array.type)) return;
   // A copy of exactly the array's bytes: ASan sees a read past them.
-  const std::vector<std::uint8_t> elements(data + array.offset,
-                                           data + array.offset + array.bytes);
+  const std::vector<std::uint8_t> elements(data + array.offset, data + array.offset + array.bytes);
   const auto count = array.bytes / static_cast<std::size_t>(trainerd::ElementBytes(array.type));
   (void)trainerd::LargestInteger(elements.data(), array.type, count);
 }
