@@ -96,4 +96,14 @@ class ChildProcess {
   std::optional<int> status_;
 };
 
+// Runs `argv` to its end: its stdout then its stderr, and its exit code in *code.
+inline std::string RunToEnd(const std::vector<std::string>& argv, int* code) {
+  ChildProcess child(argv);
+  std::string out;
+  for (const std::string& line : child.ReadAllLines()) out += line + "\n";
+  out += child.ReadAllStderr();
+  *code = child.ExitCode();
+  return out;
+}
+
 }  // namespace trainerd::testing

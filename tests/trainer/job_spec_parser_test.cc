@@ -128,6 +128,39 @@ TEST(JobSpecParserTest, MissingDataFilesKeyIsAnError) {
             std::string::npos);
 }
 
+TEST(JobSpecParserTest, APluginModelsLibraryNameAndOptionsAsItsFactoryGetsThem) {
+  Result<JobSpec> spec = ParseJobSpecText(R"(model:
+  kind: plugin
+  library: plugins/libmine.so
+  name: mine
+  options: {width: 64, scale: 0.5, gated: true, act: gelu, tag: "16", sizes: [1, 2], nested: {a: ~}}
+data: {format: tensors, train: train, eval: [val]}
+plan: {checkpoint_blocks: all}
+)",
+                                          "/jobs/job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(spec->model.kind, ModelKind::kPlugin);
+  EXPECT_EQ(spec->model.plugin.library, "/jobs/plugins/libmine.so");
+  EXPECT_EQ(spec->model.plugin.name, "mine");
+  EXPECT_EQ(spec->model.plugin.options,
+            nlohmann::json::parse(R"({"width": 64, "scale": 0.5, "gated": true, "act": "gelu",
+                                      "tag": "16", "sizes": [1, 2], "nested": {"a": null}})"));
+  EXPECT_EQ(spec->model.own.inputs, ModelInputs::kRows);
+  // The blocks are counted when the worker loads the library: "all" waits for it.
+  EXPECT_TRUE(spec->plan.checkpoint_all_blocks);
+  EXPECT_TRUE(spec->plan.checkpoint_blocks.empty());
+
+  EXPECT_NE(ErrorOf("model: {kind: plugin}\ndata: {files: [a]}\n")
+                .find("model.library: expected the plugin's shared library"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("model: {kind: plugin, library: a.so, options: [1]}\ndata: {files: [a]}\n")
+                .find("model.options: expected a mapping of option names to values"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("model: {kind: plugin, library: a.so, path: m.pt}\ndata: {files: [a]}\n")
+                .find("model.path: unknown key"),
+            std::string::npos);
+}
+
 TEST(JobSpecParserTest, TensorDataAndTheLossOfATorchScriptModel) {
   Result<JobSpec> spec = ParseJobSpecText(R"(model: {kind: torchscript, path: m.pt, loss: mse}
 data: {format: tensors, train: train, eval: [val.safetensors, test], targets: labels}
@@ -139,13 +172,13 @@ data: {format: tensors, train: train, eval: [val.safetensors, test], targets: la
   EXPECT_EQ(spec->data.eval, (std::vector<std::string>{"/jobs/val.safetensors", "/jobs/test"}));
   EXPECT_EQ(spec->data.inputs_name, "inputs");
   EXPECT_EQ(spec->data.targets_name, "labels");
-  EXPECT_EQ(spec->model.torchscript.inputs, ModelInputs::kRows);  // the default for tensors
+  EXPECT_EQ(spec->model.own.inputs, ModelInputs::kRows);  // the default for tensors
   EXPECT_EQ(spec->model.loss.kind, LossKind::kMse);
   Result<JobSpec> tokens = ParseJobSpecText(
       "model: {kind: torchscript, path: m.pt, ignore_index: -1}\ndata: {files: [a.txt]}\n",
       "/jobs/job.yaml");
   ASSERT_TRUE(tokens.ok()) << tokens.status().message();
-  EXPECT_EQ(tokens->model.torchscript.inputs, ModelInputs::kTokens);
+  EXPECT_EQ(tokens->model.own.inputs, ModelInputs::kTokens);
   EXPECT_EQ(tokens->model.loss.kind, LossKind::kCrossEntropy);
   EXPECT_EQ(tokens->model.loss.ignore_index, -1);
 

@@ -14,6 +14,7 @@
 #include "../support/temp_dir.h"
 #include "trainerd/trainer/exit_codes.h"
 #include "trainerd/trainer/job_spec_parser.h"
+#include "trainerd/trainer/own_model.h"
 #include "trainerd/trainer/parity.h"
 #include "trainerd/trainer/torchscript_model.h"
 #include "trainerd/trainer/trainer.h"
@@ -26,12 +27,7 @@ std::string Python(const std::vector<std::string>& args, int* code) {
   std::vector<std::string> argv = {
       "/usr/bin/env", std::string("PYTHONPATH=") + TRAINERD_TEST_PYTHONPATH, TRAINERD_TEST_PYTHON};
   argv.insert(argv.end(), args.begin(), args.end());
-  testing::ChildProcess child(argv);
-  std::string out;
-  for (const std::string& line : child.ReadAllLines()) out += line + "\n";
-  out += child.ReadAllStderr();
-  *code = child.ExitCode();
-  return out;
+  return testing::RunToEnd(argv, code);
 }
 
 class TensorDatasetTest : public ::testing::Test {
@@ -61,7 +57,7 @@ class TensorDatasetTest : public ::testing::Test {
     Result<std::unique_ptr<TensorDataset>> data = Load(spec->data);
     if (!data.ok()) return data.status();
     data_ = std::move(*data);
-    Status s = ResolveTorchScriptModel(spec, *data_);
+    Status s = ResolveOwnModel(spec, *data_);
     return s.ok() ? CheckModelFitsData(spec->model, spec->source_path, *data_) : s;
   }
 
@@ -197,9 +193,9 @@ TEST_F(TensorDatasetTest, AModulesOwnLossTrainsTheSameJobAsTheBuiltInOne) {
 TEST_F(TensorDatasetTest, TheFlopsOfAModuleAreCountedOverItsMatrixProducts) {
   JobSpec spec = Job("rows.yaml", dir_);
   ASSERT_TRUE(Resolve(&spec).ok());
-  ASSERT_TRUE(spec.model.torchscript.counted_flops_per_sample.has_value())
-      << spec.model.torchscript.flops_unknown_reason;
-  EXPECT_DOUBLE_EQ(*spec.model.torchscript.counted_flops_per_sample,
+  ASSERT_TRUE(spec.model.own.counted_flops_per_sample.has_value())
+      << spec.model.own.flops_unknown_reason;
+  EXPECT_DOUBLE_EQ(*spec.model.own.counted_flops_per_sample,
                    3 * 2.0 * (16 * 64 + 64 * 64 + 64 * 4));
 }
 

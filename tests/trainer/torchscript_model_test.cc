@@ -19,6 +19,7 @@
 #include "trainerd/trainer/exit_codes.h"
 #include "trainerd/trainer/job_spec_parser.h"
 #include "trainerd/trainer/memory_ledger.h"
+#include "trainerd/trainer/own_model.h"
 #include "trainerd/trainer/parity.h"
 #include "trainerd/trainer/planner.h"
 #include "trainerd/trainer/text_corpus.h"
@@ -27,17 +28,9 @@
 namespace trainerd {
 namespace {
 
-constexpr int kBlockSize = 16;
+using testing::RunToEnd;
 
-// Runs `argv` to its end: its stdout, and its exit code in *code.
-std::string RunToEnd(const std::vector<std::string>& argv, int* code) {
-  testing::ChildProcess child(argv);
-  std::string out;
-  for (const std::string& line : child.ReadAllLines()) out += line + "\n";
-  const std::string err = child.ReadAllStderr();
-  *code = child.ExitCode();
-  return out + err;
-}
+constexpr int kBlockSize = 16;
 
 class TorchScriptModelTest : public ::testing::Test {
  protected:
@@ -70,7 +63,7 @@ class TorchScriptModelTest : public ::testing::Test {
     Result<TextCorpus> corpus = TextCorpus::Load(spec->data, spec->model.gpt.block_size);
     EXPECT_TRUE(corpus.ok()) << corpus.status().message();
     corpus_ = std::make_unique<TextCorpus>(std::move(corpus).value());
-    return ResolveTorchScriptModel(spec, *corpus_);
+    return ResolveOwnModel(spec, *corpus_);
   }
   JobSpec Resolved(JobSpec spec) {
     Status s = Resolve(&spec);
@@ -85,9 +78,9 @@ class TorchScriptModelTest : public ::testing::Test {
 
 TEST_F(TorchScriptModelTest, TheBlockProtocolRunsStagedAndEqualsTheModulesOwnForward) {
   const JobSpec spec = Resolved(*Job("lm"));
-  EXPECT_EQ(spec.model.torchscript.num_blocks, 2);
-  EXPECT_EQ(spec.model.torchscript.sha256.size(), 64u);
-  TorchScriptModel model(spec.model.torchscript);
+  EXPECT_EQ(spec.model.own.num_blocks, 2);
+  EXPECT_EQ(spec.model.own.sha256.size(), 64u);
+  TorchScriptModel model(spec.model.torchscript, spec.model.own.inputs);
   ASSERT_TRUE(model.has_block_protocol()) << model.missing_protocol();
   torch::jit::Module reference = torch::jit::load(spec.model.torchscript.path);
   model.eval();
@@ -201,7 +194,7 @@ TEST_F(TorchScriptModelTest, ThePlannerFitsTheModelIntoABudgetItsNaivePlanExceed
 
 TEST_F(TorchScriptModelTest, AModuleWithoutTheProtocolTrainsAsOneBlockThatNoPlanCheckpoints) {
   JobSpec spec = Resolved(*Job("classifier"));
-  EXPECT_EQ(spec.model.torchscript.num_blocks, 0);
+  EXPECT_EQ(spec.model.own.num_blocks, 0);
   NullEventSink sink;
   Trainer trainer(spec, *corpus_, &sink);
   EXPECT_TRUE(std::isfinite(trainer.TrainUpdate(0).loss));

@@ -109,6 +109,12 @@ Status Bad(const std::string& path, const std::string& what) {
 
 }  // namespace
 
+std::string ShapeText(const std::vector<std::int64_t>& shape) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
 int ElementBytes(ElementType type) { return Describe(type).bytes; }
 const char* ToString(ElementType type) { return Describe(type).name; }
 bool IsFloatingPoint(ElementType type) {

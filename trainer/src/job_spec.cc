@@ -10,6 +10,8 @@ const char* ToString(ModelKind kind) {
       return "mlp";
     case ModelKind::kTorchScript:
       return "torchscript";
+    case ModelKind::kPlugin:
+      return "plugin";
   }
   return "?";
 }
@@ -64,7 +66,8 @@ int NumBlocks(const ModelSpec& model) {
     case ModelKind::kMlpClassifier:
       return model.mlp.layers;
     case ModelKind::kTorchScript:
-      return model.torchscript.num_blocks;
+    case ModelKind::kPlugin:
+      return model.own.num_blocks;
   }
   return 0;
 }
@@ -76,7 +79,8 @@ bool HasBatchStatistics(const ModelSpec& model) {
     case ModelKind::kMlpClassifier:
       return model.mlp.batch_norm;
     case ModelKind::kTorchScript:
-      return model.torchscript.has_batch_statistics;
+    case ModelKind::kPlugin:
+      return model.own.has_batch_statistics;
   }
   return false;
 }

@@ -61,40 +61,58 @@ void ReadLoss(YamlReader& model, LossSpec* loss) {
   }
 }
 
-// `data` decides what a module reads by default: the rows of tensors data, else tokens.
-void ReadTorchScript(YamlReader& model, const std::filesystem::path& base_dir, const DataSpec& data,
-                     ModelSpec* spec) {
-  TorchScriptOptions& ts = spec->torchscript;
-  model.String("path", &ts.path, {});
-  if (!model.Has("path")) {
-    model.Fail("path", "the TorchScript file (.pt) the model was exported to", "nothing");
-  }
-  ts.path = Absolute(ts.path, base_dir).string();
-  ts.protocol_named = model.Has("blocks") || model.Has("embed") || model.Has("head");
-  model.String("blocks", &ts.blocks, {});
-  model.String("embed", &ts.embed, {});
-  model.String("head", &ts.head, {});
+// What the team's own model reads (by default the rows of tensors data, else tokens), its
+// loss, FLOPs and window: the keys torchscript and plugin models share.
+void ReadOwnModel(YamlReader& model, const DataSpec& data, ModelSpec* spec) {
+  OwnModelOptions& own = spec->own;
   std::string inputs = data.format == DataFormat::kTensors ? "rows" : "tokens";
   model.String("inputs", &inputs, {"tokens", "byte_histogram", "rows"});
-  ts.inputs = inputs == "byte_histogram" ? ModelInputs::kByteHistogram
-              : inputs == "rows"         ? ModelInputs::kRows
-                                         : ModelInputs::kTokens;
+  own.inputs = inputs == "byte_histogram" ? ModelInputs::kByteHistogram
+               : inputs == "rows"         ? ModelInputs::kRows
+                                          : ModelInputs::kTokens;
   ReadLoss(model, &spec->loss);
   if (model.Has("flops_per_sample")) {
     double flops = 0;
     model.Double("flops_per_sample", &flops, 0.0, 1e30, /*min_open=*/true);
-    ts.flops_per_sample = flops;
+    own.flops_per_sample = flops;
   }
   // Token windows (inputs: tokens) or the window a histogram is taken over.
   model.Int("block_size", &spec->gpt.block_size, 1, 65536);
 }
 
+void ReadTorchScript(YamlReader& model, const std::filesystem::path& base_dir,
+                     TorchScriptOptions* ts) {
+  model.String("path", &ts->path, {});
+  if (!model.Has("path")) {
+    model.Fail("path", "the TorchScript file (.pt) the model was exported to", "nothing");
+  }
+  ts->path = Absolute(ts->path, base_dir).string();
+  ts->protocol_named = model.Has("blocks") || model.Has("embed") || model.Has("head");
+  model.String("blocks", &ts->blocks, {});
+  model.String("embed", &ts->embed, {});
+  model.String("head", &ts->head, {});
+}
+
+void ReadPlugin(YamlReader& model, const std::filesystem::path& base_dir, PluginOptions* plugin) {
+  model.String("library", &plugin->library, {});
+  if (!model.Has("library")) {
+    model.Fail("library",
+               "the plugin's shared library (.so, built with find_package(trainerd); "
+               "docs/bring-your-own-model.md)",
+               "nothing");
+  }
+  plugin->library = Absolute(plugin->library, base_dir).string();
+  model.String("name", &plugin->name, {});
+  model.JsonMap("options", &plugin->options);
+}
+
 void ReadModel(YamlReader model, const std::filesystem::path& base_dir, const DataSpec& data,
                ModelSpec* spec) {
   std::string kind = "gpt";
-  model.String("kind", &kind, {"gpt", "mlp", "torchscript"});
+  model.String("kind", &kind, {"gpt", "mlp", "torchscript", "plugin"});
   spec->kind = kind == "mlp"           ? ModelKind::kMlpClassifier
                : kind == "torchscript" ? ModelKind::kTorchScript
+               : kind == "plugin"      ? ModelKind::kPlugin
                                        : ModelKind::kGpt;
   switch (spec->kind) {
     case ModelKind::kGpt:
@@ -104,7 +122,12 @@ void ReadModel(YamlReader model, const std::filesystem::path& base_dir, const Da
       ReadMlp(model, spec);
       break;
     case ModelKind::kTorchScript:
-      ReadTorchScript(model, base_dir, data, spec);
+      ReadTorchScript(model, base_dir, &spec->torchscript);
+      ReadOwnModel(model, data, spec);
+      break;
+    case ModelKind::kPlugin:
+      ReadPlugin(model, base_dir, &spec->plugin);
+      ReadOwnModel(model, data, spec);
       break;
   }
   model.RejectUnknownKeys();
@@ -202,21 +225,22 @@ void ReadPlan(YamlReader plan, const ModelSpec& model, const TrainingSpec& train
   }
   spec->accumulation_steps = steps;
 
-  // A TorchScript model's blocks are counted when the worker loads it
-  // (ResolveTorchScriptModel checks the indices then), so "all" cannot be expanded here.
+  // The team's own model's blocks are counted when the worker loads it (ResolveOwnModel
+  // checks the indices and expands "all" then; it fills the file's hash too).
   const bool count_known =
-      model.kind != ModelKind::kTorchScript || model.torchscript.num_blocks > 0;
+      (model.kind != ModelKind::kTorchScript && model.kind != ModelKind::kPlugin) ||
+      !model.own.sha256.empty();
   const int blocks = NumBlocks(model);
   std::string which;
   if (plan.Has("checkpoint_blocks")) {
     std::vector<int> indices;
-    plan.IntListOr(
-        "checkpoint_blocks", &indices, &which,
-        count_known ? std::vector<std::string>{"all", "none"} : std::vector<std::string>{"none"}, 0,
-        count_known ? blocks - 1 : kMaxCount);
+    plan.IntListOr("checkpoint_blocks", &indices, &which, {"all", "none"}, 0,
+                   count_known ? blocks - 1 : kMaxCount);
+    spec->checkpoint_all_blocks = false;
     if (which == "all") {
       indices.clear();
       for (int i = 0; i < blocks; ++i) indices.push_back(i);
+      spec->checkpoint_all_blocks = !count_known;
     } else if (which == "none") {
       indices.clear();
     }

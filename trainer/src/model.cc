@@ -6,6 +6,7 @@
 
 #include "trainerd/trainer/gpt.h"
 #include "trainerd/trainer/mlp_classifier.h"
+#include "trainerd/trainer/plugin_library.h"
 #include "trainerd/trainer/torchscript_model.h"
 
 namespace trainerd {
@@ -64,7 +65,9 @@ std::shared_ptr<TrainableModel> ModelOfKind(const ModelSpec& spec, int num_class
     case ModelKind::kMlpClassifier:
       return std::make_shared<MlpClassifier>(spec.mlp, /*in_features=*/256, num_classes);
     case ModelKind::kTorchScript:
-      return std::make_shared<TorchScriptModel>(spec.torchscript);
+      return std::make_shared<TorchScriptModel>(spec.torchscript, spec.own.inputs);
+    case ModelKind::kPlugin:
+      return BuildPluginModel(spec);
   }
   TORCH_CHECK(false, "unknown model kind ", static_cast<int>(spec.kind));
 }
@@ -90,9 +93,10 @@ SampleFormat FormatRead(const ModelSpec& spec) {
     case ModelKind::kMlpClassifier:
       return SampleFormat::kSliceOfWindow;
     case ModelKind::kTorchScript:
+    case ModelKind::kPlugin:
       break;
   }
-  return FormatOf(spec.torchscript.inputs);
+  return FormatOf(spec.own.inputs);
 }
 
 SampleFormat FormatOf(ModelInputs inputs) {
@@ -111,14 +115,14 @@ namespace {
 
 // Why a model of `spec` cannot read data that lacks its format, and what to change.
 std::string FormatMismatch(const ModelSpec& spec, const Dataset& data) {
-  const std::string reader = spec.kind == ModelKind::kTorchScript
-                                 ? std::string("model.inputs: ") + ToString(spec.torchscript.inputs)
+  const bool own = spec.kind == ModelKind::kTorchScript || spec.kind == ModelKind::kPlugin;
+  const std::string reader = own ? std::string("model.inputs: ") + ToString(spec.own.inputs)
                                  : std::string("model.kind: ") + ToString(spec.kind);
   if (data.supports(SampleFormat::kRows)) {
-    return spec.kind == ModelKind::kTorchScript
-               ? "data.format: tensors gives rows, not what " + reader +
+    return own ? "data.format: tensors gives rows, not what " + reader +
                      " reads; use model.inputs: rows (the default for tensors data)"
-               : "data.format: tensors needs model.kind: torchscript (a module that reads rows); " +
+               : "data.format: tensors needs model.kind: torchscript or plugin (a model that reads "
+                 "rows); " +
                      reader + " reads text or token windows";
   }
   if (FormatRead(spec) == SampleFormat::kRows) {
@@ -145,21 +149,22 @@ Status CheckModelFitsData(const ModelSpec& spec, const std::string& origin, cons
   const std::int64_t largest = data.vocabulary_needed() - 1;
   const std::string ids =
       "the data's token ids go up to " + std::to_string(largest) + ": expected at least";
-  const std::int64_t outputs = spec.torchscript.output_size;
+  const std::int64_t outputs = spec.own.output_size;
+  const std::string file = spec.kind == ModelKind::kPlugin ? "model.library" : "model.path";
   switch (reads) {
     case SampleFormat::kNextToken:
       return spec.kind == ModelKind::kGpt
                  ? needs("model.vocab_size", spec.gpt.vocab_size, data.vocabulary_needed(), ids)
-                 : needs("model.path", outputs, data.vocabulary_needed(),
+                 : needs(file, outputs, data.vocabulary_needed(),
                          "the model's logits cover its vocabulary, and " + ids);
     case SampleFormat::kSliceOfWindow:  // the built-in classifier's head is sized by the slices
       return spec.kind == ModelKind::kMlpClassifier
                  ? Status::Ok()
-                 : needs("model.path", outputs, static_cast<std::int64_t>(data.slices().size()),
+                 : needs(file, outputs, static_cast<std::int64_t>(data.slices().size()),
                          "classifier logits need one class per data file: expected at least");
     case SampleFormat::kRows:  // mse and a module's loss: shapes checked on a sample
       if (spec.loss.kind != LossKind::kCrossEntropy) return Status::Ok();
-      return needs("model.path", outputs, data.vocabulary_needed(),
+      return needs(file, outputs, data.vocabulary_needed(),
                    "the data's class targets go up to " + std::to_string(largest) +
                        ": expected logits [B, C] with C at least");
   }

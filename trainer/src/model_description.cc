@@ -25,9 +25,18 @@ nlohmann::json ModelConfigJson(const ModelSpec& spec) {
       break;
     case ModelKind::kTorchScript:
       config.update({{"path", spec.torchscript.path},
-                     {"sha256", spec.torchscript.sha256},
-                     {"inputs", ToString(spec.torchscript.inputs)},
-                     {"blocks", spec.torchscript.num_blocks},
+                     {"sha256", spec.own.sha256},
+                     {"inputs", ToString(spec.own.inputs)},
+                     {"blocks", spec.own.num_blocks},
+                     {"block_size", spec.gpt.block_size}});
+      break;
+    case ModelKind::kPlugin:
+      config.update({{"library", spec.plugin.library},
+                     {"name", spec.plugin.name},
+                     {"options", spec.plugin.options},
+                     {"sha256", spec.own.sha256},
+                     {"inputs", ToString(spec.own.inputs)},
+                     {"blocks", spec.own.num_blocks},
                      {"block_size", spec.gpt.block_size}});
       break;
   }

@@ -37,12 +37,6 @@ torch::ScalarType ScalarTypeOf(ElementType type) {
   return torch::kFloat;
 }
 
-std::string ShapeText(const std::vector<std::int64_t>& shape) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
-
 std::vector<std::int64_t> RowShape(const ArrayView& array) {
   return {array.shape.begin() + 1, array.shape.end()};
 }

@@ -54,8 +54,8 @@ double MeasureMatmulFlops(Precision precision, const torch::Device& device) {
 }  // namespace
 
 FlopsPerSample ModelFlopsPerSample(const ModelSpec& model, std::int64_t parameters) {
-  if (model.kind == ModelKind::kTorchScript) {
-    const TorchScriptOptions& ts = model.torchscript;
+  if (model.kind == ModelKind::kTorchScript || model.kind == ModelKind::kPlugin) {
+    const OwnModelOptions& ts = model.own;
     if (ts.flops_per_sample) return {ts.flops_per_sample, "given: model.flops_per_sample"};
     if (ts.counted_flops_per_sample) {
       return {ts.counted_flops_per_sample,

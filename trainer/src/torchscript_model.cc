@@ -6,8 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "trainerd/common/sha256.h"
-#include "trainerd/trainer/matmul_flops.h"
+#include "trainerd/trainer/own_model.h"
 
 namespace trainerd {
 namespace {
@@ -17,20 +16,6 @@ namespace {
 std::string ClassName(const torch::jit::Module& module) {
   const auto name = module.type()->name();
   return name ? name->name() : "";
-}
-
-// The message of `e` without LibTorch's backtrace and TorchScript's source listing: a
-// script's error ends its traceback ("RuntimeError: mat1 and mat2 must have the same dtype").
-std::string Reason(const std::exception& e) {
-  const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
-  std::string text = c10_error ? c10_error->what_without_backtrace() : e.what();
-  while (!text.empty() && (text.back() == '\n' || text.back() == '"' || text.back() == ' ')) {
-    text.pop_back();
-  }
-  if (text.find("Traceback of TorchScript") != std::string::npos) {
-    return text.substr(text.rfind('\n') + 1);
-  }
-  return text.substr(0, text.find('\n'));
 }
 
 bool IsDropout(const torch::jit::Module& module) {
@@ -67,8 +52,8 @@ std::string MissingProtocol(const torch::jit::Module& module, const TorchScriptO
 
 }  // namespace
 
-TorchScriptModel::TorchScriptModel(const TorchScriptOptions& options)
-    : options_(options), module_(torch::jit::load(options.path)) {
+TorchScriptModel::TorchScriptModel(const TorchScriptOptions& options, ModelInputs inputs)
+    : options_(options), inputs_(inputs), module_(torch::jit::load(options.path)) {
   // The graph executor's optimisations (differentiable subgraphs built after its profiling
   // runs) change a module's memory after its first calls, so a ledger measured on the first
   // updates would not be the run's (a planned run went over its budget in backward). The
@@ -102,7 +87,7 @@ torch::Tensor TorchScriptModel::forward(const torch::Tensor& inputs) {
   return module_.get_method(options_.head)({x}).toTensor();
 }
 
-SampleFormat TorchScriptModel::sample_format() const { return FormatOf(options_.inputs); }
+SampleFormat TorchScriptModel::sample_format() const { return FormatOf(inputs_); }
 
 LossTerms TorchScriptModel::Loss(const torch::Tensor& outputs, const torch::Tensor& targets) {
   if (loss().kind != LossKind::kModule) return TrainableModel::Loss(outputs, targets);
@@ -145,9 +130,7 @@ std::vector<std::pair<std::string, torch::Tensor>> TorchScriptModel::StateDict()
   return state;
 }
 
-bool TorchScriptModel::has_loss_method() const {
-  return module_.find_method(kLossMethod).has_value();
-}
+bool TorchScriptModel::has_own_loss() const { return module_.find_method(kLossMethod).has_value(); }
 
 int TorchScriptModel::switch_off_own_dropout() {
   own_dropout_.clear();
@@ -158,124 +141,31 @@ int TorchScriptModel::switch_off_own_dropout() {
   return static_cast<int>(own_dropout_.size());
 }
 
-namespace {
-
-std::string ShapeText(const torch::Tensor& t) {
-  std::string text = "[";
-  for (std::int64_t i = 0; i < t.dim(); ++i) text += (i ? ", " : "") + std::to_string(t.size(i));
-  return text + "]";
-}
-
-// Why `outputs` cannot be trained against `targets` with `loss` ("" when they can).
-std::string LossMismatch(TorchScriptModel& model, const torch::Tensor& outputs,
-                         const torch::Tensor& targets) {
-  const std::string got = ShapeText(outputs), want = ShapeText(targets);
-  switch (model.loss().kind) {
-    case LossKind::kCrossEntropy:
-      if (outputs.dim() == targets.dim() + 1 &&
-          outputs.sizes().slice(0, targets.dim()) == targets.sizes()) {
-        return "";
-      }
-      return "model.loss: cross_entropy needs logits shaped like the targets " + want +
-             " plus a class dimension, got " + got;
-    case LossKind::kMse:
-      if (outputs.sizes() == targets.sizes()) return "";
-      return "model.loss: mse needs outputs shaped like the targets " + want + ", got " + got;
-    case LossKind::kModule:
-      try {
-        model.Loss(outputs, targets);
-        return "";
-      } catch (const std::exception& e) {
-        return "model.loss: module: " + std::string(kLossMethod) + "(outputs " + got +
-               ", targets " + want + ") fails: " + Reason(e);
-      }
-  }
-  return "";
-}
-
-// One forward of the data's first held-out sample: the outputs' last dimension into
-// o->output_size and, unless the job gives FLOPs, 3 x its matrix products into
-// o->counted_flops_per_sample; or why the outputs cannot be the model's.
-Status ProbeOnASample(TorchScriptModel& model, const Dataset& data, const std::string& where,
-                      TorchScriptOptions* o) {
-  torch::NoGradGuard no_grad;
-  model.eval();
-  const Batch sample = data.HeldOutSamples(0, 1, model.sample_format());
-  torch::Tensor outputs;
-  try {
-    MatmulFlopCounter counter;
-    outputs = model.forward(sample.inputs);
-    if (!counter.uncounted().empty()) {
-      o->flops_unknown_reason = "it runs " + *counter.uncounted().begin() +
-                                ", which the count over matrix products does not cover";
-    } else if (counter.flops() > 0) {
-      o->counted_flops_per_sample = 3.0 * counter.flops() / static_cast<double>(sample.samples);
-    } else {
-      o->flops_unknown_reason = "its forward runs no matrix product the count sees";
-    }
-  } catch (const std::exception& e) {  // c10::Error, or a JITException raised by the script
-    const char* dtype = sample.inputs.scalar_type() == torch::kLong ? "int64" : "float32";
-    return Status::InvalidArgument(where + ": the model fails on a sample of shape " +
-                                   ShapeText(sample.inputs) + " " + dtype +
-                                   " (model.inputs): " + Reason(e));
-  }
-  if (const std::string mismatch = LossMismatch(model, outputs, sample.targets);
-      !mismatch.empty()) {
-    return Status::InvalidArgument(where + ": " + mismatch);
-  }
-  o->output_size = outputs.dim() == 0 ? 1 : outputs.size(-1);
-  return Status::Ok();
-}
-
-}  // namespace
-
-Status ResolveTorchScriptModel(JobSpec* spec, const Dataset& data) {
-  if (spec->model.kind != ModelKind::kTorchScript) return Status::Ok();
-  TorchScriptOptions& o = spec->model.torchscript;
-  const std::string where = spec->source_path + ": model.path: " + o.path;
+Result<std::shared_ptr<TrainableModel>> LoadTorchScriptModel(const ModelSpec& spec,
+                                                             const std::string& origin) {
+  const TorchScriptOptions& o = spec.torchscript;
+  const std::string where = origin + ": model.path: " + o.path;
   std::error_code ec;
   if (!std::filesystem::is_regular_file(o.path, ec)) {
     return Status::InvalidArgument(where +
                                    ": no such file (export the model with "
                                    "torch.jit.script(model).save(path))");
   }
-  std::unique_ptr<TorchScriptModel> model;
+  std::shared_ptr<TorchScriptModel> model;
   try {
-    model = std::make_unique<TorchScriptModel>(o);
+    model = std::make_shared<TorchScriptModel>(o, spec.own.inputs);
   } catch (const std::exception& e) {
     return Status::InvalidArgument(where +
                                    ": not a loadable TorchScript module (export it with "
                                    "torch.jit.script or torch.jit.trace, then save): " +
-                                   Reason(e));
+                                   ModelErrorReason(e));
   }
   if (o.protocol_named && !model->has_block_protocol()) {
     return Status::InvalidArgument(
         where + ": model.blocks/embed/head name the block protocol but the module lacks " +
         model->missing_protocol());
   }
-  o.num_blocks = model->num_blocks();
-  o.has_batch_statistics = model->has_batch_statistics();
-  Result<std::string> hash = Sha256File(o.path);
-  if (!hash.ok()) return hash.status();
-  o.sha256 = *hash;
-  for (const int block : spec->plan.checkpoint_blocks) {
-    if (block >= o.num_blocks) {
-      return Status::InvalidArgument(
-          spec->source_path + ": plan.checkpoint_blocks: expected indices below " +
-          std::to_string(o.num_blocks) + " (the blocks of " + o.path +
-          (model->has_block_protocol() ? ")" : ", which has no block protocol)") + ", got " +
-          std::to_string(block));
-    }
-  }
-  if (spec->model.loss.kind == LossKind::kModule && !model->has_loss_method()) {
-    return Status::InvalidArgument(where + ": model.loss: module needs an exported method '" +
-                                   kLossMethod +
-                                   "(outputs, targets) -> (sum, count)' (@torch.jit.export)");
-  }
-  model->set_loss(spec->model.loss);
-  // Rows or windows the data cannot give: CheckModelFitsData says why.
-  if (!data.supports(model->sample_format())) return Status::Ok();
-  return ProbeOnASample(*model, data, where, &o);
+  return std::shared_ptr<TrainableModel>(std::move(model));
 }
 
 }  // namespace trainerd

@@ -27,14 +27,14 @@ std::string JobIdentity(const JobSpec& spec, const std::string& data_fingerprint
   canonical << "model " << ToString(spec.model.kind) << ' ' << g.n_layer << ' ' << g.n_head << ' '
             << g.n_embd << ' ' << g.block_size << ' ' << g.vocab_size << ' ' << g.dropout << ' '
             << g.bias << ' ' << m.hidden << ' ' << m.layers << ' ' << m.batch_norm << ' '
-            << m.dropout << ' ' << spec.model.torchscript.sha256 << ' '
-            << spec.model.torchscript.blocks << ' ' << spec.model.torchscript.embed << ' '
-            << spec.model.torchscript.head << ' ' << static_cast<int>(spec.model.torchscript.inputs)
-            << "\ndata " << data_fingerprint << ' ' << spec.data.holdout_fraction << "\nadamw "
-            << o.lr << ' ' << o.beta1 << ' ' << o.beta2 << ' ' << o.weight_decay << ' ' << o.eps
-            << "\nschedule " << spec.schedule.warmup_updates << ' ' << spec.schedule.min_lr
-            << "\ntraining " << t.effective_batch << ' ' << t.updates << ' ' << t.grad_clip << ' '
-            << t.seed << '\n';
+            << m.dropout << ' ' << spec.model.own.sha256 << ' ' << spec.model.torchscript.blocks
+            << ' ' << spec.model.torchscript.embed << ' ' << spec.model.torchscript.head << ' '
+            << static_cast<int>(spec.model.own.inputs) << ' ' << spec.model.plugin.name << ' '
+            << spec.model.plugin.options.dump() << "\ndata " << data_fingerprint << ' '
+            << spec.data.holdout_fraction << "\nadamw " << o.lr << ' ' << o.beta1 << ' ' << o.beta2
+            << ' ' << o.weight_decay << ' ' << o.eps << "\nschedule "
+            << spec.schedule.warmup_updates << ' ' << spec.schedule.min_lr << "\ntraining "
+            << t.effective_batch << ' ' << t.updates << ' ' << t.grad_clip << ' ' << t.seed << '\n';
   return Sha256Hex(canonical.str());
 }
 

@@ -60,6 +60,35 @@ std::string CompactDuration(double seconds) {
   return Num(seconds) + "s";
 }
 
+// A plain YAML scalar as the JSON value YAML 1.2's core schema reads it as; a quoted one is a
+// string.
+nlohmann::json ScalarToJson(const YAML::Node& node) {
+  const std::string& text = node.Scalar();
+  if (node.Tag() == "!") return text;  // quoted
+  if (text == "null" || text == "~" || text.empty()) return nullptr;
+  if (text == "true" || text == "false") return text == "true";
+  std::int64_t integer = 0;
+  double number = 0;
+  if (YAML::convert<std::int64_t>::decode(node, integer)) return integer;
+  if (YAML::convert<double>::decode(node, number)) return number;
+  return text;
+}
+
+nlohmann::json YamlToJson(const YAML::Node& node) {
+  if (node.IsScalar()) return ScalarToJson(node);
+  if (node.IsSequence()) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& item : node) list.push_back(YamlToJson(item));
+    return list;
+  }
+  if (node.IsMap()) {
+    nlohmann::json map = nlohmann::json::object();
+    for (const auto& entry : node) map[entry.first.Scalar()] = YamlToJson(entry.second);
+    return map;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 YamlReader::YamlReader(const YAML::Node& node, std::string origin, std::string prefix)
@@ -189,6 +218,16 @@ void YamlReader::StringList(const std::string& key, std::vector<std::string>* ou
     parsed.push_back(item.Scalar());
   }
   *out = std::move(parsed);
+}
+
+void YamlReader::JsonMap(const std::string& key, nlohmann::json* out) {
+  auto value = Lookup(key);
+  if (!value) return;
+  if (!value->IsMap()) {
+    FailAt(*value, key, "a mapping of option names to values");
+    return;
+  }
+  *out = YamlToJson(*value);
 }
 
 void YamlReader::Bytes(const std::string& key, std::int64_t* out) {

@@ -26,7 +26,7 @@
 #include "trainerd/trainer/parity.h"
 #include "trainerd/trainer/planner.h"
 #include "trainerd/trainer/throughput.h"
-#include "trainerd/trainer/torchscript_model.h"
+#include "trainerd/trainer/own_model.h"
 #include "trainerd/trainer/trainer.h"
 #include "trainerd/trainer/training_fault.h"
 #include "trainerd/trainer/units.h"
@@ -333,9 +333,9 @@ class Worker {
         spec_.data, spec_.model.gpt.block_size, trainerd::UserCacheDir() + "/data_digests.json");
     if (!data.ok()) return Fail("data", data.status().message(), exit_code::kBadData);
     corpus_ = std::move(*data);
-    // A TorchScript model's block count is known from its file: before the plan file that
+    // The team's own model's block count is known from its file: before the plan file that
     // may name its blocks. Its outputs are checked on a sample of the data.
-    if (trainerd::Status s = trainerd::ResolveTorchScriptModel(&spec_, *corpus_); !s.ok()) {
+    if (trainerd::Status s = trainerd::ResolveOwnModel(&spec_, *corpus_); !s.ok()) {
       return Fail("model", s.message(), exit_code::kUsage);
     }
     if (trainerd::Status s = trainerd::CheckModelFitsData(spec_.model, args_.config, *corpus_);

@@ -20,6 +20,8 @@ enum class ElementType { kF16, kBF16, kF32, kF64, kBool, kU8, kI8, kI16, kI32, k
 
 // Bytes per element; "float32", "int64", ... as error messages and docs name them.
 int ElementBytes(ElementType type);
+// "[4, 32]": a shape as error messages show it.
+std::string ShapeText(const std::vector<std::int64_t>& shape);
 const char* ToString(ElementType type);
 bool IsFloatingPoint(ElementType type);
 

@@ -11,7 +11,9 @@
 
 namespace trainerd {
 
-enum class ModelKind { kGpt, kMlpClassifier, kTorchScript };
+// Where the model comes from: built in (gpt, mlp), or the team's own: a TorchScript file or a
+// LibTorch C++ plugin library (model_plugin.h).
+enum class ModelKind { kGpt, kMlpClassifier, kTorchScript, kPlugin };
 
 struct GptOptions {
   int n_layer = 4;       // decoder blocks
@@ -46,6 +48,22 @@ struct LossSpec {
   std::int64_t ignore_index = -100;  // cross_entropy; PyTorch's default
 };
 
+// What the team's own model (TorchScript or plugin) reads and costs, as the job gives it, and
+// what only loading it tells: filled by ResolveOwnModel (own_model.h) in the worker before
+// anything uses them; 0 / false / empty in the daemon.
+struct OwnModelOptions {
+  ModelInputs inputs = ModelInputs::kTokens;
+  std::optional<double> flops_per_sample;  // forward + backward, given by the job
+  // Without flops_per_sample: 3 x the matrix products of one forward (matmul_flops.h), or
+  // none and why (MFU is then null).
+  std::optional<double> counted_flops_per_sample;
+  std::string flops_unknown_reason;
+  int num_blocks = 0;
+  bool has_batch_statistics = false;
+  std::string sha256;            // of model.path or model.library
+  std::int64_t output_size = 0;  // the outputs' last dimension: vocabulary or classes
+};
+
 // A module the team exported from Python with torch.jit.script or trace
 // (docs/bring-your-own-model.md). With the block protocol (a ModuleList attribute `blocks`
 // and exported methods `embed` and `head`) it runs as embed -> blocks -> head and a plan may
@@ -56,18 +74,14 @@ struct TorchScriptOptions {
   std::string embed = "embed";
   std::string head = "head";
   bool protocol_named = false;  // the job names blocks/embed/head: missing ones are an error
-  ModelInputs inputs = ModelInputs::kTokens;
-  std::optional<double> flops_per_sample;  // forward + backward, given by the job
-  // Known only from the file: filled by ResolveTorchScriptModel (torchscript_model.h) in the
-  // worker before anything uses them; 0 / false / empty in the daemon.
-  // Without flops_per_sample: 3 x the matrix products of one forward (matmul_flops.h), or
-  // none and why (MFU is then null).
-  std::optional<double> counted_flops_per_sample;
-  std::string flops_unknown_reason;
-  int num_blocks = 0;
-  bool has_batch_statistics = false;
-  std::string sha256;
-  std::int64_t output_size = 0;  // the logits' last dimension: vocabulary or classes
+};
+
+// A model written in LibTorch C++: a shared library built against the installed trainerd
+// package (find_package(trainerd)) that registers its models by name (model_plugin.h).
+struct PluginOptions {
+  std::string library;  // the .so file, absolute after parsing
+  std::string name;     // the registered model; "" = the library's only one
+  nlohmann::json options = nlohmann::json::object();  // model.options, handed to its factory
 };
 
 struct ModelSpec {
@@ -75,7 +89,9 @@ struct ModelSpec {
   GptOptions gpt;  // gpt.block_size is also the window of the MLP and a TorchScript model
   MlpOptions mlp;
   TorchScriptOptions torchscript;
-  LossSpec loss;  // the built-in models train with cross_entropy
+  PluginOptions plugin;
+  OwnModelOptions own;  // torchscript and plugin
+  LossSpec loss;        // the built-in models train with cross_entropy
 };
 
 enum class DataFormat {
@@ -126,6 +142,9 @@ struct PlanSpec {
   int accumulation_steps = 0;  // microbatches per update: ceil(effective_batch / microbatch)
   std::vector<int> checkpoint_blocks;  // sorted indices of blocks recomputed in backward
   Precision precision = Precision::kFp32;
+  // checkpoint_blocks: all for a model whose blocks are counted when the worker loads it
+  // (torchscript, plugin): ResolveOwnModel fills checkpoint_blocks and clears this.
+  bool checkpoint_all_blocks = false;
 };
 
 struct TrainingSpec {
@@ -182,7 +201,8 @@ const char* ToString(Precision precision);
 nlohmann::json ToJson(const PlanSpec& plan);
 
 // Blocks a plan may checkpoint: GPT decoder blocks, MLP hidden layers, the blocks of a
-// TorchScript model with the block protocol (0 until resolved, and without the protocol).
+// TorchScript model with the block protocol or of a plugin (0 until resolved, and without
+// the protocol).
 int NumBlocks(const ModelSpec& model);
 // True when a layer's output depends on the other samples of its microbatch (BatchNorm).
 bool HasBatchStatistics(const ModelSpec& model);

@@ -28,6 +28,8 @@ class TrainableModel : public torch::nn::Module {
   // The loss of a forward's outputs against `targets` as a sum and its term count (loss.h);
   // the training loop divides by the count of the whole effective batch.
   virtual LossTerms Loss(const torch::Tensor& outputs, const torch::Tensor& targets);
+  // True when the model computes model.loss: module itself (overrides Loss for it).
+  virtual bool has_own_loss() const { return false; }
   void set_loss(const LossSpec& loss) { loss_ = loss; }
   const LossSpec& loss() const { return loss_; }
   virtual SampleFormat sample_format() const = 0;
@@ -79,13 +81,13 @@ class TrainableModel : public torch::nn::Module {
 };
 
 // Builds the model of `spec` with its loss; `num_classes` is the classifier's output size
-// (slices). A TorchScript model is loaded from its file (ResolveTorchScriptModel has checked
-// it).
+// (slices). The team's own model is loaded from its file or plugin library (ResolveOwnModel,
+// own_model.h, has checked it).
 std::shared_ptr<TrainableModel> BuildModel(const ModelSpec& spec, int num_classes);
 
 std::int64_t CountParameters(const torch::nn::Module& model);
 
-// What a model of `spec` reads (a TorchScript model: per model.inputs).
+// What a model of `spec` reads (the team's own model: per model.inputs).
 SampleFormat FormatRead(const ModelSpec& spec);
 SampleFormat FormatOf(ModelInputs inputs);
 

@@ -16,6 +16,7 @@
 
 #include <torch/script.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -29,9 +30,9 @@ inline constexpr char kLossMethod[] = "loss";
 
 class TorchScriptModel : public TrainableModel {
  public:
-  // REQUIRES: ResolveTorchScriptModel accepted `options` (the file loads, the named protocol
-  // exists).
-  explicit TorchScriptModel(const TorchScriptOptions& options);
+  // Loads options.path (throws c10::Error when it is no TorchScript module); the module reads
+  // `inputs`. LoadTorchScriptModel says why in the job's terms.
+  TorchScriptModel(const TorchScriptOptions& options, ModelInputs inputs);
 
   torch::Tensor forward(const torch::Tensor& inputs) override;
   SampleFormat sample_format() const override;
@@ -48,12 +49,13 @@ class TorchScriptModel : public TrainableModel {
   // What the module lacks of the block protocol ("" when it has it), e.g. "an exported
   // method 'embed'".
   const std::string& missing_protocol() const { return missing_protocol_; }
-  bool has_loss_method() const;
+  bool has_own_loss() const override;  // an exported `loss` method
   // Puts the module's own Dropout submodules in eval mode for good; returns how many.
   int switch_off_own_dropout();
 
  private:
   TorchScriptOptions options_;
+  ModelInputs inputs_;
   torch::jit::Module module_;
   std::string missing_protocol_;
   std::vector<torch::jit::Module> blocks_;
@@ -61,14 +63,10 @@ class TorchScriptModel : public TrainableModel {
   std::vector<torch::jit::Module> own_dropout_;  // switched off: kept in eval mode
 };
 
-// Loads the TorchScript file of `spec->model` once and fills what only the file knows
-// (num_blocks, has_batch_statistics, sha256, output_size), then checks that the plan's
-// checkpoint_blocks exist, that model.loss: module has its method, and that one forward on
-// the first held-out sample of `data` gives outputs model.loss can compare with its targets
-// (logits [..., V] for targets [...] with cross_entropy, one shape with mse, a loss the
-// module computes). InvalidArgument naming the file and the key (model.path, model.blocks,
-// model.loss, ...) otherwise; CheckModelFitsData (model.h) then compares V or C with the
-// data. A no-op for the built-in models.
-Status ResolveTorchScriptModel(JobSpec* spec, const Dataset& data);
+// The module of spec.torchscript (reading spec.own.inputs), or InvalidArgument naming `origin`
+// (the job file), model.path and why: no such file, not TorchScript, a block protocol the job
+// names that the module lacks. ResolveOwnModel (own_model.h) checks the rest.
+Result<std::shared_ptr<TrainableModel>> LoadTorchScriptModel(const ModelSpec& spec,
+                                                             const std::string& origin);
 
 }  // namespace trainerd

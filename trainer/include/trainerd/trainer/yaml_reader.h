@@ -6,6 +6,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <map>
 #include <memory>
 #include <optional>
@@ -55,6 +56,10 @@ class YamlReader {
   // the entry as "key.name". On success *out is replaced by the mapping's entries.
   void FractionMap(const std::string& key, std::map<std::string, double>* out, double min,
                    double max);
+  // A mapping whose keys are not schema (a plugin model's options), handed on as JSON:
+  // plain scalars become integers, numbers, booleans or null where YAML reads them so,
+  // quoted ones strings; lists and nested mappings keep their shape.
+  void JsonMap(const std::string& key, nlohmann::json* out);
 
   // A nested mapping; absent keys give an empty reader. Errors propagate to this reader.
   YamlReader Child(const std::string& key);

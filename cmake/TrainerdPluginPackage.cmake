@@ -1,0 +1,30 @@
+# The installed trainerd CMake package a model plugin builds against (model_plugin.h,
+# docs/bring-your-own-model.md): the trainer's and common headers, and trainerdConfig.cmake
+# with the imported target trainerd::model_plugin and trainerd_add_model_plugin().
+#   cmake --install build --component plugin_sdk --prefix PREFIX
+# then in the plugin's project: find_package(trainerd) with CMAKE_PREFIX_PATH=PREFIX.
+# A plugin links LibTorch only: trainer-run exports the trainer's symbols to what it loads.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/common/include/ ${PROJECT_SOURCE_DIR}/trainer/include/
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT plugin_sdk
+        FILES_MATCHING PATTERN "*.h")
+
+# What a plugin must agree on with the worker that loads it.
+set(TRAINERD_PLUGIN_TORCH_VERSION ${Torch_VERSION})
+set(TRAINERD_PLUGIN_DEFINITIONS "")
+if(CAFFE2_USE_CUDA)
+  set(TRAINERD_PLUGIN_DEFINITIONS TRAINERD_WITH_CUDA)
+endif()
+set(TRAINERD_PLUGIN_CUDA_ARCH_LIST "${TORCH_CUDA_ARCH_LIST}")
+set(trainerd_package_dir ${CMAKE_INSTALL_LIBDIR}/cmake/trainerd)
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/trainerdConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/trainerdConfig.cmake
+  INSTALL_DESTINATION ${trainerd_package_dir}
+  PATH_VARS CMAKE_INSTALL_INCLUDEDIR)
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/trainerdConfigVersion.cmake
+  COMPATIBILITY ExactVersion)
+install(FILES ${PROJECT_BINARY_DIR}/trainerdConfig.cmake
+              ${PROJECT_BINARY_DIR}/trainerdConfigVersion.cmake
+        DESTINATION ${trainerd_package_dir} COMPONENT plugin_sdk)

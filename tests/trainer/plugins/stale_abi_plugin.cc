@@ -1,0 +1,15 @@
+// A plugin built against other trainerd headers, as a library left over from an older
+// release would be: it registers with the next plugin ABI, which the worker must refuse
+// instead of calling into a TrainableModel of another layout.
+#include <trainerd/trainer/model_plugin.h>
+
+namespace {
+
+const bool registered = trainerd::RegisterPluginModel(
+    "stale_model",
+    [](const trainerd::PluginModelContext&) -> std::shared_ptr<trainerd::TrainableModel> {
+      return nullptr;
+    },
+    trainerd::kModelPluginAbiVersion + 1, TORCH_VERSION);
+
+}  // namespace
