@@ -17,4 +17,14 @@ Status LinkCurrentRelease(FileStore& files, const std::string& state_dir,
                               target.lexically_relative(link.parent_path()).string());
 }
 
+std::optional<std::string> CurrentReleaseWeights(const std::string& state_dir) {
+  std::error_code ec;
+  const std::filesystem::path folder =
+      std::filesystem::canonical(StateLayout(state_dir).CurrentReleaseLink(), ec);
+  if (ec || !std::filesystem::is_directory(folder, ec)) return std::nullopt;
+  const std::filesystem::path weights = folder / "model.safetensors";
+  if (!std::filesystem::is_regular_file(weights, ec)) return std::nullopt;
+  return weights.string();
+}
+
 }  // namespace trainerd::daemon

@@ -172,12 +172,18 @@ WorkerSupervisor::Limits NightlyCycle::Limits() const {
 }
 
 std::vector<std::string> NightlyCycle::WorkerArgs(const ActiveConfig& active) const {
-  return {config_.worker_path,
-          "--config",
-          active.worker_config_path,
-          "--base-dir",
-          std::filesystem::path(config_.job_path).parent_path().string(),
-          "--json"};
+  std::vector<std::string> args = {config_.worker_path,
+                                   "--config",
+                                   active.worker_config_path,
+                                   "--base-dir",
+                                   std::filesystem::path(config_.job_path).parent_path().string(),
+                                   "--json"};
+  // init_from: current_release is the daemon's to resolve; the first night has none.
+  if (active.spec.init_from.current_release) {
+    args.insert(args.end(),
+                {"--init-from", CurrentReleaseWeights(config_.state_dir).value_or("none")});
+  }
+  return args;
 }
 
 Result<ActiveConfig> NightlyCycle::LoadVersion(const std::string& hash) {
@@ -640,6 +646,11 @@ asio::awaitable<NightlyCycle::Training> NightlyCycle::Train(const ActiveConfig& 
   std::vector<std::string> argv = WorkerArgs(active);
   argv.insert(argv.end(),
               {"--plan", plan_path, "--output-dir", layout.WorkDir(), "--resume-if-compatible"});
+  if (active.spec.init_from.current_release && !CurrentReleaseWeights(config_.state_dir)) {
+    Record(run_id, "init_from_none", store::Severity::kInfo,
+           "init_from: current_release: no current release with weights yet, so the model "
+           "starts from its random initialisation");
+  }
   Training training;
   WorkerReport& report = training.report;
   const std::optional<std::int64_t> ooms_before = CgroupOomKillCount();
@@ -738,7 +749,7 @@ void NightlyCycle::JudgeAndRelease(const ActiveConfig& active, WorkerReport& rep
   Record(run.id, throughput.regressed ? "throughput_regressed" : "throughput_check",
          throughput.regressed ? store::Severity::kError : store::Severity::kInfo,
          throughput.reason);
-  const GateVerdict gate = GateAgainstCurrentRelease(report.evals());
+  const GateVerdict gate = GateAgainstCurrentRelease(report, active.spec.init_from.current_release);
   Record(run.id, gate.pass ? "gate_passed" : "gate_failed",
          gate.pass ? store::Severity::kInfo : store::Severity::kError, gate.reason, gate.ToJson());
   const bool regressed = throughput.regressed || !gate.pass;
@@ -753,18 +764,29 @@ void NightlyCycle::JudgeAndRelease(const ActiveConfig& active, WorkerReport& rep
   files_.Remove(StateLayout(config_.state_dir).WorkDir() + "/checkpoint.pt");
 }
 
-GateVerdict NightlyCycle::GateAgainstCurrentRelease(const std::vector<store::SliceEval>& evals) {
+GateVerdict NightlyCycle::GateAgainstCurrentRelease(const WorkerReport& report,
+                                                    bool started_from_it) {
   std::optional<std::map<std::string, double>> reference;
   std::optional<std::int64_t> reference_run;
+  bool on_this_data = false;
   if (Result<std::optional<store::Release>> current = store_.CurrentRelease();
       current.ok() && *current) {
     reference_run = (*current)->run_id;
-    if (Result<std::vector<store::SliceEval>> stored = store_.GetSliceEvals(*reference_run);
-        stored.ok()) {
+    if (started_from_it && !report.initial_losses().empty()) {
+      // The run started from the current release (init_from): its initial eval is that
+      // release on this run's held-out data, whatever data the release was trained on.
+      reference = report.initial_losses();
+      on_this_data = true;
+    } else if (Result<std::vector<store::SliceEval>> stored = store_.GetSliceEvals(*reference_run);
+               stored.ok()) {
       reference = FinalSliceLosses(*stored);
     }
   }
-  return ReleaseGate(FinalSliceLosses(evals), reference, reference_run, config_.regression);
+  GateVerdict gate =
+      ReleaseGate(FinalSliceLosses(report.evals()), reference, reference_run, config_.regression);
+  if (on_this_data) gate.reason += ", evaluated on this run's held-out data before training";
+  gate.reference_evaluated_here = on_this_data;
+  return gate;
 }
 
 Result<std::string> NightlyCycle::CopyReleaseFiles(const nlohmann::json& fin,

@@ -322,6 +322,7 @@ std::string GateVerdict::ToJson() const {
                         {"reason", reason},
                         {"reference_run_id", reference_run_id ? nlohmann::json(*reference_run_id)
                                                               : nlohmann::json(nullptr)},
+                        {"reference_evaluated_here", reference_evaluated_here},
                         {"slices", slices_json}}
       .dump();
 }

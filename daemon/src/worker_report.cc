@@ -179,12 +179,15 @@ void WorkerReport::Consume(const std::string& line, double now) {
     eta_seconds_ = NumberOr(event, "eta_seconds", 0);
   } else if (kind == "eval") {
     const std::int64_t update = CountOr(event, "update", 0);
+    const auto initial = event.find("initial");
+    const bool of_initial_weights = initial != event.end() && *initial == true;
     const auto slices = event.find("slices");
     if (slices == event.end() || !slices->is_array()) return;
     for (const Json& slice : *slices) {
       if (!slice.is_object() || !slice.contains("name") || !slice["name"].is_string()) continue;
-      evals_.push_back({slice["name"].get<std::string>(), update,
-                        NumberOr(slice, "loss", std::numeric_limits<double>::quiet_NaN())});
+      const double loss = NumberOr(slice, "loss", std::numeric_limits<double>::quiet_NaN());
+      evals_.push_back({slice["name"].get<std::string>(), update, loss});
+      if (of_initial_weights) initial_losses_[slice["name"].get<std::string>()] = loss;
     }
   } else if (kind == "finish") {
     finish_ = event;

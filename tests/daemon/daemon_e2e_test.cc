@@ -17,6 +17,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -415,6 +416,43 @@ TEST_F(DaemonTest, ACandidateThatDegradesEvalLossIsNotReleasedAndRollsBack) {
   const std::vector<store::Event> rollback = EventsOfKind(*s, regressed.id, "rollback");
   ASSERT_EQ(rollback.size(), 1u);
   EXPECT_EQ(nlohmann::json::parse(rollback[0].details_json)["reason"], "regression");
+}
+
+TEST_F(DaemonTest, ContinuedTrainingStartsFromTheCurrentReleaseAndIsGatedAgainstItOnThisData) {
+  JobOptions continued;
+  continued.extra = "init_from: current_release\n";
+  WriteJob(continued);
+  WriteDaemonConfig();
+  ASSERT_EQ(RunOnce(), 0) << Diagnostics();  // no release yet: from random weights
+  ASSERT_EQ(RunOnce(), 0) << Diagnostics();  // from the first night's release
+
+  std::unique_ptr<store::Store> s = Store();
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(EventsOfKind(*s, 1, "init_from_none").size(), 1u);
+  EXPECT_TRUE(EventsOfKind(*s, 2, "init_from_none").empty());
+  // The second run's eval before its first update is the first night's release on the same
+  // held-out data: its final losses, slice by slice.
+  const std::vector<store::SliceEval> first = *s->GetSliceEvals(1);
+  const std::vector<store::SliceEval> second = *s->GetSliceEvals(2);
+  std::map<std::string, double> released, initial;
+  for (const store::SliceEval& e : first) {
+    if (e.update == 30) released[e.slice] = e.loss;
+  }
+  for (const store::SliceEval& e : second) {
+    if (e.update == 0) initial[e.slice] = e.loss;
+  }
+  ASSERT_EQ(released.size(), 2u);
+  ASSERT_EQ(initial.size(), released.size());
+  for (const auto& [slice, loss] : released) EXPECT_NEAR(initial[slice], loss, 1e-6) << slice;
+  // Its gate compared it with that evaluation, and it became the current release.
+  const std::vector<store::Event> gate = EventsOfKind(*s, 2, "gate_passed");
+  ASSERT_EQ(gate.size(), 1u);
+  const nlohmann::json details = nlohmann::json::parse(gate[0].details_json);
+  EXPECT_TRUE(details["reference_evaluated_here"].get<bool>()) << gate[0].details_json;
+  EXPECT_EQ(details["reference_run_id"], 1);
+  EXPECT_NEAR(details["slices"][0]["reference"].get<double>(),
+              released[details["slices"][0]["slice"].get<std::string>()], 1e-6);
+  EXPECT_EQ((*s->CurrentRelease())->run_id, 2);
 }
 
 TEST_F(DaemonTest, TheDeadlineStopsTheWorkerAndTheNextCycleResumesFromItsCheckpoint) {

@@ -161,6 +161,23 @@ plan: {checkpoint_blocks: all}
             std::string::npos);
 }
 
+TEST(JobSpecParserTest, InitFromIsTheCurrentReleaseOrAPathBesideTheJob) {
+  Result<JobSpec> current =
+      ParseJobSpecText("init_from: current_release\ndata: {files: [a.txt]}\n", "/jobs/job.yaml");
+  ASSERT_TRUE(current.ok()) << current.status().message();
+  EXPECT_TRUE(current->init_from.current_release);
+  EXPECT_EQ(current->init_from.path, "");
+  Result<JobSpec> path =
+      ParseJobSpecText("init_from: releases/run-3\ndata: {files: [a.txt]}\n", "/jobs/job.yaml");
+  ASSERT_TRUE(path.ok()) << path.status().message();
+  EXPECT_FALSE(path->init_from.current_release);
+  EXPECT_EQ(path->init_from.path, "/jobs/releases/run-3");
+  Result<JobSpec> none = ParseJobSpecText("data: {files: [a.txt]}\n", "/jobs/job.yaml");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->init_from.current_release);
+  EXPECT_EQ(none->init_from.path, "");
+}
+
 TEST(JobSpecParserTest, TensorDataAndTheLossOfATorchScriptModel) {
   Result<JobSpec> spec = ParseJobSpecText(R"(model: {kind: torchscript, path: m.pt, loss: mse}
 data: {format: tensors, train: train, eval: [val.safetensors, test], targets: labels}

@@ -259,5 +259,70 @@ TEST(TrainerRunTest, WhatIfPrintsTheWorkedExample) {
   EXPECT_EQ(result["fits"], true);
 }
 
+// The last eval event of `events` (the first when `initial`): its mean loss.
+double EvalLoss(const std::vector<nlohmann::json>& events, bool initial) {
+  double loss = -1;
+  for (const nlohmann::json& e : events) {
+    if (e.value("event", "") != "eval") continue;
+    if (e.value("initial", false) == initial) loss = e["mean_loss"].get<double>();
+    if (initial && loss >= 0) break;
+  }
+  return loss;
+}
+
+TEST(TrainerRunTest, InitFromAReleaseStartsFromItsWeightsAndEvaluatesThemFirst) {
+  testing::TempDir dir;
+  const std::string job = dir.Write("job.yaml", testing::TinyGptYaml(5));
+  ChildProcess first({TRAINER_RUN_PATH, "--config", job, "--output-dir", dir.File("first")});
+  const auto trained = Events(first.ReadAllLines());
+  ASSERT_EQ(first.ExitCode(), 0) << first.ReadAllStderr();
+  // Continued training from that release's folder: the first eval, before any update, is
+  // the released weights on the same held-out data, so it equals the release's final eval.
+  ChildProcess next({TRAINER_RUN_PATH, "--config", job, "--output-dir", dir.File("next"),
+                     "--init-from", dir.File("first")});
+  const auto continued = Events(next.ReadAllLines());
+  ASSERT_EQ(next.ExitCode(), 0) << next.ReadAllStderr();
+  const double released = EvalLoss(trained, /*initial=*/false);
+  ASSERT_GT(released, 0);
+  EXPECT_NEAR(EvalLoss(continued, /*initial=*/true), released, 1e-6);
+  // Another job: the checkpoint of a run from random weights is not resumed from these.
+  const auto start_of = [](const std::vector<nlohmann::json>& events) {
+    for (const nlohmann::json& e : events) {
+      if (e.value("event", "") == "start") return e;
+    }
+    return nlohmann::json::object();
+  };
+  ASSERT_TRUE(start_of(trained).contains("job_identity"));
+  EXPECT_NE(start_of(continued)["job_identity"], start_of(trained)["job_identity"]);
+
+  // Weights of another model are refused by tensor name and shape, before training.
+  std::string wide_yaml = testing::TinyGptYaml(5);
+  wide_yaml.replace(wide_yaml.find("n_embd: 32"), 10, "n_embd: 16");
+  const std::string wide_job = dir.Write("wide.yaml", wide_yaml);
+  ChildProcess other({TRAINER_RUN_PATH, "--config", wide_job, "--output-dir", dir.File("other"),
+                      "--init-from", dir.File("first/model.safetensors")});
+  other.ReadAllLines();
+  const std::string refused = other.ReadAllStderr();
+  EXPECT_EQ(other.ExitCode(), 2);
+  EXPECT_NE(
+      refused.find(wide_job + ": init_from: " + dir.File("first/model.safetensors") + ": tensor '"),
+      std::string::npos)
+      << refused;
+  EXPECT_NE(refused.find("shape [256, 32] in the file, [256, 16] in the model"), std::string::npos)
+      << refused;
+  EXPECT_FALSE(std::filesystem::exists(dir.File("other/model.pt")));
+
+  // current_release is the daemon's to resolve.
+  const std::string continued_job =
+      dir.Write("continued.yaml", testing::TinyGptYaml(5) + "init_from: current_release\n");
+  ChildProcess alone({TRAINER_RUN_PATH, "--config", continued_job});
+  alone.ReadAllLines();
+  const std::string alone_error = alone.ReadAllStderr();
+  EXPECT_EQ(alone.ExitCode(), 2);
+  EXPECT_NE(alone_error.find("init_from: current_release names trainerd's current release"),
+            std::string::npos)
+      << alone_error;
+}
+
 }  // namespace
 }  // namespace trainerd

@@ -286,6 +286,15 @@ void ReadMemory(YamlReader memory, MemorySpec* spec) {
   memory.RejectUnknownKeys();
 }
 
+// init_from: current_release, or a release folder or model.safetensors file.
+void ReadInitFrom(YamlReader& top, const std::filesystem::path& base_dir, InitSpec* init) {
+  std::string from;
+  top.String("init_from", &from, {});
+  if (from.empty()) return;
+  init->current_release = from == kInitFromCurrentRelease;
+  if (!init->current_release) init->path = Absolute(from, base_dir).string();
+}
+
 }  // namespace
 
 Result<JobSpec> ParseJobSpecText(const std::string& yaml_text, const std::string& origin,
@@ -309,6 +318,7 @@ Result<JobSpec> ParseJobSpecText(const std::string& yaml_text, const std::string
   ReadMemory(top.Child("memory"), &spec.memory);
   ReadPlanner(top.Child("planner"), &spec.planner);
   top.DurationSeconds("window", &spec.window_seconds);
+  ReadInitFrom(top, base, &spec.init_from);
   top.RejectUnknownKeys();
   if (!top.ok()) return Status::InvalidArgument(top.first_error());
   return spec;

@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <optional>
+
 #include "trainerd/common/sha256.h"
 #include "trainerd/trainer/array_file.h"
 #include "trainerd/trainer/matmul_flops.h"
@@ -54,6 +56,19 @@ std::string LossMismatch(TrainableModel& model, const torch::Tensor& outputs,
   return "";
 }
 
+// FLOPs per sample of one forward of `samples` as `counter` saw them (x 3 for forward and
+// backward), or why they are unknown.
+void CountedFlops(const MatmulFlopCounter& counter, std::int64_t samples, OwnModelOptions* own) {
+  if (!counter.uncounted().empty()) {
+    own->flops_unknown_reason = "it runs " + *counter.uncounted().begin() +
+                                ", which the count over matrix products does not cover";
+  } else if (counter.flops() > 0) {
+    own->counted_flops_per_sample = 3.0 * counter.flops() / static_cast<double>(samples);
+  } else {
+    own->flops_unknown_reason = "its forward runs no matrix product the count sees";
+  }
+}
+
 // One forward of the data's first held-out sample: the outputs' last dimension into
 // own->output_size and, unless the job gives FLOPs, 3 x its matrix products into
 // own->counted_flops_per_sample; or why the outputs cannot be the model's.
@@ -64,16 +79,10 @@ Status ProbeOnASample(TrainableModel& model, const Dataset& data, const std::str
   const Batch sample = data.HeldOutSamples(0, 1, model.sample_format());
   torch::Tensor outputs;
   try {
-    MatmulFlopCounter counter;
+    std::optional<MatmulFlopCounter> counter;  // FLOPs the job gives are not counted
+    if (!own->flops_per_sample) counter.emplace();
     outputs = model.forward(sample.inputs);
-    if (!counter.uncounted().empty()) {
-      own->flops_unknown_reason = "it runs " + *counter.uncounted().begin() +
-                                  ", which the count over matrix products does not cover";
-    } else if (counter.flops() > 0) {
-      own->counted_flops_per_sample = 3.0 * counter.flops() / static_cast<double>(sample.samples);
-    } else {
-      own->flops_unknown_reason = "its forward runs no matrix product the count sees";
-    }
+    if (counter) CountedFlops(*counter, sample.samples, own);
   } catch (const std::exception& e) {  // c10::Error, or a JITException raised by the script
     const char* dtype = sample.inputs.scalar_type() == torch::kLong ? "int64" : "float32";
     return Status::InvalidArgument(where + ": the model fails on a sample of shape " +

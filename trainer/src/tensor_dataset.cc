@@ -6,36 +6,11 @@
 #include <filesystem>
 
 #include "trainerd/common/sha256.h"
+#include "trainerd/trainer/array_tensor.h"
 #include "trainerd/trainer/file_digest_cache.h"
 
 namespace trainerd {
 namespace {
-
-torch::ScalarType ScalarTypeOf(ElementType type) {
-  switch (type) {
-    case ElementType::kF16:
-      return torch::kHalf;
-    case ElementType::kBF16:
-      return torch::kBFloat16;
-    case ElementType::kF32:
-      return torch::kFloat;
-    case ElementType::kF64:
-      return torch::kDouble;
-    case ElementType::kBool:
-      return torch::kBool;
-    case ElementType::kU8:
-      return torch::kByte;
-    case ElementType::kI8:
-      return torch::kChar;
-    case ElementType::kI16:
-      return torch::kShort;
-    case ElementType::kI32:
-      return torch::kInt;
-    case ElementType::kI64:
-      return torch::kLong;
-  }
-  return torch::kFloat;
-}
 
 std::vector<std::int64_t> RowShape(const ArrayView& array) {
   return {array.shape.begin() + 1, array.shape.end()};
@@ -45,9 +20,7 @@ std::vector<std::int64_t> RowShape(const ArrayView& array) {
 // tensor [rows, ...]: only the picked rows' pages are read.
 torch::Tensor Rows(const MappedFile& file, const ArrayView& array,
                    const std::vector<std::int64_t>& rows) {
-  const torch::Tensor all =
-      torch::from_blob(const_cast<unsigned char*>(file.data() + array.offset), array.shape,
-                       torch::TensorOptions().dtype(ScalarTypeOf(array.type)));
+  const torch::Tensor all = MappedTensor(file, array);
   const torch::Tensor picked = all.index_select(0, torch::tensor(rows, torch::kLong));
   return picked.to(IsFloatingPoint(array.type) ? torch::kFloat : torch::kLong);
 }

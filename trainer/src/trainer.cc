@@ -13,6 +13,7 @@
 #include "trainerd/common/sha256.h"
 #include "trainerd/trainer/device_memory.h"
 #include "trainerd/trainer/device_timer.h"
+#include "trainerd/trainer/initial_weights.h"
 #include "trainerd/trainer/lr_schedule.h"
 #include "trainerd/trainer/memory_ledger.h"
 #include "trainerd/trainer/model_description.h"
@@ -62,6 +63,10 @@ Trainer::Trainer(const JobSpec& spec, const Dataset& corpus, EventSink* sink)
       device_(spec.runtime.device == "cuda" ? torch::kCUDA : torch::kCPU) {
   torch::manual_seed(spec_.training.seed);
   model_ = BuildModel(spec_.model, static_cast<int>(corpus_.slices().size()));
+  if (!spec_.init_from.path.empty()) {  // trainer-run checked the file (ResolveInitialWeights)
+    const Status loaded = LoadInitialWeights(spec_.init_from.path, model_.get());
+    TORCH_CHECK(loaded.ok(), loaded.message());
+  }
   model_->set_checkpointed_blocks(spec_.plan.checkpoint_blocks);
   model_->to(device_);
   const OptimizerSpec& o = spec_.optimizer;
@@ -317,6 +322,16 @@ void Trainer::EmitUpdate(const UpdateStats& stats, int updates_done, double upda
                {"eta_seconds", mean_update * (updates - updates_done)}});
 }
 
+void Trainer::EmitInitialEval() {
+  const std::vector<SliceLoss> losses = Evaluate();
+  sink_->Emit({{"event", "eval"},
+               {"update", 0},
+               {"initial", true},
+               {"init_from", spec_.init_from.path},
+               {"slices", SlicesJson(losses)},
+               {"mean_loss", MeanLoss(losses)}});
+}
+
 Status Trainer::EvaluateAndCheckpoint(const TrainerOptions& options, TrainOutcome* outcome) {
   const TrainingSpec& t = spec_.training;
   const bool last = outcome->updates_done == t.updates;
@@ -437,6 +452,7 @@ Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
     outcome.updates_done = resumed->updates_done;
     model_->train();
     EmitStart(*resumed);
+    if (!spec_.init_from.path.empty() && outcome.updates_done == 0) EmitInitialEval();
 
     DeviceMemory& memory = MemoryOf(device_);
     memory.ResetPeak();

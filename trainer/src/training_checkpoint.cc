@@ -30,9 +30,9 @@ std::string JobIdentity(const JobSpec& spec, const std::string& data_fingerprint
             << m.dropout << ' ' << spec.model.own.sha256 << ' ' << spec.model.torchscript.blocks
             << ' ' << spec.model.torchscript.embed << ' ' << spec.model.torchscript.head << ' '
             << static_cast<int>(spec.model.own.inputs) << ' ' << spec.model.plugin.name << ' '
-            << spec.model.plugin.options.dump() << "\ndata " << data_fingerprint << ' '
-            << spec.data.holdout_fraction << "\nadamw " << o.lr << ' ' << o.beta1 << ' ' << o.beta2
-            << ' ' << o.weight_decay << ' ' << o.eps << "\nschedule "
+            << spec.model.plugin.options.dump() << "\ninit " << spec.init_from.sha256 << "\ndata "
+            << data_fingerprint << ' ' << spec.data.holdout_fraction << "\nadamw " << o.lr << ' '
+            << o.beta1 << ' ' << o.beta2 << ' ' << o.weight_decay << ' ' << o.eps << "\nschedule "
             << spec.schedule.warmup_updates << ' ' << spec.schedule.min_lr << "\ntraining "
             << t.effective_batch << ' ' << t.updates << ' ' << t.grad_clip << ' ' << t.seed << '\n';
   return Sha256Hex(canonical.str());

@@ -21,12 +21,13 @@
 #include "trainerd/trainer/device_memory.h"
 #include "trainerd/trainer/event_sink.h"
 #include "trainerd/trainer/exit_codes.h"
+#include "trainerd/trainer/initial_weights.h"
 #include "trainerd/trainer/job_spec_parser.h"
 #include "trainerd/trainer/memory_ledger.h"
+#include "trainerd/trainer/own_model.h"
 #include "trainerd/trainer/parity.h"
 #include "trainerd/trainer/planner.h"
 #include "trainerd/trainer/throughput.h"
-#include "trainerd/trainer/own_model.h"
 #include "trainerd/trainer/trainer.h"
 #include "trainerd/trainer/training_fault.h"
 #include "trainerd/trainer/units.h"
@@ -64,6 +65,11 @@ options:
                        continue from DIR/checkpoint.pt when it exists and belongs to this
                        job; otherwise start from update 0 with a warning event (a
                        damaged checkpoint is kept as DIR/checkpoint.pt.corrupt)
+  --init-from FILE|none
+                       start from these weights instead of the spec's init_from: a release
+                       folder or its model.safetensors (every tensor of the model by name
+                       and shape); none: from the random initialisation. The first eval
+                       (update 0, "initial") is of these weights
   --base-dir DIR       resolve the config's relative data paths against DIR instead of the
                        config's folder (for a copy of a config kept elsewhere)
   --budget SIZE        replace memory.budget (e.g. 512MiB) for this invocation: training,
@@ -121,6 +127,7 @@ struct Args {
   std::string output_dir;
   std::string base_dir;
   std::string budget;
+  std::string init_from;  // --init-from FILE|none
   trainerd::Resume resume = trainerd::Resume::kNo;
   bool json = false;
   bool ledger = false;
@@ -166,6 +173,8 @@ Args ParseArgs(int argc, char** argv) {
       args.resume = trainerd::Resume::kRequired;
     } else if (arg == "--resume-if-compatible") {
       args.resume = trainerd::Resume::kIfCompatible;
+    } else if (arg == "--init-from") {
+      args.init_from = value();
     } else if (arg == "--base-dir") {
       args.base_dir = value();
     } else if (arg == "--budget") {
@@ -341,6 +350,11 @@ class Worker {
     if (trainerd::Status s = trainerd::CheckModelFitsData(spec_.model, args_.config, *corpus_);
         !s.ok()) {
       return Fail("data", s.message(), exit_code::kBadData);
+    }
+    if (trainerd::Status s = trainerd::ResolveInitialWeights(
+            args_.init_from, static_cast<int>(corpus_->slices().size()), &spec_);
+        !s.ok()) {
+      return Fail("config", s.message(), exit_code::kUsage);
     }
     if (!args_.plan.empty() && args_.plan != "auto") {
       if (trainerd::Status s = trainerd::ApplyPlanFile(args_.plan, &spec_); !s.ok()) {

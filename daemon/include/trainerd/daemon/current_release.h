@@ -4,6 +4,7 @@
 // The store stays the record; the link follows it.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "trainerd/common/status.h"
@@ -15,5 +16,10 @@ namespace trainerd::daemon {
 // the file itself for a release made before releases had folders (releases/run-<id>-<sha>.pt).
 Status LinkCurrentRelease(FileStore& files, const std::string& state_dir,
                           const std::string& artifact_path);
+
+// The weights (model.safetensors) of the release folder releases/current points to, by its
+// real path (a later switch of the link leaves it alone), for init_from: current_release;
+// none without a current release or for one published without weights.
+std::optional<std::string> CurrentReleaseWeights(const std::string& state_dir);
 
 }  // namespace trainerd::daemon

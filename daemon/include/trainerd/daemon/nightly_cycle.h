@@ -119,7 +119,10 @@ class NightlyCycle {
   // model is published, and its config version's state follows.
   void JudgeAndRelease(const ActiveConfig& active, WorkerReport& report, store::RunRecord& run,
                        AttemptResult& result);
-  GateVerdict GateAgainstCurrentRelease(const std::vector<store::SliceEval>& evals);
+  // The run's final eval against the current release's: the release evaluated by this run
+  // before training when the run `started_from_it` (init_from: current_release), else the
+  // release's own final eval.
+  GateVerdict GateAgainstCurrentRelease(const WorkerReport& report, bool started_from_it);
   // Publishes the model (current only through the gate, then releases/current points at
   // it); true when it became current.
   bool PublishModel(const nlohmann::json& fin, const GateVerdict& gate, bool regressed,

@@ -166,6 +166,9 @@ struct GateVerdict {
   bool pass = true;
   std::vector<SliceVerdict> slices;
   std::optional<std::int64_t> reference_run_id;
+  // The reference losses are the release's on this run's held-out data (its initial eval),
+  // not those the release recorded on its own.
+  bool reference_evaluated_here = false;
   std::string reason;
   std::string ToJson() const;  // the release's gate_details_json
 };

@@ -177,6 +177,17 @@ struct MemorySpec {
   }
 };
 
+// What a job's weights start from (init_from): their random initialisation (neither set), the
+// daemon's current release (most nightly jobs continue training), or a release folder or its
+// model.safetensors. trainer-run is given the file (--init-from) and loads it strictly: every
+// tensor of the model, by its state_dict name and shape (initial_weights.h).
+inline constexpr char kInitFromCurrentRelease[] = "current_release";
+struct InitSpec {
+  bool current_release = false;  // the daemon resolves it to its current release's weights
+  std::string path;              // a release folder or .safetensors file, absolute
+  std::string sha256;            // of the weights file: filled by trainer-run before training
+};
+
 struct JobSpec {
   std::string source_path;  // the YAML file it came from
   ModelSpec model;
@@ -190,6 +201,7 @@ struct JobSpec {
   MemorySpec memory;
   PlannerSpec planner;
   std::optional<double> window_seconds;  // completion window, when the job has one
+  InitSpec init_from;
 };
 
 const char* ToString(ModelKind kind);

@@ -125,6 +125,10 @@ class Trainer {
   // The steps of Run(), in order.
   struct RunTiming;
   void EmitStart(const ResumePoint& resumed);
+  // The weights of init_from evaluated before the first update: an eval event of update 0
+  // marked initial, which the daemon's release gate compares the trained model with (the
+  // release it replaces, on this night's held-out data).
+  void EmitInitialEval();
   void EmitUpdate(const UpdateStats& stats, int updates_done, double update_seconds,
                   const RunTiming& timing);
   // Evaluation and checkpoint at their intervals and after the last update.
