@@ -142,6 +142,25 @@ TEST_F(TokenDatasetTest, TheDigestOfAFileIsCachedBySizeAndMtimeAndRecomputedWhen
   EXPECT_EQ(dynamic_cast<TokenDataset&>(*refreshed).digests_from_cache(), 1);
 }
 
+TEST_F(TokenDatasetTest, TheSameFilesReadAsWiderIdsAreScannedAgainNotAnsweredFromTheCache) {
+  WriteBoth();  // uint16 ids 0..999
+  const std::string cache = dir_.File("cache/digests.json");
+  const std::int64_t narrow = Load(Spec(2), cache)->vocabulary_needed();
+  EXPECT_EQ(narrow, 1000);
+  // Pairs of uint16 ids read as uint32 ids are far larger; the cached uint16 answer is not
+  // theirs (it was returned for them before the scan became part of the cache key).
+  const std::int64_t wide_fresh = Load(Spec(4))->vocabulary_needed();
+  ASSERT_GT(wide_fresh, narrow);
+  std::unique_ptr<Dataset> wide = Load(Spec(4), cache);
+  EXPECT_EQ(wide->vocabulary_needed(), wide_fresh);
+  EXPECT_EQ(dynamic_cast<TokenDataset&>(*wide).digests_from_cache(), 0);
+  // Both scans are kept: each answered from the cache from now on.
+  std::unique_ptr<Dataset> narrow_again = Load(Spec(2), cache);
+  EXPECT_EQ(narrow_again->vocabulary_needed(), narrow);
+  EXPECT_EQ(dynamic_cast<TokenDataset&>(*narrow_again).digests_from_cache(), 2);
+  EXPECT_EQ(dynamic_cast<TokenDataset&>(*Load(Spec(4), cache)).digests_from_cache(), 2);
+}
+
 TEST_F(TokenDatasetTest, AModelMustCoverTheDatasTokenIdsAndHistogramsNeedText) {
   WriteBoth();
   std::unique_ptr<Dataset> data = Load(Spec());

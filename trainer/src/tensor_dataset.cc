@@ -110,9 +110,13 @@ Result<std::unique_ptr<TensorDataset>> TensorDataset::Load(const DataSpec& spec,
     for (std::size_t f = 0; f < split->files.size(); ++f) {
       const MappedFile& file = split->files[f];
       const bool scan = f == split->targets_file && !IsFloatingPoint(targets.type);
-      const ChunkScan nothing = [](const unsigned char*, std::size_t) { return std::int64_t{-1}; };
-      Result<FileDigest> digest =
-          DigestFile(file.path(), scan ? LargestIn(file, targets) : nothing, digest_cache);
+      const std::string scan_key = scan ? std::string(ToString(targets.type)) + " tensor '" +
+                                              spec.targets_name + "' at bytes " +
+                                              std::to_string(targets.offset) + "+" +
+                                              std::to_string(targets.bytes)
+                                        : "";
+      Result<FileDigest> digest = DigestFile(
+          file.path(), scan_key, scan ? LargestIn(file, targets) : ChunkScan(), digest_cache);
       if (!digest.ok()) return digest.status();
       if (scan) d->largest_target_ = std::max(d->largest_target_, digest->max_token);
       hasher.Update("\n" + role + " " + split->name + " " +

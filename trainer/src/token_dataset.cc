@@ -58,7 +58,8 @@ Result<std::unique_ptr<TokenDataset>> TokenDataset::Load(const DataSpec& spec, i
   const auto add = [&](const std::string& role, const std::string& path) -> Result<Mapped> {
     Result<Mapped> mapped = d->Map(path);
     if (!mapped.ok()) return mapped.status();
-    Result<FileDigest> digest = DigestFile(path, largest_id, digest_cache);
+    Result<FileDigest> digest =
+        DigestFile(path, width == 4 ? "uint32 tokens" : "uint16 tokens", largest_id, digest_cache);
     if (!digest.ok()) return digest.status();
     d->max_token_ = std::max(d->max_token_, digest->max_token);
     d->digests_from_cache_ += digest->from_cache ? 1 : 0;
