@@ -171,6 +171,12 @@ WorkerSupervisor::Limits NightlyCycle::Limits() const {
   return {window_.deadline - config_.schedule.deadline_grace_seconds, window_.deadline};
 }
 
+int NightlyCycle::BlocksOf(const JobSpec& spec, const std::string& config_hash) const {
+  if (const int declared = NumBlocks(spec.model); declared > 0) return declared;
+  const auto counted = counted_blocks_.find(config_hash);
+  return counted == counted_blocks_.end() ? 0 : counted->second;
+}
+
 std::vector<std::string> NightlyCycle::WorkerArgs(const ActiveConfig& active) const {
   std::vector<std::string> args = {config_.worker_path,
                                    "--config",
@@ -306,8 +312,8 @@ asio::awaitable<CycleOutcome> NightlyCycle::Run(Window window, std::string trigg
     input.config_state = current->state;
     if (*known_good) input.known_good_hash = (*known_good)->hash;
     input.validated_plan = *validated;
-    input.baseline_plan =
-        NamedBaselinePlan(active->spec.training.effective_batch, NumBlocks(active->spec.model));
+    input.baseline_plan = NamedBaselinePlan(active->spec.training.effective_batch,
+                                            BlocksOf(active->spec, active->version.hash));
     input.max_attempts = config_.max_attempts;
     input.seconds_left = Limits().sigterm_at - clock_.Now();
     const FallbackDecision decision = DecideFallback(input);
@@ -432,6 +438,9 @@ asio::awaitable<NightlyCycle::Ledger> NightlyCycle::MeasureLedger(const ActiveCo
   m.inputs = l.value("inputs_bytes", std::int64_t{0});
   m.peak = l.value("peak_bytes", std::int64_t{0});
   const std::int64_t usable = l.value("usable_bytes", std::int64_t{0});
+  if (const auto blocks = l.find("blocks"); blocks != l.end() && blocks->is_array()) {
+    counted_blocks_[active.version.hash] = static_cast<int>(blocks->size());
+  }
   Record(run_id, "ledger", m.peak > usable ? store::Severity::kWarning : store::Severity::kInfo,
          Format("ledger peak %.1f MiB against %.1f MiB usable", m.peak / 1048576.0,
                 usable / 1048576.0),

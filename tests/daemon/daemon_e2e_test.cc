@@ -616,6 +616,39 @@ TEST_F(DaemonTest, ATorchScriptModelFromPythonIsPlannedCheckedTrainedAndReleased
   }
 }
 
+// The last rung of the fallback ladder for the team's own model: the daemon cannot load it,
+// so the named baseline checkpoints the blocks the worker's ledger counted, not none.
+TEST_F(DaemonTest, TheNamedBaselineOfATorchScriptModelCheckpointsTheBlocksItsLedgerCounted) {
+  ChildProcess exporter(
+      {TRAINERD_TEST_PYTHON, std::string(TRAINERD_EXAMPLES_DIR) + "/export_models.py", "--out",
+       dir_.path().string(), "--block-size", "16", "--width", "32", "--updates", "4"});
+  exporter.ReadAllLines();
+  ASSERT_EQ(exporter.ExitCode(), 0) << exporter.ReadAllStderr();
+  // A budget nothing fits: the job's plan, the re-plan and the baseline are each refused by
+  // their ledger before they train.
+  std::string job = ReadFile(dir_.File("lm.yaml"));
+  job.replace(job.find("memory: {budget: 4GiB}"), 22,
+              "memory: {budget: 64KiB, reserve: 0}\nplan: {microbatch: 16}");
+  dir_.Write("job.yaml", job);
+  WriteDaemonConfig();
+  EXPECT_EQ(RunOnce(), 3) << Diagnostics();
+
+  std::unique_ptr<store::Store> s = Store();
+  ASSERT_NE(s, nullptr);
+  std::optional<store::RunRecord> baseline;
+  const std::vector<store::RunRecord> runs = *s->ListRecentRuns(10);
+  for (const store::RunRecord& run : runs) {
+    for (const store::Event& e : EventsOfKind(*s, run.id, "run_started")) {
+      if (nlohmann::json::parse(e.details_json)["plan_source"] == "named-baseline") baseline = run;
+    }
+  }
+  ASSERT_TRUE(baseline.has_value()) << Diagnostics();
+  ASSERT_TRUE(baseline->plan.has_value());
+  EXPECT_EQ(baseline->plan->microbatch, 1);
+  EXPECT_EQ(baseline->plan->checkpoint_blocks, (std::vector<std::int64_t>{0, 1}));
+  EXPECT_EQ(EventsOfKind(*s, baseline->id, "plan_over_budget").size(), 1u);
+}
+
 // A daemon killed right after its start-up recovery marked the run interrupted (and before it
 // resumed it) leaves the next daemon nothing unfinished to mark: the run must still be
 // resumed. Found by the random-kill test below at a 47 ms kill; made deterministic here by

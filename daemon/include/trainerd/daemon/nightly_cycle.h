@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -152,6 +153,9 @@ class NightlyCycle {
   Result<ActiveConfig> ResolveConfig();
   Result<ActiveConfig> LoadVersion(const std::string& hash);
   std::vector<std::string> WorkerArgs(const ActiveConfig& active) const;
+  // The blocks a plan of `spec` may checkpoint: the built-in models' from the spec, the team's
+  // own model's as a ledger of `config_hash` counted them this cycle (0 before one did).
+  int BlocksOf(const JobSpec& spec, const std::string& config_hash) const;
   WorkerSupervisor::Limits Limits() const;
   void Record(std::optional<std::int64_t> run_id, const std::string& kind, store::Severity severity,
               const std::string& message, const std::string& details_json = "{}");
@@ -167,6 +171,10 @@ class NightlyCycle {
   store::HardwareFingerprint hardware_;
   Window window_;
   CycleProgress progress_;
+  // Blocks of the team's own model (torchscript, plugin) by config hash, as the worker's
+  // ledger counted them: the daemon cannot load the model, and the named baseline plan
+  // checkpoints every block.
+  std::map<std::string, int> counted_blocks_;
 };
 
 }  // namespace trainerd::daemon
