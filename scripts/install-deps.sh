@@ -17,6 +17,9 @@ packages=(
   prometheus systemd
   # /bin/kill for the unit's ExecReload (systemd-analyze verify checks it exists).
   procps
+  # The .deb (scripts/package.sh): CPack's DEB generator, dpkg-deb and dpkg-shlibdeps; man
+  # renders and checks the man pages (tests/deploy/cli_docs_test.sh).
+  dpkg-dev man-db
   # The daemon's schedule timezone (IANA names in /usr/share/zoneinfo), read through the
   # date library so that no thread's local-time state changes.
   tzdata libhowardhinnant-date-dev

@@ -62,8 +62,12 @@ struct DaemonMetrics::Families {
       GaugeFamily(*registry, "trainerd_train_loss", "Training loss of the last run's last update");
   Family<Gauge>& eval_loss = GaugeFamily(*registry, "trainerd_eval_loss",
                                          "Final held-out loss of the last run, by data slice");
+  // The peak and its parts are separate series: a sum() over the ledger is its total, and
+  // never counts the peak in.
   Family<Gauge>& peak = GaugeFamily(*registry, "trainerd_memory_peak_bytes",
-                                    "Last run's memory ledger by category, and its measured peak");
+                                    "Measured peak device memory of the last run");
+  Family<Gauge>& ledger = GaugeFamily(*registry, "trainerd_memory_ledger_bytes",
+                                      "Last run's memory ledger, by category");
   Family<Gauge>& budget =
       GaugeFamily(*registry, "trainerd_memory_budget_bytes", "The job's device memory budget");
   Family<Gauge>& usable = GaugeFamily(*registry, "trainerd_memory_usable_bytes",
@@ -128,7 +132,11 @@ void DaemonMetrics::RunFinished(const store::RunRecord& run,
   for (const auto& [slice, loss] : evals) f_->eval_loss.Add({{"slice", slice}}).Set(loss);
   if (run.peak_memory) {
     for (const auto& [category, bytes] : store::NamedCategories(*run.peak_memory)) {
-      f_->peak.Add({{"category", std::string(category)}}).Set(static_cast<double>(bytes));
+      if (category == "peak") {
+        f_->peak.Add({}).Set(static_cast<double>(bytes));
+      } else {
+        f_->ledger.Add({{"category", std::string(category)}}).Set(static_cast<double>(bytes));
+      }
     }
   }
   if (run.mfu) f_->mfu.Add({}).Set(*run.mfu);

@@ -12,6 +12,7 @@
 #include "trainerd/daemon/control_client.h"
 #include "trainerd/daemon/control_queries.h"
 #include "trainerd/daemon/daemon_config.h"
+#include "trainerd/daemon/host_fingerprint.h"
 #include "trainerd/store/store.h"
 
 namespace {
@@ -31,6 +32,7 @@ where:
   --state-dir DIR   the state directory (socket DIR/trainerd.sock, database DIR/trainerd.db)
   --socket PATH     the control socket, overriding the above
   --json            JSON on stdout: stable field names, bytes and seconds
+  --version         print the version
 
 commands:
   status                     phase, current run with progress and ETA against the deadline,
@@ -168,6 +170,10 @@ int main(int argc, char** argv) {
     const bool has_value = i + 1 < argc;
     if (a == "--help" || a == "-h") {
       std::cout << kUsage;
+      return kOk;
+    }
+    if (a == "--version") {
+      std::cout << "trainerctl " << trainerd::daemon::TrainerdVersion() << "\n";
       return kOk;
     }
     if (args.command.empty() && a == "--config" && has_value) {

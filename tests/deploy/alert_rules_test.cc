@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cctype>
 #include <map>
 #include <set>
 #include <string>
@@ -57,6 +58,22 @@ TEST_F(DeployAlertRulesTest, EveryAlertHasSeverityAndAnnotations) {
     EXPECT_TRUE(severity == "critical" || severity == "warning") << name << ": " << severity;
     EXPECT_FALSE(rule["annotations"]["summary"].as<std::string>("").empty()) << name;
     EXPECT_FALSE(rule["annotations"]["description"].as<std::string>("").empty()) << name;
+  }
+}
+
+// runbook_url: the alert's own section of docs/operations.md ("### <Alert>") in the copy the
+// package installs.
+TEST_F(DeployAlertRulesTest, EveryAlertLinksToItsSectionOfTheOperatorsGuide) {
+  const std::string guide = ReadFile(SourcePath("docs/operations.md"));
+  ASSERT_FALSE(guide.empty());
+  for (const auto& [name, rule] : alerts_) {
+    std::string anchor = name;
+    for (char& c : anchor) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    EXPECT_EQ(rule["annotations"]["runbook_url"].as<std::string>(""),
+              "file:///usr/share/doc/trainerd/operations.md#" + anchor)
+        << name;
+    EXPECT_NE(guide.find("\n### " + name + "\n"), std::string::npos)
+        << "docs/operations.md has no section '### " << name << "'";
   }
 }
 

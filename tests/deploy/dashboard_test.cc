@@ -17,8 +17,9 @@ namespace {
 
 using nlohmann::json;
 
-// The uid of the provisioned datasource; the dashboard refers to it by this uid only.
-constexpr char kDatasourceUid[] = "prometheus";
+// Every query names its datasource through the dashboard's datasource variable, so the
+// dashboard works with whichever Prometheus datasource a Grafana has (not one fixed uid).
+constexpr char kDatasourceUid[] = "${datasource}";
 // Where the dashboard provider looks, and so where the README says to copy the JSON.
 constexpr char kDashboardDir[] = "/var/lib/grafana/dashboards/trainerd";
 
@@ -109,10 +110,17 @@ TEST_F(DeployDashboardTest, EveryPanelQueriesThePrometheusDatasource) {
       }
     }
   }
+  int datasource_variables = 0;
   for (const json& variable : dashboard_["templating"].value("list", json::array())) {
+    if (variable.value("type", "") == "datasource") {
+      ++datasource_variables;
+      EXPECT_EQ(variable.value("name", ""), "datasource") << variable.dump();
+      EXPECT_EQ(variable.value("query", ""), "prometheus") << variable.dump();
+    }
     if (variable.value("type", "") != "query") continue;
     EXPECT_EQ(variable["datasource"].value("uid", ""), kDatasourceUid) << variable.dump();
   }
+  EXPECT_EQ(datasource_variables, 1);
 }
 
 TEST_F(DeployDashboardTest, HasThePanelsOperatorsNeed) {
@@ -139,8 +147,8 @@ TEST_F(DeployDashboardTest, PeakMemoryIsStackedAgainstBudgetAndUsable) {
     expr_by_legend[target.value("legendFormat", "")] = target.value("expr", "");
   }
   ASSERT_TRUE(expr_by_legend.count("{{category}}"));
-  EXPECT_NE(expr_by_legend["{{category}}"].find("trainerd_memory_peak_bytes"), std::string::npos);
-  EXPECT_NE(expr_by_legend["{{category}}"].find(R"(category!="peak")"), std::string::npos);
+  // The ledger's categories only: the peak is its own series, so the stack is the ledger.
+  EXPECT_NE(expr_by_legend["{{category}}"].find("trainerd_memory_ledger_bytes"), std::string::npos);
   ASSERT_TRUE(expr_by_legend.count("budget"));
   EXPECT_NE(expr_by_legend["budget"].find("trainerd_memory_budget_bytes"), std::string::npos);
   ASSERT_TRUE(expr_by_legend.count("usable"));
@@ -217,21 +225,23 @@ TEST_F(DeployDashboardTest, SelectsOnlyExportedMetricsAndShowsEveryOne) {
   }
 }
 
-TEST(DeployGrafanaProvisioningTest, DatasourceHasTheUidTheDashboardUses) {
+// The provisioned Prometheus datasource is the default one, which the dashboard's datasource
+// variable selects until an operator picks another.
+TEST(DeployGrafanaProvisioningTest, DatasourceIsTheDefaultPrometheusTheDashboardVariableSelects) {
   const std::string path = SourcePath("deploy/grafana/provisioning/datasources/trainerd.yml");
   ASSERT_FALSE(path.empty()) << "TRAINERD_SOURCE_DIR is not set: run this test with ctest";
   YAML::Node config;
   ASSERT_NO_THROW(config = YAML::LoadFile(path)) << path;
   EXPECT_EQ(config["apiVersion"].as<int>(0), 1);
   ASSERT_TRUE(config["datasources"].IsSequence()) << path;
-  bool found = false;
+  int defaults = 0;
   for (const YAML::Node& datasource : config["datasources"]) {
-    if (datasource["uid"].as<std::string>("") != kDatasourceUid) continue;
-    found = true;
+    if (!datasource["isDefault"].as<bool>(false)) continue;
+    ++defaults;
     EXPECT_EQ(datasource["type"].as<std::string>(""), "prometheus");
     EXPECT_FALSE(datasource["url"].as<std::string>("").empty());
   }
-  EXPECT_TRUE(found) << "no datasource with uid " << kDatasourceUid << " in " << path;
+  EXPECT_EQ(defaults, 1) << "one default datasource in " << path;
 }
 
 TEST(DeployGrafanaProvisioningTest, ProviderLoadsTheDirectoryTheReadmeInstallsTo) {

@@ -84,6 +84,7 @@ const std::set<std::string>& ExportedMetrics() {
       "trainerd_train_loss",
       "trainerd_eval_loss",
       "trainerd_memory_peak_bytes",
+      "trainerd_memory_ledger_bytes",
       "trainerd_memory_budget_bytes",
       "trainerd_memory_usable_bytes",
       "trainerd_mfu_ratio",

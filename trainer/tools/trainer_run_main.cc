@@ -95,6 +95,7 @@ options:
                        inf_gradient (docs/trainer-run.md, "Parity")
   --what-if            budget arithmetic without a model (sizes: 3.2GB, 512MiB, ...)
   --json               JSON on stdout even on a terminal (default when stdout is not one)
+  --version            print the version and the LibTorch it runs on
   --help               this text
 
 output: training prints a progress bar on a terminal; otherwise one JSON object per line with
@@ -482,6 +483,10 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
       std::cout << kUsage;
+      return exit_code::kOk;
+    }
+    if (std::string(argv[i]) == "--version") {
+      std::cout << "trainer-run " << TRAINERD_VERSION << " (LibTorch " << TORCH_VERSION << ")\n";
       return exit_code::kOk;
     }
   }
