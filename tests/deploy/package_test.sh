@@ -46,6 +46,7 @@ depends=$(field Depends)
 for dependency in 'libtorch' 'libsqlite3' 'libyaml-cpp' 'libsystemd0' 'systemd'; do
   [[ $depends == *"$dependency"* ]] || fail "Depends lacks $dependency: $depends"
 done
+[[ $(field Recommends) == *libopenblas0-openmp* ]] || fail "Recommends: $(field Recommends)"
 mkdir "$tmp/control"
 dpkg-deb --control "$deb" "$tmp/control"
 [[ $(cat "$tmp/control/conffiles") == $'/etc/trainerd/trainerd.yaml\n/etc/trainerd/job.yaml' ]] ||

@@ -10,7 +10,8 @@ if (($# != 4)); then
 fi
 build_dir=$1 out_dir=$2 torch_dir=$3 cxx=$4
 source_dir=$(cd "$(dirname "$0")/../.." && pwd)
-rm -rf "$out_dir/sdk"
+# Afresh each time: a cached find_library result of an older package config would stay.
+rm -rf "$out_dir/sdk" "$out_dir/build"
 cmake --install "$build_dir" --component plugin_sdk --prefix "$out_dir/sdk"
 launcher=()
 if command -v ccache > /dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
