@@ -49,8 +49,8 @@ std::string LossMismatch(TrainableModel& model, const torch::Tensor& outputs,
         model.Loss(outputs, targets);
         return "";
       } catch (const std::exception& e) {
-        return "model.loss: module: loss(outputs " + got + ", targets " + want +
-               ") fails: " + ModelErrorReason(e);
+        return "model.loss: module: " + std::string(kLossMethod) + "(outputs " + got +
+               ", targets " + want + ") fails: " + ModelErrorReason(e);
       }
   }
   return "";

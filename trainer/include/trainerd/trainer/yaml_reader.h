@@ -6,9 +6,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>
-#include <nlohmann/json.hpp>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
