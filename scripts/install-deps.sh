@@ -11,6 +11,8 @@ packages=(
   libyaml-cpp-dev libboost-dev libsqlite3-dev libsystemd-dev zlib1g-dev
   prometheus-cpp-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  # trainerctl's command line; the unit's syscall filter applied in a test (libseccomp).
+  libcli11-dev libseccomp-dev
   # Training corpus: real English prose nobody on this project wrote.
   base-files
   # Integration tests: promtool and a real Prometheus server; systemd-analyze.

@@ -4,12 +4,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <sstream>
+#include <vector>
 
-#include "trainerd/common/proc_file.h"
 #include "trainerd/daemon/control_queries.h"
 
 namespace trainerd::daemon {
@@ -52,15 +53,20 @@ ControlServer::~ControlServer() {
 
 namespace {
 
-// Whether process `pid` holds `group` among its supplementary groups ("Groups:" of
-// /proc/<pid>/status: the groups of the process itself, as the socket file's mode saw them).
-bool HasSupplementaryGroup(pid_t pid, gid_t group) {
-  std::istringstream groups(ProcFileValue("/proc/" + std::to_string(pid) + "/status", "Groups"));
-  gid_t g = 0;
-  while (groups >> g) {
-    if (g == group) return true;
+// Whether the peer of `fd` held `group` among its supplementary groups when it connected
+// (SO_PEERGROUPS, Linux 4.13). The kernel answers from the socket itself, so this needs no
+// /proc/<pid>/status of the peer, which systemd's ProtectProc=invisible hides from the daemon
+// for every process of another user.
+bool PeerHasSupplementaryGroup(int fd, gid_t group) {
+  std::vector<gid_t> groups(16);
+  socklen_t length = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &length) != 0) {
+    if (errno != ERANGE) return false;
+    groups.resize(length / sizeof(gid_t));  // the kernel said how many there are
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &length) != 0) return false;
   }
-  return false;
+  groups.resize(length / sizeof(gid_t));
+  return std::find(groups.begin(), groups.end(), group) != groups.end();
 }
 
 }  // namespace
@@ -70,7 +76,7 @@ bool ControlServer::Authorized(int fd) const {
   socklen_t length = sizeof peer;
   if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0) return false;
   if (peer.uid == 0 || peer.uid == ::getuid()) return true;
-  return group_ && (peer.gid == *group_ || HasSupplementaryGroup(peer.pid, *group_));
+  return group_ && (peer.gid == *group_ || PeerHasSupplementaryGroup(fd, *group_));
 }
 
 asio::awaitable<void> ControlServer::Accept() {

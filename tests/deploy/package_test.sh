@@ -93,7 +93,6 @@ grep -q '"device_info"' "$tmp/device.json" || fail "trainer-run --device-info: $
 uid=$(awk -F: '$1 == "trainerd" { print $3 }' "$root/etc/passwd")
 [[ -n $uid ]] || fail "systemd-sysusers created no trainerd user in $root/etc/passwd"
 "$systemd_tmpfiles" --root="$root" --create "$root/usr/lib/tmpfiles.d/trainerd.conf"
-[[ -d $root/var/lib/trainerd/cache ]] || fail "systemd-tmpfiles created no /var/lib/trainerd/cache"
 [[ $(stat -c %u "$root/var/lib/trainerd") == "$uid" ]] || fail "/var/lib/trainerd is not owned by trainerd"
 [[ $(stat -c %a "$root/var/lib/trainerd") == 750 ]] || fail "/var/lib/trainerd is not mode 0750"
 

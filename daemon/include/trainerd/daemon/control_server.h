@@ -1,9 +1,9 @@
 // The control socket: a Unix domain stream socket (mode 0660) on the daemon's event loop.
 // Each connection sends newline-delimited JSON requests and gets one JSON line back per
-// request. Peers are checked with SO_PEERCRED: root, the daemon's own user, or members (by
-// primary group) of the configured group. A request over kMaxRequestBytes, malformed JSON or
-// an unknown command gets a JSON error; an oversized request or a peer idle for
-// kIdleSeconds also closes the connection. None of it disturbs the daemon.
+// request. Peers are checked with SO_PEERCRED and SO_PEERGROUPS: root, the daemon's own user, or
+// members (by primary or supplementary group) of the configured group. A request over
+// kMaxRequestBytes, malformed JSON or an unknown command gets a JSON error; an oversized request or
+// a peer idle for kIdleSeconds also closes the connection. None of it disturbs the daemon.
 #pragma once
 
 #include <sys/types.h>
