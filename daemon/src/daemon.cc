@@ -5,14 +5,15 @@
 
 #include <chrono>
 #include <csignal>
-#include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <thread>
 
 #include "trainerd/daemon/control_queries.h"
 #include "trainerd/daemon/current_release.h"
+#include "trainerd/daemon/event_log.h"
 #include "trainerd/daemon/host_fingerprint.h"
+#include "trainerd/daemon/log.h"
 #include "trainerd/daemon/policy.h"
 #include "trainerd/daemon/schedule.h"
 #include "trainerd/daemon/state_layout.h"
@@ -49,7 +50,8 @@ void Daemon::StopStaleWorker() {
   if (!(in >> pid) || pid <= 1 || ::kill(pid, 0) != 0 || !IsTrainerRun(pid)) return;
   // A worker of a daemon that died: it got SIGTERM then (PR_SET_PDEATHSIG) and is writing
   // its checkpoint. Let it finish within the grace period, so the resume starts from there.
-  std::fprintf(stderr, "trainerd: waiting for worker %d left by a previous daemon\n", pid);
+  Log(LogPriority::kNotice,
+      "waiting for worker " + std::to_string(pid) + " left by a previous daemon");
   ::kill(pid, SIGTERM);
   const double give_up = clock_.Now() + config_.schedule.deadline_grace_seconds;
   while (::kill(pid, 0) == 0 && IsTrainerRun(pid) && clock_.Now() < give_up) {
@@ -63,8 +65,8 @@ Status Daemon::Recover() {
   Result<std::vector<std::int64_t>> interrupted = store_->MarkUnfinishedAsInterrupted(clock_.Now());
   if (!interrupted.ok()) return interrupted.status();
   for (std::int64_t id : *interrupted) {
-    (void)store_->RecordEvent({0, clock_.Now(), id, "run_interrupted", store::Severity::kWarning,
-                               "the daemon stopped before this run finished (restart)", "{}"});
+    RecordAndLog(*store_, {0, clock_.Now(), id, "run_interrupted", store::Severity::kWarning,
+                           "the daemon stopped before this run finished (restart)", "{}"});
   }
   return Status::Ok();
 }
@@ -184,14 +186,14 @@ nlohmann::json Daemon::RollbackModel(const nlohmann::json& request) {
   for (const store::Release& r : *releases) {
     if (r.id != *target) continue;
     if (Status s = LinkCurrentRelease(files_, config_.state_dir, r.artifact_path); !s.ok()) {
-      (void)store_->RecordEvent(
-          {0, now, std::nullopt, "release_link_failed", store::Severity::kError,
-           "releases/current still names the previous release: " + s.message(), "{}"});
+      RecordAndLog(*store_,
+                   {0, now, std::nullopt, "release_link_failed", store::Severity::kError,
+                    "releases/current still names the previous release: " + s.message(), "{}"});
     }
   }
-  (void)store_->RecordEvent({0, now, std::nullopt, "model_rollback", store::Severity::kWarning,
-                             "operator made release " + std::to_string(*target) + " current",
-                             nlohmann::json{{"release", *target}}.dump()});
+  RecordAndLog(*store_, {0, now, std::nullopt, "model_rollback", store::Severity::kWarning,
+                         "operator made release " + std::to_string(*target) + " current",
+                         nlohmann::json{{"release", *target}}.dump()});
   return Ok({{"current_release", *target}});
 }
 
@@ -230,7 +232,8 @@ nlohmann::json Daemon::RollbackConfig(const nlohmann::json& request) {
     (void)store_->SetConfigState({active["hash"], store::ConfigState::kBad, reason, now});
   }
   (void)store_->SetConfigState({target, store::ConfigState::kKnownGood, reason, now});
-  (void)store_->RecordEvent(
+  RecordAndLog(
+      *store_,
       {0, now, std::nullopt, "rollback", store::Severity::kWarning, reason,
        nlohmann::json{{"from", active.value("hash", "")}, {"to", target}, {"reason", "operator"}}
            .dump()});
@@ -266,8 +269,8 @@ void Daemon::OnSignal(int signal) {
     notifier_.Reloading();
     Result<DaemonConfig> reloaded = ParseDaemonConfigFile(config_path_);
     if (!reloaded.ok()) {
-      std::fprintf(stderr, "trainerd: SIGHUP: keeping the current config: %s\n",
-                   reloaded.status().message().c_str());
+      Log(LogPriority::kError,
+          "SIGHUP: keeping the current config: " + reloaded.status().message());
     } else {
       if (!state_dir_override_.empty()) {
         reloaded->state_dir = state_dir_override_;
@@ -276,14 +279,15 @@ void Daemon::OnSignal(int signal) {
       reloaded->worker_path =
           reloaded->worker_path.empty() ? config_.worker_path : reloaded->worker_path;
       pending_config_ = *reloaded;
-      std::fprintf(stderr, "trainerd: SIGHUP: config %s reloaded%s\n", config_path_.c_str(),
-                   cycle_running_ ? "; it applies after the running cycle" : "");
+      Log(LogPriority::kNotice, "SIGHUP: config " + config_path_ + " reloaded" +
+                                    (cycle_running_ ? "; it applies after the running cycle" : ""));
       if (!cycle_running_) wake_.cancel();
     }
     notifier_.Ready();
   } else {
-    std::fprintf(stderr, "trainerd: %s: stopping%s\n", sigabbrev_np(signal),
-                 cycle_running_ ? " (the worker writes a checkpoint first)" : "");
+    Log(LogPriority::kNotice,
+        std::string(sigabbrev_np(signal)) + ": stopping" +
+            (cycle_running_ ? " (the worker writes a checkpoint first)" : ""));
     stopping_ = true;
     notifier_.Stopping();
     supervisor_->Stop(WorkerExit::StoppedBy::kDaemonStop, config_.schedule.deadline_grace_seconds);
@@ -321,7 +325,7 @@ void Daemon::Report(const CycleProgress& progress) {
   notifier_.Status(status);
   if (print && progress.phase != "idle") {
     last_printed_at_ = now;
-    std::fprintf(stderr, "trainerd: %s\n", status.c_str());
+    Log(LogPriority::kInfo, status, {progress.run_id, ""});
   }
 }
 
@@ -339,19 +343,19 @@ void Daemon::ArmWatchdog() {
 asio::awaitable<int> Daemon::Main() {
   const StateLayout layout(config_.state_dir);
   if (Status s = layout.CreateDirectories(); !s.ok()) {
-    std::fprintf(stderr, "trainerd: %s\n", s.message().c_str());
+    Log(LogPriority::kError, s.message());
     co_return exit_code::kInternal;
   }
   Result<std::unique_ptr<store::Store>> store = store::Store::Open(config_.database_path());
   if (!store.ok()) {
-    std::fprintf(stderr, "trainerd: %s\n", store.status().message().c_str());
+    Log(LogPriority::kError, store.status().message());
     co_return exit_code::kInternal;
   }
   store_ = std::move(*store);
   status_cache_ = std::make_unique<StoredStatusCache>(*store_);
   supervisor_ = std::make_unique<WorkerSupervisor>(io_, clock_, launcher_, layout.WorkerPidFile());
   if (Status s = Recover(); !s.ok()) {
-    std::fprintf(stderr, "trainerd: recovery: %s\n", s.message().c_str());
+    Log(LogPriority::kError, "recovery: " + s.message());
     co_return exit_code::kInternal;
   }
   metrics_ = std::make_unique<DaemonMetrics>(TrainerdVersion());
@@ -360,16 +364,14 @@ asio::awaitable<int> Daemon::Main() {
     Result<std::unique_ptr<MetricsEndpoint>> endpoint =
         MetricsEndpoint::Start(config_.metrics_listen, *metrics_);
     if (!endpoint.ok()) {
-      std::fprintf(stderr, "trainerd: %s: %s\n", config_path_.c_str(),
-                   endpoint.status().message().c_str());
+      Log(LogPriority::kError, config_path_ + ": " + endpoint.status().message());
       co_return exit_code::kInternal;
     }
     metrics_endpoint_ = std::move(*endpoint);
-    std::fprintf(stderr, "trainerd: metrics on http://%s/metrics\n",
-                 config_.metrics_listen.c_str());
+    Log(LogPriority::kInfo, "metrics on http://" + config_.metrics_listen + "/metrics");
   }
   if (Status s = StartControlServer(); !s.ok()) {
-    std::fprintf(stderr, "trainerd: %s\n", s.message().c_str());
+    Log(LogPriority::kError, s.message());
     co_return exit_code::kInternal;
   }
   signals_.async_wait([this](const boost::system::error_code& ec, int signal) {
@@ -413,7 +415,7 @@ asio::awaitable<int> Daemon::Main() {
       code = stopping_          ? exit_code::kInterrupted
              : outcome.released ? exit_code::kOk
                                 : exit_code::kCycleFailed;
-      std::fprintf(stderr, "trainerd: %s\n", outcome.summary.c_str());
+      Log(outcome.released ? LogPriority::kNotice : LogPriority::kError, outcome.summary);
       break;
     }
   }

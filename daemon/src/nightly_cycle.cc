@@ -8,6 +8,7 @@
 
 #include "trainerd/common/sha256.h"
 #include "trainerd/daemon/current_release.h"
+#include "trainerd/daemon/event_log.h"
 #include "trainerd/daemon/host_fingerprint.h"
 #include "trainerd/daemon/plan_json.h"
 #include "trainerd/daemon/state_layout.h"
@@ -151,14 +152,7 @@ NightlyCycle::NightlyCycle(const DaemonConfig& config, store::Store& store, cons
 void NightlyCycle::Record(std::optional<std::int64_t> run_id, const std::string& kind,
                           store::Severity severity, const std::string& message,
                           const std::string& details_json) {
-  store::Event event{0, clock_.Now(), run_id, kind, severity, message, details_json};
-  if (Result<std::int64_t> id = store_.RecordEvent(event); !id.ok()) {
-    std::fprintf(stderr, "trainerd: cannot record event %s: %s\n", kind.c_str(),
-                 id.status().message().c_str());
-  }
-  std::fprintf(stderr, "trainerd: %s%s: %s\n",
-               run_id ? ("run " + std::to_string(*run_id) + ": ").c_str() : "", kind.c_str(),
-               message.c_str());
+  RecordAndLog(store_, {0, clock_.Now(), run_id, kind, severity, message, details_json});
 }
 
 void NightlyCycle::Progress(const std::string& phase, std::optional<std::int64_t> run_id) {
@@ -668,7 +662,7 @@ asio::awaitable<NightlyCycle::Training> NightlyCycle::Train(const ActiveConfig& 
     report.Consume(line, clock_.Now());
     for (store::Event& e : report.TakeEvents()) {
       e.run_id = run_id;
-      (void)store_.RecordEvent(e);
+      RecordAndLog(store_, e);
     }
     if (report.pending_metrics() >= kMetricBatch) {
       if (Status s = store_.AppendMetrics(run_id, report.TakeMetrics()); !s.ok()) {

@@ -1,7 +1,6 @@
 // trainerd: the nightly training daemon. See `trainerd --help` and docs/daemon.md.
 #include <unistd.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -11,6 +10,7 @@
 #include "trainerd/daemon/daemon.h"
 #include "trainerd/daemon/daemon_config.h"
 #include "trainerd/daemon/host_fingerprint.h"
+#include "trainerd/daemon/log.h"
 
 namespace {
 
@@ -35,6 +35,9 @@ options:
   --once            run one cycle now (window = now + schedule.window), then exit
   --version         print the version
   --help            this text
+
+logging: under systemd (stderr is the journal, as $JOURNAL_STREAM says) journal entries with
+  PRIORITY, RUN_ID and EVENT fields (journalctl -u trainerd RUN_ID=7); otherwise stderr lines.
 
 signals: SIGTERM/SIGINT stop (the worker writes a checkpoint; the run is recorded
   interrupted); SIGHUP reloads the config file (applied between cycles).
@@ -86,11 +89,11 @@ int main(int argc, char** argv) {
   }
   trainerd::Result<daemon::DaemonConfig> config = daemon::ParseDaemonConfigFile(config_path);
   if (!config.ok()) {
-    std::cerr << "trainerd: " << config.status().message() << "\n";
+    daemon::Log(daemon::LogPriority::kError, config.status().message());
     return exit_code::kUsage;
   }
   if (trainerd::Status s = daemon::CheckHostNames(*config); !s.ok()) {
-    std::cerr << "trainerd: " << s.message() << "\n";
+    daemon::Log(daemon::LogPriority::kError, s.message());
     return exit_code::kUsage;
   }
   if (!state_dir.empty()) {
@@ -101,8 +104,8 @@ int main(int argc, char** argv) {
   }
   if (config->worker_path.empty()) config->worker_path = DefaultWorkerPath();
   if (::access(config->worker_path.c_str(), X_OK) != 0) {
-    std::cerr << "trainerd: " << config_path << ": worker.path: cannot execute '"
-              << config->worker_path << "'\n";
+    daemon::Log(daemon::LogPriority::kError,
+                config_path + ": worker.path: cannot execute '" + config->worker_path + "'");
     return exit_code::kUsage;
   }
 
@@ -115,7 +118,7 @@ int main(int argc, char** argv) {
       try {
         std::rethrow_exception(error);
       } catch (const std::exception& e) {
-        std::fprintf(stderr, "trainerd: internal error: %s\n", e.what());
+        daemon::Log(daemon::LogPriority::kError, std::string("internal error: ") + e.what());
       }
       return;
     }

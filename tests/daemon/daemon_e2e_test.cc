@@ -1,13 +1,10 @@
 // trainerd end to end: the real daemon executable, real trainer-run workers, a real SQLite
 // file in a temporary state directory, real signals. Tiny jobs keep each cycle to seconds.
 #include <gtest/gtest.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -18,13 +15,13 @@
 #include <functional>
 #include <iterator>
 #include <map>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <thread>
 
 #include "../support/child_process.h"
+#include "../support/datagram_socket.h"
 #include "../support/temp_dir.h"
 #include "../support/time_scale.h"
 #include "../support/tiny_job.h"
@@ -42,47 +39,6 @@ using testing::ChildProcess;
 using testing::UtcClock;
 
 using JobOptions = testing::TinyGptYamlOptions;
-
-// A datagram socket standing in for systemd's NOTIFY_SOCKET, drained by a thread as systemd
-// would (an undrained socket fills up and blocks the sender).
-class NotifySocket {
- public:
-  explicit NotifySocket(const std::string& path) {
-    fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    sockaddr_un address{};
-    address.sun_family = AF_UNIX;
-    path.copy(address.sun_path, sizeof address.sun_path - 1);
-    ::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address);
-    timeval timeout{0, 100000};
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-    reader_ = std::thread([this] {
-      char buffer[4096];
-      while (!stop_) {
-        const ssize_t n = ::recv(fd_, buffer, sizeof buffer, 0);
-        if (n <= 0) continue;
-        std::lock_guard<std::mutex> lock(mutex_);
-        messages_.emplace_back(buffer, n);
-      }
-    });
-  }
-  ~NotifySocket() {
-    stop_ = true;
-    reader_.join();
-    ::close(fd_);
-  }
-  // Every message received so far, one per datagram.
-  std::vector<std::string> Messages() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return messages_;
-  }
-
- private:
-  int fd_;
-  std::atomic<bool> stop_{false};
-  std::mutex mutex_;
-  std::vector<std::string> messages_;
-  std::thread reader_;
-};
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
@@ -488,7 +444,7 @@ TEST_F(DaemonTest, TheDeadlineStopsTheWorkerAndTheNextCycleResumesFromItsCheckpo
 TEST_F(DaemonTest, CatchesUpAtStartUpInsideAnOpenWindowAndStopsOnSigterm) {
   WriteJob({});
   WriteDaemonConfig(UtcClock(-60), "1h");
-  NotifySocket systemd(dir_.File("notify.sock"));
+  testing::DatagramSocket systemd(dir_.File("notify.sock"));
   ::setenv("NOTIFY_SOCKET", dir_.File("notify.sock").c_str(), 1);
   ::setenv("WATCHDOG_USEC", "200000", 1);
   ChildProcess daemon(Argv(false));
