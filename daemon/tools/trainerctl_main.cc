@@ -2,9 +2,12 @@
 // docs/operations.md.
 #include <unistd.h>
 
-#include <cstdlib>
+#include <CLI/CLI.hpp>
+#include <charconv>
+#include <cstdint>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,7 +27,8 @@ constexpr const char* kUsage =
     R"(usage: trainerctl [--config FILE | --state-dir DIR] [--socket PATH] [--json] COMMAND
 
 Talks to trainerd over its control socket. Read-only commands (status, runs, show, configs)
-read the database directly when the daemon is not running.
+read the database directly when the daemon is not running. Options go before or after the
+command, as `--opt VALUE` or `--opt=VALUE`; everything after `what-if` goes to trainer-run.
 
 where:
   --config FILE     the daemon config (default /etc/trainerd/trainerd.yaml): the socket,
@@ -53,7 +57,8 @@ commands:
 exit codes:
   0  ok
   1  other error (the daemon refused the request, the database failed)
-  2  usage error
+  2  usage error (an unknown command or option, a missing or malformed value, a number that
+     is not a positive integer)
   3  trainerd is not running (for run-now, cancel, rollback)
   4  no such run or config version
 )";
@@ -70,7 +75,13 @@ struct Args {
   std::string socket;
   bool json = false;
   std::string command;
-  std::vector<std::string> rest;
+  std::int64_t limit = 0;                // runs --limit; 0: the daemon's default
+  std::int64_t run = 0;                  // show RUN
+  std::string plan;                      // ledger --plan FILE
+  std::string to;                        // rollback --to VERSION
+  bool model = false;                    // rollback --model
+  std::int64_t release = 0;              // rollback --model --release ID; 0: the previous one
+  std::vector<std::string> worker_args;  // what-if ARGS...
 };
 
 struct Paths {
@@ -124,7 +135,8 @@ int RunWorker(const Paths& paths, const Args& args, std::vector<std::string> mod
     argv.insert(argv.end(), {"--config", paths.job});
   }
   argv.insert(argv.end(), mode.begin(), mode.end());
-  argv.insert(argv.end(), args.rest.begin(), args.rest.end());
+  if (!args.plan.empty()) argv.insert(argv.end(), {"--plan", args.plan});
+  argv.insert(argv.end(), args.worker_args.begin(), args.worker_args.end());
   if (args.json) argv.push_back("--json");
   std::vector<char*> raw;
   for (std::string& a : argv) raw.push_back(a.data());
@@ -133,77 +145,98 @@ int RunWorker(const Paths& paths, const Args& args, std::vector<std::string> mod
   return Fail("cannot run " + paths.worker, kError);
 }
 
+// The control request of a daemon command, from its parsed options.
 Json Request(const Args& args) {
   Json request = {{"command", args.command}};
-  for (std::size_t i = 0; i < args.rest.size(); ++i) {
-    const std::string& a = args.rest[i];
-    const bool has_value = i + 1 < args.rest.size();
-    if (a == "--limit" && has_value) {
-      request["limit"] = std::atoi(args.rest[++i].c_str());
-    } else if (a == "--to" && has_value) {
-      request["to"] = args.rest[++i];
-    } else if (a == "--release" && has_value) {
-      request["release"] = std::atoll(args.rest[++i].c_str());
-    } else if (a == "--model") {
-      request["model"] = true;
-    } else if (args.command == "show" && !request.contains("run")) {
-      char* end = nullptr;
-      const long long id = std::strtoll(a.c_str(), &end, 10);
-      if (a.empty() || *end != '\0') throw std::invalid_argument("show: RUN must be a run id");
-      request["run"] = id;
-    } else {
-      throw std::invalid_argument(args.command + ": unexpected argument '" + a + "'");
-    }
-  }
-  if (args.command == "show" && !request.contains("run")) {
-    throw std::invalid_argument("show needs RUN");
-  }
+  if (args.limit > 0) request["limit"] = args.limit;
+  if (args.command == "show") request["run"] = args.run;
+  if (!args.to.empty()) request["to"] = args.to;
+  if (args.model) request["model"] = true;
+  if (args.release > 0) request["release"] = args.release;
   return request;
+}
+
+// A run id, release id or count: digits only, at least 1 (CLI11's PositiveNumber accepts 2.5
+// and words nothing but a range of doubles).
+const CLI::Validator kPositiveInteger(
+    [](std::string& value) -> std::string {
+      std::int64_t n = 0;
+      const char* end = value.data() + value.size();
+      const std::from_chars_result parsed = std::from_chars(value.data(), end, n);
+      if (parsed.ec != std::errc() || parsed.ptr != end || n < 1) {
+        return "'" + value + "' is not a positive integer";
+      }
+      return {};
+    },
+    "POSITIVE-INTEGER");
+
+// The command line, parsed by CLI11 into `args`. Returns the exit code when trainerctl is
+// done already (--help, --version, a usage error), otherwise nullopt.
+std::optional<int> ParseCommandLine(int argc, char** argv, Args& args) {
+  CLI::App app("trainerctl");
+  app.set_help_flag();  // --help prints kUsage, written for people, not CLI11's listing
+  bool help = false;
+  bool version = false;
+  app.add_flag("-h,--help", help);
+  app.add_flag("--version", version);
+  app.add_option("--config", args.config);
+  app.add_option("--state-dir", args.state_dir);
+  app.add_option("--socket", args.socket);
+  app.add_flag("--json", args.json);
+  app.require_subcommand(0, 1);
+  app.fallthrough();  // the options above are accepted after the command too
+
+  app.add_subcommand("status");
+  app.add_subcommand("runs")->add_option("--limit", args.limit)->check(kPositiveInteger);
+  app.add_subcommand("show")
+      ->add_option("RUN", args.run, "run id")
+      ->required()
+      ->check(kPositiveInteger);
+  app.add_subcommand("configs");
+  app.add_subcommand("ledger")->add_option("--plan", args.plan);
+  app.add_subcommand("plan");
+  CLI::App* what_if = app.add_subcommand("what-if");
+  what_if->prefix_command();  // its arguments are trainer-run's
+  app.add_subcommand("run-now");
+  app.add_subcommand("cancel");
+  CLI::App* rollback = app.add_subcommand("rollback");
+  CLI::Option* to = rollback->add_option("--to", args.to);
+  CLI::Option* model = rollback->add_flag("--model", args.model);
+  rollback->add_option("--release", args.release)->check(kPositiveInteger)->needs(model);
+  to->excludes(model);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const std::vector<std::string> extra = app.remaining();
+    const bool unknown_command = app.get_subcommands().empty() && !extra.empty() &&
+                                 dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr;
+    std::cerr << "trainerctl: "
+              << (unknown_command ? "unknown command '" + extra.front() + "'" : e.what())
+              << "\n(trainerctl --help lists the commands and options)\n";
+    return kUsageError;
+  }
+  if (help) {
+    std::cout << kUsage;
+    return kOk;
+  }
+  if (version) {
+    std::cout << "trainerctl " << trainerd::daemon::TrainerdVersion() << "\n";
+    return kOk;
+  }
+  if (app.get_subcommands().empty()) {
+    std::cerr << "trainerctl: a COMMAND is required\n\n" << kUsage;
+    return kUsageError;
+  }
+  args.command = app.get_subcommands().front()->get_name();
+  args.worker_args = what_if->remaining();
+  return std::nullopt;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   Args args;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const bool has_value = i + 1 < argc;
-    if (a == "--help" || a == "-h") {
-      std::cout << kUsage;
-      return kOk;
-    }
-    if (a == "--version") {
-      std::cout << "trainerctl " << trainerd::daemon::TrainerdVersion() << "\n";
-      return kOk;
-    }
-    if (args.command.empty() && a == "--config" && has_value) {
-      args.config = argv[++i];
-    } else if (args.command.empty() && a == "--state-dir" && has_value) {
-      args.state_dir = argv[++i];
-    } else if (args.command.empty() && a == "--socket" && has_value) {
-      args.socket = argv[++i];
-    } else if (a == "--json") {
-      args.json = true;
-    } else if (args.command.empty() && a.rfind("--", 0) != 0) {
-      args.command = a;
-    } else if (!args.command.empty()) {
-      args.rest.push_back(a);
-    } else {
-      std::cerr << "trainerctl: unknown option '" << a << "'\n\n" << kUsage;
-      return kUsageError;
-    }
-  }
-  static const std::vector<std::string> kCommands = {"status", "runs",    "show",    "configs",
-                                                     "ledger", "plan",    "what-if", "run-now",
-                                                     "cancel", "rollback"};
-  if (std::find(kCommands.begin(), kCommands.end(), args.command) == kCommands.end()) {
-    std::cerr << "trainerctl: "
-              << (args.command.empty() ? "a COMMAND is required"
-                                       : "unknown command '" + args.command + "'")
-              << "\n\n"
-              << kUsage;
-    return kUsageError;
-  }
+  if (std::optional<int> done = ParseCommandLine(argc, argv, args)) return *done;
 
   Paths paths;
   paths.worker = WorkerNextToMe();
@@ -233,13 +266,7 @@ int main(int argc, char** argv) {
                 kUsageError);
   }
 
-  Json request;
-  try {
-    request = Request(args);
-  } catch (const std::invalid_argument& e) {
-    std::cerr << "trainerctl: " << e.what() << "\n\n" << kUsage;
-    return kUsageError;
-  }
+  const Json request = Request(args);
   trainerd::Result<Json> response = daemon::SendControlRequest(paths.socket, request);
   if (response.ok()) return Print(*response, args);
   const bool read_only = args.command == "status" || args.command == "runs" ||

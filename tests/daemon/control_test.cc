@@ -71,8 +71,15 @@ class ControlTest : public ::testing::Test {
     daemon_.reset();
   }
 
+  // trainerctl --config FILE ARGS...
   Ctl Run(std::vector<std::string> args) const {
-    std::vector<std::string> argv = {TRAINERCTL_PATH, "--config", dir_.File("trainerd.yaml")};
+    args.insert(args.begin(), {"--config", dir_.File("trainerd.yaml")});
+    return RunAsGiven(args);
+  }
+
+  // trainerctl ARGS..., nothing added.
+  Ctl RunAsGiven(const std::vector<std::string>& args) const {
+    std::vector<std::string> argv = {TRAINERCTL_PATH};
     argv.insert(argv.end(), args.begin(), args.end());
     ChildProcess ctl(argv);
     Ctl result;
@@ -226,6 +233,46 @@ TEST_F(ControlTest, ReadOnlyCommandsReadTheDatabaseWhenTheDaemonIsDown) {
   EXPECT_NE(run_now.err.find("not running"), std::string::npos) << run_now.err;
   EXPECT_EQ(Run({"frobnicate"}).code, 2);
   EXPECT_EQ(Run({"show"}).code, 2);
+}
+
+TEST_F(ControlTest, OptionsGoBeforeOrAfterTheCommandAndABadValueIsAUsageError) {
+  StartDaemon();
+  ASSERT_EQ(Run({"run-now"}).code, 0);
+  ASSERT_TRUE(WaitForRuns(1));
+  const std::string config = dir_.File("trainerd.yaml");
+  // After the command, and as --opt=value.
+  const Ctl runs = RunAsGiven({"runs", "--json", "--limit=1", "--config=" + config});
+  ASSERT_EQ(runs.code, 0) << runs.err;
+  EXPECT_EQ(runs.json()["runs"].size(), 1u);
+  const Ctl show = RunAsGiven({"show", "1", "--config", config, "--json"});
+  ASSERT_EQ(show.code, 0) << show.err;
+  EXPECT_EQ(show.json()["run"]["status"], "succeeded");
+  EXPECT_EQ(RunAsGiven({"--json", "show", "--config=" + config, "1"}).json()["run"]["id"], 1);
+
+  // Each is exit 2 with a message naming what was wrong, and sends nothing to the daemon.
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"runs", "--limit", "abc"}, "--limit"},
+      {{"runs", "--limit=0"}, "--limit"},
+      {{"runs", "--limit", "-3"}, "--limit"},
+      {{"runs", "--limit", "2.5"}, "--limit"},
+      {{"show", "x"}, "RUN"},
+      {{"show", "1.5"}, "RUN"},
+      {{"show", "1", "2"}, "2"},
+      {{"rollback", "--release", "1"}, "--model"},
+      {{"rollback", "--model", "--release", "one"}, "--release"},
+      {{"rollback", "--to", "abcd", "--model"}, "--model"},
+      {{"status", "--socket"}, "--socket"},
+      {{"status", "--frobnicate"}, "--frobnicate"},
+  };
+  for (const auto& [args, named] : bad) {
+    const Ctl ctl = Run(args);
+    std::string line;
+    for (const std::string& a : args) line += a + " ";
+    EXPECT_EQ(ctl.code, 2) << line << ctl.err;
+    EXPECT_NE(ctl.err.find(named), std::string::npos) << line << ctl.err;
+  }
+  EXPECT_EQ(Run({"runs", "--json"}).json()["runs"].size(), 1u);  // nothing changed
+  StopDaemon();
 }
 
 TEST_F(ControlTest, BadRequestsGetJsonErrorsAndTheDaemonCarriesOn) {
