@@ -196,7 +196,7 @@ std::optional<int> ParseCommandLine(int argc, char** argv, Args& args) {
   app.add_subcommand("ledger")->add_option("--plan", args.plan);
   app.add_subcommand("plan");
   CLI::App* what_if = app.add_subcommand("what-if");
-  what_if->prefix_command();  // its arguments are trainer-run's
+  what_if->prefix_command()->fallthrough(false);  // its arguments are trainer-run's
   app.add_subcommand("run-now");
   app.add_subcommand("cancel");
   CLI::App* rollback = app.add_subcommand("rollback");
