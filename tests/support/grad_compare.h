@@ -10,6 +10,11 @@
 
 namespace trainerd::testing {
 
+// Largest |a - b| over the elements of two tensors of one shape.
+inline double MaxAbsDifference(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a - b).abs().max().item<double>();
+}
+
 // Largest |a - b| over every element of every parameter's gradient. A gradient present on
 // one side only counts as infinitely different.
 inline double MaxGradDifference(const torch::nn::Module& a, const torch::nn::Module& b) {
@@ -19,7 +24,7 @@ inline double MaxGradDifference(const torch::nn::Module& a, const torch::nn::Mod
     const torch::Tensor& ga = item.value().grad();
     const torch::Tensor& gb = other[item.key()].grad();
     if (ga.defined() != gb.defined()) return std::numeric_limits<double>::infinity();
-    if (ga.defined()) worst = std::max(worst, (ga - gb).abs().max().item<double>());
+    if (ga.defined()) worst = std::max(worst, MaxAbsDifference(ga, gb));
   }
   return worst;
 }
@@ -28,7 +33,7 @@ inline double MaxParameterDifference(const torch::nn::Module& a, const torch::nn
   double worst = 0;
   auto other = b.named_parameters();
   for (const auto& item : a.named_parameters()) {
-    worst = std::max(worst, (item.value() - other[item.key()]).abs().max().item<double>());
+    worst = std::max(worst, MaxAbsDifference(item.value(), other[item.key()]));
   }
   return worst;
 }

@@ -14,6 +14,7 @@
 namespace trainerd {
 namespace {
 
+using testing::MaxAbsDifference;
 using testing::MaxGradDifference;
 using testing::MaxParameterDifference;
 
@@ -179,10 +180,13 @@ TEST(ActivationCheckpointTest, SampleStreamMasksDoNotDependOnTheSplitOrTheRecomp
   const torch::Tensor whole = logits_of({}, 0, 4).detach();
   const torch::Tensor split =
       torch::cat({logits_of({}, 0, 2), logits_of({}, 2, 2)}, /*dim=*/0).detach();
-  EXPECT_TRUE(torch::equal(whole, split));
+  // Not bitwise: that would also ask the matrix products to round alike at 4 rows and at 2,
+  // which OpenBLAS's AVX-512 kernels do not (seen on an AMD EPYC with avx512_bf16: 1e-7).
+  // A mask that differs changes logits by O(1).
+  EXPECT_LE(MaxAbsDifference(whole, split), 1e-5);
   // Another seed gives other masks: the equality above is not dropout being off.
   const SampleStreamScope other(SampleStream{12, 0});
-  EXPECT_FALSE(torch::equal(whole, model.forward(tokens).detach()));
+  EXPECT_GT(MaxAbsDifference(whole, model.forward(tokens).detach()), 1e-2);
 }
 
 TEST(ActivationCheckpointTest, CheckpointedGradientsEqualUncheckpointedUnderSampleStreams) {
