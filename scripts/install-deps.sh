@@ -13,6 +13,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # trainerctl's command line; the unit's syscall filter applied in a test (libseccomp).
   libcli11-dev libseccomp-dev
+  # Tests: the run report page rendered by a real browser (headless).
+  chromium
   # Training corpus: real English prose nobody on this project wrote.
   base-files
   # Integration tests: promtool and a real Prometheus server; systemd-analyze.

@@ -1,11 +1,14 @@
 #include "trainerd/daemon/control_queries.h"
 
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <sstream>
 
 #include "trainerd/common/sha256.h"
 #include "trainerd/daemon/plan_json.h"
+#include "trainerd/daemon/report_page.h"
+#include "trainerd/daemon/run_report.h"
 
 namespace trainerd::daemon {
 
@@ -139,6 +142,19 @@ nlohmann::json AnswerFromStore(store::Store& store, const std::string& job_path,
     nlohmann::json list = nlohmann::json::array();
     for (const store::RunRecord& run : *runs) list.push_back(RunJson(run));
     return Ok({{"runs", list}});
+  }
+  if (command == "report") {
+    const nlohmann::json id = request.value("run", nlohmann::json());
+    if (!id.is_number_integer()) return Error(kBadRequest, "report: run must be an integer id");
+    const double now =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    Result<nlohmann::json> facts = GatherRunReport(store, id.get<std::int64_t>(), now);
+    if (!facts.ok()) {
+      return facts.status().code() == Status::Code::kNotFound
+                 ? Error(kNotFound, "no run " + std::to_string(id.get<std::int64_t>()))
+                 : Error(kInternalError, facts.status().message());
+    }
+    return Ok({{"report", *facts}, {"html", RenderReportPage(*facts)}});
   }
   if (command == "show") {
     const nlohmann::json id = request.value("run", nlohmann::json());

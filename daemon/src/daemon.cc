@@ -132,7 +132,7 @@ nlohmann::json Daemon::HandleControl(const nlohmann::json& request) {
     }
     return status;
   }
-  if (command == "runs" || command == "show" || command == "configs") {
+  if (command == "runs" || command == "show" || command == "report" || command == "configs") {
     return AnswerFromStore(*store_, config_.job_path, request);
   }
   if (command == "run-now") {

@@ -10,7 +10,9 @@
 #include "trainerd/daemon/current_release.h"
 #include "trainerd/daemon/event_log.h"
 #include "trainerd/daemon/host_fingerprint.h"
+#include "trainerd/daemon/log.h"
 #include "trainerd/daemon/plan_json.h"
+#include "trainerd/daemon/run_report.h"
 #include "trainerd/daemon/state_layout.h"
 #include "trainerd/daemon/worker_report.h"
 #include "trainerd/trainer/job_spec_parser.h"
@@ -153,6 +155,19 @@ void NightlyCycle::Record(std::optional<std::int64_t> run_id, const std::string&
                           store::Severity severity, const std::string& message,
                           const std::string& details_json) {
   RecordAndLog(store_, {0, clock_.Now(), run_id, kind, severity, message, details_json});
+}
+
+void NightlyCycle::WriteReports(const std::vector<std::int64_t>& run_ids) {
+  const StateLayout layout(config_.state_dir);
+  for (const std::int64_t id : run_ids) {
+    const std::string path = layout.RunReport(id);
+    if (Status s = WriteRunReport(store_, id, clock_.Now(), path); !s.ok()) {
+      Record(id, "report_failed", store::Severity::kWarning,
+             "the run report could not be written: " + s.message());
+    } else {
+      Log(LogPriority::kInfo, "report: " + path, {id, ""});
+    }
+  }
 }
 
 void NightlyCycle::Progress(const std::string& phase, std::optional<std::int64_t> run_id) {
@@ -349,6 +364,7 @@ asio::awaitable<CycleOutcome> NightlyCycle::Run(Window window, std::string trigg
     fallback_of = result.run_id;
   }
   if (!attempt.ok()) outcome.summary = attempt.status().message();
+  WriteReports(outcome.run_ids);
   Record(std::nullopt, outcome.succeeded ? "cycle_succeeded" : "cycle_failed",
          outcome.succeeded ? store::Severity::kInfo : store::Severity::kError, outcome.summary);
   Progress("idle");
@@ -387,10 +403,22 @@ asio::awaitable<Result<std::optional<store::RunPlan>>> NightlyCycle::Plan(
   attempt.plan = PlanFromJson(lines.report);
   const double predicted = lines.report.value("predicted_duration_seconds", 0.0);
   const double left = window_.deadline - clock_.Now();
+  const nlohmann::json rejected = lines.report.value("rejected", nlohmann::json::array());
+  std::string faster;  // why the fastest candidate was not taken: the trade the plan made
+  try {
+    if (!rejected.empty()) {
+      faster = "; " + std::to_string(rejected.size()) +
+               " faster candidates rejected, the fastest " +
+               DescribePlan(PlanFromJson(rejected[0])) + ": " +
+               rejected[0].value("reason", std::string());
+    }
+  } catch (const nlohmann::json::exception&) {
+    faster.clear();  // a malformed candidate only costs the message its explanation
+  }
   Record(
       run_id, "plan", store::Severity::kInfo,
       std::string(ToString(attempt.source)) + " plan " + DescribePlan(attempt.plan) +
-          Format(": predicted %.0f s, %.0f s left in the window", predicted, left),
+          Format(": predicted %.0f s, %.0f s left in the window", predicted, left) + faster,
       nlohmann::json{{"source", std::string(ToString(attempt.source))}, {"planner", lines.report}}
           .dump());
   if (predicted > left) {

@@ -18,6 +18,10 @@ std::string StateLayout::RunLog(std::int64_t run_id) const {
 
 std::string StateLayout::DeviceInfoLog() const { return dir_ + "/logs/device-info.log"; }
 
+std::string StateLayout::RunReport(std::int64_t run_id) const {
+  return dir_ + "/reports/run-" + std::to_string(run_id) + ".html";
+}
+
 std::string StateLayout::ReleaseDir(std::int64_t run_id, const std::string& sha256,
                                     bool released) const {
   return dir_ + (released ? "/releases/" : "/releases/rejected/") + "run-" +
@@ -30,7 +34,8 @@ std::string StateLayout::WorkerPidFile() const { return dir_ + "/worker.pid"; }
 
 Status StateLayout::CreateDirectories() const {
   namespace fs = std::filesystem;
-  for (const char* sub : {"", "/configs", "/work", "/releases", "/releases/rejected", "/logs"}) {
+  for (const char* sub :
+       {"", "/configs", "/work", "/releases", "/releases/rejected", "/logs", "/reports"}) {
     const std::string path = dir_ + sub;
     std::error_code ec;
     fs::create_directories(path, ec);

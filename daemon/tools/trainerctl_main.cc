@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "trainerctl_format.h"
+#include "trainerd/common/atomic_file.h"
 #include "trainerd/daemon/control_client.h"
 #include "trainerd/daemon/control_queries.h"
 #include "trainerd/daemon/daemon_config.h"
@@ -26,9 +27,10 @@ using Json = nlohmann::json;
 constexpr const char* kUsage =
     R"(usage: trainerctl [--config FILE | --state-dir DIR] [--socket PATH] [--json] COMMAND
 
-Talks to trainerd over its control socket. Read-only commands (status, runs, show, configs)
-read the database directly when the daemon is not running. Options go before or after the
-command, as `--opt VALUE` or `--opt=VALUE`; everything after `what-if` goes to trainer-run.
+Talks to trainerd over its control socket. Read-only commands (status, runs, show, report,
+configs) read the database directly when the daemon is not running. Options go before or
+after the command, as `--opt VALUE` or `--opt=VALUE`; everything after `what-if` goes to
+trainer-run.
 
 where:
   --config FILE     the daemon config (default /etc/trainerd/trainerd.yaml): the socket,
@@ -43,6 +45,9 @@ commands:
                              next start, active config, last known-good, current release
   runs [--limit N]           the last N runs (default 20)
   show RUN                   the whole run record with its memory, evals and events
+  report RUN [--output FILE] the run's report page (one HTML file: plan, memory ledger,
+                             curves, the night's fallbacks, release gate) on stdout or
+                             in FILE; with --json the facts it is drawn from
   configs                    every config version and its state; * marks the active one
   ledger [--plan FILE]       the job's memory ledger (runs trainer-run --ledger; no daemon)
   plan                       the plan that fits (runs trainer-run --plan-only; no daemon)
@@ -76,7 +81,8 @@ struct Args {
   bool json = false;
   std::string command;
   std::int64_t limit = 0;                // runs --limit; 0: the daemon's default
-  std::int64_t run = 0;                  // show RUN
+  std::int64_t run = 0;                  // show RUN, report RUN
+  std::string output;                    // report --output FILE; empty: stdout
   std::string plan;                      // ledger --plan FILE
   std::string to;                        // rollback --to VERSION
   bool model = false;                    // rollback --model
@@ -96,6 +102,22 @@ int Fail(const std::string& message, int code) {
   return code;
 }
 
+// The report page to --output FILE (replaced atomically) or stdout; with --json its facts.
+int PrintReport(const Json& result, const Args& args) {
+  if (args.json) {
+    std::cout << result["report"].dump(2) << "\n";
+  } else if (args.output.empty()) {
+    std::cout << result["html"].get<std::string>();
+  } else if (trainerd::Status s =
+                 trainerd::WriteFileAtomically(args.output, result["html"].get<std::string>());
+             !s.ok()) {
+    return Fail(args.output + ": " + s.message(), kError);
+  } else {
+    std::cerr << "trainerctl: wrote " << args.output << "\n";
+  }
+  return kOk;
+}
+
 // Prints a control response; its error decides the exit code.
 int Print(const Json& response, const Args& args) {
   if (!response.value("ok", false)) {
@@ -105,6 +127,7 @@ int Print(const Json& response, const Args& args) {
     return Fail(error.value("message", "error"), code == daemon::kNotFound ? kNoSuchThing : kError);
   }
   const Json& result = response["result"];
+  if (args.command == "report") return PrintReport(result, args);
   if (args.json) {
     std::cout << result.dump(2) << "\n";
   } else if (args.command == "status") {
@@ -149,7 +172,7 @@ int RunWorker(const Paths& paths, const Args& args, std::vector<std::string> mod
 Json Request(const Args& args) {
   Json request = {{"command", args.command}};
   if (args.limit > 0) request["limit"] = args.limit;
-  if (args.command == "show") request["run"] = args.run;
+  if (args.command == "show" || args.command == "report") request["run"] = args.run;
   if (!args.to.empty()) request["to"] = args.to;
   if (args.model) request["model"] = true;
   if (args.release > 0) request["release"] = args.release;
@@ -192,6 +215,9 @@ std::optional<int> ParseCommandLine(int argc, char** argv, Args& args) {
       ->add_option("RUN", args.run, "run id")
       ->required()
       ->check(kPositiveInteger);
+  CLI::App* report = app.add_subcommand("report");
+  report->add_option("RUN", args.run, "run id")->required()->check(kPositiveInteger);
+  report->add_option("--output", args.output);
   app.add_subcommand("configs");
   app.add_subcommand("ledger")->add_option("--plan", args.plan);
   app.add_subcommand("plan");
@@ -270,7 +296,8 @@ int main(int argc, char** argv) {
   trainerd::Result<Json> response = daemon::SendControlRequest(paths.socket, request);
   if (response.ok()) return Print(*response, args);
   const bool read_only = args.command == "status" || args.command == "runs" ||
-                         args.command == "show" || args.command == "configs";
+                         args.command == "show" || args.command == "report" ||
+                         args.command == "configs";
   if (response.status().code() != trainerd::Status::Code::kNotFound) {
     return Fail(response.status().message(), kError);
   }

@@ -65,6 +65,7 @@ case $mode in
     [[ $(complete_words trainerctl --state-dir /tmp rollback --) == $'--to\n--model\n--release' ]] ||
       fail "rollback options: $(complete_words trainerctl --state-dir /tmp rollback --)"
     [[ $(complete_words trainerctl runs --) == --limit ]] || fail "runs options"
+    [[ $(complete_words trainerctl report 1 --) == --output ]] || fail "report options"
     [[ $(complete_words trainerctl --state-dir "$source_dir/dep") == "$source_dir/deploy" ]] ||
       fail "--state-dir does not complete folders"
     echo "ok: every trainerctl command and option completes"

@@ -39,7 +39,7 @@ TEST(JobSpecParserTest, BundledDefaultConfigParses) {
   EXPECT_EQ(spec->training.effective_batch, 32);
   EXPECT_EQ(spec->plan.microbatch, 32);
   EXPECT_EQ(spec->runtime.threads, 0);  // auto
-  EXPECT_EQ(spec->memory.budget_bytes, 24LL << 30);
+  EXPECT_EQ(spec->memory.budget_bytes, 64LL << 20);
   EXPECT_DOUBLE_EQ(spec->memory.reserve_fraction, 0.10);
   ASSERT_TRUE(spec->window_seconds.has_value());
   EXPECT_DOUBLE_EQ(*spec->window_seconds, 6 * 3600.0);

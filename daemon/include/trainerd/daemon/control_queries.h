@@ -42,7 +42,8 @@ nlohmann::json EventJson(const store::Event& event);
 // known-good version. Empty object when there is none.
 nlohmann::json ActiveConfigJson(store::Store& store, const std::string& job_path);
 
-// Answers the read-only commands from the store: "runs" {limit}, "show" {run}, "configs",
+// Answers the read-only commands from the store: "runs" {limit}, "show" {run}, "report" {run}
+// (the report's facts and its HTML page, run_report.h), "configs",
 // and the stored part of "status" (active config, last known-good, current release, last
 // run). Anything else is a bad_request.
 nlohmann::json AnswerFromStore(store::Store& store, const std::string& job_path,

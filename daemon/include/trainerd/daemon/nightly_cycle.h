@@ -160,6 +160,9 @@ class NightlyCycle {
   void Record(std::optional<std::int64_t> run_id, const std::string& kind, store::Severity severity,
               const std::string& message, const std::string& details_json = "{}");
   void Progress(const std::string& phase, std::optional<std::int64_t> run_id = std::nullopt);
+  // (Re)writes the report page of each run of the cycle (reports/run-<id>.html), once the
+  // cycle's chain of attempts is complete; a failure is a warning event, never the cycle's.
+  void WriteReports(const std::vector<std::int64_t>& run_ids);
 
   const DaemonConfig& config_;
   store::Store& store_;

@@ -7,6 +7,7 @@
 //   releases/current       a link to the current release's folder (switched atomically)
 //   logs/run-<id>.log      each run's worker stderr
 //   logs/device-info.log   stderr of the worker that describes a GPU at the cycle's start
+//   reports/run-<id>.html  each run's report page, written at the end of its cycle
 //   worker.pid             the running worker's pid
 #pragma once
 
@@ -26,6 +27,7 @@ class StateLayout {
   std::string PlanFile() const;
   std::string RunLog(std::int64_t run_id) const;
   std::string DeviceInfoLog() const;
+  std::string RunReport(std::int64_t run_id) const;
   // The folder of run `run_id`'s model (`sha256` its model.pt's hash), under rejected/ when
   // the gate refused it.
   std::string ReleaseDir(std::int64_t run_id, const std::string& sha256, bool released) const;

@@ -1,0 +1,371 @@
+#include "trainerd/daemon/report_page.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "trainerd/daemon/schedule.h"
+#include "trainerd/daemon/svg_chart.h"
+#include "trainerd/trainer/units.h"
+
+namespace trainerd::daemon {
+
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr const char* kCategories[] = {"parameters",  "gradients",   "optimizer_state",
+                                       "activations", "temporaries", "inputs"};
+
+constexpr const char* kStyle = R"(
+body { font: 14px/1.45 system-ui, sans-serif; color: #1d1d1f; max-width: 980px; margin: 24px auto;
+  padding: 0 16px; }
+h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 17px; margin: 28px 0 8px;
+  border-bottom: 1px solid #ddd; padding-bottom: 4px; }
+.muted, .axes text { color: #666; fill: #666; font-size: 11px; }
+.axes line { stroke: #999; } .axes .grid { stroke: #eee; }
+table { border-collapse: collapse; margin: 6px 0; } td, th { padding: 3px 10px 3px 0;
+  text-align: left; vertical-align: top; } th { font-weight: 600; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.status-succeeded, .pass { color: #1a7f37; } .status-failed, .fail, .status-oom,
+.status-crashed, .status-leak, .status-rejected, .status-regressed, .status-deadline { color: #cf222e; }
+.card { display: grid; grid-template-columns: repeat(4, 1fr); gap: 8px; margin: 8px 0; }
+.card div { background: #f6f8fa; border-radius: 6px; padding: 8px; }
+.card b { display: block; font-size: 18px; }
+figure { margin: 10px 0; } figcaption { font-weight: 600; font-size: 13px; }
+.charts { display: grid; grid-template-columns: 1fr; }
+ul.legend { list-style: none; padding: 0; margin: 4px 0 12px; display: flex; flex-wrap: wrap;
+  gap: 4px 14px; font-size: 12px; }
+.swatch { display: inline-block; width: 11px; height: 11px; margin-right: 4px;
+  vertical-align: -1px; border: 1px solid #0003; }
+.seg-parameters { fill: #4269d0; background: #4269d0; }
+.seg-gradients { fill: #97bbf5; background: #97bbf5; }
+.seg-optimizer_state { fill: #a463f2; background: #a463f2; }
+.seg-activations { fill: #ff725c; background: #ff725c; }
+.seg-temporaries { fill: #efb118; background: #efb118; }
+.seg-inputs { fill: #3ca951; background: #3ca951; }
+.seg-free { fill: #f2f2f2; background: #f2f2f2; }
+.seg-reserve { fill: #bbb; background: #bbb; }
+.seg-kept { fill: #ff725c; background: #ff725c; }
+.seg-recomputed { fill: #ffd3cc; background: #ffd3cc; }
+.hatched { stroke: #0005; stroke-dasharray: 3 2; }
+.bar .frame { stroke: #999; }
+code { font-size: 12px; word-break: break-all; }
+)";
+
+std::string Text(const Json& value, const std::string& none = "-") {
+  if (value.is_string()) return EscapeHtml(value.get<std::string>());
+  if (value.is_null()) return none;
+  return EscapeHtml(value.dump());
+}
+
+std::string Number(const Json& value, const char* format) {
+  if (!value.is_number()) return "-";
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, format, value.get<double>());
+  return buffer;
+}
+
+std::string Bytes(const Json& value) {
+  return value.is_number() ? FormatBytes(value.get<std::int64_t>()) : "-";
+}
+
+std::string BytesTick(double bytes) { return FormatBytes(static_cast<std::int64_t>(bytes)); }
+
+std::string Time(const Json& t) { return t.is_number() ? FormatUtc(t.get<double>()) : "-"; }
+
+std::string PlanText(const Json& plan) {
+  if (!plan.is_object()) return "none chosen";
+  const Json blocks = plan.value("checkpoint_blocks", Json::array());
+  return std::to_string(plan.value("microbatch", 0)) + " x " +
+         std::to_string(plan.value("accumulation_steps", 0)) + ", " + plan.value("precision", "") +
+         ", " +
+         (blocks.empty() ? std::string("no blocks checkpointed")
+                         : "blocks " + blocks.dump() + " checkpointed");
+}
+
+// The details of the run's last event of `kind`, or null.
+Json LastEventDetails(const Json& facts, const std::string& kind) {
+  Json found;
+  for (const Json& e : facts["events"]) {
+    if (e.value("kind", "") == kind) found = e["details"];
+  }
+  return found;
+}
+
+std::string Cell(const std::string& label, const std::string& value) {
+  return "<div>" + EscapeHtml(label) + "<b>" + value + "</b></div>";
+}
+
+std::string Row(const std::vector<std::string>& cells, const char* tag = "td") {
+  std::string row = "<tr>";
+  for (const std::string& c : cells) row += std::string("<") + tag + ">" + c + "</" + tag + ">";
+  return row + "</tr>\n";
+}
+
+std::string PlanSection(const Json& facts) {
+  const Json& run = facts["run"];
+  const Json plan_event = LastEventDetails(facts, "plan");
+  const Json planner = plan_event.is_object() ? plan_event.value("planner", Json()) : Json();
+  const Json ledger = LastEventDetails(facts, "ledger");
+  std::string source = plan_event.is_object() ? plan_event.value("source", "") : "";
+  std::string html = "<section id=\"plan\"><h2>Plan</h2>\n<p><b>" +
+                     EscapeHtml(PlanText(run["plan"])) + "</b>" +
+                     (source.empty() ? "" : ", from the " + EscapeHtml(source)) + "</p>\n";
+  // Update time: the effective batch at the measured samples/s.
+  Json measured_update;
+  const Json effective =
+      run["shapes"].is_object() ? run["shapes"].value("effective_batch", Json()) : Json();
+  if (effective.is_number() && run["samples_per_second"].is_number() &&
+      run["samples_per_second"].get<double>() > 0) {
+    measured_update = effective.get<double>() / run["samples_per_second"].get<double>();
+  }
+  const Json peak =
+      run["peak_memory_bytes"].is_object() ? run["peak_memory_bytes"]["peak"] : Json();
+  html +=
+      "<div class=\"card\">" +
+      Cell("predicted peak", planner.is_object() ? Bytes(planner["predicted_peak_bytes"]) : "-") +
+      Cell("measured peak", Bytes(peak)) +
+      Cell("predicted update",
+           planner.is_object() ? Number(planner["predicted_update_seconds"], "%.3g s") : "-") +
+      Cell("measured update", Number(measured_update, "%.3g s")) + "</div>\n";
+  if (ledger.is_object() && ledger["usable_bytes"].is_number() &&
+      ledger["peak_bytes"].is_number()) {
+    const double share = ledger["peak_bytes"].get<double>() / ledger["usable_bytes"].get<double>();
+    html += "<p>It fits: the ledger measured a peak of " + Bytes(ledger["peak_bytes"]) + ", " +
+            Number(100 * share, "%.1f") + "% of the " + Bytes(ledger["usable_bytes"]) +
+            " usable (budget " + Bytes(ledger["budget_bytes"]) + " less the reserve).</p>\n";
+  }
+  if (planner.is_object()) {
+    html += "<p>The planner's probes took " + Number(planner["probe_seconds"], "%.1f s") +
+            "; predicted duration " + Number(planner["predicted_duration_seconds"], "%.3g s") +
+            (planner["window_seconds"].is_number()
+                 ? " of a " + Number(planner["window_seconds"], "%.0f s") + " window"
+                 : std::string()) +
+            ".</p>\n";
+    const Json rejected = planner.value("rejected", Json::array());
+    if (!rejected.empty()) {
+      html +=
+          "<table id=\"rejected\">" +
+          Row({"faster candidate rejected", "predicted peak", "predicted duration", "why"}, "th");
+      for (const Json& r : rejected) {
+        html += Row({EscapeHtml(PlanText(r)), Bytes(r["predicted_peak_bytes"]),
+                     Number(r["predicted_duration_seconds"], "%.3g s"), Text(r["reason"])});
+      }
+      html += "</table>\n";
+    } else {
+      html += "<p class=\"muted\">No faster candidate was rejected.</p>\n";
+    }
+  }
+  for (const Json& e : facts["events"]) {
+    if (e.value("kind", "") == "parity" || e.value("kind", "") == "parity_disabled") {
+      html += "<p>Parity: " + Text(e["message"]) + "</p>\n";
+    }
+  }
+  return html + "</section>\n";
+}
+
+std::string MemorySection(const Json& facts) {
+  const Json& run = facts["run"];
+  const Json ledger = LastEventDetails(facts, "ledger");
+  std::string html = "<section id=\"memory\"><h2>Memory</h2>\n";
+  Json categories = run["peak_memory_bytes"];
+  if (!categories.is_object() && ledger.is_object()) {
+    categories = Json::object();
+    for (const char* c : kCategories) categories[c] = ledger.value(std::string(c) + "_bytes", 0);
+  }
+  if (!categories.is_object()) {
+    return html + "<p class=\"muted\">No ledger was measured for this run.</p></section>\n";
+  }
+  std::vector<BarSegment> segments;
+  std::int64_t sum = 0;
+  for (const char* c : kCategories) {
+    const std::int64_t bytes = categories.value(c, std::int64_t{0});
+    segments.push_back({c, bytes, false});
+    sum += bytes;
+  }
+  const std::int64_t budget =
+      ledger.is_object() ? ledger.value("budget_bytes", std::int64_t{0}) : 0;
+  const std::int64_t usable =
+      ledger.is_object() ? ledger.value("usable_bytes", std::int64_t{0}) : 0;
+  std::vector<BarSegment> against_budget = segments;
+  if (usable > sum) against_budget.push_back({"free", usable - sum, false});
+  if (budget > usable) against_budget.push_back({"reserve", budget - usable, true});
+  html += "<p>At the measured peak, by category, against the budget of " +
+          (budget > 0 ? FormatBytes(budget) : std::string("-")) + " (usable " +
+          (usable > 0 ? FormatBytes(usable) : std::string("-")) +
+          ", the rest is the reserve):</p>\n" + "<div id=\"ledger-bar\">" +
+          RenderStackedBar(against_budget, budget) + "</div>\n" +
+          "<p>The same categories at their own scale (together " + FormatBytes(sum) +
+          "; the measured peak was " + Bytes(categories["peak"]) +
+          "):</p>\n<div id=\"ledger-zoom\">" + RenderStackedBar(segments, sum) + "</div>\n";
+  const Json blocks = ledger.is_object() ? ledger.value("blocks", Json::array()) : Json::array();
+  if (!blocks.empty()) {
+    std::set<std::int64_t> checkpointed;
+    if (run["plan"].is_object()) {
+      for (const Json& b : run["plan"]["checkpoint_blocks"])
+        checkpointed.insert(b.get<std::int64_t>());
+    }
+    std::int64_t widest = 1;
+    for (const Json& b : blocks)
+      widest = std::max(widest, b.value("activation_bytes", std::int64_t{0}));
+    html +=
+        "<p>Activation bytes each block saves for backward: a checkpointed block keeps its "
+        "input and recomputes the rest.</p>\n<table id=\"blocks\">" +
+        Row({"block", "saved for backward", ""}, "th");
+    for (const Json& b : blocks) {
+      const std::int64_t index = b.value("index", std::int64_t{0});
+      const std::int64_t all = b.value("activation_bytes", std::int64_t{0});
+      const bool ckpt = checkpointed.count(index) > 0;
+      const std::int64_t kept = ckpt ? b.value("checkpointed_activation_bytes", all) : all;
+      html += Row({std::to_string(index) + (ckpt ? " (checkpointed)" : ""), FormatBytes(kept),
+                   RenderStackedBar({{"kept", kept, false}, {"recomputed", all - kept, true}},
+                                    widest, /*legend=*/false)});
+    }
+    html +=
+        "</table>\n<ul class=\"legend\"><li><span class=\"swatch seg-kept\"></span>kept "
+        "for backward</li><li><span class=\"swatch seg-recomputed hatched\"></span>"
+        "recomputed in backward</li></ul>\n";
+  }
+  return html + "</section>\n";
+}
+
+std::string CurvesSection(const Json& facts) {
+  const Json& updates = facts["updates"];
+  auto series = [&](const std::string& key) {
+    ChartSeries s{key, {}};
+    for (const Json& u : updates) {
+      s.points.emplace_back(u["update"].get<double>(),
+                            u[key].is_number() ? u[key].get<double>() : NAN);
+    }
+    return s;
+  };
+  std::map<std::string, ChartSeries> slices;
+  for (const Json& e : facts["slice_evals"]) {
+    ChartSeries& s = slices[e["slice"].get<std::string>()];
+    s.name = e["slice"].get<std::string>();
+    s.points.emplace_back(e["update"].get<double>(),
+                          e["loss"].is_number() ? e["loss"].get<double>() : NAN);
+  }
+  std::vector<ChartSeries> eval_series;
+  for (auto& [name, s] : slices) eval_series.push_back(std::move(s));
+  std::string html = "<section id=\"curves\"><h2>Over the run</h2>\n<p class=\"muted\">" +
+                     std::to_string(updates.size()) + " of " + Text(facts["updates_recorded"]) +
+                     " updates drawn.</p>\n<div class=\"charts\">";
+  html += RenderLineChart({"Live bytes after each update (growth is a leak)",
+                           "update",
+                           "bytes",
+                           BytesTick,
+                           {series("live_bytes")}});
+  html += RenderLineChart({"Training loss", "update", "loss", nullptr, {series("loss")}});
+  html +=
+      RenderLineChart({"Evaluation loss per data slice", "update", "loss", nullptr, eval_series});
+  html += RenderLineChart(
+      {"Samples per second", "update", "samples/s", nullptr, {series("samples_per_second")}});
+  for (const Json& e : facts["events"]) {
+    if (e.value("kind", "").find("leak") != std::string::npos) {
+      html += "<p class=\"fail\">" + Text(e["message"]) + "</p>\n";
+    }
+  }
+  return html + "</div></section>\n";
+}
+
+std::string ThroughputSection(const Json& run) {
+  return "<section id=\"throughput\"><h2>Throughput and cost</h2>\n<div class=\"card\">" +
+         Cell("samples/s", Number(run["samples_per_second"], "%.1f")) +
+         Cell("tokens/s", Number(run["tokens_per_second"], "%.0f")) +
+         Cell("MFU", Number(run["mfu"], "%.3f")) +
+         Cell("cost per sample", Number(run["cost_per_sample"], "%.3g")) +
+         "</div>\n<p>Method: " + Text(run["throughput_method"]) +
+         ". Parity check before training: " + Number(run["parity_seconds"], "%.1f s") +
+         ".</p></section>\n";
+}
+
+std::string NightSection(const Json& facts) {
+  std::string html = "<section id=\"night\"><h2>The night</h2>\n<table>" +
+                     Row({"run", "status", "plan", "from", "what ended it"}, "th");
+  const std::int64_t self = facts["run"]["id"].get<std::int64_t>();
+  for (const Json& r : facts["night"]) {
+    const std::int64_t id = r["id"].get<std::int64_t>();
+    const std::string status = r["status"].get<std::string>();
+    html +=
+        Row({id == self
+                 ? "<b>" + std::to_string(id) + "</b>"
+                 : "<a href=\"run-" + std::to_string(id) + ".html\">" + std::to_string(id) + "</a>",
+             "<span class=\"status-" + EscapeHtml(status) + "\">" + EscapeHtml(status) + "</span>",
+             EscapeHtml(PlanText(r["plan"])), Text(r["plan_source"]), Text(r["cause"], "")});
+  }
+  html += "</table>\n";
+  const Json& release = facts["release"];
+  if (release.is_object()) {
+    html += std::string("<p>Release ") + Text(release["id"]) + ": model <code>" +
+            Text(release["artifact_sha256"]) + "</code>, " +
+            (release.value("current", false) ? "current" : "not current") + ", gate " +
+            (release.value("gate_passed", false) ? "passed" : "failed") + ".</p>\n";
+  } else {
+    html += "<p>This run released no model.</p>\n";
+  }
+  return html + "</section>\n";
+}
+
+std::string GateSection(const Json& facts) {
+  Json gate = LastEventDetails(facts, "gate_passed");
+  if (!gate.is_object()) gate = LastEventDetails(facts, "gate_failed");
+  std::string html = "<section id=\"gate\"><h2>Release gate</h2>\n";
+  if (!gate.is_object()) {
+    return html +
+           "<p class=\"muted\">The gate did not run (the run did not finish).</p></section>\n";
+  }
+  html += std::string("<p class=\"") + (gate.value("pass", false) ? "pass" : "fail") + "\">" +
+          Text(gate["reason"]) + "</p>\n<table>" +
+          Row({"slice", "eval loss", "reference", "tolerance", "verdict"}, "th");
+  for (const Json& s : gate.value("slices", Json::array())) {
+    const bool pass = s.value("pass", false);
+    html +=
+        Row({Text(s["slice"]), Number(s["loss"], "%.4f"), Number(s["reference"], "%.4f"),
+             Number(s["tolerance"].is_number() ? Json(100 * s["tolerance"].get<double>()) : Json(),
+                    "%.1f%%"),
+             std::string("<span class=\"") + (pass ? "pass\">pass" : "fail\">fail") + "</span>"});
+  }
+  return html + "</table></section>\n";
+}
+
+std::string ProvenanceSection(const Json& run) {
+  const Json& hw = run["hardware"];
+  const Json& sw = run["software"];
+  return "<section id=\"provenance\"><h2>Provenance</h2>\n<table>" +
+         Row({"config version", "<code>" + Text(run["config_hash"]) + "</code>"}) +
+         Row({"data fingerprint", "<code>" + Text(run["data_fingerprint"]) + "</code>"}) +
+         Row({"seeds", "<code>" + Text(run["seeds"]) + "</code>"}) +
+         Row({"shapes", "<code>" + Text(run["shapes"]) + "</code>"}) +
+         Row({"hardware", Text(hw["cpu_model"]) + ", " + Text(hw["cpu_cores"]) + " cores, " +
+                              Bytes(hw["memory_bytes"]) + "; device " + Text(hw["device"]) + " " +
+                              Bytes(hw["device_memory_bytes"])}) +
+         Row({"software", "trainerd " + Text(sw["trainerd_version"]) + ", LibTorch " +
+                              Text(sw["libtorch_version"]) + ", " + Text(sw["compiler"]) +
+                              ", BLAS " + Text(sw["blas"])}) +
+         "</table></section>\n";
+}
+
+}  // namespace
+
+std::string RenderReportPage(const Json& facts) {
+  const Json& run = facts["run"];
+  const std::string id = Text(run["id"]);
+  const std::string status = run["status"].get<std::string>();
+  return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>trainerd run " +
+         id + "</title>\n<style>" + kStyle + "</style></head>\n<body>\n<header><h1>Run " + id +
+         ": <span class=\"status-" + EscapeHtml(status) + "\">" + EscapeHtml(status) +
+         "</span></h1>\n<p class=\"muted\">config " + Text(run["config_hash"]).substr(0, 12) +
+         ", started " + Time(run["started_at"]) + ", ended " + Time(run["ended_at"]) +
+         ", deadline " + Time(run["deadline_at"]) + "</p></header>\n" + PlanSection(facts) +
+         MemorySection(facts) + CurvesSection(facts) + ThroughputSection(run) +
+         NightSection(facts) + GateSection(facts) + ProvenanceSection(run) +
+         "<footer class=\"muted\"><p>Written by trainerd at " + Time(facts["generated_at"]) +
+         ".</p></footer>\n</body></html>\n";
+}
+
+}  // namespace trainerd::daemon

@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# The run report in a real browser. trainerd --once trains a tiny job whose naive plan does not
+# fit its 2 MiB budget, so the planner accumulates and checkpoints; then:
+#   - the daemon wrote reports/run-1.html, and `trainerctl report 1 --output` writes the same
+#     page (an unknown run is exit 4);
+#   - the HTML parses (Python's html.parser) into every section, its ledger bar's category
+#     segments equal the categories `trainerctl show 1 --json` recorded, it has no script and
+#     loads nothing, and it is under 300 KB;
+#   - headless Chromium parses it into the same sections and SVG charts (--dump-dom) and renders
+#     it to OUT_DIR/run-1.png, which is not blank. Look at that picture after a change.
+#
+# Usage: report_browser_test.sh BIN_DIR OUT_DIR CHROMIUM
+set -euo pipefail
+
+bin_dir=$1
+out_dir=$2
+chromium=$3
+scale=${TRAINERD_TEST_TIME_SCALE:-1}
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+[[ -x $chromium ]] ||
+  fail "chromium not found ('$chromium'): Debian package chromium, scripts/install-deps.sh"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/trainerd-report-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+licences=/usr/share/common-licenses
+cat > "$tmp/job.yaml" << EOF
+model: {kind: gpt, n_layer: 2, n_head: 2, n_embd: 32, block_size: 32}
+data:
+  files: [$licences/GPL-3, $licences/Apache-2.0]
+  eval_windows_per_slice: 4
+optimizer: {lr: 0.003}
+schedule: {warmup_updates: 3, min_lr: 0.0003}
+training: {effective_batch: 16, updates: 20, seed: 7, eval_interval: 5, checkpoint_interval: 10}
+runtime: {threads: 1}
+memory: {budget: 2MiB, reserve: 10%}
+EOF
+cat > "$tmp/trainerd.yaml" << EOF
+job: job.yaml
+state_dir: state
+metrics: {listen: ""}
+parity: {updates: 2}
+EOF
+
+timeout $((300 * scale)) "$bin_dir/trainerd" --config "$tmp/trainerd.yaml" --once \
+  2> "$tmp/daemon.log" || fail "trainerd --once failed: $(cat "$tmp/daemon.log")"
+grep -q "report: $tmp/state/reports/run-1.html" "$tmp/daemon.log" ||
+  fail "the cycle did not print the report's path: $(cat "$tmp/daemon.log")"
+[[ -s $tmp/state/reports/run-1.html ]] || fail "the daemon wrote no reports/run-1.html"
+
+ctl() { "$bin_dir/trainerctl" --state-dir "$tmp/state" "$@"; }
+ctl report 1 --output "$tmp/run-1.html" 2> /dev/null || fail "trainerctl report 1 failed"
+set +e
+ctl report 7 > /dev/null 2>&1
+rc=$?
+set -e
+[[ $rc -eq 4 ]] || fail "trainerctl report 7 (no such run) exited $rc, expected 4"
+ctl show 1 --json > "$tmp/show.json"
+# The daemon's page and trainerctl's differ only in the time they were written.
+diff <(grep -v 'Written by trainerd at' "$tmp/state/reports/run-1.html") \
+  <(grep -v 'Written by trainerd at' "$tmp/run-1.html") > /dev/null ||
+  fail "the daemon's reports/run-1.html and trainerctl report 1 differ"
+
+python3 - "$tmp/run-1.html" "$tmp/show.json" << 'EOF' || fail "the page's HTML (above)"
+import html.parser, json, sys
+
+page = open(sys.argv[1], encoding="utf-8").read()
+run = json.load(open(sys.argv[2]))["run"]
+
+class Page(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.sections, self.tags, self.loads, self.bar, self.in_bar = [], set(), [], {}, 0
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        self.tags.add(tag)
+        if tag == "section":
+            self.sections.append(a.get("id"))
+        for key in ("src", "href"):
+            if a.get(key, "").startswith(("http:", "https:", "//")):
+                self.loads.append(a[key])
+        if tag == "div" and a.get("id") == "ledger-bar":
+            self.in_bar = 1
+        elif tag == "div" and self.in_bar:
+            self.in_bar += 1
+        if self.in_bar and tag == "rect" and "segment" in a.get("class", ""):
+            self.bar[a["data-name"]] = self.bar.get(a["data-name"], 0) + int(a["data-bytes"])
+    def handle_endtag(self, tag):
+        if tag == "div" and self.in_bar:
+            self.in_bar -= 1
+
+p = Page()
+p.feed(page)
+problems = []
+want = ["plan", "memory", "curves", "throughput", "night", "gate", "provenance"]
+if p.sections != want:
+    problems.append("sections %s, expected %s" % (p.sections, want))
+if "script" in p.tags or p.loads:
+    problems.append("a script or a load from elsewhere: %s" % p.loads)
+if len(page.encode()) >= 300 * 1024:
+    problems.append("%d bytes, over 300 KB" % len(page.encode()))
+recorded = {k: v for k, v in run["peak_memory_bytes"].items() if k != "peak"}
+drawn = {k: v for k, v in p.bar.items() if k in recorded}
+if drawn != recorded:
+    problems.append("ledger bar %s, recorded %s" % (drawn, recorded))
+if run["plan"]["checkpoint_blocks"] == [] or run["plan"]["accumulation_steps"] < 2:
+    problems.append("the 2 MiB budget did not force a trade: plan %s" % run["plan"])
+if "rejected" not in page or "exceeds usable" not in page:
+    problems.append("no rejected candidate with its reason on the plan card")
+print("\n".join(problems) or "ok: %d sections, ledger bar = recorded categories %s, %d bytes"
+      % (len(p.sections), recorded, len(page.encode())))
+sys.exit(1 if problems else 0)
+EOF
+
+# A real browser: the DOM it builds, then the picture it draws.
+browser() {
+  "$chromium" --headless --no-sandbox --disable-gpu --hide-scrollbars --no-first-run \
+    --user-data-dir="$tmp/chromium" "$@" 2> "$tmp/chromium.log"
+}
+browser --dump-dom "file://$tmp/run-1.html" > "$tmp/dom.html" ||
+  fail "chromium --dump-dom failed: $(tail -5 "$tmp/chromium.log")"
+for section in plan memory curves throughput night gate provenance; do
+  grep -q "<section id=\"$section\">" "$tmp/dom.html" || fail "Chromium's DOM has no section $section"
+done
+charts=$(grep -o '<svg' "$tmp/dom.html" | wc -l)
+[[ $charts -ge 6 ]] || fail "Chromium's DOM has $charts SVG elements, expected the bars and 4 charts"
+mkdir -p "$out_dir"
+rm -f "$out_dir/run-1.png"
+browser --window-size=1000,3000 --screenshot="$out_dir/run-1.png" "file://$tmp/run-1.html" ||
+  fail "chromium --screenshot failed: $(tail -5 "$tmp/chromium.log")"
+python3 - "$out_dir/run-1.png" << 'EOF' || fail "the screenshot (above)"
+import struct, sys, zlib
+
+data = open(sys.argv[1], "rb").read()
+if data[:8] != b"\x89PNG\r\n\x1a\n":
+    sys.exit("not a PNG")
+width, height, depth, colour = struct.unpack(">IIBB", data[16:26])
+chunks, at = [], 8
+while at < len(data):
+    length, kind = struct.unpack(">I4s", data[at:at + 8])
+    if kind == b"IDAT":
+        chunks.append(data[at + 8:at + 8 + length])
+    at += 12 + length
+raw = zlib.decompress(b"".join(chunks))
+stride = 1 + width * (4 if colour == 6 else 3)
+# Rows that are not one flat colour (the filter byte aside): a blank page has none.
+busy = sum(1 for r in range(height) if len(set(raw[r * stride + 1:(r + 1) * stride])) > 2)
+if (width, height) != (1000, 3000) or busy < height // 5:
+    sys.exit("%dx%d, %d of %d rows drawn on" % (width, height, busy, height))
+print("ok: screenshot %dx%d, %d rows drawn on" % (width, height, busy))
+EOF
+echo "PASS: the report page is complete, in HTML and in Chromium ($out_dir/run-1.png)"
