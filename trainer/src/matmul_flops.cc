@@ -27,6 +27,17 @@ double ProductFlops(const std::vector<std::int64_t>& a, const std::vector<std::i
 
 }  // namespace
 
+double MatmulFlopsOf(const at::RecordFunction& op) {
+  const char* name = op.name();
+  if (std::strcmp(name, "aten::mm") == 0 || std::strcmp(name, "aten::bmm") == 0) {
+    return ProductFlops(SizesOf(op, 0), SizesOf(op, 1));
+  }
+  if (std::strcmp(name, "aten::addmm") == 0 || std::strcmp(name, "aten::baddbmm") == 0) {
+    return ProductFlops(SizesOf(op, 1), SizesOf(op, 2));  // input 0 is added
+  }
+  return 0;
+}
+
 MatmulFlopCounter::MatmulFlopCounter() {
   TORCH_CHECK(active == nullptr, "one MatmulFlopCounter per thread at a time");
   active = this;
@@ -42,13 +53,9 @@ MatmulFlopCounter::~MatmulFlopCounter() {
 std::unique_ptr<at::ObserverContext> MatmulFlopCounter::OnStart(const at::RecordFunction& op) {
   if (active == nullptr) return nullptr;
   const char* name = op.name();
-  if (std::strcmp(name, "aten::mm") == 0 || std::strcmp(name, "aten::bmm") == 0) {
-    active->flops_ += ProductFlops(SizesOf(op, 0), SizesOf(op, 1));
-  } else if (std::strcmp(name, "aten::addmm") == 0 || std::strcmp(name, "aten::baddbmm") == 0) {
-    active->flops_ += ProductFlops(SizesOf(op, 1), SizesOf(op, 2));  // input 0 is added
-  } else if (std::strstr(name, "convolution") != nullptr ||
-             std::strstr(name, "conv1d") != nullptr || std::strstr(name, "conv2d") != nullptr ||
-             std::strstr(name, "conv3d") != nullptr) {
+  active->flops_ += MatmulFlopsOf(op);
+  if (std::strstr(name, "convolution") != nullptr || std::strstr(name, "conv1d") != nullptr ||
+      std::strstr(name, "conv2d") != nullptr || std::strstr(name, "conv3d") != nullptr) {
     active->uncounted_.insert(name);
   }
   return nullptr;

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "trainerd/common/mix.h"
+#include "trainerd/trainer/op_profiler.h"
 #include "trainerd/trainer/torch_compat.h"
 
 namespace trainerd {
@@ -27,6 +28,7 @@ SampleDropoutImpl::SampleDropoutImpl(double p, int site) : p_(p), site_(site) {
 
 torch::Tensor SampleDropoutImpl::forward(const torch::Tensor& x) {
   if (!is_training() || p_ == 0) return x;
+  RECORD_USER_SCOPE(kDropoutScope);  // the op profiler's "dropout" group
   const std::optional<SampleStream>& stream = current_stream;
   if (!stream) return torch::dropout(x, p_, /*train=*/true);
   torch::Tensor noise = torch::empty_like(x, at::MemoryFormat::Contiguous);

@@ -17,6 +17,7 @@
 #include "trainerd/trainer/lr_schedule.h"
 #include "trainerd/trainer/memory_ledger.h"
 #include "trainerd/trainer/model_description.h"
+#include "trainerd/trainer/op_profiler.h"
 #include "trainerd/trainer/safetensors_writer.h"
 #include "trainerd/trainer/throughput.h"
 #include "trainerd/trainer/training_checkpoint.h"
@@ -181,8 +182,10 @@ UpdateStats Trainer::TrainUpdate(int update, const AfterForward& after_forward) 
     torch::NoGradGuard no_grad;
     model_->parameters().front().grad().view(-1)[0] = std::numeric_limits<double>::infinity();
   }
-  const StepResult step =
-      UnscaleClipStep(*model_, *optimizer_, t.grad_clip, precision_context(), before_clip_);
+  const StepResult step = [&] {
+    RECORD_USER_SCOPE(kOptimizerScope);  // the op profiler's "optimizer" group
+    return UnscaleClipStep(*model_, *optimizer_, t.grad_clip, precision_context(), before_clip_);
+  }();
   stats.grad_norm = step.grad_norm;
   stats.skipped = step.skipped;
   stats.nonfinite_gradient = step.nonfinite_gradient;

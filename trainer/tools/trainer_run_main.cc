@@ -27,10 +27,12 @@
 #include "trainerd/trainer/own_model.h"
 #include "trainerd/trainer/parity.h"
 #include "trainerd/trainer/planner.h"
+#include "trainerd/trainer/profile_text.h"
 #include "trainerd/trainer/throughput.h"
 #include "trainerd/trainer/trainer.h"
 #include "trainerd/trainer/training_fault.h"
 #include "trainerd/trainer/units.h"
+#include "trainerd/trainer/update_profile.h"
 #include "trainerd/trainer/what_if.h"
 
 namespace {
@@ -44,6 +46,8 @@ constexpr const char* kUsage = R"(usage:
   trainer-run --config FILE --plan-only [--json]
   trainer-run --config FILE --device-info
   trainer-run --config FILE [--plan FILE] --parity [--parity-updates N] [--json]
+  trainer-run --config FILE [--plan FILE] --profile [--profile-updates N]
+              [--profile-trace FILE] [--json]
   trainer-run ... --test-only-fault NAME
   trainer-run --what-if --static SIZE --act-per-sample SIZE --device SIZE [--reserve 10%]
               [--microbatch N --blocks N] [--json]
@@ -88,6 +92,13 @@ options:
                        gradients before clipping, and parameters after the step; prints
                        the worst differences, what failed, and a verdict (exit 7 on FAIL)
   --parity-updates N   updates in the parity run (default 5)
+  --profile            where an update of the plan spends its time (CPU jobs): N updates
+                       after a warm-up, each LibTorch op's self time grouped as matrix
+                       products, attention, dropout, normalisation, optimizer and other, with
+                       counted FLOPs and bytes on this machine's roofline (measured matmul
+                       peak and memory bandwidth), and the top ops
+  --profile-updates N  updates profiled (default 3)
+  --profile-trace FILE also write the profiled updates as a Chrome trace (Perfetto opens it)
   --test-only-fault NAME
                        TEST ONLY: make the trainer commit a known bug (the plan side of
                        --parity, or training): loss_per_microbatch, step_per_microbatch,
@@ -136,6 +147,9 @@ struct Args {
   bool device_info = false;
   bool parity = false;
   int parity_updates = 5;
+  bool profile = false;
+  int profile_updates = 3;
+  std::string profile_trace;
   trainerd::TrainingFault fault = trainerd::TrainingFault::kNone;
   bool what_if = false;
   std::map<std::string, std::string> what_if_values;  // --static, --act-per-sample, ...
@@ -192,6 +206,12 @@ Args ParseArgs(int argc, char** argv) {
       args.parity = true;
     } else if (arg == "--parity-updates") {
       args.parity_updates = ParseCount(arg, value(), 1, 1000);
+    } else if (arg == "--profile") {
+      args.profile = true;
+    } else if (arg == "--profile-updates") {
+      args.profile_updates = ParseCount(arg, value(), 1, 100);
+    } else if (arg == "--profile-trace") {
+      args.profile_trace = value();
     } else if (arg == "--test-only-fault") {
       const std::string name = value();
       const std::optional<trainerd::TrainingFault> fault = trainerd::ParseTrainingFault(name);
@@ -371,8 +391,8 @@ class Worker {
     std::cout << report.dump() << std::endl;
   }
 
-  // --device-info, --ledger, --plan-only and --parity print a report and end the invocation;
-  // --plan auto replaces the plan with the planner's and goes on to train.
+  // --device-info, --ledger, --plan-only, --profile and --parity print a report and end the
+  // invocation; --plan auto replaces the plan with the planner's and goes on to train.
   std::optional<int> Report() {
     if (args_.device_info) {
       PrintReport(nlohmann::json::object());
@@ -405,6 +425,24 @@ class Worker {
       }
       spec_.plan = chosen->plan;
       sink_->Emit({{"event", "plan"}, {"plan", chosen->ToJson()}});
+    }
+    if (args_.profile) {
+      trainerd::ProfileOptions options;
+      options.updates = args_.profile_updates;
+      options.trace_path = args_.profile_trace;
+      options.peak_flops_cache = trainerd::DefaultPeakFlopsCache();
+      trainerd::Result<nlohmann::json> profile = trainerd::ProfileUpdates(spec_, *corpus_, options);
+      if (!profile.ok()) {
+        const bool usage = profile.status().code() == trainerd::Status::Code::kInvalidArgument;
+        return Fail(usage ? "config" : "internal", profile.status().message(),
+                    usage ? exit_code::kUsage : exit_code::kInternal);
+      }
+      if (args_.json) {
+        PrintReport(*profile);
+      } else {
+        std::cout << trainerd::ProfileText(*profile);
+      }
+      return exit_code::kOk;
     }
     if (args_.parity) {
       trainerd::Result<trainerd::ParityReport> report =

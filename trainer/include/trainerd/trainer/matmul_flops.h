@@ -16,6 +16,10 @@
 
 namespace trainerd {
 
+// The FLOPs of `op` when it is one of the products above, from its recorded inputs (the
+// callback must ask for them); 0 for any other op.
+double MatmulFlopsOf(const at::RecordFunction& op);
+
 class MatmulFlopCounter {
  public:
   MatmulFlopCounter();
