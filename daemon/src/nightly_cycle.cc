@@ -24,6 +24,10 @@ namespace {
 // Metrics are stored in batches of this many updates while a run trains.
 constexpr std::size_t kMetricBatch = 20;
 
+// Updates the op profile of a new plan measures (after one warm-up): a few seconds of a
+// small job, a fraction of a large one's first update.
+constexpr int kProfileUpdates = 3;
+
 std::string Short(const std::string& hash) { return hash.substr(0, 12); }
 
 std::string Format(const char* format, double a, double b = 0) {
@@ -551,6 +555,46 @@ asio::awaitable<std::optional<NightlyCycle::Refusal>> NightlyCycle::CheckParity(
   co_return Refusal{outcome, message};
 }
 
+asio::awaitable<void> NightlyCycle::ProfileNewPlan(const ActiveConfig& active,
+                                                   const Attempt& attempt,
+                                                   const std::string& plan_path,
+                                                   std::int64_t run_id) {
+  if (IsValidated(attempt)) co_return;  // profiled when it first trained
+  if (active.spec.runtime.device != "cpu") {
+    Record(run_id, "profile_skipped", store::Severity::kInfo,
+           "the op profile times ops on the host: a " + active.spec.runtime.device +
+               " plan is not profiled");
+    co_return;
+  }
+  Progress("profiling", run_id);
+  const StateLayout layout(config_.state_dir);
+  const std::string trace = layout.ProfileTrace(run_id);
+  const std::vector<std::string> args = {"--plan",
+                                         plan_path,
+                                         "--profile",
+                                         "--profile-updates",
+                                         std::to_string(kProfileUpdates),
+                                         "--profile-trace",
+                                         trace};
+  const WorkerReportOutput out = co_await RunReportMode(active, args, layout.RunLog(run_id));
+  if (!out.exit.ok() || !out.exit->exited || out.exit->code != 0 || !out.report.is_object()) {
+    const std::string why = !out.exit.ok()          ? out.exit.status().message()
+                            : out.error.is_object() ? out.error.value("message", "")
+                                                    : out.exit->Describe();
+    Record(run_id, "profile_failed", store::Severity::kWarning,
+           "the op profile of the plan failed (training goes on): " + why);
+    co_return;
+  }
+  std::string summary = "op profile of " + std::to_string(kProfileUpdates) + " updates: ";
+  for (const nlohmann::json& g : out.report.value("groups", nlohmann::json::array())) {
+    if (g.value("share", 0.0) >= 0.05) {
+      summary +=
+          g.value("group", std::string()) + Format(" %.0f%%", 100 * g.value("share", 0.0)) + ", ";
+    }
+  }
+  Record(run_id, "profile", store::Severity::kInfo, summary + "trace " + trace, out.report.dump());
+}
+
 struct NightlyCycle::Training {
   Result<ProcessExit> process = Status::Internal("not run");
   WorkerReport report;
@@ -589,6 +633,7 @@ asio::awaitable<NightlyCycle::AttemptResult> NightlyCycle::RunAttempt(
     FinishAttempt(run, result, refusal->outcome, refusal->message, {}, {});
     co_return result;
   }
+  co_await ProfileNewPlan(active, attempt, plan_path, run.id);
 
   Training training = co_await Train(active, plan_path, run.id);
   if (!training.process.ok()) {

@@ -2,12 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <map>
 #include <set>
 #include <vector>
 
-#include "trainerd/daemon/schedule.h"
+#include "trainerd/daemon/json_text.h"
 #include "trainerd/daemon/svg_chart.h"
 #include "trainerd/trainer/units.h"
 
@@ -62,20 +61,9 @@ std::string Text(const Json& value, const std::string& none = "-") {
   return EscapeHtml(value.dump());
 }
 
-std::string Number(const Json& value, const char* format) {
-  if (!value.is_number()) return "-";
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, format, value.get<double>());
-  return buffer;
-}
-
-std::string Bytes(const Json& value) {
-  return value.is_number() ? FormatBytes(value.get<std::int64_t>()) : "-";
-}
 
 std::string BytesTick(double bytes) { return FormatBytes(static_cast<std::int64_t>(bytes)); }
 
-std::string Time(const Json& t) { return t.is_number() ? FormatUtc(t.get<double>()) : "-"; }
 
 std::string PlanText(const Json& plan) {
   if (!plan.is_object()) return "none chosen";
@@ -127,23 +115,23 @@ std::string PlanSection(const Json& facts) {
       run["peak_memory_bytes"].is_object() ? run["peak_memory_bytes"]["peak"] : Json();
   html +=
       "<div class=\"card\">" +
-      Cell("predicted peak", planner.is_object() ? Bytes(planner["predicted_peak_bytes"]) : "-") +
-      Cell("measured peak", Bytes(peak)) +
+      Cell("predicted peak", planner.is_object() ? BytesText(planner["predicted_peak_bytes"]) : "-") +
+      Cell("measured peak", BytesText(peak)) +
       Cell("predicted update",
-           planner.is_object() ? Number(planner["predicted_update_seconds"], "%.3g s") : "-") +
-      Cell("measured update", Number(measured_update, "%.3g s")) + "</div>\n";
+           planner.is_object() ? NumberText(planner["predicted_update_seconds"], "%.3g s") : "-") +
+      Cell("measured update", NumberText(measured_update, "%.3g s")) + "</div>\n";
   if (ledger.is_object() && ledger["usable_bytes"].is_number() &&
       ledger["peak_bytes"].is_number()) {
     const double share = ledger["peak_bytes"].get<double>() / ledger["usable_bytes"].get<double>();
-    html += "<p>It fits: the ledger measured a peak of " + Bytes(ledger["peak_bytes"]) + ", " +
-            Number(100 * share, "%.1f") + "% of the " + Bytes(ledger["usable_bytes"]) +
-            " usable (budget " + Bytes(ledger["budget_bytes"]) + " less the reserve).</p>\n";
+    html += "<p>It fits: the ledger measured a peak of " + BytesText(ledger["peak_bytes"]) + ", " +
+            NumberText(100 * share, "%.1f") + "% of the " + BytesText(ledger["usable_bytes"]) +
+            " usable (budget " + BytesText(ledger["budget_bytes"]) + " less the reserve).</p>\n";
   }
   if (planner.is_object()) {
-    html += "<p>The planner's probes took " + Number(planner["probe_seconds"], "%.1f s") +
-            "; predicted duration " + Number(planner["predicted_duration_seconds"], "%.3g s") +
+    html += "<p>The planner's probes took " + NumberText(planner["probe_seconds"], "%.1f s") +
+            "; predicted duration " + NumberText(planner["predicted_duration_seconds"], "%.3g s") +
             (planner["window_seconds"].is_number()
-                 ? " of a " + Number(planner["window_seconds"], "%.0f s") + " window"
+                 ? " of a " + NumberText(planner["window_seconds"], "%.0f s") + " window"
                  : std::string()) +
             ".</p>\n";
     const Json rejected = planner.value("rejected", Json::array());
@@ -152,8 +140,8 @@ std::string PlanSection(const Json& facts) {
           "<table id=\"rejected\">" +
           Row({"faster candidate rejected", "predicted peak", "predicted duration", "why"}, "th");
       for (const Json& r : rejected) {
-        html += Row({EscapeHtml(PlanText(r)), Bytes(r["predicted_peak_bytes"]),
-                     Number(r["predicted_duration_seconds"], "%.3g s"), Text(r["reason"])});
+        html += Row({EscapeHtml(PlanText(r)), BytesText(r["predicted_peak_bytes"]),
+                     NumberText(r["predicted_duration_seconds"], "%.3g s"), Text(r["reason"])});
       }
       html += "</table>\n";
     } else {
@@ -200,7 +188,7 @@ std::string MemorySection(const Json& facts) {
           ", the rest is the reserve):</p>\n" + "<div id=\"ledger-bar\">" +
           RenderStackedBar(against_budget, budget) + "</div>\n" +
           "<p>The same categories at their own scale (together " + FormatBytes(sum) +
-          "; the measured peak was " + Bytes(categories["peak"]) +
+          "; the measured peak was " + BytesText(categories["peak"]) +
           "):</p>\n<div id=\"ledger-zoom\">" + RenderStackedBar(segments, sum) + "</div>\n";
   const Json blocks = ledger.is_object() ? ledger.value("blocks", Json::array()) : Json::array();
   if (!blocks.empty()) {
@@ -229,6 +217,63 @@ std::string MemorySection(const Json& facts) {
         "</table>\n<ul class=\"legend\"><li><span class=\"swatch seg-kept\"></span>kept "
         "for backward</li><li><span class=\"swatch seg-recomputed hatched\"></span>"
         "recomputed in backward</li></ul>\n";
+  }
+  return html + "</section>\n";
+}
+
+std::string ProfileSection(const Json& facts) {
+  const Json p = LastEventDetails(facts, "profile");
+  std::string html = "<section id=\"profile\"><h2>Where an update spends its time</h2>\n";
+  if (!p.is_object()) {
+    return html +
+           "<p class=\"muted\">No op profile: the first run of a new plan on the CPU is "
+           "profiled, and this one's plan had been validated before, ran on a GPU, or "
+           "stopped before training.</p></section>\n";
+  }
+  html += "<p>" + NumberText(p["updates"], "%.0f") + " updates after a warm-up, " +
+          NumberText(p["update_seconds"], "%.4g s") + " each under the profiler (" +
+          NumberText(p["unprofiled_update_seconds"], "%.4g s") +
+          " without it: the shares are of the profiled update); measured roofs: peak " +
+          NumberText(p["peak_flops"], "%.3g FLOP/s") + " (" + Text(p["precision"]) +
+          " matrix products), memory bandwidth " +
+          NumberText(p["memory_bandwidth_bytes_per_second"], "%.3g B/s") + ", ridge at " +
+          NumberText(p["ridge_intensity"], "%.3g FLOP/byte") + ".</p>\n<table id=\"op-groups\">" +
+          Row({"op group", "self time", "share", "calls", "FLOP/byte", "achieved", "of its bound",
+               "bound"},
+              "th");
+  std::vector<RooflineDot> dots;
+  for (const Json& g : p.value("groups", Json::array())) {
+    html += Row(
+        {Text(g["group"]), NumberText(g["self_seconds"], "%.3g s"),
+         NumberText(g["share"].is_number() ? Json(100 * g["share"].get<double>()) : Json(), "%.1f%%"),
+         NumberText(g["calls"], "%.0f"), NumberText(g["intensity"], "%.3g"),
+         g["achieved_flops"].get<double>() > 0 ? NumberText(g["achieved_flops"], "%.3g FLOP/s")
+                                               : NumberText(g["achieved_bytes_per_second"], "%.3g B/s"),
+         NumberText(g["fraction_of_bound"].is_number()
+                    ? Json(100 * g["fraction_of_bound"].get<double>())
+                    : Json(),
+                "%.1f%%"),
+         Text(g["bound"], "")});
+    dots.push_back(
+        {g["group"].get<std::string>(), g.value("intensity", 0.0), g.value("achieved_flops", 0.0)});
+  }
+  html += Row({"outside ops", NumberText(p["outside_ops_seconds"], "%.3g s")}) + "</table>\n";
+  html +=
+      "<figure class=\"chart\"><figcaption>Roofline: op groups whose FLOPs are counted "
+      "(matrix products)</figcaption>\n" +
+      RenderRoofline(p.value("peak_flops", 0.0), p.value("memory_bandwidth_bytes_per_second", 0.0),
+                     dots) +
+      "</figure>\n<table id=\"top-ops\">" +
+      Row({"op", "group", "calls", "self time", "share"}, "th");
+  for (const Json& op : p.value("top_ops", Json::array())) {
+    html += Row({"<code>" + Text(op["name"]) + "</code>", Text(op["group"]),
+                 NumberText(op["calls"], "%.0f"), NumberText(op["self_seconds"], "%.3g s"),
+                 NumberText(op["share"].is_number() ? Json(100 * op["share"].get<double>()) : Json(),
+                        "%.1f%%")});
+  }
+  html += "</table>\n";
+  if (p["trace_path"].is_string()) {
+    html += "<p>Chrome trace (Perfetto opens it): <code>" + Text(p["trace_path"]) + "</code></p>\n";
   }
   return html + "</section>\n";
 }
@@ -275,12 +320,12 @@ std::string CurvesSection(const Json& facts) {
 
 std::string ThroughputSection(const Json& run) {
   return "<section id=\"throughput\"><h2>Throughput and cost</h2>\n<div class=\"card\">" +
-         Cell("samples/s", Number(run["samples_per_second"], "%.1f")) +
-         Cell("tokens/s", Number(run["tokens_per_second"], "%.0f")) +
-         Cell("MFU", Number(run["mfu"], "%.3f")) +
-         Cell("cost per sample", Number(run["cost_per_sample"], "%.3g")) +
+         Cell("samples/s", NumberText(run["samples_per_second"], "%.1f")) +
+         Cell("tokens/s", NumberText(run["tokens_per_second"], "%.0f")) +
+         Cell("MFU", NumberText(run["mfu"], "%.3f")) +
+         Cell("cost per sample", NumberText(run["cost_per_sample"], "%.3g")) +
          "</div>\n<p>Method: " + Text(run["throughput_method"]) +
-         ". Parity check before training: " + Number(run["parity_seconds"], "%.1f s") +
+         ". Parity check before training: " + NumberText(run["parity_seconds"], "%.1f s") +
          ".</p></section>\n";
 }
 
@@ -325,8 +370,8 @@ std::string GateSection(const Json& facts) {
   for (const Json& s : gate.value("slices", Json::array())) {
     const bool pass = s.value("pass", false);
     html +=
-        Row({Text(s["slice"]), Number(s["loss"], "%.4f"), Number(s["reference"], "%.4f"),
-             Number(s["tolerance"].is_number() ? Json(100 * s["tolerance"].get<double>()) : Json(),
+        Row({Text(s["slice"]), NumberText(s["loss"], "%.4f"), NumberText(s["reference"], "%.4f"),
+             NumberText(s["tolerance"].is_number() ? Json(100 * s["tolerance"].get<double>()) : Json(),
                     "%.1f%%"),
              std::string("<span class=\"") + (pass ? "pass\">pass" : "fail\">fail") + "</span>"});
   }
@@ -342,8 +387,8 @@ std::string ProvenanceSection(const Json& run) {
          Row({"seeds", "<code>" + Text(run["seeds"]) + "</code>"}) +
          Row({"shapes", "<code>" + Text(run["shapes"]) + "</code>"}) +
          Row({"hardware", Text(hw["cpu_model"]) + ", " + Text(hw["cpu_cores"]) + " cores, " +
-                              Bytes(hw["memory_bytes"]) + "; device " + Text(hw["device"]) + " " +
-                              Bytes(hw["device_memory_bytes"])}) +
+                              BytesText(hw["memory_bytes"]) + "; device " + Text(hw["device"]) + " " +
+                              BytesText(hw["device_memory_bytes"])}) +
          Row({"software", "trainerd " + Text(sw["trainerd_version"]) + ", LibTorch " +
                               Text(sw["libtorch_version"]) + ", " + Text(sw["compiler"]) +
                               ", BLAS " + Text(sw["blas"])}) +
@@ -360,12 +405,12 @@ std::string RenderReportPage(const Json& facts) {
          id + "</title>\n<style>" + kStyle + "</style></head>\n<body>\n<header><h1>Run " + id +
          ": <span class=\"status-" + EscapeHtml(status) + "\">" + EscapeHtml(status) +
          "</span></h1>\n<p class=\"muted\">config " + Text(run["config_hash"]).substr(0, 12) +
-         ", started " + Time(run["started_at"]) + ", ended " + Time(run["ended_at"]) +
-         ", deadline " + Time(run["deadline_at"]) + "</p></header>\n" + PlanSection(facts) +
-         MemorySection(facts) + CurvesSection(facts) + ThroughputSection(run) +
-         NightSection(facts) + GateSection(facts) + ProvenanceSection(run) +
-         "<footer class=\"muted\"><p>Written by trainerd at " + Time(facts["generated_at"]) +
-         ".</p></footer>\n</body></html>\n";
+         ", started " + TimeText(run["started_at"]) + ", ended " + TimeText(run["ended_at"]) +
+         ", deadline " + TimeText(run["deadline_at"]) + "</p></header>\n" + PlanSection(facts) +
+         MemorySection(facts) + ProfileSection(facts) + CurvesSection(facts) +
+         ThroughputSection(run) + NightSection(facts) + GateSection(facts) +
+         ProvenanceSection(run) + "<footer class=\"muted\"><p>Written by trainerd at " +
+         TimeText(facts["generated_at"]) + ".</p></footer>\n</body></html>\n";
 }
 
 }  // namespace trainerd::daemon

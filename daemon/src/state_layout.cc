@@ -18,6 +18,10 @@ std::string StateLayout::RunLog(std::int64_t run_id) const {
 
 std::string StateLayout::DeviceInfoLog() const { return dir_ + "/logs/device-info.log"; }
 
+std::string StateLayout::ProfileTrace(std::int64_t run_id) const {
+  return dir_ + "/profiles/run-" + std::to_string(run_id) + ".trace.json";
+}
+
 std::string StateLayout::RunReport(std::int64_t run_id) const {
   return dir_ + "/reports/run-" + std::to_string(run_id) + ".html";
 }
@@ -34,8 +38,8 @@ std::string StateLayout::WorkerPidFile() const { return dir_ + "/worker.pid"; }
 
 Status StateLayout::CreateDirectories() const {
   namespace fs = std::filesystem;
-  for (const char* sub :
-       {"", "/configs", "/work", "/releases", "/releases/rejected", "/logs", "/reports"}) {
+  for (const char* sub : {"", "/configs", "/work", "/releases", "/releases/rejected", "/logs",
+                          "/reports", "/profiles"}) {
     const std::string path = dir_ + sub;
     std::error_code ec;
     fs::create_directories(path, ec);

@@ -147,4 +147,61 @@ std::string RenderStackedBar(const std::vector<BarSegment>& segments, std::int64
   return legend ? svg + names + "</ul>\n" : svg;
 }
 
+std::string RenderRoofline(double peak_flops, double bytes_per_second,
+                           const std::vector<RooflineDot>& dots) {
+  constexpr double kH = 300;
+  std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"roofline\" width=\"" +
+                    Num(kWidth) + "\" height=\"" + Num(kH) + "\" viewBox=\"0 0 " + Num(kWidth) +
+                    " " + Num(kH) + "\" role=\"img\" aria-label=\"roofline\">\n";
+  if (!(peak_flops > 0) || !(bytes_per_second > 0)) {
+    return svg +
+           "<text x=\"320\" y=\"150\" text-anchor=\"middle\" class=\"muted\">no roofs "
+           "measured</text></svg>\n";
+  }
+  // Decades of intensity around the ridge and the dots; rates from 1/1000 of the peak up.
+  const double ridge = peak_flops / bytes_per_second;
+  double lo = std::min(ridge / 100, 0.01), hi = std::max(ridge * 100, 100.0);
+  double bottom = peak_flops / 1000;
+  for (const RooflineDot& d : dots) {
+    if (d.intensity > 0) lo = std::min(lo, d.intensity / 2), hi = std::max(hi, d.intensity * 2);
+    if (d.achieved_flops > 0) bottom = std::min(bottom, d.achieved_flops / 2);
+  }
+  const double top = peak_flops * 2;
+  const double pw = kWidth - kLeft - kRight, ph = kH - kTop - kBottom;
+  auto px = [&](double x) { return kLeft + std::log10(x / lo) / std::log10(hi / lo) * pw; };
+  auto py = [&](double y) {
+    return kTop + (1 - std::log10(y / bottom) / std::log10(top / bottom)) * ph;
+  };
+  svg += "<g class=\"axes\"><line x1=\"" + Num(kLeft) + "\" y1=\"" + Num(kTop + ph) + "\" x2=\"" +
+         Num(kLeft + pw) + "\" y2=\"" + Num(kTop + ph) + "\"/><line x1=\"" + Num(kLeft) +
+         "\" y1=\"" + Num(kTop) + "\" x2=\"" + Num(kLeft) + "\" y2=\"" + Num(kTop + ph) + "\"/>";
+  for (double x = std::pow(10, std::ceil(std::log10(lo))); x <= hi; x *= 10) {
+    svg += "<text x=\"" + Num(px(x)) + "\" y=\"" + Num(kH - 20) + "\" text-anchor=\"middle\">" +
+           PlainNumber(x) + "</text>";
+  }
+  for (double y = std::pow(10, std::ceil(std::log10(bottom))); y <= top; y *= 10) {
+    svg += "<line class=\"grid\" x1=\"" + Num(kLeft) + "\" y1=\"" + Num(py(y)) + "\" x2=\"" +
+           Num(kLeft + pw) + "\" y2=\"" + Num(py(y)) + "\"/><text x=\"" + Num(kLeft - 4) +
+           "\" y=\"" + Num(py(y) + 4) + "\" text-anchor=\"end\">" + PlainNumber(y) + "</text>";
+  }
+  svg += "<text x=\"" + Num(kLeft + pw / 2) + "\" y=\"" + Num(kH - 6) +
+         "\" text-anchor=\"middle\">arithmetic intensity (FLOP/byte)</text><text x=\"4\" "
+         "y=\"14\">FLOP/s</text></g>\n";
+  const double x0 = std::max(lo, bottom / bytes_per_second);  // where the slope enters the plot
+  svg += "<path class=\"roof\" fill=\"none\" stroke=\"#1d1d1f\" stroke-width=\"2\" d=\"M" +
+         Num(px(x0)) + " " + Num(py(x0 * bytes_per_second)) + " L" + Num(px(ridge)) + " " +
+         Num(py(peak_flops)) + " L" + Num(px(hi)) + " " + Num(py(peak_flops)) + "\"/>\n";
+  for (std::size_t i = 0; i < dots.size(); ++i) {
+    const RooflineDot& d = dots[i];
+    if (!(d.intensity > 0) || !(d.achieved_flops > 0)) continue;
+    const char* colour = kPalette[i % std::size(kPalette)];
+    svg += "<circle class=\"dot\" data-name=\"" + EscapeHtml(d.name) + "\" cx=\"" +
+           Num(px(d.intensity)) + "\" cy=\"" + Num(py(d.achieved_flops)) + "\" r=\"5\" fill=\"" +
+           colour + "\"/><text x=\"" + Num(px(d.intensity) + 8) + "\" y=\"" +
+           Num(py(d.achieved_flops) + 4) + "\" fill=\"" + colour + "\">" + EscapeHtml(d.name) +
+           "</text>\n";
+  }
+  return svg + "</svg>\n";
+}
+
 }  // namespace trainerd::daemon

@@ -1,11 +1,10 @@
 #include "trainerctl_format.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <sstream>
 #include <vector>
 
-#include "trainerd/daemon/schedule.h"
+#include "trainerd/daemon/json_text.h"
 #include "trainerd/trainer/units.h"
 
 namespace trainerd::daemon {
@@ -18,18 +17,7 @@ std::string Short(const Json& hash) {
   return hash.is_string() ? hash.get<std::string>().substr(0, 12) : "-";
 }
 
-std::string Time(const Json& t) { return t.is_number() ? FormatUtc(t.get<double>()) : "-"; }
 
-std::string Number(const Json& value, const char* format) {
-  if (!value.is_number()) return "-";
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, format, value.get<double>());
-  return buffer;
-}
-
-std::string Bytes(const Json& value) {
-  return value.is_number() ? FormatBytes(value.get<std::int64_t>()) : "-";
-}
 
 std::string Plan(const Json& plan) {
   if (!plan.is_object()) return "-";
@@ -86,10 +74,10 @@ std::string FormatStatus(const Json& s) {
                                        std::to_string(run.value("updates", 0)) + ", ETA " +
                                        FormatDuration(run.value("eta_seconds", 0.0))
                                  : "")});
-    rows.push_back({"deadline", Time(run["deadline"]) + ", margin " +
+    rows.push_back({"deadline", TimeText(run["deadline"]) + ", margin " +
                                     FormatDuration(run.value("margin_seconds", 0.0))});
   }
-  rows.push_back({"next start", Time(s.value("next_start", Json()))});
+  rows.push_back({"next start", TimeText(s.value("next_start", Json()))});
   rows.push_back({"active config", Config(s.value("active_config", Json()))});
   rows.push_back({"last known-good", Config(s.value("last_known_good", Json()))});
   if (const Json& r = s.value("current_release", Json()); r.is_object()) {
@@ -103,10 +91,10 @@ std::string FormatStatus(const Json& s) {
     rows.push_back(
         {"last run",
          std::to_string(run.value("id", 0)) + " " + run.value("status", "") + ", " +
-             Number(run["samples_per_second"], "%.1f") + " samples/s, " + "peak " +
-             Bytes(run["peak_memory_bytes"].is_object() ? run["peak_memory_bytes"]["peak"]
+             NumberText(run["samples_per_second"], "%.1f") + " samples/s, " + "peak " +
+             BytesText(run["peak_memory_bytes"].is_object() ? run["peak_memory_bytes"]["peak"]
                                                         : Json()) +
-             ", ended " + Time(run["ended_at"])});
+             ", ended " + TimeText(run["ended_at"])});
   }
   return Table(rows);
 }
@@ -117,9 +105,9 @@ std::string FormatRuns(const Json& result) {
   for (const Json& run : result["runs"]) {
     rows.push_back(
         {std::to_string(run.value("id", 0)), run.value("status", ""), Short(run["config_hash"]),
-         Plan(run["plan"]), Number(run["samples_per_second"], "%.1f"),
-         Bytes(run["peak_memory_bytes"].is_object() ? run["peak_memory_bytes"]["peak"] : Json()),
-         Duration(run), Time(run["ended_at"]),
+         Plan(run["plan"]), NumberText(run["samples_per_second"], "%.1f"),
+         BytesText(run["peak_memory_bytes"].is_object() ? run["peak_memory_bytes"]["peak"] : Json()),
+         Duration(run), TimeText(run["ended_at"]),
          run["fallback_of"].is_number() ? std::to_string(run["fallback_of"].get<int>()) : "-"});
   }
   return Table(rows);
@@ -135,27 +123,27 @@ std::string FormatShow(const Json& result) {
       {"config", run.value("config_hash", "")},
       {"fallback of",
        run["fallback_of"].is_number() ? std::to_string(run["fallback_of"].get<int>()) : "-"},
-      {"created / started", Time(run["created_at"]) + " / " + Time(run["started_at"])},
-      {"ended / deadline", Time(run["ended_at"]) + " / " + Time(run["deadline_at"])},
+      {"created / started", TimeText(run["created_at"]) + " / " + TimeText(run["started_at"])},
+      {"ended / deadline", TimeText(run["ended_at"]) + " / " + TimeText(run["deadline_at"])},
       {"duration", Duration(run)},
       {"plan", run["plan"].is_object()
                    ? Plan(run["plan"]) + " (blocks " + run["plan"]["checkpoint_blocks"].dump() + ")"
                    : "none chosen"},
       {"hardware", hw.value("cpu_model", "") + ", " + std::to_string(hw.value("cpu_cores", 0)) +
-                       " cores, " + Bytes(hw["memory_bytes"]) + "; device " +
-                       hw.value("device", "") + " " + Bytes(hw["device_memory_bytes"])},
+                       " cores, " + BytesText(hw["memory_bytes"]) + "; device " +
+                       hw.value("device", "") + " " + BytesText(hw["device_memory_bytes"])},
       {"software", "trainerd " + sw.value("trainerd_version", "") + ", LibTorch " +
                        sw.value("libtorch_version", "") + ", " + sw.value("compiler", "")},
       {"blas", sw.value("blas", "")},
       {"shapes", run["shapes"].dump()},
       {"seeds", run["seeds"].dump()},
       {"data", run.value("data_fingerprint", "")},
-      {"samples/s", Number(run["samples_per_second"], "%.1f") + " (tokens/s " +
-                        Number(run["tokens_per_second"], "%.0f") + ")"},
+      {"samples/s", NumberText(run["samples_per_second"], "%.1f") + " (tokens/s " +
+                        NumberText(run["tokens_per_second"], "%.0f") + ")"},
       {"throughput method", run.value("throughput_method", "")},
-      {"MFU", Number(run["mfu"], "%.3f")},
-      {"cost per sample", Number(run["cost_per_sample"], "%.3g")},
-      {"final loss", Number(run["final_loss"], "%.4f")},
+      {"MFU", NumberText(run["mfu"], "%.3f")},
+      {"cost per sample", NumberText(run["cost_per_sample"], "%.3g")},
+      {"final loss", NumberText(run["final_loss"], "%.4f")},
       // value(): a daemon older than the parity check sends no such key.
       {"parity check", run.value("parity_seconds", Json()).is_number()
                            ? FormatDuration(run["parity_seconds"].get<double>())
@@ -168,19 +156,19 @@ std::string FormatShow(const Json& result) {
     std::vector<std::vector<std::string>> memory;
     for (const char* category : {"activations", "optimizer_state", "temporaries", "parameters",
                                  "gradients", "inputs", "peak"}) {
-      memory.push_back({std::string("  ") + category, Bytes(m[category])});
+      memory.push_back({std::string("  ") + category, BytesText(m[category])});
     }
     out += Table(memory);
   }
   std::vector<std::vector<std::string>> evals;
   for (const Json& e : result["slice_evals"]) {
     evals.push_back({"  " + e.value("slice", ""), "update " + std::to_string(e.value("update", 0)),
-                     Number(e["loss"], "%.4f")});
+                     NumberText(e["loss"], "%.4f")});
   }
   if (!evals.empty()) out += "\neval loss by slice\n" + Table(evals);
   std::vector<std::vector<std::string>> events;
   for (const Json& e : result["events"]) {
-    events.push_back({"  " + Time(e["at"]), e.value("severity", ""), e.value("kind", ""),
+    events.push_back({"  " + TimeText(e["at"]), e.value("severity", ""), e.value("kind", ""),
                       e.value("message", "")});
   }
   if (!events.empty()) out += "\nevents\n" + Table(events);
@@ -191,7 +179,7 @@ std::string FormatConfigs(const Json& result) {
   const std::string active = result["active"].value("hash", "");
   std::vector<std::vector<std::string>> rows = {{"HASH", "STATE", "FIRST SEEN", "ACTIVE"}};
   for (const Json& c : result["configs"]) {
-    rows.push_back({Short(c["hash"]), c.value("state", ""), Time(c["first_seen"]),
+    rows.push_back({Short(c["hash"]), c.value("state", ""), TimeText(c["first_seen"]),
                     c.value("hash", "") == active ? "*" : ""});
   }
   return Table(rows);

@@ -18,6 +18,7 @@
 #include "trainerd/daemon/daemon_config.h"
 #include "trainerd/daemon/host_fingerprint.h"
 #include "trainerd/store/store.h"
+#include "trainerd/trainer/profile_text.h"
 
 namespace {
 
@@ -28,7 +29,7 @@ constexpr const char* kUsage =
     R"(usage: trainerctl [--config FILE | --state-dir DIR] [--socket PATH] [--json] COMMAND
 
 Talks to trainerd over its control socket. Read-only commands (status, runs, show, report,
-configs) read the database directly when the daemon is not running. Options go before or
+profile, configs) read the database directly when the daemon is not running. Options go before or
 after the command, as `--opt VALUE` or `--opt=VALUE`; everything after `what-if` goes to
 trainer-run.
 
@@ -48,6 +49,9 @@ commands:
   report RUN [--output FILE] the run's report page (one HTML file: plan, memory ledger,
                              curves, the night's fallbacks, release gate) on stdout or
                              in FILE; with --json the facts it is drawn from
+  profile RUN                the op profile of the run's plan, measured before its first
+                             training (where an update spends its time, by op group, on
+                             the roofline of the machine; the top ops)
   configs                    every config version and its state; * marks the active one
   ledger [--plan FILE]       the job's memory ledger (runs trainer-run --ledger; no daemon)
   plan                       the plan that fits (runs trainer-run --plan-only; no daemon)
@@ -118,6 +122,22 @@ int PrintReport(const Json& result, const Args& args) {
   return kOk;
 }
 
+// The op profile stored with the run (its last "profile" event): a table, or with --json
+// the summary as trainer-run --profile printed it.
+int PrintProfile(const Json& result, const Args& args) {
+  Json profile;
+  for (const Json& e : result["events"]) {
+    if (e.value("kind", "") == "profile") profile = e["details"];
+  }
+  if (!profile.is_object()) {
+    return Fail("run " + std::to_string(args.run) +
+                    " has no op profile: the first run of a new plan on the CPU is profiled",
+                kNoSuchThing);
+  }
+  std::cout << (args.json ? profile.dump(2) + "\n" : trainerd::ProfileText(profile));
+  return kOk;
+}
+
 // Prints a control response; its error decides the exit code.
 int Print(const Json& response, const Args& args) {
   if (!response.value("ok", false)) {
@@ -128,6 +148,7 @@ int Print(const Json& response, const Args& args) {
   }
   const Json& result = response["result"];
   if (args.command == "report") return PrintReport(result, args);
+  if (args.command == "profile") return PrintProfile(result, args);
   if (args.json) {
     std::cout << result.dump(2) << "\n";
   } else if (args.command == "status") {
@@ -170,9 +191,12 @@ int RunWorker(const Paths& paths, const Args& args, std::vector<std::string> mod
 
 // The control request of a daemon command, from its parsed options.
 Json Request(const Args& args) {
-  Json request = {{"command", args.command}};
+  // profile is answered from the run's record: its stored profile event.
+  Json request = {{"command", args.command == "profile" ? "show" : args.command}};
   if (args.limit > 0) request["limit"] = args.limit;
-  if (args.command == "show" || args.command == "report") request["run"] = args.run;
+  if (args.command == "show" || args.command == "report" || args.command == "profile") {
+    request["run"] = args.run;
+  }
   if (!args.to.empty()) request["to"] = args.to;
   if (args.model) request["model"] = true;
   if (args.release > 0) request["release"] = args.release;
@@ -218,6 +242,10 @@ std::optional<int> ParseCommandLine(int argc, char** argv, Args& args) {
   CLI::App* report = app.add_subcommand("report");
   report->add_option("RUN", args.run, "run id")->required()->check(kPositiveInteger);
   report->add_option("--output", args.output);
+  app.add_subcommand("profile")
+      ->add_option("RUN", args.run, "run id")
+      ->required()
+      ->check(kPositiveInteger);
   app.add_subcommand("configs");
   app.add_subcommand("ledger")->add_option("--plan", args.plan);
   app.add_subcommand("plan");
@@ -297,7 +325,7 @@ int main(int argc, char** argv) {
   if (response.ok()) return Print(*response, args);
   const bool read_only = args.command == "status" || args.command == "runs" ||
                          args.command == "show" || args.command == "report" ||
-                         args.command == "configs";
+                         args.command == "profile" || args.command == "configs";
   if (response.status().code() != trainerd::Status::Code::kNotFound) {
     return Fail(response.status().message(), kError);
   }

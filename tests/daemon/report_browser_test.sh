@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The run report in a real browser. trainerd --once trains a tiny job whose naive plan does not
-# fit its 2 MiB budget, so the planner accumulates and checkpoints; then:
-#   - the daemon wrote reports/run-1.html, and `trainerctl report 1 --output` writes the same
-#     page (an unknown run is exit 4);
+# The run report in a real browser. trainerd --once trains a tiny job whose naive plan (16 x 1,
+# fp32, a 4.4 MiB peak) does not fit its 2 MiB budget, so the planner finds another; then:
+#   - the daemon profiled the new plan (trainerctl profile 1, a Chrome trace), wrote
+#     reports/run-1.html, and `trainerctl report 1 --output` writes the same page (an unknown
+#     run is exit 4);
 #   - the HTML parses (Python's html.parser) into every section, its ledger bar's category
 #     segments equal the categories `trainerctl show 1 --json` recorded, it has no script and
 #     loads nothing, and it is under 300 KB;
@@ -26,18 +27,9 @@ fail() {
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/trainerd-report-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-licences=/usr/share/common-licenses
-cat > "$tmp/job.yaml" << EOF
-model: {kind: gpt, n_layer: 2, n_head: 2, n_embd: 32, block_size: 32}
-data:
-  files: [$licences/GPL-3, $licences/Apache-2.0]
-  eval_windows_per_slice: 4
-optimizer: {lr: 0.003}
-schedule: {warmup_updates: 3, min_lr: 0.0003}
-training: {effective_batch: 16, updates: 20, seed: 7, eval_interval: 5, checkpoint_interval: 10}
-runtime: {threads: 1}
-memory: {budget: 2MiB, reserve: 10%}
-EOF
+# shellcheck source=../support/tiny_job.sh
+source "$(dirname "$0")/../support/tiny_job.sh"
+tiny_job_yaml 16 20 5 "memory: {budget: 2MiB, reserve: 10%}" > "$tmp/job.yaml"
 cat > "$tmp/trainerd.yaml" << EOF
 job: job.yaml
 state_dir: state
@@ -59,6 +51,11 @@ rc=$?
 set -e
 [[ $rc -eq 4 ]] || fail "trainerctl report 7 (no such run) exited $rc, expected 4"
 ctl show 1 --json > "$tmp/show.json"
+python3 -c 'import json, sys; t = json.load(open(sys.argv[1]))
+assert len(t["traceEvents"]) > 100 and all(e["ph"] == "X" for e in t["traceEvents"])' \
+  "$tmp/state/profiles/run-1.trace.json" || fail "no Chrome trace of the new plan's profile"
+ctl profile 1 > "$tmp/profile.txt" || fail "trainerctl profile 1 failed"
+grep -q "^  matrix products" "$tmp/profile.txt" || fail "trainerctl profile 1: $(cat "$tmp/profile.txt")"
 # The daemon's page and trainerctl's differ only in the time they were written.
 diff <(grep -v 'Written by trainerd at' "$tmp/state/reports/run-1.html") \
   <(grep -v 'Written by trainerd at' "$tmp/run-1.html") > /dev/null ||
@@ -95,7 +92,7 @@ class Page(html.parser.HTMLParser):
 p = Page()
 p.feed(page)
 problems = []
-want = ["plan", "memory", "curves", "throughput", "night", "gate", "provenance"]
+want = ["plan", "memory", "profile", "curves", "throughput", "night", "gate", "provenance"]
 if p.sections != want:
     problems.append("sections %s, expected %s" % (p.sections, want))
 if "script" in p.tags or p.loads:
@@ -106,10 +103,13 @@ recorded = {k: v for k, v in run["peak_memory_bytes"].items() if k != "peak"}
 drawn = {k: v for k, v in p.bar.items() if k in recorded}
 if drawn != recorded:
     problems.append("ledger bar %s, recorded %s" % (drawn, recorded))
-if run["plan"]["checkpoint_blocks"] == [] or run["plan"]["accumulation_steps"] < 2:
+naive = {"microbatch": 16, "accumulation_steps": 1, "checkpoint_blocks": [], "precision": "fp32"}
+if run["plan"] == naive:  # its ledger peak is 4.4 MiB: it cannot fit 1.8 MiB usable
     problems.append("the 2 MiB budget did not force a trade: plan %s" % run["plan"])
 if "rejected" not in page or "exceeds usable" not in page:
     problems.append("no rejected candidate with its reason on the plan card")
+if 'class="dot" data-name="matrix products"' not in page or 'id="op-groups"' not in page:
+    problems.append("no op profile with matrix products on the roofline")
 print("\n".join(problems) or "ok: %d sections, ledger bar = recorded categories %s, %d bytes"
       % (len(p.sections), recorded, len(page.encode())))
 sys.exit(1 if problems else 0)
@@ -122,11 +122,12 @@ browser() {
 }
 browser --dump-dom "file://$tmp/run-1.html" > "$tmp/dom.html" ||
   fail "chromium --dump-dom failed: $(tail -5 "$tmp/chromium.log")"
-for section in plan memory curves throughput night gate provenance; do
+for section in plan memory profile curves throughput night gate provenance; do
   grep -q "<section id=\"$section\">" "$tmp/dom.html" || fail "Chromium's DOM has no section $section"
 done
 charts=$(grep -o '<svg' "$tmp/dom.html" | wc -l)
-[[ $charts -ge 6 ]] || fail "Chromium's DOM has $charts SVG elements, expected the bars and 4 charts"
+[[ $charts -ge 7 ]] ||
+  fail "Chromium's DOM has $charts SVG elements, expected the bars, 4 charts and the roofline"
 mkdir -p "$out_dir"
 rm -f "$out_dir/run-1.png"
 browser --window-size=1000,3000 --screenshot="$out_dir/run-1.png" "file://$tmp/run-1.html" ||

@@ -134,6 +134,7 @@ class RunReportTest : public ::testing::Test {
                    At(0, "plan", store::Severity::kInfo, "planner plan",
                       {{"source", "planner"}, {"planner", planner}}),
                    At(0, "ledger", store::Severity::kInfo, "ledger", ledger),
+                   At(0, "profile", store::Severity::kInfo, "profile", Profile()),
                    At(0, "gate_passed", store::Severity::kInfo, "gate", gate)},
                   metrics, evals);
     Result<std::int64_t> release = store_->RecordRelease(
@@ -141,6 +142,43 @@ class RunReportTest : public ::testing::Test {
     ASSERT_TRUE(release.ok());
     ASSERT_TRUE(store_->SetCurrentRelease(*release).ok());
     Run(store::RunStatus::kSucceeded, std::nullopt, naive, {});
+  }
+
+  // A stored op profile (update_profile.h): matrix products at 9.14 FLOP/byte.
+  static Json Profile() {
+    return {{"updates", 3},
+            {"update_seconds", 0.12},
+            {"peak_flops", 1e11},
+            {"memory_bandwidth_bytes_per_second", 1e10},
+            {"ridge_intensity", 10.0},
+            {"precision", "bf16"},
+            {"outside_ops_seconds", 0.01},
+            {"groups",
+             {{{"group", "matrix products"},
+               {"self_seconds", 0.06},
+               {"share", 0.5},
+               {"calls", 40},
+               {"intensity", 9.142857},
+               {"achieved_flops", 5.2e10},
+               {"achieved_bytes_per_second", 5.7e9},
+               {"fraction_of_bound", 0.57},
+               {"bound", "memory"}},
+              {{"group", "dropout"},
+               {"self_seconds", 0.02},
+               {"share", 0.17},
+               {"calls", 8},
+               {"intensity", 0},
+               {"achieved_flops", 0},
+               {"achieved_bytes_per_second", 2e9},
+               {"fraction_of_bound", 0.2},
+               {"bound", "memory"}}}},
+            {"top_ops",
+             {{{"name", "aten::mm"},
+               {"group", "matrix products"},
+               {"calls", 30},
+               {"self_seconds", 0.05},
+               {"share", 0.42}}}},
+            {"trace_path", "profiles/run-2.trace.json"}};
   }
 
   testing::TempDir dir_;
@@ -202,7 +240,7 @@ TEST_F(RunReportTest, ThePageShowsEverySectionAndItsLedgerBarAddsUpToTheRecorded
   RecordTwoNights();
   const std::string html = RenderReportPage(*GatherRunReport(*store_, second_, 100));
   for (const char* section :
-       {"plan", "memory", "curves", "throughput", "night", "gate", "provenance"}) {
+       {"plan", "memory", "profile", "curves", "throughput", "night", "gate", "provenance"}) {
     EXPECT_NE(html.find("<section id=\"" + std::string(section) + "\">"), std::string::npos)
         << section;
   }
@@ -237,6 +275,11 @@ TEST_F(RunReportTest, ThePageShowsEverySectionAndItsLedgerBarAddsUpToTheRecorded
   EXPECT_NE(html.find("data-name=\"GPL-3\""), std::string::npos);
   EXPECT_NE(html.find("data-name=\"Apache-2.0\""), std::string::npos);
   EXPECT_NE(html.find("data-name=\"live_bytes\""), std::string::npos);
+  // The op profile: its groups in a table, the counted one on the roofline, the top ops.
+  EXPECT_NE(html.find("<table id=\"op-groups\">"), std::string::npos);
+  EXPECT_NE(html.find("<circle class=\"dot\" data-name=\"matrix products\""), std::string::npos);
+  EXPECT_EQ(html.find("<circle class=\"dot\" data-name=\"dropout\""), std::string::npos);
+  EXPECT_NE(html.find("<code>aten::mm</code>"), std::string::npos);
 }
 
 TEST_F(RunReportTest, ARunStoppedBeforeItsLedgerSaysSoInsteadOfDrawingNumbers) {

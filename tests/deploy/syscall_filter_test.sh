@@ -96,18 +96,10 @@ echo "ok: a call outside the set (sethostname) kills the process with SIGSYS"
 
 # 2. The service under the filter. A tiny GPT in bf16 (oneDNN's JIT kernels) over Debian's
 #    licence texts; the schedule's start is 12 hours away, so only run-now starts a cycle.
-licences=/usr/share/common-licenses
-cat > "$tmp/job.yaml" << EOF
-model: {kind: gpt, n_layer: 2, n_head: 2, n_embd: 32, block_size: 32}
-data:
-  files: [$licences/GPL-3, $licences/Apache-2.0]
-  eval_windows_per_slice: 4
-optimizer: {lr: 0.003}
-schedule: {warmup_updates: 3, min_lr: 0.0003}
-training: {effective_batch: 8, updates: 12, seed: 7, eval_interval: 6, checkpoint_interval: 6}
-plan: {microbatch: 4, accumulation_steps: 2, precision: bf16}
-runtime: {threads: 1}
-EOF
+# shellcheck source=../support/tiny_job.sh
+source "$(dirname "$0")/../support/tiny_job.sh"
+tiny_job_yaml 8 12 6 "plan: {microbatch: 4, accumulation_steps: 2, precision: bf16}" \
+  > "$tmp/job.yaml"
 port=$((20000 + RANDOM % 20000))
 cat > "$tmp/trainerd.yaml" << EOF
 job: job.yaml

@@ -106,6 +106,11 @@ class NightlyCycle {
                                                       const Attempt& attempt,
                                                       const std::string& plan_path,
                                                       store::RunRecord& run);
+  // The first run of a plan (one not yet validated) profiles kProfileUpdates of its updates
+  // (trainer-run --profile, CPU jobs) and stores the summary as a "profile" event, its Chrome
+  // trace in profiles/run-<id>.trace.json; a failure is a warning, never the run's.
+  asio::awaitable<void> ProfileNewPlan(const ActiveConfig& active, const Attempt& attempt,
+                                       const std::string& plan_path, std::int64_t run_id);
   // The attempt's plan has succeeded for its config version on this hardware before: its
   // source is kValidated, or it equals the store's last validated plan.
   bool IsValidated(const Attempt& attempt);

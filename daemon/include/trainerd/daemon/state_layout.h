@@ -8,6 +8,7 @@
 //   logs/run-<id>.log      each run's worker stderr
 //   logs/device-info.log   stderr of the worker that describes a GPU at the cycle's start
 //   reports/run-<id>.html  each run's report page, written at the end of its cycle
+//   profiles/run-<id>.trace.json  the Chrome trace of a new plan's op profile
 //   worker.pid             the running worker's pid
 #pragma once
 
@@ -28,6 +29,7 @@ class StateLayout {
   std::string RunLog(std::int64_t run_id) const;
   std::string DeviceInfoLog() const;
   std::string RunReport(std::int64_t run_id) const;
+  std::string ProfileTrace(std::int64_t run_id) const;
   // The folder of run `run_id`'s model (`sha256` its model.pt's hash), under rejected/ when
   // the gate refused it.
   std::string ReleaseDir(std::int64_t run_id, const std::string& sha256, bool released) const;

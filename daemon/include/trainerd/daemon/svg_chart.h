@@ -43,4 +43,16 @@ struct BarSegment {
 std::string RenderStackedBar(const std::vector<BarSegment>& segments, std::int64_t scale_bytes,
                              bool legend = true);
 
+struct RooflineDot {
+  std::string name;
+  double intensity = 0;       // FLOP per byte
+  double achieved_flops = 0;  // FLOP/s
+};
+
+// A roofline on log-log axes, 640 x 300: the roof min(P, I x B) from the measured peak
+// `peak_flops` and bandwidth `bytes_per_second`, and one dot per entry of `dots` with a
+// positive intensity and rate (<circle class="dot" data-name=...>).
+std::string RenderRoofline(double peak_flops, double bytes_per_second,
+                           const std::vector<RooflineDot>& dots);
+
 }  // namespace trainerd::daemon

@@ -1,0 +1,25 @@
+#include "trainerd/daemon/json_text.h"
+
+#include <cstdio>
+
+#include "trainerd/daemon/schedule.h"
+#include "trainerd/trainer/units.h"
+
+namespace trainerd::daemon {
+
+std::string NumberText(const nlohmann::json& value, const char* format) {
+  if (!value.is_number()) return "-";
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, format, value.get<double>());
+  return buffer;
+}
+
+std::string BytesText(const nlohmann::json& value) {
+  return value.is_number() ? FormatBytes(value.get<std::int64_t>()) : "-";
+}
+
+std::string TimeText(const nlohmann::json& value) {
+  return value.is_number() ? FormatUtc(value.get<double>()) : "-";
+}
+
+}  // namespace trainerd::daemon
