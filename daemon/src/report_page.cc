@@ -61,9 +61,7 @@ std::string Text(const Json& value, const std::string& none = "-") {
   return EscapeHtml(value.dump());
 }
 
-
 std::string BytesTick(double bytes) { return FormatBytes(static_cast<std::int64_t>(bytes)); }
-
 
 std::string PlanText(const Json& plan) {
   if (!plan.is_object()) return "none chosen";
@@ -115,7 +113,8 @@ std::string PlanSection(const Json& facts) {
       run["peak_memory_bytes"].is_object() ? run["peak_memory_bytes"]["peak"] : Json();
   html +=
       "<div class=\"card\">" +
-      Cell("predicted peak", planner.is_object() ? BytesText(planner["predicted_peak_bytes"]) : "-") +
+      Cell("predicted peak",
+           planner.is_object() ? BytesText(planner["predicted_peak_bytes"]) : "-") +
       Cell("measured peak", BytesText(peak)) +
       Cell("predicted update",
            planner.is_object() ? NumberText(planner["predicted_update_seconds"], "%.3g s") : "-") +
@@ -243,17 +242,18 @@ std::string ProfileSection(const Json& facts) {
               "th");
   std::vector<RooflineDot> dots;
   for (const Json& g : p.value("groups", Json::array())) {
-    html += Row(
-        {Text(g["group"]), NumberText(g["self_seconds"], "%.3g s"),
-         NumberText(g["share"].is_number() ? Json(100 * g["share"].get<double>()) : Json(), "%.1f%%"),
-         NumberText(g["calls"], "%.0f"), NumberText(g["intensity"], "%.3g"),
-         g["achieved_flops"].get<double>() > 0 ? NumberText(g["achieved_flops"], "%.3g FLOP/s")
-                                               : NumberText(g["achieved_bytes_per_second"], "%.3g B/s"),
-         NumberText(g["fraction_of_bound"].is_number()
-                    ? Json(100 * g["fraction_of_bound"].get<double>())
-                    : Json(),
-                "%.1f%%"),
-         Text(g["bound"], "")});
+    html += Row({Text(g["group"]), NumberText(g["self_seconds"], "%.3g s"),
+                 NumberText(g["share"].is_number() ? Json(100 * g["share"].get<double>()) : Json(),
+                            "%.1f%%"),
+                 NumberText(g["calls"], "%.0f"), NumberText(g["intensity"], "%.3g"),
+                 g["achieved_flops"].get<double>() > 0
+                     ? NumberText(g["achieved_flops"], "%.3g FLOP/s")
+                     : NumberText(g["achieved_bytes_per_second"], "%.3g B/s"),
+                 NumberText(g["fraction_of_bound"].is_number()
+                                ? Json(100 * g["fraction_of_bound"].get<double>())
+                                : Json(),
+                            "%.1f%%"),
+                 Text(g["bound"], "")});
     dots.push_back(
         {g["group"].get<std::string>(), g.value("intensity", 0.0), g.value("achieved_flops", 0.0)});
   }
@@ -266,9 +266,10 @@ std::string ProfileSection(const Json& facts) {
       "</figure>\n<table id=\"top-ops\">" +
       Row({"op", "group", "calls", "self time", "share"}, "th");
   for (const Json& op : p.value("top_ops", Json::array())) {
-    html += Row({"<code>" + Text(op["name"]) + "</code>", Text(op["group"]),
-                 NumberText(op["calls"], "%.0f"), NumberText(op["self_seconds"], "%.3g s"),
-                 NumberText(op["share"].is_number() ? Json(100 * op["share"].get<double>()) : Json(),
+    html +=
+        Row({"<code>" + Text(op["name"]) + "</code>", Text(op["group"]),
+             NumberText(op["calls"], "%.0f"), NumberText(op["self_seconds"], "%.3g s"),
+             NumberText(op["share"].is_number() ? Json(100 * op["share"].get<double>()) : Json(),
                         "%.1f%%")});
   }
   html += "</table>\n";
@@ -331,7 +332,7 @@ std::string ThroughputSection(const Json& run) {
 
 std::string NightSection(const Json& facts) {
   std::string html = "<section id=\"night\"><h2>The night</h2>\n<table>" +
-                     Row({"run", "status", "plan", "from", "what ended it"}, "th");
+                     Row({"run", "status", "config", "plan", "from", "what ended it"}, "th");
   const std::int64_t self = facts["run"]["id"].get<std::int64_t>();
   for (const Json& r : facts["night"]) {
     const std::int64_t id = r["id"].get<std::int64_t>();
@@ -341,6 +342,7 @@ std::string NightSection(const Json& facts) {
                  ? "<b>" + std::to_string(id) + "</b>"
                  : "<a href=\"run-" + std::to_string(id) + ".html\">" + std::to_string(id) + "</a>",
              "<span class=\"status-" + EscapeHtml(status) + "\">" + EscapeHtml(status) + "</span>",
+             "<code>" + Text(r["config_hash"]).substr(0, 12) + "</code>",
              EscapeHtml(PlanText(r["plan"])), Text(r["plan_source"]), Text(r["cause"], "")});
   }
   html += "</table>\n";
@@ -369,11 +371,11 @@ std::string GateSection(const Json& facts) {
           Row({"slice", "eval loss", "reference", "tolerance", "verdict"}, "th");
   for (const Json& s : gate.value("slices", Json::array())) {
     const bool pass = s.value("pass", false);
-    html +=
-        Row({Text(s["slice"]), NumberText(s["loss"], "%.4f"), NumberText(s["reference"], "%.4f"),
-             NumberText(s["tolerance"].is_number() ? Json(100 * s["tolerance"].get<double>()) : Json(),
+    html += Row(
+        {Text(s["slice"]), NumberText(s["loss"], "%.4f"), NumberText(s["reference"], "%.4f"),
+         NumberText(s["tolerance"].is_number() ? Json(100 * s["tolerance"].get<double>()) : Json(),
                     "%.1f%%"),
-             std::string("<span class=\"") + (pass ? "pass\">pass" : "fail\">fail") + "</span>"});
+         std::string("<span class=\"") + (pass ? "pass\">pass" : "fail\">fail") + "</span>"});
   }
   return html + "</table></section>\n";
 }
@@ -387,8 +389,8 @@ std::string ProvenanceSection(const Json& run) {
          Row({"seeds", "<code>" + Text(run["seeds"]) + "</code>"}) +
          Row({"shapes", "<code>" + Text(run["shapes"]) + "</code>"}) +
          Row({"hardware", Text(hw["cpu_model"]) + ", " + Text(hw["cpu_cores"]) + " cores, " +
-                              BytesText(hw["memory_bytes"]) + "; device " + Text(hw["device"]) + " " +
-                              BytesText(hw["device_memory_bytes"])}) +
+                              BytesText(hw["memory_bytes"]) + "; device " + Text(hw["device"]) +
+                              " " + BytesText(hw["device_memory_bytes"])}) +
          Row({"software", "trainerd " + Text(sw["trainerd_version"]) + ", LibTorch " +
                               Text(sw["libtorch_version"]) + ", " + Text(sw["compiler"]) +
                               ", BLAS " + Text(sw["blas"])}) +

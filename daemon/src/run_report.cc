@@ -62,6 +62,7 @@ nlohmann::json NightRunJson(store::Store& store, const store::RunRecord& run) {
   nlohmann::json j = {
       {"id", run.id},
       {"status", std::string(store::ToString(run.status))},
+      {"config_hash", run.config_hash},
       {"fallback_of", run.fallback_of ? nlohmann::json(*run.fallback_of) : nlohmann::json(nullptr)},
       {"plan", RunJson(run)["plan"]},
       {"plan_source", nullptr},

@@ -216,6 +216,7 @@ TEST_F(RunReportTest, TheNightsChainTheCurvesAndTheReleaseAreGathered) {
   EXPECT_EQ((*facts)["night"][0]["cause"], "the worker ran out of memory");
   EXPECT_EQ((*facts)["night"][0]["status"], "oom");
   EXPECT_EQ((*facts)["night"][1]["plan_source"], "replan-smaller-budget");
+  EXPECT_EQ((*facts)["night"][1]["config_hash"], "cfg");
   // 1200 updates drawn as at most 500, evenly, the last one kept.
   EXPECT_EQ((*facts)["updates_recorded"], 1200);
   ASSERT_LE((*facts)["updates"].size(), kMaxReportUpdates);

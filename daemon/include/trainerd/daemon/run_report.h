@@ -4,7 +4,7 @@
 // seconds): "run" (as `show` has it), "events", "slice_evals", "updates" (the per-update
 // metrics, at most kMaxReportUpdates of them, evenly spaced, the last always kept),
 // "updates_recorded", "night" (every run of the run's chain of fallbacks, oldest first, each
-// with the failure event that ended it), "release" (the run's release, or null) and
+// with its config version, plan, where the plan came from and the error event that ended it), "release" (the run's release, or null) and
 // "generated_at". The page is RenderReportPage(facts) (report_page.h).
 #pragma once
 
