@@ -78,6 +78,7 @@ TEST(OpProfilerTest, OpsAreGroupedByName) {
   EXPECT_EQ(GroupOf("MmBackward0", ""), OpGroup::kMatrixProducts);
   EXPECT_EQ(GroupOf("aten::mm_other", ""), OpGroup::kOther);
   EXPECT_EQ(GroupOf("aten::_softmax", ""), OpGroup::kAttention);
+  EXPECT_EQ(GroupOf("aten::_log_softmax_backward_data", ""), OpGroup::kOther);  // the loss
   EXPECT_EQ(GroupOf("aten::masked_fill", ""), OpGroup::kAttention);
   EXPECT_EQ(GroupOf("aten::native_layer_norm_backward", ""), OpGroup::kNormalisation);
   EXPECT_EQ(GroupOf("aten::bernoulli_", ""), OpGroup::kDropout);

@@ -72,6 +72,7 @@ OpGroup GroupOf(std::string_view name, std::string_view scope) {
   if (Has(name, "dropout") || Has(name, "Dropout") || Has(name, "bernoulli")) {
     return OpGroup::kDropout;
   }
+  if (Has(name, "log_softmax") || Has(name, "LogSoftmax")) return OpGroup::kOther;  // the loss
   if (Has(name, "softmax") || Has(name, "Softmax") || Has(name, "masked_fill") ||
       Has(name, "MaskedFill") || Has(name, "scaled_dot_product") || Has(name, "ScaledDotProduct")) {
     return OpGroup::kAttention;

@@ -36,7 +36,8 @@ std::string_view ToString(OpGroup group);
 
 // The group of op `name` run inside user scope `scope` (the innermost trainerd:: scope, or ""):
 // the scope's group, else by name (mm, addmm, bmm, baddbmm, matmul, linear and their backward
-// nodes; softmax, masking and scaled dot-product attention; dropout and bernoulli; layer,
+// nodes; softmax (not the loss's log-softmax), masking and scaled dot-product attention;
+// dropout and bernoulli; layer,
 // batch and group norm), else other.
 OpGroup GroupOf(std::string_view name, std::string_view scope);
 
