@@ -1,5 +1,6 @@
 #include "trainerd/daemon/run_report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
