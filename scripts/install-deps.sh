@@ -13,8 +13,9 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # trainerctl's command line; the unit's syscall filter applied in a test (libseccomp).
   libcli11-dev libseccomp-dev
-  # Tests: the run report page rendered by a real browser (headless).
-  chromium
+  # Tests: the run report page rendered by a real browser (headless), with the fonts its
+  # screenshot is drawn in (a recommendation of chromium, which this script does not install).
+  chromium fonts-liberation
   # Training corpus: real English prose nobody on this project wrote.
   base-files
   # Integration tests: promtool and a real Prometheus server; systemd-analyze.
