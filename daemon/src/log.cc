@@ -12,6 +12,10 @@
 
 namespace trainerd::daemon {
 
+namespace {
+
+// $JOURNAL_STREAM names the device and inode of stderr ("DEV:INO", what systemd sets for a
+// service whose output goes to the journal); decided once.
 bool StderrIsTheJournal() {
   static const bool journal = [] {
     const char* stream = std::getenv("JOURNAL_STREAM");
@@ -22,8 +26,6 @@ bool StderrIsTheJournal() {
   }();
   return journal;
 }
-
-namespace {
 
 bool SendToJournal(LogPriority priority, const std::string& message, const LogFields& fields) {
   std::vector<std::string> entries = {"MESSAGE=" + message,

@@ -61,6 +61,11 @@ std::string Text(const Json& value, const std::string& none = "-") {
   return EscapeHtml(value.dump());
 }
 
+// A fraction (0.25) as a percentage ("25.0%"), "-" when absent.
+std::string PercentText(const Json& fraction) {
+  return fraction.is_number() ? NumberText(100 * fraction.get<double>(), "%.1f%%") : "-";
+}
+
 std::string BytesTick(double bytes) { return FormatBytes(static_cast<std::int64_t>(bytes)); }
 
 std::string PlanText(const Json& plan) {
@@ -123,7 +128,7 @@ std::string PlanSection(const Json& facts) {
       ledger["peak_bytes"].is_number()) {
     const double share = ledger["peak_bytes"].get<double>() / ledger["usable_bytes"].get<double>();
     html += "<p>It fits: the ledger measured a peak of " + BytesText(ledger["peak_bytes"]) + ", " +
-            NumberText(100 * share, "%.1f") + "% of the " + BytesText(ledger["usable_bytes"]) +
+            PercentText(share) + " of the " + BytesText(ledger["usable_bytes"]) +
             " usable (budget " + BytesText(ledger["budget_bytes"]) + " less the reserve).</p>\n";
   }
   if (planner.is_object()) {
@@ -242,20 +247,14 @@ std::string ProfileSection(const Json& facts) {
               "th");
   std::vector<RooflineDot> dots;
   for (const Json& g : p.value("groups", Json::array())) {
-    html += Row({Text(g["group"]), NumberText(g["self_seconds"], "%.3g s"),
-                 NumberText(g["share"].is_number() ? Json(100 * g["share"].get<double>()) : Json(),
-                            "%.1f%%"),
+    html += Row({Text(g["group"]), NumberText(g["self_seconds"], "%.3g s"), PercentText(g["share"]),
                  NumberText(g["calls"], "%.0f"), NumberText(g["intensity"], "%.3g"),
-                 g["achieved_flops"].get<double>() > 0
+                 g.value("achieved_flops", 0.0) > 0
                      ? NumberText(g["achieved_flops"], "%.3g FLOP/s")
                      : NumberText(g["achieved_bytes_per_second"], "%.3g B/s"),
-                 NumberText(g["fraction_of_bound"].is_number()
-                                ? Json(100 * g["fraction_of_bound"].get<double>())
-                                : Json(),
-                            "%.1f%%"),
-                 Text(g["bound"], "")});
-    dots.push_back(
-        {g["group"].get<std::string>(), g.value("intensity", 0.0), g.value("achieved_flops", 0.0)});
+                 PercentText(g["fraction_of_bound"]), Text(g["bound"], "")});
+    dots.push_back({g.value("group", std::string()), g.value("intensity", 0.0),
+                    g.value("achieved_flops", 0.0)});
   }
   html += Row({"outside ops", NumberText(p["outside_ops_seconds"], "%.3g s")}) + "</table>\n";
   html +=
@@ -266,11 +265,9 @@ std::string ProfileSection(const Json& facts) {
       "</figure>\n<table id=\"top-ops\">" +
       Row({"op", "group", "calls", "self time", "share"}, "th");
   for (const Json& op : p.value("top_ops", Json::array())) {
-    html +=
-        Row({"<code>" + Text(op["name"]) + "</code>", Text(op["group"]),
-             NumberText(op["calls"], "%.0f"), NumberText(op["self_seconds"], "%.3g s"),
-             NumberText(op["share"].is_number() ? Json(100 * op["share"].get<double>()) : Json(),
-                        "%.1f%%")});
+    html += Row({"<code>" + Text(op["name"]) + "</code>", Text(op["group"]),
+                 NumberText(op["calls"], "%.0f"), NumberText(op["self_seconds"], "%.3g s"),
+                 PercentText(op["share"])});
   }
   html += "</table>\n";
   if (p["trace_path"].is_string()) {
@@ -371,11 +368,10 @@ std::string GateSection(const Json& facts) {
           Row({"slice", "eval loss", "reference", "tolerance", "verdict"}, "th");
   for (const Json& s : gate.value("slices", Json::array())) {
     const bool pass = s.value("pass", false);
-    html += Row(
-        {Text(s["slice"]), NumberText(s["loss"], "%.4f"), NumberText(s["reference"], "%.4f"),
-         NumberText(s["tolerance"].is_number() ? Json(100 * s["tolerance"].get<double>()) : Json(),
-                    "%.1f%%"),
-         std::string("<span class=\"") + (pass ? "pass\">pass" : "fail\">fail") + "</span>"});
+    html +=
+        Row({Text(s["slice"]), NumberText(s["loss"], "%.4f"), NumberText(s["reference"], "%.4f"),
+             PercentText(s["tolerance"]),
+             std::string("<span class=\"") + (pass ? "pass\">pass" : "fail\">fail") + "</span>"});
   }
   return html + "</table></section>\n";
 }

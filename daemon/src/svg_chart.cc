@@ -75,7 +75,11 @@ std::string RenderLineChart(const LineChart& chart) {
            "\" text-anchor=\"middle\" class=\"muted\">no data</text></svg></figure>\n";
   }
   if (x1 == x0) x1 = x0 + 1;
-  if (y1 == y0) y1 = y0 == 0 ? 1 : y0 + std::abs(y0) * 0.1, y0 -= (y1 - y0);
+  if (y1 == y0) {  // a flat line: centred in a band of 10 % of its value (or of 1 at 0)
+    const double half = y0 == 0 ? 1 : std::abs(y0) * 0.1;
+    y0 -= half;
+    y1 += half;
+  }
   const double pw = kWidth - kLeft - kRight, ph = kHeight - kTop - kBottom;
   auto px = [&](double x) { return kLeft + (x - x0) / (x1 - x0) * pw; };
   auto py = [&](double y) { return kTop + (1 - (y - y0) / (y1 - y0)) * ph; };

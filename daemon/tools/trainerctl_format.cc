@@ -17,8 +17,6 @@ std::string Short(const Json& hash) {
   return hash.is_string() ? hash.get<std::string>().substr(0, 12) : "-";
 }
 
-
-
 std::string Plan(const Json& plan) {
   if (!plan.is_object()) return "-";
   return std::to_string(plan.value("microbatch", 0)) + " x " +
@@ -93,7 +91,7 @@ std::string FormatStatus(const Json& s) {
          std::to_string(run.value("id", 0)) + " " + run.value("status", "") + ", " +
              NumberText(run["samples_per_second"], "%.1f") + " samples/s, " + "peak " +
              BytesText(run["peak_memory_bytes"].is_object() ? run["peak_memory_bytes"]["peak"]
-                                                        : Json()) +
+                                                            : Json()) +
              ", ended " + TimeText(run["ended_at"])});
   }
   return Table(rows);
@@ -106,7 +104,8 @@ std::string FormatRuns(const Json& result) {
     rows.push_back(
         {std::to_string(run.value("id", 0)), run.value("status", ""), Short(run["config_hash"]),
          Plan(run["plan"]), NumberText(run["samples_per_second"], "%.1f"),
-         BytesText(run["peak_memory_bytes"].is_object() ? run["peak_memory_bytes"]["peak"] : Json()),
+         BytesText(run["peak_memory_bytes"].is_object() ? run["peak_memory_bytes"]["peak"]
+                                                        : Json()),
          Duration(run), TimeText(run["ended_at"]),
          run["fallback_of"].is_number() ? std::to_string(run["fallback_of"].get<int>()) : "-"});
   }

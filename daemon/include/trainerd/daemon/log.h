@@ -22,8 +22,4 @@ struct LogFields {
 
 void Log(LogPriority priority, const std::string& message, const LogFields& fields = {});
 
-// Whether Log writes to the journal: $JOURNAL_STREAM names the device and inode of stderr
-// ("DEV:INO", what systemd sets for a service whose output goes to the journal).
-bool StderrIsTheJournal();
-
 }  // namespace trainerd::daemon

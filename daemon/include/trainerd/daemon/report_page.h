@@ -4,10 +4,10 @@
 // measured peak and update time, the candidates the planner rejected and why), "memory" (the
 // ledger as a stacked bar against the usable budget and the reserve, per-block activation
 // bytes kept or recomputed), "profile" (the op profile of a new plan: each op group's share of
-// an update and its place on the machine's roofline, the top ops), "curves" (live bytes, loss, per-slice eval loss and samples/s per
-// update), "throughput" (samples/s, MFU, cost per sample), "night" (the fallback chain and
-// the release), "gate" (the release gate per slice) and "provenance" (hardware, software,
-// seeds, data fingerprint, config version).
+// an update and its place on the machine's roofline, the top ops), "curves" (live bytes, loss,
+// per-slice eval loss and samples/s per update), "throughput" (samples/s, MFU, cost per sample),
+// "night" (the fallback chain and the release), "gate" (the release gate per slice) and
+// "provenance" (hardware, software, seeds, data fingerprint, config version).
 #pragma once
 
 #include <nlohmann/json.hpp>
