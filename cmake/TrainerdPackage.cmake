@@ -12,7 +12,7 @@
 # The component's destinations are paths of the root file system (usr/bin, etc/trainerd,
 # lib/systemd/system), the package's prefix is /: `cmake --install build --component service
 # --prefix ROOT` stages the same tree under ROOT.
-install(TARGETS trainerd trainerctl trainer-run RUNTIME DESTINATION usr/bin COMPONENT service)
+install(TARGETS trainerd trainerctl trainer-run trainer-launch RUNTIME DESTINATION usr/bin COMPONENT service)
 install(FILES ${PROJECT_SOURCE_DIR}/deploy/trainerd.service DESTINATION lib/systemd/system
         COMPONENT service)
 install(FILES ${PROJECT_SOURCE_DIR}/deploy/trainerd.sysusers.conf DESTINATION usr/lib/sysusers.d

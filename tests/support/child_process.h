@@ -73,6 +73,7 @@ class ChildProcess {
   }
 
   void Signal(int signal) { ::kill(pid_, signal); }
+  pid_t pid() const { return pid_; }
 
   // The raw wait status.
   int Wait() {

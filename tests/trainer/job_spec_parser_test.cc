@@ -276,3 +276,39 @@ TEST(JobSpecParserTest, InconsistentPlansAreRejected) {
 
 }  // namespace
 }  // namespace trainerd
+
+namespace trainerd {
+namespace {
+
+TEST(JobSpecParserTest, DistributedSectionAndItsErrors) {
+  Result<JobSpec> spec = ParseJobSpecText(std::string(kMinimal) +
+                                              "training: {effective_batch: 10}\n"
+                                              "distributed: {ranks: 4, launcher: slurm, timeout: "
+                                              "2m, launcher_args: [--gpus-per-task=1]}\n"
+                                              "plan: {microbatch: 3}\n",
+                                          "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(spec->distributed.ranks, 4);
+  EXPECT_EQ(spec->distributed.launcher, Launcher::kSlurm);
+  EXPECT_DOUBLE_EQ(spec->distributed.timeout_seconds, 120);
+  EXPECT_EQ(spec->distributed.launcher_args, std::vector<std::string>{"--gpus-per-task=1"});
+  EXPECT_EQ(spec->plan.accumulation_steps, 1);  // a rank's largest share is 3 of 10
+  EXPECT_EQ(RankJob(*spec).training.effective_batch, 3);
+
+  const std::string base = std::string(kMinimal) + "training: {effective_batch: 4}\n";
+  EXPECT_NE(ErrorOf(base + "distributed: {ranks: 5}\n")
+                .find("job.yaml:9: distributed.ranks: expected at most "
+                      "training.effective_batch (4): every rank needs a sample, got 5"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(base + "distributed: {launcher: mpi}\n")
+                .find("distributed.launcher: expected one of local torchrun slurm, got 'mpi'"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(base + "distributed: {launcher_path: /usr/bin/srun}\n")
+                .find("distributed.launcher_path: expected nothing with launcher: local"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(base + "distributed: {timeout: 0s}\n").find("distributed.timeout"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace trainerd

@@ -6,6 +6,7 @@
 #include <limits>
 #include <optional>
 
+#include "trainerd/trainer/data_parallel.h"
 #include "trainerd/trainer/sample_dropout.h"
 #include "trainerd/trainer/torch_compat.h"
 
@@ -44,16 +45,24 @@ torch::Tensor ForwardWithPrecision(TrainableModel& model, const torch::Tensor& i
 
 namespace {
 
-// The loss term count of the whole update, when the loss knows it before the forwards
-// (cross_entropy, mse); nullopt for a module's own loss.
+// The sum of `count` over the ranks of `group` (the count itself without one).
+std::int64_t SumOverRanks(DataParallelGroup* group, std::int64_t count) {
+  if (group == nullptr) return count;
+  return static_cast<std::int64_t>(std::llround(group->Sum(static_cast<double>(count))));
+}
+
+// The loss term count of the whole update (over every rank), when the loss knows it before
+// the forwards (cross_entropy, mse); nullopt for a module's own loss.
 std::optional<std::int64_t> UpdateTermCount(const TrainableModel& model,
-                                            const std::vector<Batch>& microbatches) {
+                                            const std::vector<Batch>& microbatches,
+                                            DataParallelGroup* group) {
   std::int64_t total = 0;
   for (const Batch& batch : microbatches) {
     const std::optional<std::int64_t> count = CountLossTerms(model.loss(), batch.targets);
     if (!count) return std::nullopt;
     total += *count;
   }
+  total = SumOverRanks(group, total);
   TORCH_CHECK(total > 0, "an update without a single valid target");
   return total;
 }
@@ -71,8 +80,9 @@ void DivideGradients(TrainableModel& model, std::int64_t terms) {
 }  // namespace
 
 double AccumulateGradients(TrainableModel& model, const std::vector<Batch>& microbatches,
-                           const PrecisionContext& precision, const AccumulationHooks& hooks) {
-  const std::optional<std::int64_t> known_terms = UpdateTermCount(model, microbatches);
+                           const PrecisionContext& precision, const AccumulationHooks& hooks,
+                           DataParallelGroup* group) {
+  const std::optional<std::int64_t> known_terms = UpdateTermCount(model, microbatches, group);
   TORCH_CHECK(precision.precision != Precision::kFp16 || precision.scaler != nullptr,
               "fp16 needs a loss scaler");
   const bool per_microbatch = hooks.fault == TrainingFault::kLossPerMicrobatch;
@@ -92,6 +102,12 @@ double AccumulateGradients(TrainableModel& model, const std::vector<Batch>& micr
     if (hooks.after_backward) hooks.after_backward(index);
     loss_sum += terms.sum.item<double>();
     terms_seen += terms.count;
+  }
+  if (group != nullptr) {
+    // Once per update, after the last backward: no communication for the other microbatches.
+    group->SumGradients(model.parameters());
+    loss_sum = group->Sum(loss_sum);
+    terms_seen = SumOverRanks(group, terms_seen);
   }
   if (!known_terms && !per_microbatch) DivideGradients(model, terms_seen);
   return loss_sum / static_cast<double>(terms_seen);

@@ -1,5 +1,7 @@
 #include "trainerd/trainer/job_spec.h"
 
+#include <algorithm>
+
 namespace trainerd {
 
 const char* ToString(ModelKind kind) {
@@ -50,6 +52,32 @@ const char* ToString(Precision precision) {
       return "fp16";
   }
   return "?";
+}
+
+const char* ToString(Launcher launcher) {
+  switch (launcher) {
+    case Launcher::kLocal:
+      return "local";
+    case Launcher::kTorchrun:
+      return "torchrun";
+    case Launcher::kSlurm:
+      return "slurm";
+  }
+  return "?";
+}
+
+RankShare ShareOfRank(int effective_batch, int ranks, int rank) {
+  const int base = effective_batch / ranks;
+  const int extra = effective_batch % ranks;
+  return {rank * base + std::min(rank, extra), base + (rank < extra ? 1 : 0)};
+}
+
+JobSpec RankJob(const JobSpec& job) {
+  JobSpec rank = job;
+  rank.training.effective_batch =
+      ShareOfRank(job.training.effective_batch, job.distributed.ranks, 0).count;
+  rank.distributed.ranks = 1;
+  return rank;
 }
 
 nlohmann::json ToJson(const PlanSpec& plan) {

@@ -201,15 +201,21 @@ void ReadTraining(YamlReader training, TrainingSpec* spec) {
   training.RejectUnknownKeys();
 }
 
-// Reads the plan keys of `plan` into `spec`, validated against the job: a microbatch of at
-// most the effective batch, accumulation steps consistent with it, existing block indices.
+// Reads the plan keys of `plan` into `spec`, validated against one rank's share of the job: a
+// microbatch of at most that share, accumulation steps consistent with it, existing block
+// indices.
 void ReadPlan(YamlReader plan, const ModelSpec& model, const TrainingSpec& training,
-              PlanSpec* spec) {
-  const int batch = training.effective_batch;
+              const DistributedSpec& distributed, PlanSpec* spec) {
+  const int batch = ShareOfRank(training.effective_batch, distributed.ranks, 0).count;
   plan.Int("microbatch", &spec->microbatch, 1, kMaxCount);
   plan.Int("accumulation_steps", &spec->accumulation_steps, 1, kMaxCount);
   if (plan.ok() && spec->microbatch > batch) {
-    plan.Fail("microbatch", "at most training.effective_batch (" + std::to_string(batch) + ")",
+    plan.Fail("microbatch",
+              distributed.ranks == 1
+                  ? "at most training.effective_batch (" + std::to_string(batch) + ")"
+                  : "at most a rank's share of training.effective_batch (" + std::to_string(batch) +
+                        " of " + std::to_string(training.effective_batch) + " over " +
+                        std::to_string(distributed.ranks) + " ranks)",
               std::to_string(spec->microbatch));
   }
   if (plan.ok() && spec->microbatch == 0 && spec->accumulation_steps > 0) {
@@ -258,6 +264,31 @@ void ReadRuntime(YamlReader runtime, RuntimeSpec* spec) {
   runtime.IntOrAuto("threads", &spec->threads, 1, 1024);
   runtime.String("device", &spec->device, {"cpu", "cuda"});
   runtime.RejectUnknownKeys();
+}
+
+void ReadDistributed(YamlReader distributed, const TrainingSpec& training, DistributedSpec* spec) {
+  distributed.Int("ranks", &spec->ranks, 1, 4096);
+  if (distributed.ok() && spec->ranks > training.effective_batch) {
+    distributed.Fail("ranks",
+                     "at most training.effective_batch (" +
+                         std::to_string(training.effective_batch) + "): every rank needs a sample",
+                     std::to_string(spec->ranks));
+  }
+  std::string launcher = ToString(spec->launcher);
+  distributed.String("launcher", &launcher, {"local", "torchrun", "slurm"});
+  spec->launcher = launcher == "torchrun" ? Launcher::kTorchrun
+                   : launcher == "slurm"  ? Launcher::kSlurm
+                                          : Launcher::kLocal;
+  distributed.DurationSeconds("timeout", &spec->timeout_seconds, 0, 86400, /*min_open=*/true);
+  distributed.String("launcher_path", &spec->launcher_path, {});
+  distributed.StringList("launcher_args", &spec->launcher_args);
+  if (distributed.ok() && spec->launcher == Launcher::kLocal &&
+      (!spec->launcher_path.empty() || !spec->launcher_args.empty())) {
+    distributed.Fail(spec->launcher_path.empty() ? "launcher_args" : "launcher_path",
+                     "nothing with launcher: local (trainer-launch is trainerd's own)",
+                     spec->launcher_path.empty() ? "a list" : "'" + spec->launcher_path + "'");
+  }
+  distributed.RejectUnknownKeys();
 }
 
 void ReadPlanner(YamlReader planner, PlannerSpec* spec) {
@@ -312,8 +343,11 @@ Result<JobSpec> ParseJobSpecText(const std::string& yaml_text, const std::string
   ReadOptimizer(top.Child("optimizer"), &spec.optimizer);
   ReadSchedule(top.Child("schedule"), spec.optimizer, &spec.schedule);
   ReadTraining(top.Child("training"), &spec.training);
+  ReadDistributed(top.Child("distributed"), spec.training, &spec.distributed);
   spec.plan_given = top.Has("plan");
-  if (top.ok()) ReadPlan(top.Child("plan"), spec.model, spec.training, &spec.plan);
+  if (top.ok()) {
+    ReadPlan(top.Child("plan"), spec.model, spec.training, spec.distributed, &spec.plan);
+  }
   ReadRuntime(top.Child("runtime"), &spec.runtime);
   ReadMemory(top.Child("memory"), &spec.memory);
   ReadPlanner(top.Child("planner"), &spec.planner);
@@ -337,7 +371,7 @@ Status ApplyPlanFile(const std::string& path, JobSpec* spec) {
   if (!root.ok()) return root.status();
   PlanSpec plan;
   YamlReader reader(*root, path, "");
-  ReadPlan(reader, spec->model, spec->training, &plan);
+  ReadPlan(reader, spec->model, spec->training, spec->distributed, &plan);
   if (!reader.ok()) return Status::InvalidArgument(reader.first_error());
   spec->plan = plan;
   return Status::Ok();

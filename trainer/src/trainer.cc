@@ -57,10 +57,14 @@ int ConfigureRuntime(const RuntimeSpec& runtime) {
   return threads;
 }
 
-Trainer::Trainer(const JobSpec& spec, const Dataset& corpus, EventSink* sink)
+Trainer::Trainer(const JobSpec& spec, const Dataset& corpus, EventSink* sink,
+                 DataParallelGroup* group)
     : spec_(spec),
       corpus_(corpus),
       sink_(sink),
+      group_(group),
+      share_(ShareOfRank(spec.training.effective_batch, group ? group->world_size() : 1,
+                         group ? group->rank() : 0)),
       device_(spec.runtime.device == "cuda" ? torch::kCUDA : torch::kCPU) {
   torch::manual_seed(spec_.training.seed);
   model_ = BuildModel(spec_.model, static_cast<int>(corpus_.slices().size()));
@@ -119,6 +123,10 @@ nlohmann::json Trainer::StartEvent(int resumed_from) const {
       {"updates", spec_.training.updates},
       {"seed", spec_.training.seed},
       {"resumed_from_update", resumed_from},
+      {"distributed",
+       {{"world_size", group_ ? group_->world_size() : 1},
+        {"backend", group_ ? nlohmann::json(group_->backend()) : nlohmann::json(nullptr)},
+        {"rank_batch", share_.count}}},
       {"threads", torch::get_num_threads()},
       {"device", spec_.runtime.device},
       {"device_info", DeviceDescription(device_)},
@@ -132,13 +140,13 @@ nlohmann::json Trainer::StartEvent(int resumed_from) const {
 
 std::vector<Batch> Trainer::Microbatches(int update) const {
   const TrainingSpec& t = spec_.training;
-  // Sample i of the stream is fixed by (seed, i): the split into microbatches changes
-  // nothing about which samples the update sees.
-  const std::int64_t first_sample = static_cast<std::int64_t>(update) * t.effective_batch;
+  // Sample i of the stream is fixed by (seed, i): neither the split into ranks nor into
+  // microbatches changes which samples the update sees.
+  const std::int64_t first_sample =
+      static_cast<std::int64_t>(update) * t.effective_batch + share_.offset;
   std::vector<Batch> microbatches;
-  for (std::int64_t done = 0; done < t.effective_batch; done += spec_.plan.microbatch) {
-    const std::int64_t count =
-        std::min<std::int64_t>(spec_.plan.microbatch, t.effective_batch - done);
+  for (std::int64_t done = 0; done < share_.count; done += spec_.plan.microbatch) {
+    const std::int64_t count = std::min<std::int64_t>(spec_.plan.microbatch, share_.count - done);
     Batch batch =
         corpus_.TrainingSamples(t.seed, first_sample + done, count, model_->sample_format());
     batch.inputs = batch.inputs.to(device_);
@@ -176,7 +184,7 @@ UpdateStats Trainer::TrainUpdate(int update, const AfterForward& after_forward) 
       ZeroGradients(*optimizer_);
     };
   }
-  stats.loss = AccumulateGradients(*model_, microbatches, precision_context(), hooks);
+  stats.loss = AccumulateGradients(*model_, microbatches, precision_context(), hooks, group_);
   if (!std::isfinite(stats.loss)) return stats;  // the caller stops; no step on a diverged loss
   if (fault_ == TrainingFault::kInfGradient && update >= 1) {
     torch::NoGradGuard no_grad;
@@ -227,6 +235,7 @@ Result<Trainer::ResumePoint> Trainer::ResumeFrom(const TrainerOptions& options) 
   // kept aside for inspection, never deleted, and the job starts afresh.
   if (options.resume == Resume::kIfCompatible && !state.ok() &&
       state.status().code() == Status::Code::kCorruption) {
+    if (!leader()) return point;  // rank 0 keeps it aside and says so
     const std::string kept = options.checkpoint_path + ".corrupt";
     std::error_code ec;
     std::filesystem::rename(options.checkpoint_path, kept, ec);
@@ -251,6 +260,22 @@ Result<Trainer::ResumePoint> Trainer::ResumeFrom(const TrainerOptions& options) 
                          "; dropout masks from here on come from the " + here + " generator"}});
   }
   return point;
+}
+
+Status Trainer::CheckRanksAgree(int updates_done) {
+  if (group_ == nullptr) return Status::Ok();
+  const double sum = group_->Sum(updates_done);
+  if (sum == static_cast<double>(updates_done) * group_->world_size()) return Status::Ok();
+  return Status::FailedPrecondition(
+      "rank " + std::to_string(group_->rank()) + " resumed from update " +
+      std::to_string(updates_done) + " but the ranks' mean is " +
+      std::to_string(sum / group_->world_size()) +
+      ": the ranks read different checkpoints (is the output directory shared?)");
+}
+
+bool Trainer::StopRequested(const TrainerOptions& options) {
+  const bool here = options.stop_requested != nullptr && options.stop_requested->load();
+  return group_ == nullptr ? here : group_->Any(here);
 }
 
 // Wall-clock bookkeeping of one Run(): throughput counts the updates after the warm-up.
@@ -287,6 +312,7 @@ void Trainer::EmitStart(const ResumePoint& resumed) {
 
 Status Trainer::SaveCheckpoint(const TrainerOptions& options, int updates_done,
                                const char* reason) {
+  if (!leader()) return Status::Ok();
   CheckpointState state{updates_done, job_identity_, std::nullopt, 0};
   if (scaler_) {
     state.loss_scale = scaler_->scale();
@@ -336,6 +362,7 @@ void Trainer::EmitInitialEval() {
 }
 
 Status Trainer::EvaluateAndCheckpoint(const TrainerOptions& options, TrainOutcome* outcome) {
+  if (!leader()) return Status::Ok();
   const TrainingSpec& t = spec_.training;
   const bool last = outcome->updates_done == t.updates;
   if (last || outcome->updates_done % t.eval_interval == 0) {
@@ -409,8 +436,11 @@ Status Trainer::Finish(const TrainerOptions& options, const RunTiming& timing,
   }
   const FlopsPerSample per_sample = ModelFlopsPerSample(spec_.model, CountParameters(*model_));
   const std::optional<double> flops_per_sample = per_sample.value;
+  // The peak is one rank's (this process's device and threads): MFU compares it with a
+  // rank's share of the job's FLOP/s.
+  const int world_size = group_ ? group_->world_size() : 1;
   const ThroughputAssessment flops = AssessThroughput(
-      flops_per_sample ? std::optional<double>(samples_per_second * *flops_per_sample)
+      flops_per_sample ? std::optional<double>(samples_per_second * *flops_per_sample / world_size)
                        : std::nullopt,
       peak_flops, per_sample.method);
   sink_->Emit(
@@ -425,6 +455,8 @@ Status Trainer::Finish(const TrainerOptions& options, const RunTiming& timing,
        {"model_files", *model_files},
        {"elapsed_seconds", elapsed},
        {"samples_per_second", measured_or_null(samples_per_second)},
+       {"world_size", world_size},
+       {"samples_per_second_per_rank", measured_or_null(samples_per_second / world_size)},
        {"tokens_per_second", measured_or_null(samples_per_second * corpus_.window())},
        {"throughput_method",
         "wall clock per optimizer update after device synchronization, evaluation and "
@@ -436,8 +468,9 @@ Status Trainer::Finish(const TrainerOptions& options, const RunTiming& timing,
        {"model_flops_per_sample",
         flops_per_sample ? nlohmann::json(*flops_per_sample) : nlohmann::json(nullptr)},
        {"flops_method", per_sample.method},
-       {"model_flops_per_second",
-        flops_per_sample ? nlohmann::json(flops.achieved_flops) : nlohmann::json(nullptr)},
+       {"model_flops_per_second", flops_per_sample
+                                      ? nlohmann::json(flops.achieved_flops * world_size)
+                                      : nlohmann::json(nullptr)},
        {"peak_flops_per_second", flops.peak_flops},
        {"mfu", trained && flops.valid ? nlohmann::json(flops.mfu) : nlohmann::json(nullptr)},
        {"measurement_valid", trained && flops.valid},
@@ -453,9 +486,12 @@ Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
     Result<ResumePoint> resumed = ResumeFrom(options);
     if (!resumed.ok()) return resumed.status();
     outcome.updates_done = resumed->updates_done;
+    if (Status s = CheckRanksAgree(outcome.updates_done); !s.ok()) return s;
     model_->train();
     EmitStart(*resumed);
-    if (!spec_.init_from.path.empty() && outcome.updates_done == 0) EmitInitialEval();
+    if (!spec_.init_from.path.empty() && outcome.updates_done == 0 && leader()) {
+      EmitInitialEval();
+    }
 
     DeviceMemory& memory = MemoryOf(device_);
     memory.ResetPeak();
@@ -463,7 +499,7 @@ Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
     torch::Tensor retained_by_test_hook;
     RunTiming timing(outcome.updates_done);
     for (int update = outcome.updates_done; update < spec_.training.updates; ++update) {
-      if (options.stop_requested != nullptr && options.stop_requested->load()) {
+      if (StopRequested(options)) {
         if (Status s = SaveCheckpoint(options, outcome.updates_done, "signal"); !s.ok()) return s;
         outcome.kind = TrainOutcome::Kind::kInterrupted;
         return outcome;
@@ -505,6 +541,7 @@ Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
       EmitUpdate(stats, outcome.updates_done, update_seconds, timing);
       if (Status s = EvaluateAndCheckpoint(options, &outcome); !s.ok()) return s;
     }
+    if (!leader()) return outcome;  // rank 0 writes the model and reports
     // Resumed from the job's final checkpoint (its daemon died before recording the
     // finished run): nothing is left to train, but the finish event still reports the
     // model's real eval losses.

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "trainerd/common/cache_dir.h"
+#include "trainerd/trainer/data_parallel.h"
 #include "trainerd/trainer/dataset.h"
 #include "trainerd/trainer/device_memory.h"
 #include "trainerd/trainer/event_sink.h"
@@ -28,6 +29,7 @@
 #include "trainerd/trainer/parity.h"
 #include "trainerd/trainer/planner.h"
 #include "trainerd/trainer/profile_text.h"
+#include "trainerd/trainer/rank_environment.h"
 #include "trainerd/trainer/throughput.h"
 #include "trainerd/trainer/trainer.h"
 #include "trainerd/trainer/training_fault.h"
@@ -108,6 +110,15 @@ options:
   --json               JSON on stdout even on a terminal (default when stdout is not one)
   --version            print the version and the LibTorch it runs on
   --help               this text
+
+data-parallel: a job with distributed.ranks N > 1 trains as N processes started by a launcher,
+  which tells each its rank through the environment: trainer-launch --ranks N -- trainer-run
+  ..., torchrun --nproc-per-node=N --no-python trainer-run ..., or srun --ntasks=N trainer-run
+  ... (RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT or SLURM_PROCID/SLURM_NTASKS/
+  SLURM_LOCALID/SLURM_JOB_NODELIST; docs/distributed.md). Rank 0 prints the events and writes
+  the checkpoint and the model; the other ranks print only their errors, on stderr. The
+  reports (--ledger, --plan-only, --parity, --profile) plan and measure one rank's share in
+  one process, without a launcher.
 
 output: training prints a progress bar on a terminal; otherwise one JSON object per line with
   "event" one of start, warning, update, eval, checkpoint, finish, error
@@ -319,7 +330,9 @@ class Worker {
 
   int Run() {
     try {
+      if (std::optional<int> code = ReadRankEnvironment()) return *code;
       if (std::optional<int> code = LoadJob()) return *code;
+      if (std::optional<int> code = CheckRanks()) return *code;
       if (std::optional<int> code = Report()) return *code;
       return Train();
     } catch (const std::exception& e) {
@@ -333,8 +346,52 @@ class Worker {
     nlohmann::json event = {{"event", "error"}, {"kind", kind}, {"message", message}};
     if (!details.is_null()) event["details"] = details;
     sink_->Emit(event);
-    if (args_.json) std::cerr << "trainer-run: " << message << "\n";
+    if (args_.json || rank_.rank != 0) std::cerr << RankName() << ": " << message << "\n";
     return code;
+  }
+
+  std::string RankName() const {
+    if (rank_.world_size == 1) return "trainer-run";
+    return "trainer-run rank " + std::to_string(rank_.rank) + "/" +
+           std::to_string(rank_.world_size);
+  }
+
+  // Where this process stands in a data-parallel job (its launcher's environment). A rank
+  // other than 0 emits no events: it reports its errors on stderr.
+  std::optional<int> ReadRankEnvironment() {
+    trainerd::Result<trainerd::RankEnvironment> env = trainerd::RankEnvironmentFrom(::getenv);
+    if (!env.ok()) return Fail("config", env.status().message(), exit_code::kUsage);
+    rank_ = *env;
+    if (rank_.rank != 0) sink_ = std::make_unique<trainerd::NullEventSink>();
+    return std::nullopt;
+  }
+
+  // A launcher's world must be the job's distributed.ranks (the plan is per rank); a job of
+  // several ranks trains only under a launcher, and the reports run without one.
+  std::optional<int> CheckRanks() {
+    const int ranks = spec_.distributed.ranks;
+    const bool report =
+        args_.ledger || args_.plan_only || args_.parity || args_.profile || args_.device_info;
+    if (!rank_.launcher.empty() && rank_.world_size > 1 && report) {
+      return Fail("config",
+                  "--ledger, --plan-only, --parity, --profile and --device-info measure one "
+                  "rank's share in one process: run them without a launcher",
+                  exit_code::kUsage);
+    }
+    if (report || rank_.world_size == ranks) return std::nullopt;
+    if (rank_.launcher.empty()) {
+      return Fail("config",
+                  args_.config + ": distributed.ranks: " + std::to_string(ranks) + " trains as " +
+                      std::to_string(ranks) +
+                      " processes: start them with trainer-launch --ranks " +
+                      std::to_string(ranks) + " -- trainer-run ..., torchrun or srun",
+                  exit_code::kUsage);
+    }
+    return Fail("config",
+                rank_.launcher + " started " + std::to_string(rank_.world_size) + " ranks but " +
+                    args_.config + " has distributed.ranks: " + std::to_string(ranks) +
+                    " (the plan is per rank: they must agree)",
+                exit_code::kUsage);
   }
 
   // The spec with --budget and --plan FILE applied, the device, the threads and the corpus.
@@ -398,8 +455,10 @@ class Worker {
       PrintReport(nlohmann::json::object());
       return exit_code::kOk;
     }
+    // The reports plan and measure what one rank trains: its share of the effective batch.
+    const trainerd::JobSpec rank_job = trainerd::RankJob(spec_);
     if (args_.ledger) {
-      trainerd::Result<trainerd::MemoryLedger> ledger = trainerd::MeasureLedger(spec_, *corpus_);
+      trainerd::Result<trainerd::MemoryLedger> ledger = trainerd::MeasureLedger(rank_job, *corpus_);
       if (!ledger.ok()) return Fail("internal", ledger.status().message(), exit_code::kInternal);
       if (args_.json) {
         PrintReport(ledger->ToJson());
@@ -409,7 +468,7 @@ class Worker {
       return exit_code::kOk;
     }
     if (args_.plan_only || args_.plan == "auto") {
-      trainerd::Result<trainerd::ChosenPlan> chosen = trainerd::PlanJob(spec_, *corpus_);
+      trainerd::Result<trainerd::ChosenPlan> chosen = trainerd::PlanJob(rank_job, *corpus_);
       if (!chosen.ok()) {
         const bool oom = chosen.status().code() == trainerd::Status::Code::kOutOfMemory;
         return Fail(oom ? "oom" : "internal", chosen.status().message(),
@@ -431,7 +490,8 @@ class Worker {
       options.updates = args_.profile_updates;
       options.trace_path = args_.profile_trace;
       options.peak_flops_cache = trainerd::DefaultPeakFlopsCache();
-      trainerd::Result<nlohmann::json> profile = trainerd::ProfileUpdates(spec_, *corpus_, options);
+      trainerd::Result<nlohmann::json> profile =
+          trainerd::ProfileUpdates(rank_job, *corpus_, options);
       if (!profile.ok()) {
         const bool usage = profile.status().code() == trainerd::Status::Code::kInvalidArgument;
         return Fail(usage ? "config" : "internal", profile.status().message(),
@@ -446,7 +506,7 @@ class Worker {
     }
     if (args_.parity) {
       trainerd::Result<trainerd::ParityReport> report =
-          trainerd::CheckParity(spec_, *corpus_, args_.parity_updates, args_.fault);
+          trainerd::CheckParity(rank_job, *corpus_, args_.parity_updates, args_.fault);
       if (!report.ok()) return Fail("internal", report.status().message(), exit_code::kInternal);
       if (args_.json) {
         PrintReport(report->ToJson(spec_.plan));
@@ -477,7 +537,16 @@ class Worker {
     std::signal(SIGTERM, RequestStop);
     std::signal(SIGINT, RequestStop);
 
-    trainerd::Trainer trainer(spec_, *corpus_, sink_.get());
+    std::unique_ptr<trainerd::DataParallelGroup> group;
+    if (rank_.world_size > 1) {
+      trainerd::Result<std::unique_ptr<trainerd::DataParallelGroup>> joined =
+          trainerd::DataParallelGroup::Join(rank_, device_, spec_.distributed.timeout_seconds);
+      if (!joined.ok()) {
+        return Fail("distributed", joined.status().message(), exit_code::kInternal);
+      }
+      group = std::move(*joined);
+    }
+    trainerd::Trainer trainer(spec_, *corpus_, sink_.get(), group.get());
     trainer.set_test_only_fault(args_.fault);
     trainerd::MemoryOf(trainer.device()).SetLimit(spec_.memory.usable_bytes());
     trainerd::Result<trainerd::TrainOutcome> outcome = trainer.Run(options);
@@ -506,6 +575,7 @@ class Worker {
   }
 
   Args args_;
+  trainerd::RankEnvironment rank_;  // one process unless a launcher started this one
   std::unique_ptr<trainerd::EventSink> sink_;
   trainerd::JobSpec spec_;
   torch::Device device_ = torch::kCPU;

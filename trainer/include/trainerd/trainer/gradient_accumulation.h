@@ -9,6 +9,10 @@
 //   UnscaleClipStep: once per update: unscale and check overflow (fp16; an overflow skips
 //     the step and backs the scale off), measure the global gradient norm (a non-finite one
 //     in fp32/bf16 takes no step: the caller stops), clip it, optimizer step.
+// In a data-parallel job (data_parallel.h) each rank accumulates its share of the effective
+// batch, the loss divided by the valid-target count of the whole batch over all ranks, and
+// the ranks' gradients are summed once, after the last microbatch: every rank then holds the
+// gradient of the one-process job, and UnscaleClipStep's norm is the global one.
 // REQUIRES: gradients zeroed (ZeroGradients) before AccumulateGradients, once per update.
 #pragma once
 
@@ -24,6 +28,8 @@
 #include "trainerd/trainer/training_fault.h"
 
 namespace trainerd {
+
+class DataParallelGroup;
 
 struct PrecisionContext {
   Precision precision = Precision::kFp32;
@@ -53,10 +59,12 @@ struct AccumulationHooks {
   TrainingFault fault = TrainingFault::kNone;
 };
 
-// Returns the mean loss over the valid targets of all microbatches (not scaled). Each
-// microbatch's forward and backward run in its SampleStreamScope (sample_dropout.h).
+// Returns the mean loss over the valid targets of all microbatches (not scaled), of every rank
+// when `group` is given (nullptr: a one-process job). Each microbatch's forward and backward
+// run in its SampleStreamScope (sample_dropout.h).
 double AccumulateGradients(TrainableModel& model, const std::vector<Batch>& microbatches,
-                           const PrecisionContext& precision, const AccumulationHooks& hooks = {});
+                           const PrecisionContext& precision, const AccumulationHooks& hooks = {},
+                           DataParallelGroup* group = nullptr);
 
 struct StepResult {
   bool skipped = false;  // fp16 overflow: no step taken

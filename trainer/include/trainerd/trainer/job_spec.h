@@ -169,6 +169,35 @@ struct RuntimeSpec {
   std::string device = "cpu";  // "cpu" or "cuda" (where LibTorch has CUDA)
 };
 
+// Data-parallel training (docs/distributed.md): `ranks` processes train the job together, each
+// on its share of every update's effective batch (contiguous; the first effective_batch % ranks
+// ranks get one sample more), with gradients summed over c10d (Gloo on CPUs, NCCL on GPUs)
+// once per update. The plan is per rank: its microbatch and accumulation cover the largest
+// share. N ranks compute the one-rank job; only the launch differs.
+enum class Launcher {
+  kLocal,     // trainer-launch starts the ranks as children on this host
+  kTorchrun,  // torchrun --no-python --nproc-per-node=ranks
+  kSlurm,     // srun --ntasks=ranks, inside the job's allocation
+};
+
+struct DistributedSpec {
+  int ranks = 1;
+  Launcher launcher = Launcher::kLocal;
+  // A rank that waits longer than this for the others (joining, a collective) fails; after a
+  // rank fails, the launcher stops the others and kills those still running this much later.
+  // It must cover the longest stretch rank 0 works alone: an evaluation and a checkpoint.
+  double timeout_seconds = 300;
+  std::string launcher_path;               // torchrun / srun executable; "" = found on PATH
+  std::vector<std::string> launcher_args;  // more arguments for torchrun / srun
+};
+
+// Samples [offset, offset + count) of an update's effective batch are rank `rank`'s.
+struct RankShare {
+  int offset = 0;
+  int count = 0;
+};
+RankShare ShareOfRank(int effective_batch, int ranks, int rank);
+
 struct MemorySpec {
   std::int64_t budget_bytes = 24LL << 30;  // device memory the job may use
   double reserve_fraction = 0.10;          // kept free for fragmentation and the runtime
@@ -198,7 +227,8 @@ struct JobSpec {
   PlanSpec plan;
   bool plan_given = false;  // the YAML has a `plan:` section (a plan forced by the author)
   RuntimeSpec runtime;
-  MemorySpec memory;
+  DistributedSpec distributed;
+  MemorySpec memory;  // per rank
   PlannerSpec planner;
   std::optional<double> window_seconds;  // completion window, when the job has one
   InitSpec init_from;
@@ -208,9 +238,14 @@ const char* ToString(ModelKind kind);
 const char* ToString(ModelInputs inputs);
 const char* ToString(LossKind kind);
 const char* ToString(Precision precision);
+const char* ToString(Launcher launcher);  // "local", "torchrun", "slurm"
 // {microbatch, accumulation_steps, checkpoint_blocks, precision}: the plan as every report
 // (events, ledger, planner, parity) shows it.
 nlohmann::json ToJson(const PlanSpec& plan);
+
+// What one rank trains of `job`: its largest share as the effective batch, one rank. The
+// planner, the ledger, the parity check and the profile plan and measure this job.
+JobSpec RankJob(const JobSpec& job);
 
 // Blocks a plan may checkpoint: GPT decoder blocks, MLP hidden layers, the blocks of a
 // TorchScript model with the block protocol or of a plugin (0 until resolved, and without

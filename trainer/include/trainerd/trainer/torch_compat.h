@@ -30,6 +30,13 @@
   (TORCH_VERSION_MAJOR > (major) ||           \
    (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
 
+// c10d's collective interface: ProcessGroup in 1.13, Backend (under ProcessGroup) in 2.x.
+// Declared here, defined by torch/csrc/distributed/c10d/ (included by data_parallel.cc only).
+namespace c10d {
+class ProcessGroup;
+class Backend;
+}  // namespace c10d
+
 namespace trainerd::compat {
 
 // ---- Generators ------------------------------------------------------------------------------
@@ -206,6 +213,15 @@ inline torch::Tensor FusedCausalAttention(const torch::Tensor& q, const torch::T
   TORCH_CHECK(false, "at::scaled_dot_product_attention needs LibTorch 2.0 or later");
 #endif
 }
+
+// ---- Collectives ----------------------------------------------------------------------------
+
+// What ProcessGroupGloo and ProcessGroupNCCL derive from and allreduce() is called on.
+#if TRAINERD_TORCH_AT_LEAST(2, 0)
+using CollectiveBackend = c10d::Backend;
+#else
+using CollectiveBackend = c10d::ProcessGroup;
+#endif
 
 // ---- CUDA ------------------------------------------------------------------------------------
 

@@ -3,6 +3,10 @@
 // loss divided by the valid-target count of the whole effective batch, backward; then once:
 // unscale (fp16), clip the global gradient norm, AdamW step with the scheduled learning
 // rate (see gradient_accumulation.h).
+// In a data-parallel job (data_parallel.h) every rank runs a Trainer on its share of each
+// update; gradients are summed over the ranks after the last microbatch. Rank 0 alone
+// evaluates, writes checkpoints and the model, and emits events; every rank resumes from the
+// same checkpoint and all stop at the same update when any is asked to stop.
 // Not thread-safe; owns its model and optimizer. Torch exceptions are turned into Status.
 #pragma once
 
@@ -15,6 +19,7 @@
 #include <vector>
 
 #include "trainerd/common/status.h"
+#include "trainerd/trainer/data_parallel.h"
 #include "trainerd/trainer/dataset.h"
 #include "trainerd/trainer/event_sink.h"
 #include "trainerd/trainer/gradient_accumulation.h"
@@ -85,10 +90,12 @@ struct UpdateStats {
 
 class Trainer {
  public:
-  // `corpus` and `sink` must outlive the trainer. Seeds torch from the spec and builds the
-  // model with the plan's checkpointed blocks, so two trainers of one spec start from
-  // identical parameters whatever their plans.
-  Trainer(const JobSpec& spec, const Dataset& corpus, EventSink* sink);
+  // `corpus`, `sink` and `group` must outlive the trainer. Seeds torch from the spec and
+  // builds the model with the plan's checkpointed blocks, so two trainers of one spec start
+  // from identical parameters whatever their plans. `group`: this rank's data-parallel group,
+  // nullptr for a one-process job; the plan is then per rank (RankJob).
+  Trainer(const JobSpec& spec, const Dataset& corpus, EventSink* sink,
+          DataParallelGroup* group = nullptr);
 
   // Trains until the spec's update count, a stop request or a non-finite loss. Errors:
   // checkpoint problems (NotFound, Corruption, FailedPrecondition), IO and LibTorch errors.
@@ -108,8 +115,11 @@ class Trainer {
   TrainableModel& model() { return *model_; }
   torch::optim::AdamW& optimizer() { return *optimizer_; }
   const torch::Device& device() const { return device_; }
-  // The plan's microbatches of update `update`, on the device.
+  // The plan's microbatches of this rank's share of update `update`, on the device.
   std::vector<Batch> Microbatches(int update) const;
+  // Rank 0 of a data-parallel job, or the one process of a job without one: the rank that
+  // evaluates, writes and reports.
+  bool leader() const { return group_ == nullptr || group_->rank() == 0; }
   const DynamicLossScaler* loss_scaler() const { return scaler_ ? &*scaler_ : nullptr; }
   // Held-out loss per slice with the current parameters (eval mode, no grad).
   std::vector<SliceLoss> Evaluate();
@@ -122,6 +132,10 @@ class Trainer {
     std::vector<nlohmann::json> warnings;
   };
   Result<ResumePoint> ResumeFrom(const TrainerOptions& options);
+  // Fails unless every rank resumed from `updates_done` (a data-parallel job's ranks must).
+  Status CheckRanksAgree(int updates_done);
+  // Whether this update is where the run stops: a stop requested of any rank.
+  bool StopRequested(const TrainerOptions& options);
   // The steps of Run(), in order.
   struct RunTiming;
   void EmitStart(const ResumePoint& resumed);
@@ -147,6 +161,8 @@ class Trainer {
   JobSpec spec_;
   const Dataset& corpus_;
   EventSink* sink_;
+  DataParallelGroup* group_;
+  RankShare share_;  // this rank's samples of every update
   torch::Device device_;
   std::shared_ptr<TrainableModel> model_;
   std::unique_ptr<torch::optim::AdamW> optimizer_;
