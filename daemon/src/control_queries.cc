@@ -70,6 +70,10 @@ nlohmann::json RunJson(const store::RunRecord& run) {
       {"data_fingerprint", run.data_fingerprint},
       {"throughput_method", run.throughput_method},
       {"samples_per_second", Optional(run.samples_per_second)},
+      {"world_size", run.world_size},
+      {"samples_per_second_per_rank", run.samples_per_second
+                                          ? nlohmann::json(*run.samples_per_second / run.world_size)
+                                          : nlohmann::json(nullptr)},
       {"tokens_per_second", Optional(run.tokens_per_second)},
       {"mfu", Optional(run.mfu)},
       {"cost_per_sample", Optional(run.cost_per_sample)},

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -12,6 +13,7 @@
 #include "trainerd/daemon/host_fingerprint.h"
 #include "trainerd/daemon/log.h"
 #include "trainerd/daemon/plan_json.h"
+#include "trainerd/daemon/rank_launch.h"
 #include "trainerd/daemon/run_report.h"
 #include "trainerd/daemon/state_layout.h"
 #include "trainerd/daemon/worker_report.h"
@@ -667,6 +669,7 @@ bool NightlyCycle::BeginRun(const ActiveConfig& active, const Attempt& attempt,
   run.deadline_at = window_.deadline;
   run.hardware = hardware_;
   run.software.trainerd_version = TrainerdVersion();
+  run.world_size = active.spec.distributed.ranks;
   Result<std::int64_t> id = store_.CreateRun(run);
   if (!id.ok()) {
     result.message = "cannot record the run: " + id.status().message();
@@ -755,7 +758,17 @@ asio::awaitable<NightlyCycle::Training> NightlyCycle::Train(const ActiveConfig& 
     }
     Progress("training", run_id);
   };
-  const LaunchSpec launch{argv, layout.RunLog(run_id)};
+  // A data-parallel job's ranks start under its launcher, which the supervisor signals.
+  const char* search_path = std::getenv("PATH");
+  Result<std::vector<std::string>> command = RankLaunchCommand(
+      active.spec.distributed,
+      (std::filesystem::path(config_.worker_path).parent_path() / "trainer-launch").string(), argv,
+      search_path != nullptr ? search_path : "/usr/bin:/bin");
+  if (!command.ok()) {
+    training.process = command.status();
+    co_return training;
+  }
+  const LaunchSpec launch{*command, layout.RunLog(run_id)};
   training.process = co_await supervisor_.Run(launch, Limits(), on_line);
   if (!training.process.ok()) co_return training;
   training.exit = ExitOf(*training.process, report.error(), ooms_before, supervisor_.stopped_by());
@@ -799,8 +812,9 @@ void NightlyCycle::FillFromReport(const ActiveConfig& active, const WorkerReport
   const int resumed_from = start.is_object() ? start.value("resumed_from_update", 0) : 0;
   const double samples = static_cast<double>(fin.value("updates", 0) - resumed_from) *
                          active.spec.training.effective_batch;
-  const double hours = fin.value("elapsed_seconds", 0.0) / 3600;
-  if (samples > 0) run.cost_per_sample = config_.cost.per_device_hour * hours / samples;
+  // Every rank holds a device for the run's duration.
+  const double device_hours = fin.value("elapsed_seconds", 0.0) / 3600 * run.world_size;
+  if (samples > 0) run.cost_per_sample = config_.cost.per_device_hour * device_hours / samples;
 }
 
 std::string NightlyCycle::DescribeFailure(const Training& training) {

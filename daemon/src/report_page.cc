@@ -319,6 +319,11 @@ std::string CurvesSection(const Json& facts) {
 std::string ThroughputSection(const Json& run) {
   return "<section id=\"throughput\"><h2>Throughput and cost</h2>\n<div class=\"card\">" +
          Cell("samples/s", NumberText(run["samples_per_second"], "%.1f")) +
+         (run.value("world_size", 1) > 1
+              ? Cell("ranks", std::to_string(run["world_size"].get<int>())) +
+                    Cell("samples/s per rank",
+                         NumberText(run["samples_per_second_per_rank"], "%.1f"))
+              : "") +
          Cell("tokens/s", NumberText(run["tokens_per_second"], "%.0f")) +
          Cell("MFU", NumberText(run["mfu"], "%.3f")) +
          Cell("cost per sample", NumberText(run["cost_per_sample"], "%.3g")) +

@@ -47,6 +47,16 @@ std::string Table(const std::vector<std::vector<std::string>>& rows) {
   return out.str();
 }
 
+// ", 2 ranks: 123.4 samples/s each" for a data-parallel run; "" for one process (and from a
+// daemon older than world_size).
+std::string PerRankText(const Json& run) {
+  const int ranks = run.value("world_size", 1);
+  if (ranks <= 1) return "";
+  return ", " + std::to_string(ranks) +
+         " ranks: " + NumberText(run.value("samples_per_second_per_rank", Json()), "%.1f") +
+         " samples/s each";
+}
+
 std::string Config(const Json& config) {
   if (!config.is_object() || !config.contains("hash")) return "none";
   return Short(config["hash"]) + " (" + config.value("state", "") + ")";
@@ -138,7 +148,7 @@ std::string FormatShow(const Json& result) {
       {"seeds", run["seeds"].dump()},
       {"data", run.value("data_fingerprint", "")},
       {"samples/s", NumberText(run["samples_per_second"], "%.1f") + " (tokens/s " +
-                        NumberText(run["tokens_per_second"], "%.0f") + ")"},
+                        NumberText(run["tokens_per_second"], "%.0f") + ")" + PerRankText(run)},
       {"throughput method", run.value("throughput_method", "")},
       {"MFU", NumberText(run["mfu"], "%.3f")},
       {"cost per sample", NumberText(run["cost_per_sample"], "%.3g")},

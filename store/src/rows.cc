@@ -12,7 +12,8 @@ constexpr std::string_view kRunColumns =
     "microbatch, accumulation_steps, checkpoint_blocks, precision, hardware_id, software_id, "
     "shapes, seeds, data_fingerprint, throughput_method, parameters_bytes, gradients_bytes, "
     "optimizer_state_bytes, activations_bytes, temporaries_bytes, inputs_bytes, peak_bytes, "
-    "samples_per_second, tokens_per_second, mfu, cost_per_sample, final_loss, parity_seconds";
+    "samples_per_second, tokens_per_second, mfu, cost_per_sample, final_loss, parity_seconds, "
+    "world_size";
 
 std::string RunPlaceholders() {
   const auto columns = std::count(kRunColumns.begin(), kRunColumns.end(), ',') + 1;
@@ -98,7 +99,7 @@ const std::string_view kSelectRun =
     "r.data_fingerprint, r.throughput_method, r.parameters_bytes, r.gradients_bytes, "
     "r.optimizer_state_bytes, r.activations_bytes, r.temporaries_bytes, r.inputs_bytes, "
     "r.peak_bytes, r.samples_per_second, r.tokens_per_second, r.mfu, r.cost_per_sample, "
-    "r.final_loss, r.parity_seconds "
+    "r.final_loss, r.parity_seconds, r.world_size "
     "FROM runs r JOIN hardware h ON h.id = r.hardware_id JOIN software s ON s.id = "
     "r.software_id";
 
@@ -153,6 +154,7 @@ Result<RunRecord> ReadRun(sqlite::Statement& stmt) {
   run.cost_per_sample = stmt.ReadOptionalDouble();
   run.final_loss = stmt.ReadOptionalDouble();
   run.parity_seconds = stmt.ReadOptionalDouble();
+  run.world_size = stmt.ReadInt64();
   return run;
 }
 
@@ -188,7 +190,7 @@ void BindRun(sqlite::Statement& stmt, const RunRecord& run, std::int64_t hardwar
               std::nullopt);
   }
   stmt.Bind(run.samples_per_second, run.tokens_per_second, run.mfu, run.cost_per_sample,
-            run.final_loss, run.parity_seconds);
+            run.final_loss, run.parity_seconds, run.world_size);
 }
 
 void BindPlan(sqlite::Statement& stmt, const RunPlan& plan) {

@@ -804,3 +804,166 @@ TEST_F(DaemonTest, KilledAtTwelveRandomMomentsEveryRunRecordStaysTrueAndTheLastR
 
 }  // namespace
 }  // namespace trainerd
+
+namespace trainerd {
+namespace {
+
+// A data-parallel job (distributed.ranks 2) of the tiny GPT: each rank trains 4 of the 8
+// samples of every update.
+JobOptions TwoRankJob(const std::string& distributed = "{ranks: 2, timeout: 60s}") {
+  JobOptions job;
+  job.extra = "distributed: " + distributed + "\n";
+  return job;
+}
+
+// The children of `pid` in the order they were started.
+std::vector<pid_t> ChildrenOf(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+  std::vector<pid_t> children;
+  for (pid_t child; in >> child;) children.push_back(child);
+  return children;
+}
+
+TEST_F(DaemonTest, ADataParallelJobTrainsAsTwoLocalRanksAndRecordsItsWorldSize) {
+  WriteJob(TwoRankJob());
+  WriteDaemonConfig();
+  ASSERT_EQ(RunOnce(), 0) << Diagnostics();
+  std::unique_ptr<store::Store> s = Store();
+  ASSERT_NE(s, nullptr);
+  const store::RunRecord run = *s->GetRun(1);
+  ASSERT_EQ(run.status, RunStatus::kSucceeded) << Diagnostics();
+  EXPECT_EQ(run.world_size, 2);
+  ASSERT_TRUE(run.plan.has_value());
+  EXPECT_EQ(run.plan->microbatch * run.plan->accumulation_steps, 4) << "the plan is per rank";
+  EXPECT_EQ(s->GetMetrics(1)->size(), 30u);
+  const std::string log = ReadFile(dir_.File("state/logs/run-1.log"));
+  EXPECT_NE(log.find("trainer-launch: 2 ranks of " + std::string(TRAINER_RUN_PATH)),
+            std::string::npos)
+      << log;
+}
+
+TEST_F(DaemonTest, AKilledRankIsACrashAndTheRetryResumesFromRankZerosCheckpoint) {
+  JobOptions job = TwoRankJob();
+  job.updates = 1500;
+  job.checkpoint_interval = 50;
+  WriteJob(job);
+  WriteDaemonConfig();
+  ChildProcess daemon(Argv(true));
+  ASSERT_TRUE(WaitFor([](store::Store& s) { return LastCheckpoint(s, 1) >= 100; }))
+      << daemon.ReadAllStderr();
+  std::ifstream pid_file(dir_.File("state/worker.pid"));
+  pid_t launcher = 0;
+  ASSERT_TRUE(pid_file >> launcher);
+  const std::vector<pid_t> ranks = ChildrenOf(launcher);
+  ASSERT_EQ(ranks.size(), 2u) << "not the training launcher";
+  ASSERT_EQ(::kill(ranks[1], SIGKILL), 0);
+  EXPECT_EQ(daemon.ExitCode(), 0) << daemon.ReadAllStderr();
+
+  std::unique_ptr<store::Store> s = Store();
+  ASSERT_NE(s, nullptr);
+  const store::RunRecord crashed = *s->GetRun(1);
+  const store::RunRecord retry = *s->GetRun(2);
+  EXPECT_EQ(crashed.status, RunStatus::kCrashed);
+  EXPECT_EQ(retry.status, RunStatus::kSucceeded);
+  EXPECT_EQ(retry.world_size, 2);
+  EXPECT_EQ(retry.fallback_of, 1);
+  const std::int64_t first = FirstMetricUpdate(*s, 2);
+  EXPECT_GE(first, LastCheckpoint(*s, 1) + 1);
+  EXPECT_EQ((first - 1) % 50, 0) << first;
+  const std::vector<store::Event> failures = EventsOfKind(*s, 1, "run_crash");
+  ASSERT_FALSE(failures.empty());
+  EXPECT_NE(failures.front().message.find("killed by SIGKILL"), std::string::npos)
+      << failures.front().message;
+}
+
+// srun and torchrun stand-ins on PATH: each writes its command line to <name>.args and starts
+// the command after its own options once per rank, with the environment the real one gives.
+class FakeLauncherTest : public DaemonTest {
+ protected:
+  void SetUp() override {
+    const std::string bin = dir_.File("bin");
+    std::filesystem::create_directories(bin);
+    const std::string start_ranks = R"(
+args_file="$(dirname "$0")/$(basename "$0").args"
+printf '%s\n' "$@" > "$args_file"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --ntasks=*|--nproc_per_node=*) n=${1#*=}; shift ;;
+    --*) shift ;;
+    *) break ;;
+  esac
+done
+i=0; pids=
+while [ "$i" -lt "$n" ]; do
+  rank_env "$i" "$n" "$@" &
+  pids="$pids $!"
+  i=$((i + 1))
+done
+status=0
+for pid in $pids; do wait "$pid" || status=$?; done
+exit "$status"
+)";
+    WriteExecutable(bin + "/srun",
+                    "#!/bin/sh\nrank_env() {\n  i=$1; n=$2; shift 2\n"
+                    "  SLURM_PROCID=$i SLURM_NTASKS=$n SLURM_LOCALID=$i "
+                    "SLURM_JOB_NODELIST=localhost \"$@\"\n}\n" +
+                        start_ranks);
+    WriteExecutable(bin + "/torchrun",
+                    "#!/bin/sh\nrank_env() {\n  i=$1; n=$2; shift 2\n"
+                    "  RANK=$i LOCAL_RANK=$i WORLD_SIZE=$n "
+                    "MASTER_ADDR=127.0.0.1 \"$@\"\n}\n" +
+                        start_ranks);
+    saved_path_ = std::getenv("PATH");
+    ::setenv("PATH", (bin + ":" + saved_path_).c_str(), 1);
+    ::setenv("MASTER_PORT", std::to_string(29400 + ::getpid() % 500).c_str(), 1);
+  }
+  void TearDown() override {
+    ::setenv("PATH", saved_path_.c_str(), 1);
+    ::unsetenv("MASTER_PORT");
+  }
+
+  static void WriteExecutable(const std::string& path, const std::string& text) {
+    std::ofstream(path) << text;
+    ::chmod(path.c_str(), 0755);
+  }
+
+  // Runs the two-rank job once under `launcher` and returns the launcher's arguments.
+  std::vector<std::string> RunUnder(const std::string& launcher) {
+    WriteJob(TwoRankJob("{ranks: 2, launcher: " + launcher + ", timeout: 60s}"));
+    WriteDaemonConfig();
+    EXPECT_EQ(RunOnce(), 0) << Diagnostics();
+    std::unique_ptr<store::Store> s = Store();
+    EXPECT_NE(s, nullptr);
+    if (s == nullptr) return {};
+    const store::RunRecord run = *s->GetRun(1);
+    EXPECT_EQ(run.status, RunStatus::kSucceeded) << Diagnostics();
+    EXPECT_EQ(run.world_size, 2);
+    std::ifstream args_file(
+        dir_.File(std::string("bin/") + (launcher == "slurm" ? "srun" : "torchrun") + ".args"));
+    std::vector<std::string> args;
+    for (std::string line; std::getline(args_file, line);) args.push_back(line);
+    return args;
+  }
+
+  std::string saved_path_;
+};
+
+TEST_F(FakeLauncherTest, SlurmRunsTheRanksThroughSrunInTheJobsAllocation) {
+  const std::vector<std::string> args = RunUnder("slurm");
+  ASSERT_GE(args.size(), 3u);
+  EXPECT_EQ(args[0], "--kill-on-bad-exit=1");
+  EXPECT_EQ(args[1], "--ntasks=2");
+  EXPECT_EQ(args[2], TRAINER_RUN_PATH);
+}
+
+TEST_F(FakeLauncherTest, TorchrunRunsTheRanksWithoutPython) {
+  const std::vector<std::string> args = RunUnder("torchrun");
+  ASSERT_GE(args.size(), 4u);
+  EXPECT_EQ(args[0], "--no_python");
+  EXPECT_EQ(args[1], "--standalone");
+  EXPECT_EQ(args[2], "--nproc_per_node=2");
+  EXPECT_EQ(args[3], TRAINER_RUN_PATH);
+}
+
+}  // namespace
+}  // namespace trainerd

@@ -96,6 +96,7 @@ TEST(SchemaTest, MigratesEveryEarlierVersionKeepingItsData) {
     ASSERT_TRUE(IsOk(every_run));
     for (const RunRecord& any : *every_run) {
       EXPECT_EQ(any.parity_seconds, std::nullopt) << "run " << any.id;
+      EXPECT_EQ(any.world_size, 1) << "run " << any.id;  // one process before version 5
     }
 
     // And it works as a current store: new ids follow the old ones, releases exist, a run
@@ -108,8 +109,10 @@ TEST(SchemaTest, MigratesEveryEarlierVersionKeepingItsData) {
     next.id = *id;
     next.status = RunStatus::kRejected;
     next.parity_seconds = 2.5;
+    next.world_size = 4;
     ASSERT_TRUE(IsOk(migrated.FinishRun(next, {}, {}, {})));
     EXPECT_EQ(migrated.GetRun(*id)->parity_seconds, 2.5);
+    EXPECT_EQ(migrated.GetRun(*id)->world_size, 4);
     Result<std::int64_t> release = migrated.RecordRelease({0, 1, "/m.pt", "sha256:m", true});
     ASSERT_TRUE(IsOk(release));
     EXPECT_TRUE(IsOk(migrated.SetCurrentRelease(*release)));
@@ -149,7 +152,7 @@ TEST(SchemaTest, MigratingVersion3KeepsEveryRowAndValueAndAddsNoParityTime) {
   const std::string before = RowsOfVersion3Tables(path);
   ASSERT_NE(before.find("|deadline|"), std::string::npos) << before;
   ASSERT_TRUE(IsOk(Store::Open(path)));
-  EXPECT_EQ(RawDb(path).Query("PRAGMA user_version"), "4");
+  EXPECT_EQ(RawDb(path).Query("PRAGMA user_version"), std::to_string(kSchemaVersion));
   EXPECT_EQ(RowsOfVersion3Tables(path), before);
   EXPECT_EQ(RawDb(path).Query("SELECT count(*) FROM runs WHERE parity_seconds IS NOT NULL"), "0");
   EXPECT_EQ(RawDb(path).Query("PRAGMA foreign_key_check"), "");

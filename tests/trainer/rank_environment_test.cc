@@ -37,6 +37,18 @@ TEST(RankEnvironmentTest, TorchrunsVariables) {
   EXPECT_EQ(env->local_rank, 1);
   EXPECT_EQ(env->master_addr, "node7");
   EXPECT_EQ(env->master_port, 29400);
+  EXPECT_FALSE(env->launcher_serves_store);
+}
+
+TEST(RankEnvironmentTest, TorchrunsAgentStoreIsJoinedUnderAPrefixPerRestart) {
+  Result<RankEnvironment> env = From({{"RANK", "0"},
+                                      {"WORLD_SIZE", "2"},
+                                      {"MASTER_ADDR", "localhost"},
+                                      {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                                      {"TORCHELASTIC_RESTART_COUNT", "2"}});
+  ASSERT_TRUE(env.ok()) << env.status().message();
+  EXPECT_TRUE(env->launcher_serves_store);
+  EXPECT_EQ(env->store_prefix, "trainerd/attempt_2");
 }
 
 TEST(RankEnvironmentTest, SlurmsVariablesWithTheFirstNodeAsMaster) {

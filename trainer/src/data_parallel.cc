@@ -3,7 +3,12 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -51,6 +56,37 @@ c10::intrusive_ptr<compat::CollectiveBackend> NcclGroup(
 }
 #endif
 
+// Ends the process (exit 1) unless dismissed within `seconds`: c10d's timeouts do not cover
+// every wait of a rendezvous (a TCPStore client of LibTorch 1.13 waits forever for an answer
+// from a 2.x store, such as a newer torchrun's), and a rank must never hang.
+class JoinWatchdog {
+ public:
+  JoinWatchdog(double seconds, std::string what)
+      : thread_([this, seconds, what = std::move(what)] {
+          std::unique_lock<std::mutex> lock(mutex_);
+          const auto limit = std::chrono::duration<double>(seconds);
+          if (!dismissed_.wait_for(lock, limit, [this] { return done_; })) {
+            std::fprintf(stderr, "trainer-run: %s: no group within %g s; giving up\n", what.c_str(),
+                         seconds);
+            std::_Exit(1);
+          }
+        }) {}
+  ~JoinWatchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    dismissed_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable dismissed_;
+  bool done_ = false;
+  std::thread thread_;  // last: started once the members it uses exist
+};
+
 }  // namespace
 
 Result<std::unique_ptr<DataParallelGroup>> DataParallelGroup::Join(const RankEnvironment& env,
@@ -58,15 +94,21 @@ Result<std::unique_ptr<DataParallelGroup>> DataParallelGroup::Join(const RankEnv
                                                                    double timeout_seconds) {
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeout_seconds * 1e3));
   const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
+  constexpr double kWatchdogMargin = 10;  // past c10d's own timeout, which should come first
+  const JoinWatchdog watchdog(timeout_seconds + kWatchdogMargin,
+                              "rank " + std::to_string(env.rank) + " joining " + where);
   c10::intrusive_ptr<c10d::Store> store;
   try {
     c10d::TCPStoreOptions options;
     options.port = static_cast<std::uint16_t>(env.master_port);
-    options.isServer = env.rank == 0;
+    options.isServer = env.rank == 0 && !env.launcher_serves_store;
     options.numWorkers = env.world_size;
     options.waitWorkers = true;
     options.timeout = timeout;
     store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
+    if (!env.store_prefix.empty()) {
+      store = c10::make_intrusive<c10d::PrefixStore>(env.store_prefix, store);
+    }
   } catch (const std::exception& e) {
     return Status::IOError("rank " + std::to_string(env.rank) + " of " +
                            std::to_string(env.world_size) + ": the job's store at " + where +

@@ -93,6 +93,12 @@ Result<RankEnvironment> RankEnvironmentFrom(const EnvironmentLookup& getenv) {
     }
     env.master_addr = addr;
     if (Status s = ReadMasterPort(getenv, &env); !s.ok()) return s;
+    const char* agent_store = getenv("TORCHELASTIC_USE_AGENT_STORE");
+    env.launcher_serves_store = agent_store != nullptr && std::string(agent_store) == "True";
+    if (env.launcher_serves_store) {
+      const char* restart = getenv("TORCHELASTIC_RESTART_COUNT");
+      env.store_prefix = std::string("trainerd/attempt_") + (restart ? restart : "0");
+    }
     return env;
   }
   if (getenv("SLURM_PROCID") != nullptr) {

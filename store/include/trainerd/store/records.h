@@ -162,6 +162,9 @@ struct RunRecord {
   // --parity); empty when none ran (a validated plan, the check disabled, a run stopped or
   // rejected before it).
   std::optional<double> parity_seconds = std::nullopt;
+  // Processes that trained the job data-parallel (distributed.ranks); samples_per_second and
+  // tokens_per_second are the whole job's, a rank's share is them divided by this.
+  std::int64_t world_size = 1;
 
   bool operator==(const RunRecord&) const = default;
 };

@@ -19,6 +19,11 @@ struct RankEnvironment {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;  // torchrun's and Slurm conventions' default
   std::string launcher;     // "torchrun" (RANK set), "slurm" (SLURM_PROCID set) or "" (neither)
+  // torchrun's agent already serves a store at MASTER_ADDR:MASTER_PORT
+  // (TORCHELASTIC_USE_AGENT_STORE=True): every rank joins it as a client, its keys under
+  // store_prefix (one per restart, TORCHELASTIC_RESTART_COUNT). Else rank 0 serves it.
+  bool launcher_serves_store = false;
+  std::string store_prefix;
 };
 
 // `getenv` returns a variable's value or nullptr (::getenv in production). Errors are
