@@ -1,6 +1,6 @@
 # The Debian package of the service (component "service"): `cpack -G DEB` in the build
 # folder of the Debian-LibTorch build (scripts/package.sh) writes trainerd_<version>_amd64.deb:
-#   /usr/bin/trainerd, trainerctl, trainer-run
+#   /usr/bin/trainerd, trainerctl, trainer-run, trainer-launch
 #   /lib/systemd/system/trainerd.service
 #   /usr/lib/sysusers.d/trainerd.conf, /usr/lib/tmpfiles.d/trainerd.conf
 #   /etc/trainerd/trainerd.yaml (the service's daemon config), job.yaml (the bundled job):
@@ -36,7 +36,7 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/examples/torchscript ${PROJECT_SOURCE_DI
 
 # Man pages, gzipped as Debian ships them, and trainerctl's bash completion.
 set(trainerd_man_dir ${PROJECT_BINARY_DIR}/man)
-foreach(page trainerd.8 trainerctl.1 trainer-run.1)
+foreach(page trainerd.8 trainerctl.1 trainer-run.1 trainer-launch.1)
   string(REGEX REPLACE ".*\\.([0-9])$" "\\1" section ${page})
   add_custom_command(OUTPUT ${trainerd_man_dir}/${page}.gz
     COMMAND ${CMAKE_COMMAND} -E make_directory ${trainerd_man_dir}

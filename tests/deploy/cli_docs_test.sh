@@ -28,7 +28,7 @@ trainerctl_commands() {
 case $mode in
   man)
     command -v man > /dev/null || fail "man not found (Debian package man-db)"
-    for page in trainerd.8 trainerctl.1 trainer-run.1; do
+    for page in trainerd.8 trainerctl.1 trainer-run.1 trainer-launch.1; do
       file=$source_dir/docs/man/$page
       [[ -f $file ]] || fail "$file missing"
       warnings=$(LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -E UTF-8 -l "$file" 2>&1 > /dev/null)
@@ -40,7 +40,7 @@ case $mode in
           fail "$page does not document $option ($binary --help has it)"
       done < <(help_options "$binary")
     done
-    echo "ok: three man pages, no warnings, every --help option documented"
+    echo "ok: four man pages, no warnings, every --help option documented"
     ;;
   completion)
     # shellcheck source=/dev/null

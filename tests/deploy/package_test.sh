@@ -61,7 +61,7 @@ grep -q 'systemd-sysusers /usr/lib/sysusers.d/trainerd.conf' "$tmp/control/posti
 # 3. Files at their Debian paths.
 root=$tmp/root
 dpkg-deb -x "$deb" "$root"
-for binary in trainerd trainerctl trainer-run; do
+for binary in trainerd trainerctl trainer-run trainer-launch; do
   [[ -x $root/usr/bin/$binary ]] || fail "usr/bin/$binary missing or not executable"
 done
 for file in lib/systemd/system/trainerd.service usr/lib/sysusers.d/trainerd.conf \
@@ -71,7 +71,7 @@ for file in lib/systemd/system/trainerd.service usr/lib/sysusers.d/trainerd.conf
   usr/share/doc/trainerd/examples/grafana/dashboards/trainerd.json \
   usr/share/doc/trainerd/examples/plugin/residual_mlp.cc \
   usr/share/man/man8/trainerd.8.gz usr/share/man/man1/trainerctl.1.gz \
-  usr/share/man/man1/trainer-run.1.gz usr/share/bash-completion/completions/trainerctl; do
+  usr/share/man/man1/trainer-run.1.gz usr/share/man/man1/trainer-launch.1.gz usr/share/bash-completion/completions/trainerctl; do
   [[ -f $root/$file ]] || fail "$file missing from the package"
 done
 grep -q '^ExecStart=/usr/bin/trainerd ' "$root/lib/systemd/system/trainerd.service" ||
