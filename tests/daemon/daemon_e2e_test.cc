@@ -151,6 +151,15 @@ class DaemonTest : public ::testing::Test {
 
   std::string Diagnostics() const { return "trainerd stderr:\n" + last_stderr_; }
 
+  // The running training worker's pid (state/worker.pid): trainer-run, or the launcher of a
+  // data-parallel job's ranks; 0 when there is none.
+  pid_t WorkerPid() const {
+    std::ifstream pid_file(dir_.File("state/worker.pid"));
+    pid_t worker = 0;
+    pid_file >> worker;
+    return worker;
+  }
+
   testing::TempDir dir_;
   std::string last_stderr_;
 };
@@ -318,9 +327,8 @@ TEST_F(DaemonTest, AWorkerKilledMidRunIsRetriedFromItsCheckpoint) {
   ChildProcess daemon(Argv(true));
   ASSERT_TRUE(WaitFor([](store::Store& s) { return LastCheckpoint(s, 1) >= 100; }))
       << daemon.ReadAllStderr();
-  std::ifstream pid_file(dir_.File("state/worker.pid"));
-  pid_t worker = 0;
-  ASSERT_TRUE(pid_file >> worker);
+  const pid_t worker = WorkerPid();
+  ASSERT_GT(worker, 0);
   std::ifstream cmdline("/proc/" + std::to_string(worker) + "/cmdline");
   const std::string args((std::istreambuf_iterator<char>(cmdline)),
                          std::istreambuf_iterator<char>());
@@ -851,10 +859,7 @@ TEST_F(DaemonTest, AKilledRankIsACrashAndTheRetryResumesFromRankZerosCheckpoint)
   ChildProcess daemon(Argv(true));
   ASSERT_TRUE(WaitFor([](store::Store& s) { return LastCheckpoint(s, 1) >= 100; }))
       << daemon.ReadAllStderr();
-  std::ifstream pid_file(dir_.File("state/worker.pid"));
-  pid_t launcher = 0;
-  ASSERT_TRUE(pid_file >> launcher);
-  const std::vector<pid_t> ranks = ChildrenOf(launcher);
+  const std::vector<pid_t> ranks = ChildrenOf(WorkerPid());
   ASSERT_EQ(ranks.size(), 2u) << "not the training launcher";
   ASSERT_EQ(::kill(ranks[1], SIGKILL), 0);
   EXPECT_EQ(daemon.ExitCode(), 0) << daemon.ReadAllStderr();

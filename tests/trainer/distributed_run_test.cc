@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "../support/child_process.h"
+#include "../support/event_lines.h"
 #include "../support/temp_dir.h"
 #include "../support/tiny_job.h"
 
@@ -15,12 +16,7 @@ namespace trainerd {
 namespace {
 
 using testing::ChildProcess;
-
-std::vector<nlohmann::json> Events(const std::vector<std::string>& lines) {
-  std::vector<nlohmann::json> events;
-  for (const auto& line : lines) events.push_back(nlohmann::json::parse(line));
-  return events;
-}
+using testing::Events;
 
 int Count(const std::vector<nlohmann::json>& events, const char* kind) {
   int n = 0;

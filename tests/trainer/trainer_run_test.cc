@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../support/child_process.h"
+#include "../support/event_lines.h"
 #include "../support/temp_dir.h"
 #include "../support/tiny_job.h"
 
@@ -14,12 +15,7 @@ namespace trainerd {
 namespace {
 
 using testing::ChildProcess;
-
-std::vector<nlohmann::json> Events(const std::vector<std::string>& lines) {
-  std::vector<nlohmann::json> events;
-  for (const auto& line : lines) events.push_back(nlohmann::json::parse(line));
-  return events;
-}
+using testing::Events;
 
 TEST(TrainerRunTest, HelpDocumentsExitCodes) {
   ChildProcess child({TRAINER_RUN_PATH, "--help"});

@@ -113,7 +113,7 @@ options:
 
 data-parallel: a job with distributed.ranks N > 1 trains as N processes started by a launcher,
   which tells each its rank through the environment: trainer-launch --ranks N -- trainer-run
-  ..., torchrun --nproc-per-node=N --no-python trainer-run ..., or srun --ntasks=N trainer-run
+  ..., torchrun --nproc_per_node=N --no_python trainer-run ..., or srun --ntasks=N trainer-run
   ... (RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT or SLURM_PROCID/SLURM_NTASKS/
   SLURM_LOCALID/SLURM_JOB_NODELIST; docs/distributed.md). Rank 0 prints the events and writes
   the checkpoint and the model; the other ranks print only their errors, on stderr. The
