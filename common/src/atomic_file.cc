@@ -1,6 +1,7 @@
 #include "trainerd/common/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -27,11 +28,15 @@ Status FsyncPath(const std::string& path, int flags) {
 
 TemporaryFile::TemporaryFile(std::string target) : target_(std::move(target)) {
   static std::atomic<unsigned long> counter{0};
-  path_ = target_ + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+  folder_ = target_ + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+  path_ = folder_ + "/" + std::filesystem::path(target_).filename().string();
+  // A folder that cannot be made fails the write into it, which names the path.
+  ::mkdir(folder_.c_str(), 0700);
 }
 
 TemporaryFile::~TemporaryFile() {
   if (!committed_) ::unlink(path_.c_str());  // nothing to do when it was never created
+  ::rmdir(folder_.c_str());
 }
 
 Status TemporaryFile::Commit() {

@@ -39,6 +39,8 @@ TEST(AtomicFileTest, TwoWritersOfOneTargetGetTheirOwnTemporaries) {
   const TemporaryFile b(dir.File("model.pt"));
   EXPECT_NE(a.path(), b.path());
   EXPECT_EQ(a.path().rfind(dir.File("model.pt.tmp."), 0), 0u) << a.path();
+  // The temporary has the target's own name: formats that record it write the same bytes.
+  EXPECT_EQ(std::filesystem::path(a.path()).filename(), "model.pt");
 }
 
 TEST(AtomicFileTest, AFailedOrAbandonedWriteLeavesNoTemporaryAndTheOldFileIntact) {

@@ -105,6 +105,19 @@ TEST(TrainerRunTest, SigtermCheckpointsAndResumeFinishesTheJob) {
   EXPECT_EQ(events.back()["updates"], 400);
 }
 
+TEST(TrainerRunTest, TwoRunsOfOneJobWriteByteIdenticalModels) {
+  testing::TempDir dir;
+  const std::string config = dir.Write("job.yaml", testing::TinyGptYaml(3));
+  std::vector<std::string> hashes;
+  for (const char* out : {"a", "b"}) {
+    ChildProcess child({TRAINER_RUN_PATH, "--config", config, "--output-dir", dir.File(out)});
+    const auto events = Events(child.ReadAllLines());
+    ASSERT_EQ(child.ExitCode(), 0);
+    hashes.push_back(events.back()["model_sha256"]);
+  }
+  EXPECT_EQ(hashes[0], hashes[1]) << "model.pt depends on something besides the weights";
+}
+
 TEST(TrainerRunTest, ParityOfAPlanFilePrintsOneJsonVerdict) {
   testing::TempDir dir;
   const std::string config = dir.Write("job.yaml", testing::TinyGptYaml(5));

@@ -9,10 +9,13 @@
 
 namespace trainerd {
 
-// A temporary file beside `target`, named uniquely per process and call
-// ("<target>.tmp.<pid>.<n>"), so two writers of one target never share it. Removed when
-// destroyed unless Commit() put it in place: a failed or abandoned write leaves nothing.
-// Not thread-safe (one writer per object); the name counter is.
+// A temporary file with the target's own name in a folder beside `target` that is unique per
+// process and call ("<target>.tmp.<pid>.<n>/<target's name>"), so two writers of one target
+// never share it, and a format that records its file's name (LibTorch's zip archives name
+// their root folder after it) writes the same bytes as if it wrote the target itself: a
+// model saved twice from the same weights has one hash. File and folder are removed when
+// destroyed unless Commit() put the file in place: a failed or abandoned write leaves
+// nothing. Not thread-safe (one writer per object); the name counter is.
 class TemporaryFile {
  public:
   explicit TemporaryFile(std::string target);
@@ -27,6 +30,7 @@ class TemporaryFile {
 
  private:
   std::string target_;
+  std::string folder_;
   std::string path_;
   bool committed_ = false;
 };
