@@ -2,6 +2,7 @@
 // signals, loopback Gloo.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <csignal>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -11,6 +12,7 @@
 #include "../support/event_lines.h"
 #include "../support/temp_dir.h"
 #include "../support/tiny_job.h"
+#include "trainerd/common/cpu_count.h"
 
 namespace trainerd {
 namespace {
@@ -128,6 +130,17 @@ TEST(DistributedRunTest, AKilledRankStopsTheOthersAndTheLauncherDiesOfTheSameSig
   // Rank 0 left on its own (the broken connection), not by the launcher's SIGKILL.
   EXPECT_EQ(log.find("still running: SIGKILL"), std::string::npos) << log;
   EXPECT_NE(::kill(rank0, 0), 0) << "rank 0 outlived the launcher";
+}
+
+TEST(DistributedRunTest, AutomaticThreadsShareTheHostsCpusAmongItsRanks) {
+  testing::TempDir dir;
+  std::string yaml = Job(1, 2, 4);
+  yaml.replace(yaml.find("runtime: {threads: 1}"), 21, "runtime: {threads: auto}");
+  ChildProcess two(Launch(
+      2, {"--config", dir.Write("two.yaml", yaml), "--output-dir", dir.File("out"), "--json"}));
+  const auto events = Events(two.ReadAllLines());
+  ASSERT_EQ(two.ExitCode(), 0) << two.ReadAllStderr();
+  EXPECT_EQ(events.front()["threads"], std::max(1, UsableCpuCount() / 2));
 }
 
 TEST(DistributedRunTest, TheLaunchersWorldMustBeTheJobsRanks) {

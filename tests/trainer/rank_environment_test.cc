@@ -27,6 +27,7 @@ TEST(RankEnvironmentTest, TorchrunsVariables) {
   Result<RankEnvironment> env = From({{"RANK", "3"},
                                       {"WORLD_SIZE", "4"},
                                       {"LOCAL_RANK", "1"},
+                                      {"LOCAL_WORLD_SIZE", "2"},
                                       {"MASTER_ADDR", "node7"},
                                       {"MASTER_PORT", "29400"},
                                       {"SLURM_PROCID", "0"}});  // torchrun's win
@@ -35,6 +36,7 @@ TEST(RankEnvironmentTest, TorchrunsVariables) {
   EXPECT_EQ(env->rank, 3);
   EXPECT_EQ(env->world_size, 4);
   EXPECT_EQ(env->local_rank, 1);
+  EXPECT_EQ(env->local_world_size, 2);
   EXPECT_EQ(env->master_addr, "node7");
   EXPECT_EQ(env->master_port, 29400);
   EXPECT_FALSE(env->launcher_serves_store);

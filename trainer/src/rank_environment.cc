@@ -93,6 +93,9 @@ Result<RankEnvironment> RankEnvironmentFrom(const EnvironmentLookup& getenv) {
     }
     env.master_addr = addr;
     if (Status s = ReadMasterPort(getenv, &env); !s.ok()) return s;
+    Result<std::optional<int>> local_world = IntVariable(getenv, "LOCAL_WORLD_SIZE", 1, 1 << 20);
+    if (!local_world.ok()) return local_world.status();
+    env.local_world_size = local_world->value_or(1);
     const char* agent_store = getenv("TORCHELASTIC_USE_AGENT_STORE");
     env.launcher_serves_store = agent_store != nullptr && std::string(agent_store) == "True";
     if (env.launcher_serves_store) {

@@ -3,6 +3,7 @@
 #include <malloc.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -48,11 +49,12 @@ double MeanLoss(const std::vector<SliceLoss>& slices) {
 
 }  // namespace
 
-int ConfigureRuntime(const RuntimeSpec& runtime) {
+int ConfigureRuntime(const RuntimeSpec& runtime, int ranks_on_host) {
   constexpr int kHeapBlockLimit = 32 << 20;  // glibc's maximum mmap threshold on 64-bit
   mallopt(M_MMAP_THRESHOLD, kHeapBlockLimit);
   mallopt(M_TRIM_THRESHOLD, 2 * kHeapBlockLimit);
-  const int threads = runtime.threads > 0 ? runtime.threads : UsableCpuCount();
+  const int threads =
+      runtime.threads > 0 ? runtime.threads : std::max(1, UsableCpuCount() / ranks_on_host);
   torch::set_num_threads(threads);
   return threads;
 }

@@ -415,7 +415,7 @@ class Worker {
     }
     device_ = spec_.runtime.device == "cuda" ? torch::kCUDA : torch::kCPU;
     if (args_.device_info) return std::nullopt;  // needs neither threads nor data
-    trainerd::ConfigureRuntime(spec_.runtime);
+    trainerd::ConfigureRuntime(spec_.runtime, rank_.local_world_size);
     trainerd::Result<std::unique_ptr<trainerd::Dataset>> data = trainerd::LoadDataset(
         spec_.data, spec_.model.gpt.block_size, trainerd::UserCacheDir() + "/data_digests.json");
     if (!data.ok()) return Fail("data", data.status().message(), exit_code::kBadData);

@@ -1,8 +1,8 @@
 // Where a worker process stands in a data-parallel job, read from the environment its
 // launcher gives it: torchrun's (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT; also
-// what trainer-launch sets) or, without RANK, Slurm's (SLURM_PROCID, SLURM_NTASKS,
-// SLURM_LOCALID, and the first host of SLURM_JOB_NODELIST or SLURM_NODELIST as the master;
-// MASTER_PORT when set, else 29500). Neither: a one-process job. No torch.
+// what trainer-launch sets; LOCAL_WORLD_SIZE when set) or, without RANK, Slurm's (SLURM_PROCID,
+// SLURM_NTASKS, SLURM_LOCALID, and the first host of SLURM_JOB_NODELIST or SLURM_NODELIST as the
+// master; MASTER_PORT when set, else 29500). Neither: a one-process job. No torch.
 #pragma once
 
 #include <functional>
@@ -16,6 +16,9 @@ struct RankEnvironment {
   int rank = 0;
   int world_size = 1;
   int local_rank = 0;  // the rank among this host's ranks: the GPU it uses
+  // Ranks on this host sharing its CPUs: LOCAL_WORLD_SIZE (torchrun, trainer-launch); 1 under
+  // Slurm, whose tasks each get their own CPUs (their affinity mask).
+  int local_world_size = 1;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;  // torchrun's and Slurm conventions' default
   std::string launcher;     // "torchrun" (RANK set), "slurm" (SLURM_PROCID set) or "" (neither)

@@ -173,10 +173,11 @@ class Trainer {
 };
 
 // Process-wide settings for training: LibTorch's intra-op threads from the spec (0 = the CPUs
-// the process may use, UsableCpuCount(); LibTorch alone would use one) and glibc malloc thresholds
-// that keep activation- sized blocks (up to 32 MiB) on the heap instead of a fresh mmap per
-// allocation, whose page faults more than doubled fp32 update time (docs/benchmarks.md). Returns
-// the thread count.
-int ConfigureRuntime(const RuntimeSpec& runtime);
+// the process may use, UsableCpuCount(), shared by the `ranks_on_host` processes of a
+// data-parallel job that run on this host; LibTorch alone would use one) and glibc malloc
+// thresholds that keep activation-sized blocks (up to 32 MiB) on the heap instead of a fresh
+// mmap per allocation, whose page faults more than doubled fp32 update time
+// (docs/benchmarks.md). Returns the thread count.
+int ConfigureRuntime(const RuntimeSpec& runtime, int ranks_on_host = 1);
 
 }  // namespace trainerd
