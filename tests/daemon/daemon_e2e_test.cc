@@ -149,6 +149,31 @@ class DaemonTest : public ::testing::Test {
     return metrics.empty() ? -1 : metrics.front().update;
   }
 
+  // `job` with `updates` updates, checkpointed every 50, and the daemon's config: for the
+  // tests that kill a worker mid-run.
+  void WriteLongJobAndConfig(JobOptions job, int updates) {
+    job.updates = updates;
+    job.checkpoint_interval = 50;
+    WriteJob(job);
+    WriteDaemonConfig();
+  }
+
+  // Run 1 (a job of `updates`, checkpointed every 50) crashed and run 2, its retry, resumed
+  // and succeeded. Updates done before the last checkpoint are not repeated. The retry may
+  // resume from a later checkpoint than the store saw: the worker can write one between the
+  // test's poll and its kill, before the daemon records the event. It is still one the worker
+  // wrote (a multiple of the interval), and no update after it is skipped.
+  static void ExpectCrashedThenResumed(store::Store& s, int updates) {
+    EXPECT_EQ(s.GetRun(1)->status, RunStatus::kCrashed);
+    const store::RunRecord retry = *s.GetRun(2);
+    EXPECT_EQ(retry.status, RunStatus::kSucceeded);
+    EXPECT_EQ(retry.fallback_of, 1);
+    const std::int64_t first = FirstMetricUpdate(s, 2);
+    EXPECT_GE(first, LastCheckpoint(s, 1) + 1);
+    EXPECT_EQ((first - 1) % 50, 0) << first;
+    EXPECT_EQ(s.GetMetrics(2)->size(), static_cast<std::size_t>(updates - first + 1));
+  }
+
   std::string Diagnostics() const { return "trainerd stderr:\n" + last_stderr_; }
 
   // The running training worker's pid (state/worker.pid): trainer-run, or the launcher of a
@@ -319,11 +344,7 @@ TEST_F(DaemonTest, AnInvalidJobSpecIsMarkedBadAndTheKnownGoodVersionRuns) {
 }
 
 TEST_F(DaemonTest, AWorkerKilledMidRunIsRetriedFromItsCheckpoint) {
-  JobOptions job;
-  job.updates = 4000;
-  job.checkpoint_interval = 50;
-  WriteJob(job);
-  WriteDaemonConfig();
+  WriteLongJobAndConfig({}, 4000);
   ChildProcess daemon(Argv(true));
   ASSERT_TRUE(WaitFor([](store::Store& s) { return LastCheckpoint(s, 1) >= 100; }))
       << daemon.ReadAllStderr();
@@ -338,20 +359,7 @@ TEST_F(DaemonTest, AWorkerKilledMidRunIsRetriedFromItsCheckpoint) {
 
   std::unique_ptr<store::Store> s = Store();
   ASSERT_NE(s, nullptr);
-  const store::RunRecord crashed = *s->GetRun(1);
-  const store::RunRecord retry = *s->GetRun(2);
-  EXPECT_EQ(crashed.status, RunStatus::kCrashed);
-  EXPECT_EQ(retry.status, RunStatus::kSucceeded);
-  EXPECT_EQ(retry.fallback_of, 1);
-  // Updates done before the last checkpoint are not repeated. The retry may resume from a
-  // later checkpoint than the store saw: the worker can write one between the test's poll
-  // and its kill, before the daemon records the event. It is still one the worker wrote (a
-  // multiple of the interval), and no update after it is skipped.
-  const int checkpoint = LastCheckpoint(*s, 1);
-  const std::int64_t first = FirstMetricUpdate(*s, 2);
-  EXPECT_GE(first, checkpoint + 1);
-  EXPECT_EQ((first - 1) % 50, 0) << first;
-  EXPECT_EQ(s->GetMetrics(2)->size(), static_cast<std::size_t>(4000 - first + 1));
+  ExpectCrashedThenResumed(*s, 4000);
 }
 
 TEST_F(DaemonTest, ACandidateThatDegradesEvalLossIsNotReleasedAndRollsBack) {
@@ -851,11 +859,7 @@ TEST_F(DaemonTest, ADataParallelJobTrainsAsTwoLocalRanksAndRecordsItsWorldSize) 
 }
 
 TEST_F(DaemonTest, AKilledRankIsACrashAndTheRetryResumesFromRankZerosCheckpoint) {
-  JobOptions job = TwoRankJob();
-  job.updates = 1500;
-  job.checkpoint_interval = 50;
-  WriteJob(job);
-  WriteDaemonConfig();
+  WriteLongJobAndConfig(TwoRankJob(), 1500);
   ChildProcess daemon(Argv(true));
   ASSERT_TRUE(WaitFor([](store::Store& s) { return LastCheckpoint(s, 1) >= 100; }))
       << daemon.ReadAllStderr();
@@ -866,15 +870,8 @@ TEST_F(DaemonTest, AKilledRankIsACrashAndTheRetryResumesFromRankZerosCheckpoint)
 
   std::unique_ptr<store::Store> s = Store();
   ASSERT_NE(s, nullptr);
-  const store::RunRecord crashed = *s->GetRun(1);
-  const store::RunRecord retry = *s->GetRun(2);
-  EXPECT_EQ(crashed.status, RunStatus::kCrashed);
-  EXPECT_EQ(retry.status, RunStatus::kSucceeded);
-  EXPECT_EQ(retry.world_size, 2);
-  EXPECT_EQ(retry.fallback_of, 1);
-  const std::int64_t first = FirstMetricUpdate(*s, 2);
-  EXPECT_GE(first, LastCheckpoint(*s, 1) + 1);
-  EXPECT_EQ((first - 1) % 50, 0) << first;
+  ExpectCrashedThenResumed(*s, 1500);
+  EXPECT_EQ(s->GetRun(2)->world_size, 2);
   const std::vector<store::Event> failures = EventsOfKind(*s, 1, "run_crash");
   ASSERT_FALSE(failures.empty());
   EXPECT_NE(failures.front().message.find("killed by SIGKILL"), std::string::npos)
