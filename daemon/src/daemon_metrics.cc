@@ -58,6 +58,10 @@ struct DaemonMetrics::Families {
       "Deadline minus the predicted finish (during a run) or the actual end (after one)");
   Family<Gauge>& samples = GaugeFamily(*registry, "trainerd_train_samples_per_second",
                                        "Training throughput of the last finished run");
+  Family<Gauge>& world_size =
+      GaugeFamily(*registry, "trainerd_train_world_size",
+                  "Ranks that trained the last finished run (distributed.ranks); the "
+                  "throughput is the whole job's");
   Family<Gauge>& train_loss =
       GaugeFamily(*registry, "trainerd_train_loss", "Training loss of the last run's last update");
   Family<Gauge>& eval_loss = GaugeFamily(*registry, "trainerd_eval_loss",
@@ -128,6 +132,7 @@ void DaemonMetrics::RunFinished(const store::RunRecord& run,
     f_->margin.Add({}).Set(run.deadline_at - *run.ended_at);
   }
   if (run.samples_per_second) f_->samples.Add({}).Set(*run.samples_per_second);
+  f_->world_size.Add({}).Set(static_cast<double>(run.world_size));
   if (run.final_loss) f_->train_loss.Add({}).Set(*run.final_loss);
   for (const auto& [slice, loss] : evals) f_->eval_loss.Add({{"slice", slice}}).Set(loss);
   if (run.peak_memory) {

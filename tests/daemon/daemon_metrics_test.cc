@@ -26,6 +26,7 @@ store::RunRecord FinishedRun(store::RunStatus status) {
   run.mfu = 0.31;
   run.cost_per_sample = 4e-7;
   run.final_loss = 2.25;
+  run.world_size = 2;
   return run;
 }
 
@@ -81,6 +82,7 @@ TEST(DaemonMetricsTest, AFinishedRunSetsTheLastRunGaugesAndCountsItsOutcome) {
   EXPECT_TRUE(Contains(text, "trainerd_run_duration_seconds 600")) << text;
   EXPECT_TRUE(Contains(text, "trainerd_window_margin_seconds 400")) << text;
   EXPECT_TRUE(Contains(text, "trainerd_train_samples_per_second 250.5")) << text;
+  EXPECT_TRUE(Contains(text, "trainerd_train_world_size 2")) << text;
   EXPECT_TRUE(Contains(text, "trainerd_train_loss 2.25")) << text;
   EXPECT_TRUE(Contains(text, R"(trainerd_eval_loss{slice="GPL-3"} 2.5)")) << text;
   EXPECT_TRUE(Contains(text, R"(trainerd_memory_ledger_bytes{category="activations"} 5000)"))

@@ -81,6 +81,7 @@ const std::set<std::string>& ExportedMetrics() {
       "trainerd_run_duration_seconds",
       "trainerd_window_margin_seconds",
       "trainerd_train_samples_per_second",
+      "trainerd_train_world_size",
       "trainerd_train_loss",
       "trainerd_eval_loss",
       "trainerd_memory_peak_bytes",
