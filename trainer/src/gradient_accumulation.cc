@@ -107,7 +107,8 @@ double AccumulateGradients(TrainableModel& model, const std::vector<Batch>& micr
     // Once per update, after the last backward: no communication for the other microbatches.
     group->SumGradients(model.parameters());
     loss_sum = group->Sum(loss_sum);
-    terms_seen = SumOverRanks(group, terms_seen);
+    // A known count is already the whole batch's: no second reduction for it.
+    terms_seen = known_terms ? *known_terms : SumOverRanks(group, terms_seen);
   }
   if (!known_terms && !per_microbatch) DivideGradients(model, terms_seen);
   return loss_sum / static_cast<double>(terms_seen);

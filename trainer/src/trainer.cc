@@ -65,8 +65,7 @@ Trainer::Trainer(const JobSpec& spec, const Dataset& corpus, EventSink* sink,
       corpus_(corpus),
       sink_(sink),
       group_(group),
-      share_(ShareOfRank(spec.training.effective_batch, group ? group->world_size() : 1,
-                         group ? group->rank() : 0)),
+      share_(ShareOfRank(spec.training.effective_batch, world_size(), group ? group->rank() : 0)),
       device_(spec.runtime.device == "cuda" ? torch::kCUDA : torch::kCPU) {
   torch::manual_seed(spec_.training.seed);
   model_ = BuildModel(spec_.model, static_cast<int>(corpus_.slices().size()));
@@ -126,7 +125,7 @@ nlohmann::json Trainer::StartEvent(int resumed_from) const {
       {"seed", spec_.training.seed},
       {"resumed_from_update", resumed_from},
       {"distributed",
-       {{"world_size", group_ ? group_->world_size() : 1},
+       {{"world_size", world_size()},
         {"backend", group_ ? nlohmann::json(group_->backend()) : nlohmann::json(nullptr)},
         {"rank_batch", share_.count}}},
       {"threads", torch::get_num_threads()},
@@ -440,7 +439,7 @@ Status Trainer::Finish(const TrainerOptions& options, const RunTiming& timing,
   const std::optional<double> flops_per_sample = per_sample.value;
   // The peak is one rank's (this process's device and threads): MFU compares it with a
   // rank's share of the job's FLOP/s.
-  const int world_size = group_ ? group_->world_size() : 1;
+  const int world_size = this->world_size();
   const ThroughputAssessment flops = AssessThroughput(
       flops_per_sample ? std::optional<double>(samples_per_second * *flops_per_sample / world_size)
                        : std::nullopt,

@@ -120,6 +120,8 @@ class Trainer {
   // Rank 0 of a data-parallel job, or the one process of a job without one: the rank that
   // evaluates, writes and reports.
   bool leader() const { return group_ == nullptr || group_->rank() == 0; }
+  // Processes training the job: the group's size, 1 without one.
+  int world_size() const { return group_ == nullptr ? 1 : group_->world_size(); }
   const DynamicLossScaler* loss_scaler() const { return scaler_ ? &*scaler_ : nullptr; }
   // Held-out loss per slice with the current parameters (eval mode, no grad).
   std::vector<SliceLoss> Evaluate();
