@@ -352,6 +352,15 @@ asio::awaitable<int> Daemon::Main() {
     co_return exit_code::kInternal;
   }
   store_ = std::move(*store);
+  // The training's update metrics are committed through a connection of their own, off the
+  // loop (MetricWriter); the file is already open, checked and migrated.
+  Result<std::unique_ptr<store::Store>> metric_store =
+      store::Store::Open(config_.database_path(), {.check_integrity_on_open = false});
+  if (!metric_store.ok()) {
+    Log(LogPriority::kError, metric_store.status().message());
+    co_return exit_code::kInternal;
+  }
+  metric_store_ = std::move(*metric_store);
   status_cache_ = std::make_unique<StoredStatusCache>(*store_);
   supervisor_ = std::make_unique<WorkerSupervisor>(io_, clock_, launcher_, layout.WorkerPidFile());
   if (Status s = Recover(); !s.ok()) {
@@ -380,7 +389,7 @@ asio::awaitable<int> Daemon::Main() {
   ArmWatchdog();
   notifier_.Ready();
 
-  NightlyCycle cycle(config_, *store_, clock_, *supervisor_, files_, metrics_.get(),
+  NightlyCycle cycle(config_, *store_, *metric_store_, clock_, *supervisor_, files_, metrics_.get(),
                      [this](const CycleProgress& p) { Report(p); });
   int code = exit_code::kOk;
   while (!stopping_) {

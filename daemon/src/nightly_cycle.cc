@@ -146,11 +146,13 @@ struct NightlyCycle::AttemptResult {
   std::string message;
 };
 
-NightlyCycle::NightlyCycle(const DaemonConfig& config, store::Store& store, const Clock& clock,
+NightlyCycle::NightlyCycle(const DaemonConfig& config, store::Store& store,
+                           store::Store& metric_store, const Clock& clock,
                            WorkerSupervisor& supervisor, FileStore& files, DaemonMetrics* metrics,
                            std::function<void(const CycleProgress&)> on_progress)
     : config_(config),
       store_(store),
+      metric_writer_(metric_store),
       clock_(clock),
       supervisor_(supervisor),
       files_(files),
@@ -741,9 +743,7 @@ asio::awaitable<NightlyCycle::Training> NightlyCycle::Train(const ActiveConfig& 
       RecordAndLog(store_, e);
     }
     if (report.pending_metrics() >= kMetricBatch) {
-      if (Status s = store_.AppendMetrics(run_id, report.TakeMetrics()); !s.ok()) {
-        Record(run_id, "store_error", store::Severity::kError, s.message());
-      }
+      metric_writer_.Append(run_id, report.TakeMetrics());
     }
     progress_.update = report.updates_done();
     progress_.updates = report.updates();
@@ -770,6 +770,9 @@ asio::awaitable<NightlyCycle::Training> NightlyCycle::Train(const ActiveConfig& 
   }
   const LaunchSpec launch{*command, layout.RunLog(run_id)};
   training.process = co_await supervisor_.Run(launch, Limits(), on_line);
+  if (Status s = metric_writer_.Drain(); !s.ok()) {
+    Record(run_id, "store_error", store::Severity::kError, s.message());
+  }
   if (!training.process.ok()) co_return training;
   training.exit = ExitOf(*training.process, report.error(), ooms_before, supervisor_.stopped_by());
   training.exit.saw_finish = report.finish().is_object();

@@ -133,7 +133,11 @@ class NightlyCycleTest : public ::testing::Test {
     asio::io_context io;
     WorkerSupervisor supervisor(io, clock_, launcher, "");
     supervisor_ = &supervisor;
-    NightlyCycle cycle(config_, *store_, clock_, supervisor, files, nullptr, nullptr);
+    Result<std::unique_ptr<store::Store>> metric_store =
+        store::Store::Open(config_.database_path());
+    EXPECT_TRUE(metric_store.ok()) << metric_store.status().message();
+    NightlyCycle cycle(config_, *store_, **metric_store, clock_, supervisor, files, nullptr,
+                       nullptr);
     CycleOutcome outcome;
     const Window window = WindowStartingAt(clock_.Now(), config_.schedule);
     asio::co_spawn(

@@ -73,6 +73,7 @@ class Daemon {
   Options options_;
   SystemdNotifier notifier_;
   std::unique_ptr<store::Store> store_;
+  std::unique_ptr<store::Store> metric_store_;       // the cycle's MetricWriter's connection
   std::unique_ptr<StoredStatusCache> status_cache_;  // the stored part of `status`
   PosixProcessLauncher launcher_;
   LocalFileStore files_;

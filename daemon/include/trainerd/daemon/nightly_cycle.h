@@ -19,6 +19,7 @@
 #include "trainerd/daemon/daemon_config.h"
 #include "trainerd/daemon/daemon_metrics.h"
 #include "trainerd/daemon/file_store.h"
+#include "trainerd/daemon/metric_writer.h"
 #include "trainerd/daemon/policy.h"
 #include "trainerd/daemon/schedule.h"
 #include "trainerd/daemon/worker_report.h"
@@ -56,10 +57,11 @@ struct ActiveConfig {
 
 class NightlyCycle {
  public:
-  // Everything referenced must outlive the cycle; `metrics` may be null.
-  NightlyCycle(const DaemonConfig& config, store::Store& store, const Clock& clock,
-               WorkerSupervisor& supervisor, FileStore& files, DaemonMetrics* metrics,
-               std::function<void(const CycleProgress&)> on_progress);
+  // Everything referenced must outlive the cycle; `metrics` may be null. `metric_store` is a
+  // second connection to the run store, for the training's update metrics (MetricWriter).
+  NightlyCycle(const DaemonConfig& config, store::Store& store, store::Store& metric_store,
+               const Clock& clock, WorkerSupervisor& supervisor, FileStore& files,
+               DaemonMetrics* metrics, std::function<void(const CycleProgress&)> on_progress);
 
   // Runs the cycle of `window`. `trigger` says why ("schedule", "catch-up", "once",
   // "resume"); `resumes_run` is a run the cycle continues (interrupted by a daemon restart),
@@ -171,6 +173,7 @@ class NightlyCycle {
 
   const DaemonConfig& config_;
   store::Store& store_;
+  MetricWriter metric_writer_;
   const Clock& clock_;
   WorkerSupervisor& supervisor_;
   FileStore& files_;
