@@ -6,12 +6,15 @@
 // worker lines to read and no store commits on the loop, the baseline of the loaded case.
 //
 //   control_bench [--trainerd PATH] [--clients 1,50] [--requests N] [--think-ms T] [--idle]
+//                 [--slow-fsync-ms MS]
 //     --trainerd PATH  the daemon (default: the one built with this driver; the worker is
 //                      always the trainer-run built with it)
 //     --clients LIST   concurrent client counts, measured in this order (default 1,50)
 //     --requests N     requests per client (default 200)
 //     --think-ms T     pause between one client's requests (default 0: back to back, a
 //                      saturation test; 50 clients x 20 ms is 2500 requests/s offered)
+//     --slow-fsync-ms MS  every fsync of the daemon (its store commits) first sleeps MS
+//                      milliseconds, as on a rotating disk (slow_fsync.cc, preloaded)
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -50,6 +53,7 @@ struct Options {
   int requests = 200;
   int think_ms = 0;
   bool idle = false;
+  int slow_fsync_ms = 0;
 };
 
 Options ParseArgs(int argc, char** argv) {
@@ -74,6 +78,8 @@ Options ParseArgs(int argc, char** argv) {
       o.requests = std::stoi(value);
     } else if (arg == "--think-ms") {
       o.think_ms = std::stoi(value);
+    } else if (arg == "--slow-fsync-ms") {
+      o.slow_fsync_ms = std::stoi(value);
     } else {
       Fail("unknown option " + arg);
     }
@@ -85,7 +91,7 @@ Options ParseArgs(int argc, char** argv) {
 // `idle`, one whose next window opens in 12 hours.
 class BenchDaemon {
  public:
-  BenchDaemon(const std::string& trainerd, bool idle) : idle_(idle) {
+  BenchDaemon(const std::string& trainerd, bool idle, int slow_fsync_ms) : idle_(idle) {
     char pattern[] = "/tmp/control-bench-XXXXXX";
     if (::mkdtemp(pattern) == nullptr) Fail("mkdtemp failed");
     dir_ = pattern;
@@ -108,6 +114,10 @@ class BenchDaemon {
       std::freopen(log.c_str(), "w", stderr);
       std::freopen("/dev/null", "w", stdout);
       const std::string config = (dir_ / "trainerd.yaml").string();
+      if (slow_fsync_ms > 0) {
+        ::setenv("LD_PRELOAD", SLOW_FSYNC_PATH, 1);
+        ::setenv("TRAINERD_SLOW_FSYNC_MS", std::to_string(slow_fsync_ms).c_str(), 1);
+      }
       if (idle) {
         ::execl(trainerd.c_str(), trainerd.c_str(), "--config", config.c_str(),
                 static_cast<char*>(nullptr));
@@ -211,7 +221,7 @@ nlohmann::json Measure(const std::string& socket, int clients, int requests, int
 
 int main(int argc, char** argv) {
   const Options options = ParseArgs(argc, argv);
-  BenchDaemon daemon(options.trainerd, options.idle);
+  BenchDaemon daemon(options.trainerd, options.idle, options.slow_fsync_ms);
   if (!daemon.WaitUntilReady()) return 1;
   nlohmann::json results = nlohmann::json::array();
   for (const int clients : options.clients) {
@@ -225,6 +235,7 @@ int main(int argc, char** argv) {
       {"cpu_model", trainerd::ProcFileValue("/proc/cpuinfo", "model name")},
       {"cpus", std::thread::hardware_concurrency()},
       {"trainerd", options.trainerd},
+      {"slow_fsync_ms", options.slow_fsync_ms},
       {"results", results}};
   std::printf("%s\n", report.dump(2).c_str());
   return 0;
