@@ -35,4 +35,18 @@ std::string SelfCgroupDir() {
   return path.empty() ? "" : "/sys/fs/cgroup" + path;
 }
 
+std::string MemoryCgroupV1Dir(const std::string& proc_cgroup_text) {
+  std::istringstream lines(proc_cgroup_text);
+  for (std::string line; std::getline(lines, line);) {  // "4:memory:/path", "5:cpu,memory:/path"
+    const auto first = line.find(':');
+    const auto second = first == std::string::npos ? first : line.find(':', first + 1);
+    if (second == std::string::npos) continue;
+    std::istringstream controllers(line.substr(first + 1, second - first - 1));
+    for (std::string controller; std::getline(controllers, controller, ',');) {
+      if (controller == "memory") return "/sys/fs/cgroup/memory" + line.substr(second + 1);
+    }
+  }
+  return "";
+}
+
 }  // namespace trainerd

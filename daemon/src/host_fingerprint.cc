@@ -1,6 +1,7 @@
 #include "trainerd/daemon/host_fingerprint.h"
 
 #include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "trainerd/common/proc_file.h"
@@ -32,16 +33,31 @@ bool ApplyDeviceDescription(const nlohmann::json& report, store::HardwareFingerp
 
 std::string TrainerdVersion() { return TRAINERD_VERSION; }
 
-std::optional<std::int64_t> CgroupOomKillCount() {
-  const std::string dir = SelfCgroupDir();
-  if (dir.empty()) return std::nullopt;
-  std::ifstream events(dir + "/memory.events");
+namespace {
+
+// The value of the "oom_kill N" line of a memory controller file.
+std::optional<std::int64_t> OomKillOf(const std::string& path) {
+  std::ifstream file(path);
   std::string key;
   std::int64_t value = 0;
-  while (events >> key >> value) {
+  while (file >> key >> value) {
     if (key == "oom_kill") return value;
   }
   return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::int64_t> CgroupOomKillCount() {
+  const std::string v2 = SelfCgroupDir();
+  if (!v2.empty()) {
+    if (std::optional<std::int64_t> kills = OomKillOf(v2 + "/memory.events")) return kills;
+  }
+  std::ifstream self("/proc/self/cgroup");
+  const std::string v1 = MemoryCgroupV1Dir(
+      std::string(std::istreambuf_iterator<char>(self), std::istreambuf_iterator<char>()));
+  if (v1.empty()) return std::nullopt;
+  return OomKillOf(v1 + "/memory.oom_control");
 }
 
 }  // namespace trainerd::daemon

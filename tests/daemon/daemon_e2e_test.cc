@@ -655,28 +655,32 @@ TEST_F(DaemonTest, ARunMarkedInterruptedByADaemonKilledAtStartUpIsStillResumed) 
 // A cgroup v2 child of this process's cgroup with the memory controller and `memory.max`
 // = `limit_bytes`, removed on destruction; `skip_reason` says why the machine cannot give one
 // (no cgroup v2 at /sys/fs/cgroup, the memory controller not delegated, no permission).
+// A child of this process's memory cgroup with a memory limit and no swap: cgroup v2
+// (memory.max) where the memory controller is delegated, else the cgroup v1 memory controller
+// (memory.limit_in_bytes); skip_reason() says why neither could be made.
 class MemoryLimitedCgroup {
  public:
   explicit MemoryLimitedCgroup(std::int64_t limit_bytes) {
-    const std::string parent = SelfCgroupDir();
-    if (parent.empty() || !std::filesystem::exists(parent + "/cgroup.controllers")) {
-      skip_reason_ = "no cgroup v2 hierarchy at /sys/fs/cgroup (this machine: " +
+    const std::string v2 = SelfCgroupDir();
+    const std::string v1 = MemoryCgroupV1Dir(testing::ReadFile("/proc/self/cgroup"));
+    if (!v2.empty() && std::filesystem::exists(v2 + "/cgroup.controllers")) {
+      if (testing::ReadFile(v2 + "/cgroup.controllers").find("memory") == std::string::npos) {
+        skip_reason_ = "the memory controller is not delegated to " + v2;
+        return;
+      }
+      if (!WriteControl(v2 + "/cgroup.subtree_control", "+memory") || !Create(v2)) return;
+      WriteControl(path_ + "/memory.max", std::to_string(limit_bytes));
+      WriteControl(path_ + "/memory.swap.max", "0");
+    } else if (!v1.empty() && std::filesystem::exists(v1 + "/memory.oom_control")) {
+      if (!Create(v1)) return;
+      WriteControl(path_ + "/memory.limit_in_bytes", std::to_string(limit_bytes));
+      if (std::filesystem::exists(path_ + "/memory.memsw.limit_in_bytes")) {  // swap accounted
+        WriteControl(path_ + "/memory.memsw.limit_in_bytes", std::to_string(limit_bytes));
+      }
+    } else {
+      skip_reason_ = "no memory cgroup, v2 or v1, under /sys/fs/cgroup (this machine: " +
                      testing::ReadFile("/proc/self/cgroup") + ")";
-      return;
     }
-    if (testing::ReadFile(parent + "/cgroup.controllers").find("memory") == std::string::npos) {
-      skip_reason_ = "the memory controller is not delegated to " + parent;
-      return;
-    }
-    if (!WriteControl(parent + "/cgroup.subtree_control", "+memory")) return;
-    path_ = parent + "/trainerd-oom-test-" + std::to_string(::getpid());
-    if (::mkdir(path_.c_str(), 0755) != 0) {
-      skip_reason_ = "cannot create " + path_ + ": " + std::strerror(errno);
-      path_.clear();
-      return;
-    }
-    WriteControl(path_ + "/memory.max", std::to_string(limit_bytes));
-    WriteControl(path_ + "/memory.swap.max", "0");
   }
   ~MemoryLimitedCgroup() {
     if (!path_.empty()) ::rmdir(path_.c_str());
@@ -685,6 +689,14 @@ class MemoryLimitedCgroup {
   const std::string& path() const { return path_; }
 
  private:
+  bool Create(const std::string& parent) {
+    path_ = parent + "/trainerd-oom-test-" + std::to_string(::getpid());
+    if (::mkdir(path_.c_str(), 0755) == 0) return true;
+    skip_reason_ = "cannot create " + path_ + ": " + std::strerror(errno);
+    path_.clear();
+    return false;
+  }
+
   bool WriteControl(const std::string& file, const std::string& value) {
     std::ofstream out(file);
     out << value << std::flush;
@@ -700,7 +712,7 @@ class MemoryLimitedCgroup {
 // The worker under a real memory limit: trainerd runs in a cgroup whose memory.max is far
 // below what the job's model needs while the job's own budget would allow it, so the kernel's
 // OOM killer, not LibTorch, stops the worker (SIGKILL). The daemon must classify that as an
-// OOM (memory.events oom_kill rose) and take the fallback ladder.
+// OOM (the cgroup's oom_kill count rose) and take the fallback ladder.
 TEST_F(DaemonTest, AKernelOomKillUnderAMemoryLimitIsClassifiedOomAndFallsBack) {
   const MemoryLimitedCgroup cgroup(std::int64_t{192} << 20);
   if (!cgroup.skip_reason().empty()) GTEST_SKIP() << cgroup.skip_reason();

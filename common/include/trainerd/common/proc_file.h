@@ -17,4 +17,8 @@ std::int64_t HostMemoryBytes();
 // "" where the process is in no cgroup v2 hierarchy.
 std::string SelfCgroupDir();
 
+// The cgroup v1 memory controller's folder named by a /proc/<pid>/cgroup text (the line whose
+// controllers include "memory": "/sys/fs/cgroup/memory" + its path); "" when no line does.
+std::string MemoryCgroupV1Dir(const std::string& proc_cgroup_text);
+
 }  // namespace trainerd

@@ -26,8 +26,9 @@ bool ApplyDeviceDescription(const nlohmann::json& report, store::HardwareFingerp
 // "0.1.0+g1a2b3c4" (git describe at configure time; "0.1.0" outside a git checkout).
 std::string TrainerdVersion();
 
-// The `oom_kill` count of this process's cgroup (cgroup v2 memory.events); empty where it
-// cannot be read.
+// The `oom_kill` count of this process's cgroup: cgroup v2 memory.events, else the cgroup v1
+// memory controller's memory.oom_control (kernel 4.13 and later); empty where neither can be
+// read.
 std::optional<std::int64_t> CgroupOomKillCount();
 
 }  // namespace trainerd::daemon
