@@ -1,7 +1,8 @@
-// The cost of split-invariant dropout (sample_dropout.h) against LibTorch's dropout, side by
-// side in one process on the tensors the bundled default job drops out (batch 32, block 128,
-// width 128, 4 heads): forward (mask drawn and applied) plus backward, median of --repeats
-// interleaved rounds.
+// The cost of split-invariant dropout (sample_dropout.h), both ways of drawing its masks
+// (stored: a Bernoulli draw per row, kept for backward; regenerated: counter-based, drawn
+// again in backward), against LibTorch's dropout, side by side in one process on the tensors
+// the bundled default job drops out (batch 32, block 128, width 128, 4 heads): forward (mask
+// drawn and applied) plus backward, median of --repeats interleaved rounds.
 //
 //   build/bench/dropout_bench [--repeats 50] [--threads 2]
 //
@@ -54,30 +55,40 @@ int main(int argc, char** argv) {
   trainerd::RuntimeSpec runtime;
   runtime.threads = threads;
   trainerd::ConfigureRuntime(runtime);  // the trainer's allocator settings, as in training
-  trainerd::SampleDropout sample_dropout(0.1, /*site=*/3);
-  sample_dropout->train();
+  trainerd::SampleDropout stored(0.1, /*site=*/3, trainerd::DropoutMasks::kStored);
+  trainerd::SampleDropout regenerated(0.1, /*site=*/3, trainerd::DropoutMasks::kRegenerated);
+  stored->train();
+  regenerated->train();
   auto libtorch = [](const torch::Tensor& x) { return torch::dropout(x, 0.1, true); };
-  auto split_invariant = [&](const torch::Tensor& x) {
-    const trainerd::SampleStreamScope stream(trainerd::SampleStream{1234, 64});
-    return sample_dropout->forward(x);
+  auto split_invariant = [&](trainerd::SampleDropout& dropout) {
+    return [&](const torch::Tensor& x) {
+      const trainerd::SampleStreamScope stream(trainerd::SampleStream{1234, 64});
+      return dropout->forward(x);
+    };
   };
+  auto stored_masks = split_invariant(stored);
+  auto regenerated_masks = split_invariant(regenerated);
   nlohmann::json shapes = nlohmann::json::array();
   for (const std::vector<std::int64_t>& shape :
        {std::vector<std::int64_t>{32, 128, 128}, std::vector<std::int64_t>{32, 4, 128, 128}}) {
     const torch::Tensor x = torch::randn(shape, torch::requires_grad());
     // Interleaved, so that drift of the machine affects both alike; 3 warm-up rounds.
-    std::vector<double> plain, sample;
+    std::vector<double> plain, kept, redrawn;
     for (int i = 0; i < repeats + 3; ++i) {
       const double a = Milliseconds(x, libtorch);
-      const double b = Milliseconds(x, split_invariant);
+      const double b = Milliseconds(x, stored_masks);
+      const double c = Milliseconds(x, regenerated_masks);
       if (i < 3) continue;
       plain.push_back(a);
-      sample.push_back(b);
+      kept.push_back(b);
+      redrawn.push_back(c);
     }
     shapes.push_back({{"shape", shape},
                       {"libtorch_dropout_ms", Median(plain)},
-                      {"sample_dropout_ms", Median(sample)},
-                      {"ratio", Median(sample) / Median(plain)}});
+                      {"stored_masks_ms", Median(kept)},
+                      {"regenerated_masks_ms", Median(redrawn)},
+                      {"stored_over_libtorch", Median(kept) / Median(plain)},
+                      {"regenerated_over_libtorch", Median(redrawn) / Median(plain)}});
   }
   std::cout << nlohmann::json{{"benchmark", "dropout_bench"},
                               {"what", "forward + backward of dropout p=0.1, median ms"},

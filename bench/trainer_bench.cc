@@ -2,7 +2,14 @@
 // process: ms per optimizer update and tokens/s, then the ratios the plans are judged by.
 //
 //   build/bench/trainer_bench [--config configs/default.yaml] [--updates 20] [--warmup 3]
+//                             [--scenarios fp32,bf16,...] [--kernels explicit,fused]
+//                             [--rounds 1]
 //
+// --scenarios runs only the named scenarios (default: all). --kernels runs each scenario once
+// per value of the GPT's model.kernels, one right after the other (side by side), names the
+// results SCENARIO/KERNELS and adds each scenario's fused over explicit tokens/s ratio.
+// --rounds N runs everything N times, the kernels in reverse order every other round (the
+// first trainer of a process runs slower), each median over the updates of all rounds.
 // Prints one JSON document. Update times come from the trainer's own per-update timing
 // (wall clock around forward, backward, clip and step; CPU ops are synchronous); the median
 // over --updates updates after --warmup warm-up updates of each scenario.
@@ -13,6 +20,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -30,6 +38,13 @@ struct Scenario {
   trainerd::Precision precision;
 };
 
+std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream stream(text);
+  for (std::string item; std::getline(stream, item, ',');) items.push_back(item);
+  return items;
+}
+
 double Median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   return values[values.size() / 2];
@@ -43,6 +58,9 @@ int main(int argc, char** argv) {
 #endif
   std::string config = "configs/default.yaml";
   int updates = 20, warmup = 3;
+  std::vector<std::string> only;     // scenario names; empty: all
+  std::vector<std::string> kernels;  // model.kernels values; empty: the config's
+  int rounds = 1;
   for (int i = 1; i < argc; i += 2) {
     const std::string flag = i + 1 < argc ? argv[i] : "--help";
     if (flag == "--config") {
@@ -51,8 +69,15 @@ int main(int argc, char** argv) {
       updates = std::stoi(argv[i + 1]);
     } else if (flag == "--warmup") {
       warmup = std::stoi(argv[i + 1]);
+    } else if (flag == "--scenarios") {
+      only = SplitList(argv[i + 1]);
+    } else if (flag == "--kernels") {
+      kernels = SplitList(argv[i + 1]);
+    } else if (flag == "--rounds") {
+      rounds = std::stoi(argv[i + 1]);
     } else {
-      std::cerr << "usage: trainer_bench [--config FILE] [--updates N] [--warmup N]\n";
+      std::cerr << "usage: trainer_bench [--config FILE] [--updates N] [--warmup N]"
+                   " [--scenarios A,B] [--kernels explicit,fused] [--rounds N]\n";
       return 2;
     }
   }
@@ -84,10 +109,41 @@ int main(int argc, char** argv) {
       static_cast<double>(spec->training.effective_batch) * spec->model.gpt.block_size;
   spec->training.updates = warmup + updates;
 
+  for (const std::string& k : kernels) {
+    if (k != "fused" && k != "explicit") {
+      std::cerr << "trainer_bench: --kernels: expected fused or explicit, got " << k << "\n";
+      return 2;
+    }
+  }
+  for (const std::string& name : only) {
+    if (std::none_of(scenarios.begin(), scenarios.end(),
+                     [&](const Scenario& s) { return s.name == name; })) {
+      std::cerr << "trainer_bench: --scenarios: no scenario named " << name << "\n";
+      return 2;
+    }
+  }
+  // Each scenario under each kernel, one right after the other, in every round.
+  std::vector<std::pair<Scenario, std::string>> runs;
+  for (int round = 0; round < rounds; ++round) {
+    for (const Scenario& s : scenarios) {
+      if (!only.empty() && std::find(only.begin(), only.end(), s.name) == only.end()) continue;
+      if (kernels.empty()) runs.emplace_back(s, "");
+      for (std::size_t k = 0; k < kernels.size(); ++k) {
+        runs.emplace_back(s, kernels[round % 2 == 0 ? k : kernels.size() - 1 - k]);
+      }
+    }
+  }
+
   nlohmann::json results = nlohmann::json::object();
   std::map<std::string, double> seconds;
-  for (const Scenario& s : scenarios) {
+  std::map<std::string, std::vector<double>> measured;  // update seconds by name, all rounds
+  for (const auto& [s, kernel] : runs) {
+    const std::string name = kernel.empty() ? s.name : s.name + "/" + kernel;
     trainerd::JobSpec job = *spec;
+    if (!kernel.empty()) {
+      job.model.gpt.kernels =
+          kernel == "fused" ? trainerd::GptKernels::kFused : trainerd::GptKernels::kExplicit;
+    }
     job.runtime.threads = s.threads;
     trainerd::ConfigureRuntime(job.runtime);
     job.plan.microbatch = job.training.effective_batch / s.microbatch_divisor;
@@ -100,34 +156,45 @@ int main(int argc, char** argv) {
     for (int b = 0; b < checkpointed; ++b) job.plan.checkpoint_blocks.push_back(b);
     trainerd::NullEventSink discard;
     trainerd::Trainer trainer(job, *corpus, &discard);
-    std::vector<double> measured;
     for (int u = 0; u < job.training.updates; ++u) {
       const auto start = std::chrono::steady_clock::now();
       trainer.TrainUpdate(u);
       const double elapsed =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (u >= warmup) measured.push_back(elapsed);
+      if (u >= warmup) measured[name].push_back(elapsed);
     }
-    const double median = Median(measured);
-    seconds[s.name] = median;
-    results[s.name] = {{"threads", s.threads},
-                       {"microbatch", job.plan.microbatch},
-                       {"accumulation_steps", job.plan.accumulation_steps},
-                       {"checkpointed_blocks", checkpointed},
-                       {"precision", trainerd::ToString(s.precision)},
-                       {"ms_per_update", median * 1e3},
-                       {"tokens_per_second", tokens_per_update / median}};
-    std::cerr << "trainer_bench: " << s.name << " " << median * 1e3 << " ms/update\n";
+    const double median = Median(measured[name]);
+    seconds[name] = median;
+    results[name] = {{"threads", s.threads},
+                     {"microbatch", job.plan.microbatch},
+                     {"accumulation_steps", job.plan.accumulation_steps},
+                     {"checkpointed_blocks", checkpointed},
+                     {"precision", trainerd::ToString(s.precision)},
+                     {"ms_per_update", median * 1e3},
+                     {"tokens_per_second", tokens_per_update / median}};
+    std::cerr << "trainer_bench: " << name << " " << median * 1e3 << " ms/update\n";
   }
-  auto ratio = [&](const std::string& a, const std::string& b) { return seconds[a] / seconds[b]; };
-  const nlohmann::json ratios = {
-      {"threads2_speedup", ratio("fp32_1thread", "fp32")},
-      {"fp32_checkpoint_all_time_ratio", ratio("fp32_checkpoint_all", "fp32")},
-      {"bf16_checkpoint_all_time_ratio", ratio("bf16_checkpoint_all", "bf16")},
-      {"bf16_tokens_per_second_ratio", ratio("fp32", "bf16")},
-      {"fp32_accumulation4_time_ratio", ratio("fp32_accumulation4", "fp32")},
-      {"bf16_accumulation4_time_ratio", ratio("bf16_accumulation4", "bf16")},
+  // seconds[a] / seconds[b] for the ratios whose scenarios ran (under the first kernel, or
+  // the config's); a fused over explicit tokens/s ratio per scenario that ran under both.
+  const std::string suffix = kernels.empty() ? "" : "/" + kernels.front();
+  nlohmann::json ratios = nlohmann::json::object();
+  auto ratio = [&](const std::string& key, const std::string& a, const std::string& b) {
+    if (seconds.count(a + suffix) && seconds.count(b + suffix)) {
+      ratios[key] = seconds[a + suffix] / seconds[b + suffix];
+    }
   };
+  ratio("threads2_speedup", "fp32_1thread", "fp32");
+  ratio("fp32_checkpoint_all_time_ratio", "fp32_checkpoint_all", "fp32");
+  ratio("bf16_checkpoint_all_time_ratio", "bf16_checkpoint_all", "bf16");
+  ratio("bf16_tokens_per_second_ratio", "fp32", "bf16");
+  ratio("fp32_accumulation4_time_ratio", "fp32_accumulation4", "fp32");
+  ratio("bf16_accumulation4_time_ratio", "bf16_accumulation4", "bf16");
+  for (const Scenario& s : scenarios) {
+    if (seconds.count(s.name + "/fused") && seconds.count(s.name + "/explicit")) {
+      ratios[s.name + "_fused_over_explicit_tokens_per_second"] =
+          seconds[s.name + "/explicit"] / seconds[s.name + "/fused"];
+    }
+  }
   const nlohmann::json report = {
       {"benchmark", "trainer_plans"},
       {"config", config},
@@ -137,7 +204,7 @@ int main(int argc, char** argv) {
       {"torch_version", TORCH_VERSION},
       {"method", "median wall-clock seconds of Trainer::TrainUpdate over " +
                      std::to_string(updates) + " updates after " + std::to_string(warmup) +
-                     " warm-up updates"},
+                     " warm-up updates, in each of " + std::to_string(rounds) + " round(s)"},
       {"targets",
        {{"checkpoint_all_time_ratio_max", 1.4},
         {"bf16_tokens_per_second_ratio_min", 1.8},

@@ -91,6 +91,20 @@ TEST(JobSpecParserTest, BatchNormAccumulationIsOffUnlessTheJobSaysTrue) {
       << error;
 }
 
+TEST(JobSpecParserTest, TheGptsKernelsAreFusedUnlessTheJobSaysExplicit) {
+  Result<JobSpec> spec = ParseJobSpecText(kMinimal, "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(spec->model.gpt.kernels, GptKernels::kFused);
+  const std::string with_kernels =
+      "model:\n  kernels: explicit\n" + std::string(kMinimal).substr(7);
+  spec = ParseJobSpecText(with_kernels, "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(spec->model.gpt.kernels, GptKernels::kExplicit);
+  const std::string error = ErrorOf("model:\n  kernels: flash\n" + std::string(kMinimal).substr(7));
+  EXPECT_NE(error.find("job.yaml:2: model.kernels"), std::string::npos) << error;
+  EXPECT_NE(error.find("flash"), std::string::npos) << error;
+}
+
 TEST(JobSpecParserTest, OutOfRangeValueIsRejected) {
   const std::string error = ErrorOf(std::string(kMinimal) + "optimizer:\n  lr: -1\n");
   EXPECT_NE(error.find("optimizer.lr: expected a number in (0, 10]"), std::string::npos) << error;

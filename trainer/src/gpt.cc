@@ -5,6 +5,13 @@
 #include "trainerd/trainer/torch_compat.h"
 
 namespace trainerd {
+namespace {
+
+DropoutMasks MasksOf(const GptOptions& options) {
+  return options.kernels == GptKernels::kFused ? DropoutMasks::kRegenerated : DropoutMasks::kStored;
+}
+
+}  // namespace
 
 BiasOptionalLayerNormImpl::BiasOptionalLayerNormImpl(std::int64_t width, bool bias)
     : width_(width) {
@@ -23,8 +30,10 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptOptions& options, int 
                          torch::nn::Linear(torch::nn::LinearOptions(c, 3 * c).bias(options.bias)));
   proj_ =
       register_module("proj", torch::nn::Linear(torch::nn::LinearOptions(c, c).bias(options.bias)));
-  attn_dropout_ = register_module("attn_dropout", SampleDropout(options.dropout, site));
-  resid_dropout_ = register_module("resid_dropout", SampleDropout(options.dropout, site + 1));
+  attn_dropout_ =
+      register_module("attn_dropout", SampleDropout(options.dropout, site, MasksOf(options)));
+  resid_dropout_ =
+      register_module("resid_dropout", SampleDropout(options.dropout, site + 1, MasksOf(options)));
 }
 
 torch::Tensor ExplicitCausalAttention(const torch::Tensor& q, const torch::Tensor& k,
@@ -64,7 +73,8 @@ GptBlockImpl::GptBlockImpl(const GptOptions& options, int site) {
                  torch::nn::Linear(torch::nn::LinearOptions(c, 4 * c).bias(options.bias)),
                  torch::nn::GELU(),
                  torch::nn::Linear(torch::nn::LinearOptions(4 * c, c).bias(options.bias))));
-  mlp_dropout_ = register_module("mlp_dropout", SampleDropout(options.dropout, site + 2));
+  mlp_dropout_ =
+      register_module("mlp_dropout", SampleDropout(options.dropout, site + 2, MasksOf(options)));
 }
 
 torch::Tensor GptBlockImpl::forward(const torch::Tensor& x) {
@@ -78,8 +88,8 @@ Gpt::Gpt(const GptOptions& options) : options_(options) {
       register_module("token_embedding", torch::nn::Embedding(options.vocab_size, c));
   position_embedding_ =
       register_module("position_embedding", torch::nn::Embedding(options.block_size, c));
-  embedding_dropout_ =
-      register_module("embedding_dropout", SampleDropout(options.dropout, /*site=*/0));
+  embedding_dropout_ = register_module(
+      "embedding_dropout", SampleDropout(options.dropout, /*site=*/0, MasksOf(options)));
   for (int i = 0; i < options.n_layer; ++i) {
     blocks_.push_back(register_module("block" + std::to_string(i),
                                       GptBlock(options, 1 + i * GptBlockImpl::kDropoutSites)));

@@ -31,6 +31,9 @@ void ReadGpt(YamlReader& model, GptOptions* gpt) {
   model.Int("vocab_size", &gpt->vocab_size, 1, kMaxCount);
   model.Double("dropout", &gpt->dropout, 0.0, 0.99);
   model.Bool("bias", &gpt->bias);
+  std::string kernels = "fused";
+  model.String("kernels", &kernels, {"fused", "explicit"});
+  gpt->kernels = kernels == "explicit" ? GptKernels::kExplicit : GptKernels::kFused;
   if (model.ok() && gpt->n_embd % gpt->n_head != 0) {
     model.Fail("n_head",
                "an integer that divides model.n_embd (" + std::to_string(gpt->n_embd) + ")",

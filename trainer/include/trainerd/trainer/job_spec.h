@@ -15,6 +15,11 @@ namespace trainerd {
 // LibTorch C++ plugin library (model_plugin.h).
 enum class ModelKind { kGpt, kMlpClassifier, kTorchScript, kPlugin };
 
+// How the built-in GPT computes dropout (and, where LibTorch has it, attention): kFused
+// regenerates dropout masks in backward from counters (sample_dropout.h); kExplicit is the
+// written-out path that keeps them (model.kernels: explicit).
+enum class GptKernels { kFused, kExplicit };
+
 struct GptOptions {
   int n_layer = 4;       // decoder blocks
   int n_head = 4;        // attention heads; must divide n_embd
@@ -23,6 +28,7 @@ struct GptOptions {
   int vocab_size = 256;  // token ids [0, vocab_size): 256 for bytes; tokens data may need more
   double dropout = 0.0;  // probability, [0, 1)
   bool bias = true;      // biases in Linear and LayerNorm layers
+  GptKernels kernels = GptKernels::kFused;
 };
 
 struct MlpOptions {

@@ -6,12 +6,17 @@
 // them). The sample index already names the update: sample i of update u is stream index
 // u * effective_batch + i (Trainer::Microbatches).
 //
-// The training loop opens a SampleStreamScope around each microbatch's forward and backward;
-// SampleDropout draws row b's mask from a generator seeded with Mix(seed, first_sample + b,
-// site). Outside a scope (a forward called directly, as some tests do) it is ordinary dropout
-// from the default generator. Masks are kept for backward like LibTorch's own dropout (one
-// tensor of the input's dtype); the cost over one draw per tensor is one generator per row and
-// site (docs/benchmarks.md, "Split-invariant dropout").
+// The training loop opens a SampleStreamScope around each microbatch's forward and backward.
+// Row b's key is Mix(seed, first_sample + b, site), and a mask is drawn one of two ways:
+// - DropoutMasks::kRegenerated (the default): element j of row b is kept when a counter-based
+//   hash (MurmurHash3's 32-bit finaliser of a Weyl sequence seeded with the row's key) is
+//   below (1 - p) of its range. One pass over the tensor applies it, on CPU tensors; nothing is
+//   kept for backward, which hashes the same counters again.
+// - DropoutMasks::kStored (model.kernels: explicit, and any tensor not on the CPU): a Bernoulli
+//   draw per row from a generator seeded with the key, kept for backward like LibTorch's own
+//   dropout (one tensor of the input's dtype).
+// Outside a scope (a forward called directly, as some tests do) it is ordinary dropout from
+// the default generator. Costs: docs/benchmarks.md, "Split-invariant dropout".
 #pragma once
 
 #include <torch/nn/cloneable.h>
@@ -38,10 +43,12 @@ class SampleStreamScope {
   std::optional<SampleStream> previous_;
 };
 
+enum class DropoutMasks { kRegenerated, kStored };
+
 class SampleDropoutImpl : public torch::nn::Cloneable<SampleDropoutImpl> {
  public:
   // `site` must differ between the dropout modules of one model.
-  SampleDropoutImpl(double p, int site);
+  SampleDropoutImpl(double p, int site, DropoutMasks masks = DropoutMasks::kRegenerated);
   void reset() override {}
   torch::Tensor forward(const torch::Tensor& x);
   double p() const { return p_; }
@@ -49,6 +56,7 @@ class SampleDropoutImpl : public torch::nn::Cloneable<SampleDropoutImpl> {
  private:
   double p_;
   int site_;
+  DropoutMasks masks_;
 };
 TORCH_MODULE(SampleDropout);
 

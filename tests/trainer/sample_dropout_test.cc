@@ -1,0 +1,94 @@
+// Split-invariant dropout, both ways of drawing masks: the regenerated (counter-based) masks
+// keep 1 - p of the elements, their backward drops exactly what the forward dropped without a
+// stored mask, and for both kinds a sample's mask depends on the sample and the site only.
+#include "trainerd/trainer/sample_dropout.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <string>
+
+#include "trainerd/trainer/device_memory.h"
+
+namespace trainerd {
+namespace {
+
+constexpr double kP = 0.1;
+
+class SampleDropoutTest : public ::testing::TestWithParam<DropoutMasks> {
+ protected:
+  SampleDropout Dropout(int site) {
+    SampleDropout dropout(kP, site, GetParam());
+    dropout->train();
+    return dropout;
+  }
+};
+
+std::string NameOf(const ::testing::TestParamInfo<DropoutMasks>& info) {
+  return info.param == DropoutMasks::kRegenerated ? "Regenerated" : "Stored";
+}
+
+INSTANTIATE_TEST_SUITE_P(Masks, SampleDropoutTest,
+                         ::testing::Values(DropoutMasks::kRegenerated, DropoutMasks::kStored),
+                         NameOf);
+
+TEST_P(SampleDropoutTest, KeepsAboutOneMinusPOfTheElementsScaledByItsInverse) {
+  SampleDropout dropout = Dropout(1);
+  const SampleStreamScope stream(SampleStream{7, 0});
+  const torch::Tensor y = dropout->forward(torch::ones({64, 4096}));
+  const torch::Tensor kept = y.ne(0);
+  EXPECT_TRUE(torch::allclose(y.masked_select(kept), torch::full({1}, 1 / (1 - kP))));
+  // 262 144 Bernoulli(0.9) draws: the standard deviation of the fraction is 0.0006.
+  EXPECT_NEAR(kept.to(torch::kDouble).mean().item<double>(), 1 - kP, 0.003);
+}
+
+TEST_P(SampleDropoutTest, BackwardDropsExactlyWhatTheForwardDropped) {
+  for (const torch::Dtype dtype : {torch::kFloat, torch::kBFloat16}) {
+    SampleDropout dropout = Dropout(2);
+    const SampleStreamScope stream(SampleStream{7, 30});
+    const torch::Tensor x = torch::randn({8, 3, 50}).to(dtype).requires_grad_();
+    const torch::Tensor y = dropout->forward(x);
+    const torch::Tensor upstream = torch::randn({8, 3, 50}).to(dtype);
+    y.backward(upstream);
+    const torch::Tensor mask = y.ne(0).logical_or(x.eq(0));
+    const torch::Tensor expected = upstream * mask.to(dtype) / (1 - kP);
+    EXPECT_TRUE(torch::allclose(x.grad().to(torch::kFloat), expected.to(torch::kFloat), 1e-2, 0))
+        << dtype;
+    EXPECT_GT(mask.logical_not().sum().item<int>(), 0) << "nothing dropped in " << dtype;
+  }
+}
+
+// Rows are samples: samples 10-13 get the same masks as rows 2-5 of a microbatch starting at
+// sample 8, and another site draws other masks for the same samples.
+TEST_P(SampleDropoutTest, ASamplesMaskDependsOnTheSampleAndTheSiteOnly) {
+  const torch::Tensor x = torch::ones({8, 16, 32});
+  auto forward = [&](int site, int first, int rows) {
+    SampleDropout dropout = Dropout(site);
+    const SampleStreamScope stream(SampleStream{99, first});
+    torch::manual_seed(first * 31 + rows);  // the default generator must not matter
+    return dropout->forward(x.narrow(0, 0, rows));
+  };
+  EXPECT_TRUE(torch::equal(forward(4, 10, 4), forward(4, 8, 8).narrow(0, 2, 4)));
+  EXPECT_FALSE(torch::equal(forward(4, 10, 4), forward(5, 10, 4)));
+  EXPECT_FALSE(torch::equal(forward(4, 10, 4).narrow(0, 0, 1), forward(4, 10, 4).narrow(0, 1, 1)));
+}
+
+// What autograd keeps between forward and backward: a stored mask is one tensor of the
+// input's size, a regenerated one nothing.
+TEST_P(SampleDropoutTest, TheRegeneratedMaskKeepsNothingForBackward) {
+  SampleDropout dropout = Dropout(3);
+  const SampleStreamScope stream(SampleStream{1, 0});
+  const torch::Tensor x = torch::randn({16, 1024}, torch::requires_grad());  // 64 KiB
+  DeviceMemory& memory = MemoryOf(torch::kCPU);
+  const std::int64_t before = memory.live_bytes();
+  const torch::Tensor y = dropout->forward(x);
+  const std::int64_t kept_for_backward = memory.live_bytes() - before - y.nbytes();
+  if (GetParam() == DropoutMasks::kRegenerated) {
+    EXPECT_EQ(kept_for_backward, 0);
+  } else {
+    EXPECT_EQ(kept_for_backward, x.nbytes());
+  }
+}
+
+}  // namespace
+}  // namespace trainerd
