@@ -44,10 +44,11 @@ class MetricWriterTest : public ::testing::Test {
   }
 
   std::vector<std::int64_t> StoredUpdates() {
+    const Result<std::vector<store::UpdateMetric>> metrics = loop_store_->GetMetrics(run_id_);
+    EXPECT_TRUE(metrics.ok()) << metrics.status().message();
     std::vector<std::int64_t> updates;
-    for (const store::UpdateMetric& m : *loop_store_->GetMetrics(run_id_)) {
-      updates.push_back(m.update);
-    }
+    if (!metrics.ok()) return updates;
+    for (const store::UpdateMetric& m : *metrics) updates.push_back(m.update);
     return updates;
   }
 
