@@ -49,4 +49,11 @@ std::string MemoryCgroupV1Dir(const std::string& proc_cgroup_text) {
   return "";
 }
 
+std::string SelfMemoryCgroupV1Dir() {
+  std::ifstream cgroup("/proc/self/cgroup");
+  std::ostringstream text;
+  text << cgroup.rdbuf();
+  return MemoryCgroupV1Dir(text.str());
+}
+
 }  // namespace trainerd

@@ -1,7 +1,6 @@
 #include "trainerd/daemon/host_fingerprint.h"
 
 #include <fstream>
-#include <iterator>
 #include <thread>
 
 #include "trainerd/common/proc_file.h"
@@ -53,9 +52,7 @@ std::optional<std::int64_t> CgroupOomKillCount() {
   if (!v2.empty()) {
     if (std::optional<std::int64_t> kills = OomKillOf(v2 + "/memory.events")) return kills;
   }
-  std::ifstream self("/proc/self/cgroup");
-  const std::string v1 = MemoryCgroupV1Dir(
-      std::string(std::istreambuf_iterator<char>(self), std::istreambuf_iterator<char>()));
+  const std::string v1 = SelfMemoryCgroupV1Dir();
   if (v1.empty()) return std::nullopt;
   return OomKillOf(v1 + "/memory.oom_control");
 }

@@ -662,7 +662,6 @@ class MemoryLimitedCgroup {
  public:
   explicit MemoryLimitedCgroup(std::int64_t limit_bytes) {
     const std::string v2 = SelfCgroupDir();
-    const std::string v1 = MemoryCgroupV1Dir(testing::ReadFile("/proc/self/cgroup"));
     if (!v2.empty() && std::filesystem::exists(v2 + "/cgroup.controllers")) {
       if (testing::ReadFile(v2 + "/cgroup.controllers").find("memory") == std::string::npos) {
         skip_reason_ = "the memory controller is not delegated to " + v2;
@@ -671,7 +670,8 @@ class MemoryLimitedCgroup {
       if (!WriteControl(v2 + "/cgroup.subtree_control", "+memory") || !Create(v2)) return;
       WriteControl(path_ + "/memory.max", std::to_string(limit_bytes));
       WriteControl(path_ + "/memory.swap.max", "0");
-    } else if (!v1.empty() && std::filesystem::exists(v1 + "/memory.oom_control")) {
+    } else if (const std::string v1 = SelfMemoryCgroupV1Dir();
+               !v1.empty() && std::filesystem::exists(v1 + "/memory.oom_control")) {
       if (!Create(v1)) return;
       WriteControl(path_ + "/memory.limit_in_bytes", std::to_string(limit_bytes));
       if (std::filesystem::exists(path_ + "/memory.memsw.limit_in_bytes")) {  // swap accounted

@@ -21,4 +21,7 @@ std::string SelfCgroupDir();
 // controllers include "memory": "/sys/fs/cgroup/memory" + its path); "" when no line does.
 std::string MemoryCgroupV1Dir(const std::string& proc_cgroup_text);
 
+// This process's cgroup v1 memory controller folder (MemoryCgroupV1Dir of /proc/self/cgroup).
+std::string SelfMemoryCgroupV1Dir();
+
 }  // namespace trainerd
