@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "trainerd/trainer/blockwise_attention.h"
 #include "trainerd/trainer/torch_compat.h"
 
 namespace trainerd {
@@ -24,7 +25,7 @@ torch::Tensor BiasOptionalLayerNormImpl::forward(const torch::Tensor& x) {
 }
 
 CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptOptions& options, int site)
-    : n_head_(options.n_head) {
+    : n_head_(options.n_head), kernels_(options.kernels) {
   const std::int64_t c = options.n_embd;
   qkv_ = register_module("qkv",
                          torch::nn::Linear(torch::nn::LinearOptions(c, 3 * c).bias(options.bias)));
@@ -55,12 +56,23 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
     return m.view({b, t, n_head_, head}).transpose(1, 2);
   };
   const torch::Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
+  return resid_dropout_->forward(proj_->forward(Attend(q, k, v)));
+}
+
+torch::Tensor CausalSelfAttentionImpl::Attend(const torch::Tensor& q, const torch::Tensor& k,
+                                              const torch::Tensor& v) {
+  const std::int64_t b = q.size(0), t = q.size(2), c = q.size(1) * q.size(3);
+  auto merge_heads = [&](const torch::Tensor& y) {
+    return y.transpose(1, 2).contiguous().view({b, t, c});
+  };
   const bool draws_dropout = is_training() && attn_dropout_->p() > 0;
-  const torch::Tensor attended = compat::kHasFusedAttention && !draws_dropout
-                                     ? compat::FusedCausalAttention(q, k, v, /*dropout=*/0.0)
-                                     : ExplicitCausalAttention(q, k, v, attn_dropout_);
-  const torch::Tensor y = attended.transpose(1, 2).contiguous().view({b, t, c});
-  return resid_dropout_->forward(proj_->forward(y));
+  if (compat::kHasFusedAttention && !draws_dropout) {
+    return merge_heads(compat::FusedCausalAttention(q, k, v, /*dropout=*/0.0));
+  }
+  if (kernels_ == GptKernels::kFused && BlockwiseAttentionSupports(q)) {
+    return BlockwiseCausalAttention(q, k, v, attn_dropout_->counters());
+  }
+  return merge_heads(ExplicitCausalAttention(q, k, v, attn_dropout_));
 }
 
 GptBlockImpl::GptBlockImpl(const GptOptions& options, int site) {

@@ -69,6 +69,7 @@ std::string_view ToString(OpGroup group) {
 OpGroup GroupOf(std::string_view name, std::string_view scope) {
   if (scope == kOptimizerScope) return OpGroup::kOptimizer;
   if (scope == kDropoutScope) return OpGroup::kDropout;
+  if (scope == kAttentionScope) return OpGroup::kAttention;
   if (Has(name, "dropout") || Has(name, "Dropout") || Has(name, "bernoulli")) {
     return OpGroup::kDropout;
   }

@@ -25,6 +25,7 @@ namespace trainerd {
 // group, whatever the op.
 inline constexpr const char* kOptimizerScope = "trainerd::optimizer_step";
 inline constexpr const char* kDropoutScope = "trainerd::dropout";
+inline constexpr const char* kAttentionScope = "trainerd::attention";  // softmax, mask, dropout
 
 enum class OpGroup { kMatrixProducts, kAttention, kDropout, kNormalisation, kOptimizer, kOther };
 inline constexpr OpGroup kOpGroups[] = {OpGroup::kMatrixProducts, OpGroup::kAttention,

@@ -9,9 +9,8 @@
 // The training loop opens a SampleStreamScope around each microbatch's forward and backward.
 // Row b's key is Mix(seed, first_sample + b, site), and a mask is drawn one of two ways:
 // - DropoutMasks::kRegenerated (the default): element j of row b is kept when a counter-based
-//   hash (MurmurHash3's 32-bit finaliser of a Weyl sequence seeded with the row's key) is
-//   below (1 - p) of its range. One pass over the tensor applies it, on CPU tensors; nothing is
-//   kept for backward, which hashes the same counters again.
+//   hash (dropout_counters.h) is below (1 - p) of its range. One pass over the tensor applies it,
+//   on CPU tensors; nothing is kept for backward, which hashes the same counters again.
 // - DropoutMasks::kStored (model.kernels: explicit, and any tensor not on the CPU): a Bernoulli
 //   draw per row from a generator seeded with the key, kept for backward like LibTorch's own
 //   dropout (one tensor of the input's dtype).
@@ -26,6 +25,7 @@
 #include <optional>
 
 #include "trainerd/trainer/dataset.h"
+#include "trainerd/trainer/dropout_counters.h"
 
 namespace trainerd {
 
@@ -52,6 +52,10 @@ class SampleDropoutImpl : public torch::nn::Cloneable<SampleDropoutImpl> {
   void reset() override {}
   torch::Tensor forward(const torch::Tensor& x);
   double p() const { return p_; }
+  // The counters of the mask this module draws now, for a kernel that applies the mask itself
+  // (BlockwiseCausalAttention): the current sample stream's, or a random key outside one;
+  // none where it draws no mask (evaluation, p = 0).
+  std::optional<DropoutCounters> counters() const;
 
  private:
   double p_;
