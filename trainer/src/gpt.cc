@@ -3,7 +3,6 @@
 #include <cmath>
 
 #include "trainerd/trainer/blockwise_attention.h"
-#include "trainerd/trainer/gelu.h"
 #include "trainerd/trainer/torch_compat.h"
 
 namespace trainerd {
@@ -11,15 +10,6 @@ namespace {
 
 DropoutMasks MasksOf(const GptOptions& options) {
   return options.kernels == GptKernels::kFused ? DropoutMasks::kRegenerated : DropoutMasks::kStored;
-}
-
-// The MLP's activation: VectorGelu under fused kernels where it takes the tensor, else
-// LibTorch's. Neither has parameters, so the MLP's parameter names are the same under both.
-torch::nn::AnyModule Gelu(GptKernels kernels) {
-  if (kernels == GptKernels::kExplicit) return torch::nn::AnyModule(torch::nn::GELU());
-  return torch::nn::AnyModule(torch::nn::Functional([](const torch::Tensor& x) {
-    return VectorGeluSupports(x) ? VectorGelu(x) : torch::gelu(x);
-  }));
 }
 
 }  // namespace
@@ -93,7 +83,7 @@ GptBlockImpl::GptBlockImpl(const GptOptions& options, int site) {
   mlp_ = register_module(
       "mlp", torch::nn::Sequential(
                  torch::nn::Linear(torch::nn::LinearOptions(c, 4 * c).bias(options.bias)),
-                 Gelu(options.kernels),
+                 torch::nn::GELU(),
                  torch::nn::Linear(torch::nn::LinearOptions(4 * c, c).bias(options.bias))));
   mlp_dropout_ =
       register_module("mlp_dropout", SampleDropout(options.dropout, site + 2, MasksOf(options)));
