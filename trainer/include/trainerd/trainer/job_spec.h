@@ -15,9 +15,10 @@ namespace trainerd {
 // LibTorch C++ plugin library (model_plugin.h).
 enum class ModelKind { kGpt, kMlpClassifier, kTorchScript, kPlugin };
 
-// How the built-in GPT computes dropout (and, where LibTorch has it, attention): kFused
-// regenerates dropout masks in backward from counters (sample_dropout.h); kExplicit is the
-// written-out path that keeps them (model.kernels: explicit).
+// How the built-in GPT computes attention and dropout on CPU tensors: kFused with the
+// trainer's own kernels (blockwise_attention.h, dropout masks regenerated from counters in
+// sample_dropout.h); kExplicit with LibTorch's ops, keeping what they keep
+// (model.kernels: explicit).
 enum class GptKernels { kFused, kExplicit };
 
 struct GptOptions {
