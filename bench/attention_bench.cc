@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_flags.h"
 #include "trainerd/trainer/blockwise_attention.h"
 #include "trainerd/trainer/gpt.h"
 #include "trainerd/trainer/sample_dropout.h"
@@ -25,11 +26,6 @@
 #include "trainerd/trainer/trainer.h"
 
 namespace {
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
 
 // One forward and backward, in milliseconds.
 double Milliseconds(const std::vector<torch::Tensor>& qkv,
@@ -44,25 +40,16 @@ double Milliseconds(const std::vector<torch::Tensor>& qkv,
 }  // namespace
 
 int main(int argc, char** argv) {
-  int repeats = 20, threads = 2;
-  std::int64_t batch = 16, block = 256;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (flag == "--repeats") {
-      repeats = std::atoi(argv[i + 1]);
-    } else if (flag == "--threads") {
-      threads = std::atoi(argv[i + 1]);
-    } else if (flag == "--batch") {
-      batch = std::atoll(argv[i + 1]);
-    } else if (flag == "--block") {
-      block = std::atoll(argv[i + 1]);
-    } else {
-      std::cerr << "attention_bench: unknown flag " << flag << "\n";
-      return 2;
-    }
+  std::int64_t repeats = 20, threads = 2, batch = 16, block = 256;
+  if (!bench::ParseIntegerFlags(argc, argv, "attention_bench",
+                                {{"--repeats", &repeats},
+                                 {"--threads", &threads},
+                                 {"--batch", &batch},
+                                 {"--block", &block}})) {
+    return 2;
   }
   trainerd::RuntimeSpec runtime;
-  runtime.threads = threads;
+  runtime.threads = static_cast<int>(threads);
   trainerd::ConfigureRuntime(runtime);  // the trainer's allocator settings, as in training
   trainerd::SampleDropout dropout(0.1, /*site=*/3, trainerd::DropoutMasks::kRegenerated);
   dropout->train();
@@ -96,11 +83,11 @@ int main(int argc, char** argv) {
       }
     }
     nlohmann::json result = {{"dtype", dtype == torch::kFloat ? "fp32" : "bf16"},
-                             {"explicit_ms", Median(times[0])}};
+                             {"explicit_ms", bench::Median(times[0])}};
     for (std::size_t r = 0; r < rows_per_block.size(); ++r) {
       const std::string name = "blockwise_rows" + std::to_string(rows_per_block[r]);
-      result[name + "_ms"] = Median(times[r + 1]);
-      result[name + "_over_explicit_speed"] = Median(times[0]) / Median(times[r + 1]);
+      result[name + "_ms"] = bench::Median(times[r + 1]);
+      result[name + "_over_explicit_speed"] = bench::Median(times[0]) / bench::Median(times[r + 1]);
     }
     results.push_back(result);
   }

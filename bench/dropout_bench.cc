@@ -16,16 +16,12 @@
 #include <string>
 #include <vector>
 
+#include "bench_flags.h"
 #include "trainerd/trainer/sample_dropout.h"
 #include "trainerd/trainer/throughput.h"
 #include "trainerd/trainer/trainer.h"
 
 namespace {
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
 
 // One forward (mask drawn and applied) and backward, in milliseconds.
 template <typename Dropout>
@@ -40,20 +36,13 @@ double Milliseconds(const torch::Tensor& x, Dropout& dropout) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int repeats = 50, threads = 2;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (flag == "--repeats") {
-      repeats = std::atoi(argv[i + 1]);
-    } else if (flag == "--threads") {
-      threads = std::atoi(argv[i + 1]);
-    } else {
-      std::cerr << "dropout_bench: unknown flag " << flag << "\n";
-      return 2;
-    }
+  std::int64_t repeats = 50, threads = 2;
+  if (!bench::ParseIntegerFlags(argc, argv, "dropout_bench",
+                                {{"--repeats", &repeats}, {"--threads", &threads}})) {
+    return 2;
   }
   trainerd::RuntimeSpec runtime;
-  runtime.threads = threads;
+  runtime.threads = static_cast<int>(threads);
   trainerd::ConfigureRuntime(runtime);  // the trainer's allocator settings, as in training
   trainerd::SampleDropout stored(0.1, /*site=*/3, trainerd::DropoutMasks::kStored);
   trainerd::SampleDropout regenerated(0.1, /*site=*/3, trainerd::DropoutMasks::kRegenerated);
@@ -83,12 +72,13 @@ int main(int argc, char** argv) {
       kept.push_back(b);
       redrawn.push_back(c);
     }
-    shapes.push_back({{"shape", shape},
-                      {"libtorch_dropout_ms", Median(plain)},
-                      {"stored_masks_ms", Median(kept)},
-                      {"regenerated_masks_ms", Median(redrawn)},
-                      {"stored_over_libtorch", Median(kept) / Median(plain)},
-                      {"regenerated_over_libtorch", Median(redrawn) / Median(plain)}});
+    shapes.push_back(
+        {{"shape", shape},
+         {"libtorch_dropout_ms", bench::Median(plain)},
+         {"stored_masks_ms", bench::Median(kept)},
+         {"regenerated_masks_ms", bench::Median(redrawn)},
+         {"stored_over_libtorch", bench::Median(kept) / bench::Median(plain)},
+         {"regenerated_over_libtorch", bench::Median(redrawn) / bench::Median(plain)}});
   }
   std::cout << nlohmann::json{{"benchmark", "dropout_bench"},
                               {"what", "forward + backward of dropout p=0.1, median ms"},
