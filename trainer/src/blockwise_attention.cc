@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "trainerd/trainer/op_profiler.h"
+#include "trainerd/trainer/sample_dropout.h"
 
 namespace trainerd {
 namespace {
@@ -351,28 +352,24 @@ void BackwardHeads(const AttentionInputs& in, std::int64_t g0, std::int64_t head
   }
 }
 
-AttentionInputs InputsOf(torch::autograd::AutogradContext* context,
+AttentionInputs InputsOf(const torch::autograd::AutogradContext* context,
                          const torch::autograd::variable_list& saved, std::int64_t n_head) {
-  const auto& data = context->saved_data;
-  std::optional<DropoutCounters> dropout;
-  if (data.at("has_dropout").toBool()) {
-    dropout = DropoutCounters{static_cast<std::uint64_t>(data.at("site_key").toInt()),
-                              data.at("first_sample").toInt(), data.at("p").toDouble()};
-  }
-  return {saved[0], saved[1], saved[2], n_head, dropout, data.at("rows_per_block").toInt()};
+  return {saved[0],
+          saved[1],
+          saved[2],
+          n_head,
+          SavedDropoutCounters(context),
+          context->saved_data.at("rows_per_block").toInt()};
 }
 
 class BlockwiseAttentionFunction : public torch::autograd::Function<BlockwiseAttentionFunction> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* context, const torch::Tensor& q_in,
                                const torch::Tensor& k_in, const torch::Tensor& v_in,
-                               bool has_dropout, std::int64_t site_key, std::int64_t first_sample,
-                               double p, std::int64_t rows_per_block) {
+                               const std::optional<DropoutCounters>& dropout,
+                               std::int64_t rows_per_block) {
     const std::int64_t b = q_in.size(0), h = q_in.size(1), t = q_in.size(2), d = q_in.size(3);
-    context->saved_data["has_dropout"] = has_dropout;
-    context->saved_data["site_key"] = site_key;
-    context->saved_data["first_sample"] = first_sample;
-    context->saved_data["p"] = p;
+    SaveDropoutCounters(context, dropout);
     context->saved_data["rows_per_block"] = rows_per_block;
     const torch::autograd::variable_list heads = {q_in.contiguous().view({b * h, t, d}),
                                                   k_in.contiguous().view({b * h, t, d}),
@@ -407,8 +404,7 @@ class BlockwiseAttentionFunction : public torch::autograd::Function<BlockwiseAtt
     auto split_heads = [&](const torch::Tensor& x) {
       return x.to(in.q.scalar_type()).view({b, h, t, d});
     };
-    return {split_heads(dq), split_heads(dk), split_heads(dv), torch::Tensor(),
-            torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    return {split_heads(dq), split_heads(dk), split_heads(dv), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -432,9 +428,7 @@ torch::Tensor BlockwiseCausalAttention(const torch::Tensor& q, const torch::Tens
   TORCH_CHECK(q.sizes() == k.sizes() && q.sizes() == v.sizes() &&
                   q.scalar_type() == k.scalar_type() && q.scalar_type() == v.scalar_type(),
               "BlockwiseCausalAttention: q, k and v differ in shape or dtype");
-  return BlockwiseAttentionFunction::apply(
-      q, k, v, dropout.has_value(), static_cast<std::int64_t>(dropout ? dropout->site_key : 0),
-      dropout ? dropout->first_sample : 0, dropout ? dropout->p : 0.0, rows_per_block);
+  return BlockwiseAttentionFunction::apply(q, k, v, dropout, rows_per_block);
 }
 
 }  // namespace trainerd

@@ -59,24 +59,36 @@ torch::Tensor ApplyCounterMask(const torch::Tensor& in, const DropoutCounters& c
 class RegeneratedDropout : public torch::autograd::Function<RegeneratedDropout> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* context, const torch::Tensor& x,
-                               std::int64_t site_key, std::int64_t first_sample, double p) {
-    context->saved_data["site_key"] = site_key;
-    context->saved_data["first_sample"] = first_sample;
-    context->saved_data["p"] = p;
-    return ApplyCounterMask(x, {static_cast<std::uint64_t>(site_key), first_sample, p});
+                               const DropoutCounters& counters) {
+    SaveDropoutCounters(context, counters);
+    return ApplyCounterMask(x, counters);
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* context,
                                                  torch::autograd::variable_list grad) {
-    const DropoutCounters counters{
-        static_cast<std::uint64_t>(context->saved_data["site_key"].toInt()),
-        context->saved_data["first_sample"].toInt(), context->saved_data["p"].toDouble()};
-    const torch::Tensor dx = ApplyCounterMask(grad[0], counters);
-    return {dx, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    return {ApplyCounterMask(grad[0], *SavedDropoutCounters(context)), torch::Tensor()};
   }
 };
 
 }  // namespace
+
+void SaveDropoutCounters(torch::autograd::AutogradContext* context,
+                         const std::optional<DropoutCounters>& counters) {
+  auto& data = context->saved_data;
+  data["has_dropout"] = counters.has_value();
+  if (!counters) return;
+  data["site_key"] = static_cast<std::int64_t>(counters->site_key);
+  data["first_sample"] = counters->first_sample;
+  data["p"] = counters->p;
+}
+
+std::optional<DropoutCounters> SavedDropoutCounters(
+    const torch::autograd::AutogradContext* context) {
+  const auto& data = context->saved_data;
+  if (!data.at("has_dropout").toBool()) return std::nullopt;
+  return DropoutCounters{static_cast<std::uint64_t>(data.at("site_key").toInt()),
+                         data.at("first_sample").toInt(), data.at("p").toDouble()};
+}
 
 SampleStreamScope::SampleStreamScope(std::optional<SampleStream> stream)
     : previous_(current_stream) {
@@ -110,8 +122,7 @@ torch::Tensor SampleDropoutImpl::forward(const torch::Tensor& x) {
   if (!current_stream) return torch::dropout(x, p_, /*train=*/true);
   const DropoutCounters counters = *this->counters();
   if (masks_ == DropoutMasks::kRegenerated && x.is_cpu()) {
-    return RegeneratedDropout::apply(x, static_cast<std::int64_t>(counters.site_key),
-                                     counters.first_sample, p_);
+    return RegeneratedDropout::apply(x, counters);
   }
   torch::Tensor noise = torch::empty_like(x, at::MemoryFormat::Contiguous);
   for (std::int64_t row = 0; row < x.size(0); ++row) {

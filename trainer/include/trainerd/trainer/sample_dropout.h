@@ -27,6 +27,10 @@
 #include "trainerd/trainer/dataset.h"
 #include "trainerd/trainer/dropout_counters.h"
 
+namespace torch::autograd {
+struct AutogradContext;
+}  // namespace torch::autograd
+
 namespace trainerd {
 
 // Makes `stream` (or none) current on this thread until destroyed; nests.
@@ -63,5 +67,12 @@ class SampleDropoutImpl : public torch::nn::Cloneable<SampleDropoutImpl> {
   DropoutMasks masks_;
 };
 TORCH_MODULE(SampleDropout);
+
+// Keeps a mask's counters (or none) in an autograd function's context, for a backward that
+// draws the mask again, and reads them back.
+void SaveDropoutCounters(torch::autograd::AutogradContext* context,
+                         const std::optional<DropoutCounters>& counters);
+std::optional<DropoutCounters> SavedDropoutCounters(
+    const torch::autograd::AutogradContext* context);
 
 }  // namespace trainerd
