@@ -29,9 +29,12 @@ TEST_F(ParityTest, Fp32PlanWithCheckpointingAccumulationAndDropoutPasses) {
   const ParityReport report = Check(3);
   EXPECT_TRUE(report.pass) << Json(report);
   ASSERT_EQ(report.updates.size(), 3u);
+  // fp32 gradients agree to rounding. The step can differ more: AdamW's first step is about
+  // lr * sign(g) per element, so an element within rounding of zero steps differently on each
+  // side (seen on an AMD EPYC: 7.2e-4 at update 1, from position_embedding).
   for (const ParityUpdate& u : report.updates) {
     EXPECT_LE(u.gradient_diff, 1e-5);
-    EXPECT_LE(u.step_diff, 1e-4);
+    EXPECT_LE(u.step_diff, 1e-3);
     EXPECT_GT(u.reference_grad_norm, 0.0);
   }
   EXPECT_TRUE(report.reduction.empty());

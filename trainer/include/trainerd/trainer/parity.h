@@ -1,7 +1,8 @@
 // The release check of a plan: a short run of the plan against the reference execution of
-// the same job (no checkpointing, the real large batch, fp32) on the same data and seed. Each
-// update compares what a bug in accumulation, clipping, scheduling or checkpointing would
-// change, before anything can hide it:
+// the same job (no checkpointing, the real large batch, fp32) on the same data and seed. Every
+// update starts both sides from the reference's parameters (each keeps its own optimizer
+// state and schedule) and compares what a bug in accumulation, clipping, scheduling or
+// checkpointing would change, before anything can hide it:
 //   - the loss of the update;
 //   - the learning rate the update stepped with;
 //   - the global gradient norm BEFORE clipping (after fp16 unscaling);
