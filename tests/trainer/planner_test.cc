@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "../support/tiny_job_test.h"
@@ -82,6 +83,57 @@ TEST_F(PlannerTest, ReportsWhenNoPlanFitsTheWindow) {
         "predicted_duration_seconds", "window_seconds", "fits_memory", "fits_window", "rejected"}) {
     EXPECT_TRUE(json.contains(key)) << key;
   }
+}
+
+// With a night's budget for the search, the finalists are timed in three interleaved rounds
+// and the choice is within the measured noise of the fastest median.
+TEST_F(PlannerTest, TimesFinalistsInRoundsAndChoosesWithinTheNoiseOfTheFastest) {
+  BudgetAt(2.0);
+  spec_.window_seconds = 6 * 3600;
+  Result<ChosenPlan> plan = PlanJob(spec_, *corpus_);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  ASSERT_FALSE(plan->timed.empty());
+  double fastest = plan->timed.front().MedianSeconds();
+  bool chosen_was_timed = false;
+  for (const TimedPlan& t : plan->timed) {
+    EXPECT_EQ(t.update_seconds.size(), plan->timed.size() > 1 ? 3u : 1u);
+    fastest = std::min(fastest, t.MedianSeconds());
+    if (t.plan.microbatch == plan->plan.microbatch &&
+        t.plan.checkpoint_blocks == plan->plan.checkpoint_blocks) {
+      chosen_was_timed = true;
+      EXPECT_DOUBLE_EQ(t.MedianSeconds(), plan->measured_update_seconds);
+    }
+  }
+  EXPECT_TRUE(chosen_was_timed) << plan->ToJson().dump();
+  EXPECT_LE(plan->measured_update_seconds, fastest * (1 + plan->tie_band));
+  EXPECT_LE(plan->tie_band, kMaxTieBand);
+  EXPECT_DOUBLE_EQ(plan->predicted_duration_seconds, plan->measured_update_seconds * spec_.training.updates);
+  // Every finalist that lost says why, with its timings behind it.
+  int finalists_rejected = 0;
+  for (const RejectedPlan& r : plan->rejected) {
+    if (r.reason.find("interleaved round") != std::string::npos ||
+        r.reason.find("tied with the chosen plan") != std::string::npos) {
+      EXPECT_TRUE(r.validated);
+      ++finalists_rejected;
+    }
+  }
+  EXPECT_EQ(finalists_rejected, static_cast<int>(plan->timed.size()) - 1)
+      << plan->ToJson().dump();
+  EXPECT_EQ(plan->ToJson()["selection"]["timed"].size(), plan->timed.size());
+}
+
+// A search budget (2% of the window) too small for rounds still screens three plans once.
+TEST_F(PlannerTest, ATinyWindowLeavesNoTimeForRounds) {
+  BudgetAt(2.0);
+  spec_.window_seconds = 1e-3;
+  Result<ChosenPlan> plan = PlanJob(spec_, *corpus_);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  int screened = static_cast<int>(plan->timed.size());
+  for (const TimedPlan& t : plan->timed) EXPECT_EQ(t.update_seconds.size(), 1u);
+  for (const RejectedPlan& r : plan->rejected) {
+    if (r.reason.find("screened") != std::string::npos) ++screened;
+  }
+  EXPECT_EQ(screened, 3) << plan->ToJson().dump();
 }
 
 // A BatchNorm model trains another job when its batch is split: the planner keeps the whole

@@ -11,6 +11,7 @@
 #include "trainerd/trainer/device_memory.h"
 #include "trainerd/trainer/device_timer.h"
 #include "trainerd/trainer/memory_ledger.h"
+#include "trainerd/trainer/plan_selection.h"
 #include "trainerd/trainer/trainer.h"
 #include "trainerd/trainer/units.h"
 
@@ -166,6 +167,7 @@ Result<std::vector<PrecisionModel>> FitPrecisionModels(const JobSpec& spec, cons
       if (m > spec.training.effective_batch) continue;
       const Measurement none = MeasureUpdate(spec, corpus, MakePlan(spec, m, {}, precision), m, 0);
       const Measurement ckpt = MeasureUpdate(spec, corpus, MakePlan(spec, m, all, precision), m, 0);
+      if (none.oom || ckpt.oom) continue;  // the device itself is too small for this probe
       sizes.push_back(m);
       peak_none.push_back(static_cast<double>(none.peak_bytes));
       peak_all.push_back(static_cast<double>(ckpt.peak_bytes));
@@ -173,7 +175,8 @@ Result<std::vector<PrecisionModel>> FitPrecisionModels(const JobSpec& spec, cons
       sec_all.push_back(ckpt.update_seconds);
     }
     if (sizes.empty())
-      return Status::InvalidArgument("planner.probe_microbatches: none <= the effective batch");
+      return Status::InvalidArgument(
+          "planner.probe_microbatches: none <= the effective batch fits on the device");
     models.push_back({precision, FitLine(sizes, peak_none), FitLine(sizes, peak_all),
                       FitLine(sizes, sec_none), FitLine(sizes, sec_all)});
   }
@@ -188,8 +191,7 @@ struct Candidate {
 };
 
 // Every plan (microbatch, the k best blocks checkpointed, precision) with its predicted peak
-// and duration: those that fit, fastest first with the named baseline last, and the rest in
-// `rejected` with the reason.
+// and duration: those that fit, fastest first, and the rest in `rejected` with the reason.
 std::vector<Candidate> PredictCandidates(const JobSpec& spec, const BlockRanking& blocks,
                                          const std::vector<PrecisionModel>& models,
                                          std::vector<RejectedPlan>* rejected) {
@@ -234,59 +236,196 @@ std::vector<Candidate> PredictCandidates(const JobSpec& spec, const BlockRanking
     if (a.duration != b.duration) return a.duration < b.duration;
     return a.peak < b.peak;
   });
-  fitting.push_back({NamedBaselinePlan(spec), 0, 0, 0});  // always tried last
   return fitting;
 }
 
-// Validates the best-predicted plans with real updates under the usable limit and keeps the
-// fastest measured one: the linear time model cannot see cache effects between close
-// candidates. A plan that OOMs or measures above usable is rejected with its reason; the
-// named baseline failing so is the job not fitting at all.
-Status ValidateFastest(const JobSpec& spec, const Dataset& corpus,
-                       const std::vector<Candidate>& fitting, ChosenPlan* result,
-                       std::vector<RejectedPlan>* rejected) {
-  constexpr int kMaxValidations = 8;
-  constexpr int kFastestToCompare = 3;
-  const std::int64_t usable = spec.memory.usable_bytes();
-  int validations = 0, validated = 0;
-  double best_measured = 0;
-  for (const Candidate& candidate : fitting) {
-    const bool is_baseline = &candidate == &fitting.back();
-    if (validated >= kFastestToCompare || (is_baseline && validated > 0)) break;
-    if (!is_baseline && validations >= kMaxValidations) continue;
-    ++validations;
-    const Measurement real =
-        MeasureUpdate(spec, corpus, candidate.plan, spec.training.effective_batch, usable);
-    if (real.oom || real.peak_bytes > usable) {
-      rejected->push_back({candidate.plan, candidate.peak, candidate.duration,
-                           real.oom ? "out of memory when validated under the usable limit"
-                                    : "measured peak " + FormatBytes(real.peak_bytes) +
-                                          " exceeds usable " + FormatBytes(usable),
-                           /*validated=*/true});
-      if (is_baseline) {
-        return Status::OutOfMemory(
-            "does not fit: even the named baseline (" + Describe(candidate.plan) +
-            ") needs more than " + FormatBytes(usable) + " usable (memory.budget " +
-            FormatBytes(spec.memory.budget_bytes) + " less " +
-            std::to_string(static_cast<int>(spec.memory.reserve_fraction * 100)) + "% reserve)");
-      }
-      continue;
-    }
-    ++validated;
-    if (result->fits_memory && real.update_seconds >= best_measured) {
-      rejected->push_back({candidate.plan, candidate.peak, candidate.duration,
-                           "validated, but its measured update was slower than the chosen plan's",
-                           /*validated=*/true});
-      continue;
-    }
-    best_measured = real.update_seconds;
-    result->plan = candidate.plan;
-    result->measured_peak_bytes = real.peak_bytes;
-    result->predicted_peak_bytes = is_baseline ? real.peak_bytes : candidate.peak;
-    result->predicted_update_seconds = is_baseline ? real.update_seconds : candidate.update_seconds;
-    result->predicted_duration_seconds = result->predicted_update_seconds * spec.training.updates;
-    result->fits_memory = true;
+// The search (probes, screening and rounds) may take this fraction of the window, or of the
+// fastest predicted job where there is no window.
+constexpr double kSearchFraction = 0.02;
+// Screening times at least this many fitting plans whatever the budget.
+constexpr int kMinScreened = 3;
+// Plans screened within this factor of the fastest screened one go on to the rounds, at most
+// kMaxFinalists of them; each is timed kRounds times in all.
+constexpr double kFinalistBand = 1.15;
+constexpr std::size_t kMaxFinalists = 4;
+constexpr int kRounds = 3;
+
+class SearchClock {
+ public:
+  SearchClock(const JobSpec& spec, const std::vector<Candidate>& fitting, Clock::time_point start)
+      : start_(start),
+        budget_seconds_(kSearchFraction * (spec.window_seconds ? *spec.window_seconds
+                                           : fitting.empty()  ? 0.0
+                                                              : fitting.front().duration)) {}
+  double Elapsed() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+  // True when `seconds` more still ends inside the budget.
+  bool Allows(double seconds) const { return Elapsed() + seconds <= budget_seconds_; }
+
+ private:
+  Clock::time_point start_;
+  double budget_seconds_;
+};
+
+// What screening and the rounds hand to the choice: a plan, its timings, its highest peak.
+struct TimedCandidate {
+  Candidate candidate;
+  TimedPlan timing;
+  std::int64_t measured_peak = 0;
+  double visit_seconds = 0;  // wall time of its last visit: build, warm-up, timed update
+};
+
+// For each precision and accumulation step count, the fitting candidate predicted fastest:
+// the smallest microbatch of that count with the fewest blocks predicted to fit. Predicted
+// order. The time model's probes are small microbatches, so its extrapolation only orders
+// these; the choice between them is measured.
+std::vector<Candidate> ShortlistPerStepCount(const std::vector<Candidate>& fitting) {
+  std::vector<Candidate> shortlist;
+  for (const Candidate& c : fitting) {
+    const bool seen = std::any_of(shortlist.begin(), shortlist.end(), [&](const Candidate& s) {
+      return s.plan.precision == c.plan.precision &&
+             s.plan.accumulation_steps == c.plan.accumulation_steps;
+    });
+    if (!seen) shortlist.push_back(c);
   }
+  return shortlist;
+}
+
+std::string OverUsableReason(const Measurement& real, std::int64_t usable) {
+  return real.oom ? "out of memory when validated under the usable limit"
+                  : "measured peak " + FormatBytes(real.peak_bytes) + " exceeds usable " +
+                        FormatBytes(usable);
+}
+
+// One more timed update of `timed`'s plan under the usable limit; false (and the plan
+// rejected) when it ran out of memory or peaked above usable.
+bool TimeOnce(const JobSpec& spec, const Dataset& corpus, TimedCandidate* timed,
+              std::vector<RejectedPlan>* rejected) {
+  const std::int64_t usable = spec.memory.usable_bytes();
+  const auto visit_start = Clock::now();
+  const Measurement real =
+      MeasureUpdate(spec, corpus, timed->candidate.plan, spec.training.effective_batch, usable);
+  timed->visit_seconds = std::chrono::duration<double>(Clock::now() - visit_start).count();
+  if (real.oom || real.peak_bytes > usable) {
+    rejected->push_back({timed->candidate.plan, timed->candidate.peak, timed->candidate.duration,
+                         OverUsableReason(real, usable), /*validated=*/true});
+    return false;
+  }
+  timed->timing.update_seconds.push_back(real.update_seconds);
+  timed->measured_peak = std::max(timed->measured_peak, real.peak_bytes);
+  return true;
+}
+
+// Round 1: each shortlisted plan timed once, fastest predicted first, while the search budget
+// lasts (and at least kMinScreened that fit). Those that fit, fastest measured first.
+std::vector<TimedCandidate> Screen(const JobSpec& spec, const Dataset& corpus,
+                                   const std::vector<Candidate>& shortlist,
+                                   const SearchClock& clock, std::vector<RejectedPlan>* rejected) {
+  std::vector<TimedCandidate> screened;
+  double last_visit = 0;
+  for (const Candidate& candidate : shortlist) {
+    if (static_cast<int>(screened.size()) >= kMinScreened && !clock.Allows(last_visit)) break;
+    TimedCandidate timed{candidate, {candidate.plan, {}}};
+    const bool fits = TimeOnce(spec, corpus, &timed, rejected);
+    last_visit = timed.visit_seconds;
+    if (fits) screened.push_back(std::move(timed));
+  }
+  std::stable_sort(screened.begin(), screened.end(),
+                   [](const TimedCandidate& a, const TimedCandidate& b) {
+                     return a.timing.update_seconds[0] < b.timing.update_seconds[0];
+                   });
+  return screened;
+}
+
+// Rounds 2..kRounds: the finalists (the front of `screened` within kFinalistBand of the
+// fastest) timed again in turn, so that a slow spell of the machine falls on all of them; a
+// round starts only when the budget holds all of it. The rest of `screened` is rejected.
+std::vector<TimedCandidate> TimeFinalists(const JobSpec& spec, const Dataset& corpus,
+                                          std::vector<TimedCandidate> screened,
+                                          const SearchClock& clock,
+                                          std::vector<RejectedPlan>* rejected) {
+  std::vector<TimedCandidate> finalists;
+  const double fastest = screened.front().timing.update_seconds[0];
+  for (TimedCandidate& timed : screened) {
+    const double ratio = timed.timing.update_seconds[0] / fastest;
+    if (finalists.size() < kMaxFinalists && ratio <= kFinalistBand) {
+      finalists.push_back(std::move(timed));
+      continue;
+    }
+    char reason[160];
+    std::snprintf(reason, sizeof(reason),
+                  "screened: its update took %.2fx the fastest screened plan's, not a finalist",
+                  ratio);
+    rejected->push_back({timed.candidate.plan, timed.candidate.peak, timed.candidate.duration,
+                         reason, /*validated=*/true});
+  }
+  for (int round = 2; round <= kRounds; ++round) {
+    double round_seconds = 0;
+    for (const TimedCandidate& f : finalists) round_seconds += f.visit_seconds;
+    if (finalists.size() < 2 || !clock.Allows(round_seconds)) break;
+    std::vector<TimedCandidate> still_fitting;
+    for (TimedCandidate& f : finalists) {
+      if (TimeOnce(spec, corpus, &f, rejected)) still_fitting.push_back(std::move(f));
+    }
+    finalists = std::move(still_fitting);
+  }
+  return finalists;
+}
+
+void ChooseTimed(const JobSpec& spec, const std::vector<TimedCandidate>& finalists,
+                 ChosenPlan* result, std::vector<RejectedPlan>* rejected) {
+  const int batch = spec.training.effective_batch;
+  for (const TimedCandidate& f : finalists) result->timed.push_back(f.timing);
+  const PlanSelection selection = SelectFastestPlan(result->timed, batch);
+  for (std::size_t i = 0; i < finalists.size(); ++i) {
+    if (i == selection.chosen) continue;
+    const Candidate& c = finalists[i].candidate;
+    rejected->push_back({c.plan, c.peak, c.duration,
+                         WhyNotChosen(selection, result->timed, i, batch), /*validated=*/true});
+  }
+  const TimedCandidate& chosen = finalists[selection.chosen];
+  result->plan = chosen.candidate.plan;
+  result->measured_peak_bytes = chosen.measured_peak;
+  result->predicted_peak_bytes = chosen.candidate.peak;
+  result->predicted_update_seconds = chosen.candidate.update_seconds;
+  result->measured_update_seconds = chosen.timing.MedianSeconds();
+  result->timing_noise = selection.noise;
+  result->tie_band = selection.tie_band;
+  result->fits_memory = true;
+}
+
+// The last resort when no candidate fitted when timed: the named baseline, or OutOfMemory.
+Status ValidateBaseline(const JobSpec& spec, const Dataset& corpus, ChosenPlan* result,
+                        std::vector<RejectedPlan>* rejected) {
+  const std::int64_t usable = spec.memory.usable_bytes();
+  TimedCandidate baseline{{NamedBaselinePlan(spec), 0, 0, 0}, {NamedBaselinePlan(spec), {}}};
+  if (!TimeOnce(spec, corpus, &baseline, rejected)) {
+    return Status::OutOfMemory(
+        "does not fit: even the named baseline (" + Describe(baseline.candidate.plan) +
+        ") needs more than " + FormatBytes(usable) + " usable (memory.budget " +
+        FormatBytes(spec.memory.budget_bytes) + " less " +
+        std::to_string(static_cast<int>(spec.memory.reserve_fraction * 100)) + "% reserve)");
+  }
+  result->plan = baseline.candidate.plan;
+  result->measured_peak_bytes = result->predicted_peak_bytes = baseline.measured_peak;
+  result->measured_update_seconds = result->predicted_update_seconds =
+      baseline.timing.update_seconds[0];
+  result->timed = {baseline.timing};
+  result->fits_memory = true;
+  return Status::Ok();
+}
+
+// Times the shortlist with real updates under the usable limit (the time model cannot see
+// cache effects or kernels that grow more efficient with size), then the finalists in
+// interleaved rounds, and chooses by median with ties broken by preference.
+Status ChooseMeasured(const JobSpec& spec, const Dataset& corpus,
+                      const std::vector<Candidate>& fitting, Clock::time_point started,
+                      ChosenPlan* result, std::vector<RejectedPlan>* rejected) {
+  const SearchClock clock(spec, fitting, started);
+  std::vector<TimedCandidate> screened =
+      Screen(spec, corpus, ShortlistPerStepCount(fitting), clock, rejected);
+  if (screened.empty()) return ValidateBaseline(spec, corpus, result, rejected);
+  ChooseTimed(spec, TimeFinalists(spec, corpus, std::move(screened), clock, rejected), result,
+              rejected);
   return Status::Ok();
 }
 
@@ -318,7 +457,10 @@ Result<ChosenPlan> PlanJob(const JobSpec& spec, const Dataset& corpus) {
   ChosenPlan result;
   result.usable_bytes = spec.memory.usable_bytes();
   result.window_seconds = spec.window_seconds;
-  if (Status s = ValidateFastest(spec, corpus, fitting, &result, &rejected); !s.ok()) return s;
+  if (Status s = ChooseMeasured(spec, corpus, fitting, started, &result, &rejected); !s.ok()) {
+    return s;
+  }
+  result.predicted_duration_seconds = result.measured_update_seconds * spec.training.updates;
   result.fits_window =
       !spec.window_seconds || result.predicted_duration_seconds <= *spec.window_seconds;
   result.rejected = FasterAlternatives(rejected, result.predicted_duration_seconds);
@@ -340,6 +482,7 @@ nlohmann::json ChosenPlan::ToJson() const {
   out["measured_peak_bytes"] = measured_peak_bytes;
   out["usable_bytes"] = usable_bytes;
   out["predicted_update_seconds"] = predicted_update_seconds;
+  out["measured_update_seconds"] = measured_update_seconds;
   out["predicted_duration_seconds"] = predicted_duration_seconds;
   out["window_seconds"] =
       window_seconds ? nlohmann::json(*window_seconds) : nlohmann::json(nullptr);
@@ -347,6 +490,14 @@ nlohmann::json ChosenPlan::ToJson() const {
   out["fits_window"] = fits_window;
   out["probe_seconds"] = probe_seconds;
   out["rejected"] = rejected_json;
+  nlohmann::json timed_json = nlohmann::json::array();
+  for (const TimedPlan& t : timed) {
+    nlohmann::json entry = trainerd::ToJson(t.plan);
+    entry["update_seconds"] = t.update_seconds;
+    entry["median_update_seconds"] = t.MedianSeconds();
+    timed_json.push_back(entry);
+  }
+  out["selection"] = {{"timed", timed_json}, {"noise", timing_noise}, {"tie_band", tie_band}};
   return out;
 }
 
@@ -359,7 +510,8 @@ std::string ChosenPlan::ToText() const {
                 FormatBytes(predicted_peak_bytes).c_str(), FormatBytes(measured_peak_bytes).c_str(),
                 FormatBytes(usable_bytes).c_str());
   out += line;
-  std::snprintf(line, sizeof(line), "  time: %.3fs per update, job %s", predicted_update_seconds,
+  std::snprintf(line, sizeof(line), "  time: %.3fs per update (median of %zu timed), job %s",
+                measured_update_seconds, timed.empty() ? 0 : timed.front().update_seconds.size(),
                 FormatDuration(predicted_duration_seconds).c_str());
   out += line;
   if (window_seconds) {

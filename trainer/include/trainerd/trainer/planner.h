@@ -8,9 +8,15 @@
 // 2. Predict peak and update time for every (microbatch 1..effective batch, the k best blocks
 //    checkpointed, precision); keep those predicted to fit usable memory; order by predicted
 //    job duration, then by less memory.
-// 3. Validate: one real optimizer update at the chosen plan under the device limit; a plan
-//    that OOMs or measures above usable is rejected and the next is tried; of the first
-//    three that fit, the fastest measured one is chosen.
+// 3. Screen: per precision and accumulation step count, the candidate predicted fastest gets
+//    one real optimizer update under the device limit, in predicted order, while the search
+//    budget (2% of the window) lasts; a plan that OOMs or measures above usable is rejected.
+//    The probes' small microbatches only order the screening: the time model cannot see
+//    kernels that grow more efficient with size.
+// 4. Rounds: the screened plans within 15% of the fastest (at most four) are timed twice more
+//    in turn, interleaved; the choice is the fastest median, and plans within the measured
+//    noise of it (at most 3%) are tied and broken by preference: an even split, fewer
+//    accumulation steps, fewer checkpointed blocks (plan_selection.h).
 // The named baseline (microbatch 1, every block checkpointed, fp32) is the last resort; when
 // even it does not fit the result is OutOfMemory with the bytes it needs.
 #pragma once
@@ -24,6 +30,7 @@
 #include "trainerd/common/status.h"
 #include "trainerd/trainer/dataset.h"
 #include "trainerd/trainer/job_spec.h"
+#include "trainerd/trainer/plan_selection.h"
 
 namespace trainerd {
 
@@ -40,13 +47,17 @@ struct ChosenPlan {
   std::int64_t predicted_peak_bytes = 0;
   std::int64_t measured_peak_bytes = 0;
   std::int64_t usable_bytes = 0;
-  double predicted_update_seconds = 0;
-  double predicted_duration_seconds = 0;
+  double predicted_update_seconds = 0;  // by the probes' time model
+  double measured_update_seconds = 0;   // median of the chosen plan's timed updates
+  double predicted_duration_seconds = 0;  // measured update x the job's updates
   std::optional<double> window_seconds;
   bool fits_memory = false;
   bool fits_window = true;             // true when the job has no window
   double probe_seconds = 0;            // time spent probing and validating
   std::vector<RejectedPlan> rejected;  // faster alternatives and why they were not chosen
+  std::vector<TimedPlan> timed;        // the finalists' timings, round by round
+  double timing_noise = 0;             // median relative spread of a finalist's timings
+  double tie_band = 0;                 // finalists this close to the fastest median were tied
 
   nlohmann::json ToJson() const;
   std::string ToText() const;
