@@ -85,7 +85,7 @@ TEST_F(PlannerTest, ReportsWhenNoPlanFitsTheWindow) {
   }
 }
 
-// With a night's budget for the search, the finalists are timed in three interleaved rounds
+// With a night's budget for the search, the finalists are timed in five interleaved rounds
 // and the choice is within the measured noise of the fastest median.
 TEST_F(PlannerTest, TimesFinalistsInRoundsAndChoosesWithinTheNoiseOfTheFastest) {
   BudgetAt(2.0);
@@ -96,7 +96,7 @@ TEST_F(PlannerTest, TimesFinalistsInRoundsAndChoosesWithinTheNoiseOfTheFastest) 
   double fastest = plan->timed.front().MedianSeconds();
   bool chosen_was_timed = false;
   for (const TimedPlan& t : plan->timed) {
-    EXPECT_EQ(t.update_seconds.size(), plan->timed.size() > 1 ? 3u : 1u);
+    EXPECT_EQ(t.update_seconds.size(), plan->timed.size() > 1 ? 5u : 1u);
     fastest = std::min(fastest, t.MedianSeconds());
     if (t.plan.microbatch == plan->plan.microbatch &&
         t.plan.checkpoint_blocks == plan->plan.checkpoint_blocks) {
@@ -107,7 +107,8 @@ TEST_F(PlannerTest, TimesFinalistsInRoundsAndChoosesWithinTheNoiseOfTheFastest) 
   EXPECT_TRUE(chosen_was_timed) << plan->ToJson().dump();
   EXPECT_LE(plan->measured_update_seconds, fastest * (1 + plan->tie_band));
   EXPECT_LE(plan->tie_band, kMaxTieBand);
-  EXPECT_DOUBLE_EQ(plan->predicted_duration_seconds, plan->measured_update_seconds * spec_.training.updates);
+  EXPECT_DOUBLE_EQ(plan->predicted_duration_seconds,
+                   plan->measured_update_seconds * spec_.training.updates);
   // Every finalist that lost says why, with its timings behind it.
   int finalists_rejected = 0;
   for (const RejectedPlan& r : plan->rejected) {
@@ -117,8 +118,7 @@ TEST_F(PlannerTest, TimesFinalistsInRoundsAndChoosesWithinTheNoiseOfTheFastest) 
       ++finalists_rejected;
     }
   }
-  EXPECT_EQ(finalists_rejected, static_cast<int>(plan->timed.size()) - 1)
-      << plan->ToJson().dump();
+  EXPECT_EQ(finalists_rejected, static_cast<int>(plan->timed.size()) - 1) << plan->ToJson().dump();
   EXPECT_EQ(plan->ToJson()["selection"]["timed"].size(), plan->timed.size());
 }
 

@@ -31,8 +31,7 @@ double TimedPlan::MedianSeconds() const { return Median(update_seconds); }
 bool PreferredOnTie(const PlanSpec& a, const PlanSpec& b, int effective_batch) {
   const auto key = [effective_batch](const PlanSpec& p) {
     return std::make_tuple(!EvenSplit(p, effective_batch), p.accumulation_steps,
-                           p.checkpoint_blocks.size(), p.microbatch,
-                           static_cast<int>(p.precision));
+                           p.checkpoint_blocks.size(), p.microbatch, static_cast<int>(p.precision));
   };
   return key(a) < key(b);
 }

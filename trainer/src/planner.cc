@@ -6,8 +6,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <numeric>
 
+#include "trainerd/trainer/checkpoint_ladder.h"
 #include "trainerd/trainer/device_memory.h"
 #include "trainerd/trainer/device_timer.h"
 #include "trainerd/trainer/memory_ledger.h"
@@ -36,8 +38,16 @@ struct Measurement {
   bool oom = false;
 };
 
-// One real optimizer update of `plan` (after one warm-up update) under `limit` bytes.
-// `effective_batch` overrides the job's, so the probe can time a single microbatch.
+// Timed updates of one measurement last at least this long together (at most
+// kMaxTimedUpdates of them): one update of a small job is a tenth of a second, where the
+// machine's noise is of the order of the update itself.
+constexpr double kMinTimedSeconds = 0.5;
+constexpr int kMaxTimedUpdates = 5;
+
+// The fastest of real optimizer updates of `plan` (after one warm-up update, whose time
+// decides how many) under `limit` bytes, and their peak. The fastest, not the median: on a
+// shared machine interference only ever slows an update down. `effective_batch` overrides the
+// job's, so the probe can time a single microbatch.
 Measurement MeasureUpdate(const JobSpec& spec, const Dataset& corpus, const PlanSpec& plan,
                           int effective_batch, std::int64_t limit) {
   JobSpec job = spec;
@@ -49,11 +59,18 @@ Measurement MeasureUpdate(const JobSpec& spec, const Dataset& corpus, const Plan
     Trainer trainer(job, corpus, &discard);
     DeviceMemory& memory = MemoryOf(trainer.device());
     ScopedMemoryLimit limited(memory, limit);
+    DeviceTimer timer(trainer.device());
     trainer.TrainUpdate(0);
+    const double warm_up = timer.Seconds();
+    const int timed =
+        std::clamp(static_cast<int>(std::ceil(kMinTimedSeconds / warm_up)), 1, kMaxTimedUpdates);
     memory.ResetPeak();
-    const DeviceTimer timer(trainer.device());
-    trainer.TrainUpdate(1);
-    m.update_seconds = timer.Seconds();
+    m.update_seconds = std::numeric_limits<double>::infinity();
+    for (int update = 1; update <= timed; ++update) {
+      timer.Restart();
+      trainer.TrainUpdate(update);
+      m.update_seconds = std::min(m.update_seconds, timer.Seconds());
+    }
     m.peak_bytes = memory.peak_bytes();
   } catch (const c10::OutOfMemoryError&) {
     m.oom = true;
@@ -107,8 +124,8 @@ PlanSpec NamedBaselinePlan(const JobSpec& spec) {
 
 namespace {
 
-// Blocks ranked by activation bytes saved per second of recompute, from one ledger, and what
-// checkpointing the k best of them saves and costs.
+// Blocks in ladder order (checkpoint_ladder.h), from one ledger, and what checkpointing the k
+// first of them saves and costs.
 struct BlockRanking {
   std::vector<BlockActivation> ranked;
   // Fraction of the all-blocks saving (memory) and recompute cost (time) of the k best.
@@ -126,15 +143,17 @@ Result<BlockRanking> RankBlocks(const JobSpec& spec, const Dataset& corpus) {
   Result<MemoryLedger> ledger = MeasureLedger(ledger_spec, corpus);
   if (!ledger.ok()) return ledger.status();
   BlockRanking r;
-  r.ranked = ledger->blocks;
   const auto saved = [](const BlockActivation& b) {
     return static_cast<double>(b.activation_bytes - b.checkpointed_activation_bytes);
   };
-  std::stable_sort(r.ranked.begin(), r.ranked.end(),
-                   [&](const BlockActivation& a, const BlockActivation& b) {
-                     return saved(a) / std::max(a.forward_seconds, 1e-9) >
-                            saved(b) / std::max(b.forward_seconds, 1e-9);
-                   });
+  std::vector<BlockCost> costs;
+  for (const BlockActivation& b : ledger->blocks)
+    costs.push_back({b.index, saved(b), b.forward_seconds});
+  r.ranked.clear();
+  for (int index : CheckpointLadder(costs)) {
+    r.ranked.push_back(*std::find_if(ledger->blocks.begin(), ledger->blocks.end(),
+                                     [&](const BlockActivation& b) { return b.index == index; }));
+  }
   double total_saved = 0, total_cost = 0;
   for (const auto& b : r.ranked) {
     total_saved += saved(b);
@@ -248,15 +267,15 @@ constexpr int kMinScreened = 3;
 // kMaxFinalists of them; each is timed kRounds times in all.
 constexpr double kFinalistBand = 1.15;
 constexpr std::size_t kMaxFinalists = 4;
-constexpr int kRounds = 3;
+constexpr int kRounds = 5;
 
 class SearchClock {
  public:
   SearchClock(const JobSpec& spec, const std::vector<Candidate>& fitting, Clock::time_point start)
       : start_(start),
         budget_seconds_(kSearchFraction * (spec.window_seconds ? *spec.window_seconds
-                                           : fitting.empty()  ? 0.0
-                                                              : fitting.front().duration)) {}
+                                           : fitting.empty()   ? 0.0
+                                                               : fitting.front().duration)) {}
   double Elapsed() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
   // True when `seconds` more still ends inside the budget.
   bool Allows(double seconds) const { return Elapsed() + seconds <= budget_seconds_; }

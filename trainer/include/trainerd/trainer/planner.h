@@ -1,22 +1,23 @@
 // The planner: picks the plan (microbatch, checkpointed blocks, precision) that fits the
 // device's usable memory and finishes the job soonest, from measurements.
 //
-// 1. Probe, per allowed precision: one real update of a single microbatch at each probe
-//    microbatch size, with no blocks and with every block checkpointed; peak bytes and
-//    update time are fitted as linear functions of the microbatch. A per-block ledger ranks
-//    blocks by activation bytes saved per second of recompute.
-// 2. Predict peak and update time for every (microbatch 1..effective batch, the k best blocks
-//    checkpointed, precision); keep those predicted to fit usable memory; order by predicted
-//    job duration, then by less memory.
-// 3. Screen: per precision and accumulation step count, the candidate predicted fastest gets
-//    one real optimizer update under the device limit, in predicted order, while the search
-//    budget (2% of the window) lasts; a plan that OOMs or measures above usable is rejected.
-//    The probes' small microbatches only order the screening: the time model cannot see
-//    kernels that grow more efficient with size.
-// 4. Rounds: the screened plans within 15% of the fastest (at most four) are timed twice more
-//    in turn, interleaved; the choice is the fastest median, and plans within the measured
-//    noise of it (at most 3%) are tied and broken by preference: an even split, fewer
-//    accumulation steps, fewer checkpointed blocks (plan_selection.h).
+// 1. Probe, per allowed precision: a single microbatch at each probe microbatch size, timed
+//    as in 3., with no blocks and with every block checkpointed; peak bytes and update time
+//    are fitted as linear functions of the microbatch. A per-block ledger orders the blocks
+//    for checkpointing (checkpoint_ladder.h).
+// 2. Predict peak and update time for every (microbatch 1..effective batch, the first k
+//    blocks of the ladder checkpointed, precision); keep those predicted to fit usable memory;
+//    order by predicted job duration, then by less memory.
+// 3. Screen: per precision and accumulation step count, the candidate predicted fastest is
+//    timed under the device limit (after a warm-up update, the fastest of as many updates as
+//    make 0.5 s, at most 5), in predicted order, while the search budget (2% of the window)
+//    lasts; a plan that OOMs or measures above usable is rejected. The probes' small
+//    microbatches only order the screening: the time model cannot see kernels that grow more
+//    efficient with size.
+// 4. Rounds: the screened plans within 15% of the fastest (at most four) are timed four more
+//    times in turn, interleaved; the choice is the fastest median, and plans within the
+//    measured noise of it (at most 3%) are tied and broken by preference: an even split,
+//    fewer accumulation steps, fewer checkpointed blocks (plan_selection.h).
 // The named baseline (microbatch 1, every block checkpointed, fp32) is the last resort; when
 // even it does not fit the result is OutOfMemory with the bytes it needs.
 #pragma once
@@ -47,8 +48,8 @@ struct ChosenPlan {
   std::int64_t predicted_peak_bytes = 0;
   std::int64_t measured_peak_bytes = 0;
   std::int64_t usable_bytes = 0;
-  double predicted_update_seconds = 0;  // by the probes' time model
-  double measured_update_seconds = 0;   // median of the chosen plan's timed updates
+  double predicted_update_seconds = 0;    // by the probes' time model
+  double measured_update_seconds = 0;     // median of the chosen plan's timed updates
   double predicted_duration_seconds = 0;  // measured update x the job's updates
   std::optional<double> window_seconds;
   bool fits_memory = false;
