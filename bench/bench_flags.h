@@ -1,5 +1,5 @@
-// What the micro-benchmark drivers share: integer "--name value" flags and the median of
-// their timings.
+// What the benchmark drivers share: integer "--name value" flags, comma-separated lists and
+// the median of their timings.
 #pragma once
 
 #include <algorithm>
@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,13 @@ namespace bench {
 inline double Median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   return values[values.size() / 2];
+}
+
+inline std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream stream(text);
+  for (std::string item; std::getline(stream, item, ',');) items.push_back(item);
+  return items;
 }
 
 // Sets the integers `flags` names from "--name value" pairs. On a flag it does not name it says

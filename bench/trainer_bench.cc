@@ -21,10 +21,10 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "bench_flags.h"
 #include "trainerd/trainer/job_spec_parser.h"
 #include "trainerd/trainer/text_corpus.h"
 #include "trainerd/trainer/trainer.h"
@@ -38,18 +38,6 @@ struct Scenario {
   enum { kNone, kHalf, kAll } checkpoint;
   trainerd::Precision precision;
 };
-
-std::vector<std::string> SplitList(const std::string& text) {
-  std::vector<std::string> items;
-  std::stringstream stream(text);
-  for (std::string item; std::getline(stream, item, ',');) items.push_back(item);
-  return items;
-}
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
 
 }  // namespace
 
@@ -71,9 +59,9 @@ int main(int argc, char** argv) {
     } else if (flag == "--warmup") {
       warmup = std::stoi(argv[i + 1]);
     } else if (flag == "--scenarios") {
-      only = SplitList(argv[i + 1]);
+      only = bench::SplitList(argv[i + 1]);
     } else if (flag == "--kernels") {
-      kernels = SplitList(argv[i + 1]);
+      kernels = bench::SplitList(argv[i + 1]);
     } else if (flag == "--rounds") {
       rounds = std::stoi(argv[i + 1]);
     } else {
@@ -169,7 +157,7 @@ int main(int argc, char** argv) {
     }
     if (run == 0) continue;
     measured[name].insert(measured[name].end(), times.begin(), times.end());
-    const double median = Median(measured[name]);
+    const double median = bench::Median(measured[name]);
     seconds[name] = median;
     results[name] = {{"threads", s.threads},
                      {"microbatch", job.plan.microbatch},
