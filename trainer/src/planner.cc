@@ -265,7 +265,7 @@ constexpr double kSearchFraction = 0.02;
 constexpr int kMinScreened = 3;
 // Plans screened within this factor of the fastest screened one go on to the rounds, at most
 // kMaxFinalists of them; each is timed kRounds times in all.
-constexpr double kFinalistBand = 1.15;
+constexpr double kFinalistBand = 1.3;
 constexpr std::size_t kMaxFinalists = 4;
 constexpr int kRounds = 5;
 

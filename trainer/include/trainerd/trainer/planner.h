@@ -14,7 +14,7 @@
 //    lasts; a plan that OOMs or measures above usable is rejected. The probes' small
 //    microbatches only order the screening: the time model cannot see kernels that grow more
 //    efficient with size.
-// 4. Rounds: the screened plans within 15% of the fastest (at most four) are timed four more
+// 4. Rounds: the screened plans within 30% of the fastest (at most four) are timed four more
 //    times in turn, interleaved; the choice is the fastest median, and plans within the
 //    measured noise of it (at most 3%) are tied and broken by preference: an even split,
 //    fewer accumulation steps, fewer checkpointed blocks (plan_selection.h).
