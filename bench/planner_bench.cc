@@ -71,9 +71,9 @@ Visit Time(const JobSpec& spec, const trainerd::Dataset& corpus, const PlanSpec&
     for (int u = 1; u <= updates; ++u) {
       const auto start = std::chrono::steady_clock::now();
       trainer.TrainUpdate(u);
-      result.update_seconds = std::min(
-          result.update_seconds,
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      result.update_seconds =
+          std::min(result.update_seconds,
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     }
     result.peak_bytes = memory.peak_bytes();
     result.fits = result.peak_bytes <= spec.memory.usable_bytes();
@@ -140,7 +140,8 @@ std::vector<Screened> ScreenGrid(const JobSpec& spec, const trainerd::Dataset& c
   return fitting;
 }
 
-std::size_t IndexOf(std::vector<trainerd::TimedPlan>* plans, const PlanSpec& plan) {
+// The position of `plan` in `plans`, added (with no timings) when it is not there yet.
+std::size_t FindOrAdd(std::vector<trainerd::TimedPlan>* plans, const PlanSpec& plan) {
   for (std::size_t i = 0; i < plans->size(); ++i) {
     if (SameShape((*plans)[i].plan, plan)) return i;
   }
@@ -170,15 +171,15 @@ nlohmann::json RunScenario(const JobSpec& base, const Scenario& s, int rounds, i
 
   std::vector<trainerd::TimedPlan> final_plans;
   for (std::size_t i = 0; i < grid.size() && static_cast<int>(i) < finalists; ++i) {
-    IndexOf(&final_plans, grid[i].plan);
+    FindOrAdd(&final_plans, grid[i].plan);
   }
-  const std::size_t chosen[2] = {IndexOf(&final_plans, choices[0].plan),
-                                 IndexOf(&final_plans, choices[1].plan)};
+  const std::size_t chosen[2] = {FindOrAdd(&final_plans, choices[0].plan),
+                                 FindOrAdd(&final_plans, choices[1].plan)};
   std::optional<std::size_t> rule;
   for (int m = s.effective_batch; m >= 1 && !rule; m /= 2) {
     const PlanSpec plan = Plan(spec, m, 0, Precision::kFp32);
     for (const Screened& g : grid) {
-      if (SameShape(g.plan, plan)) rule = IndexOf(&final_plans, plan);
+      if (SameShape(g.plan, plan)) rule = FindOrAdd(&final_plans, plan);
     }
   }
   for (int r = 0; r < rounds; ++r) {

@@ -149,10 +149,9 @@ Result<BlockRanking> RankBlocks(const JobSpec& spec, const Dataset& corpus) {
   std::vector<BlockCost> costs;
   for (const BlockActivation& b : ledger->blocks)
     costs.push_back({b.index, saved(b), b.forward_seconds});
-  r.ranked.clear();
+  // MeasureLedger lists block i at position i.
   for (int index : CheckpointLadder(costs)) {
-    r.ranked.push_back(*std::find_if(ledger->blocks.begin(), ledger->blocks.end(),
-                                     [&](const BlockActivation& b) { return b.index == index; }));
+    r.ranked.push_back(ledger->blocks[static_cast<std::size_t>(index)]);
   }
   double total_saved = 0, total_cost = 0;
   for (const auto& b : r.ranked) {
@@ -290,7 +289,7 @@ struct TimedCandidate {
   Candidate candidate;
   TimedPlan timing;
   std::int64_t measured_peak = 0;
-  double visit_seconds = 0;  // wall time of its last visit: build, warm-up, timed update
+  double visit_seconds = 0;  // wall time of its last visit: build, warm-up, timed updates
 };
 
 // For each precision and accumulation step count, the fitting candidate predicted fastest:
@@ -315,8 +314,8 @@ std::string OverUsableReason(const Measurement& real, std::int64_t usable) {
                         FormatBytes(usable);
 }
 
-// One more timed update of `timed`'s plan under the usable limit; false (and the plan
-// rejected) when it ran out of memory or peaked above usable.
+// One more timing of `timed`'s plan (MeasureUpdate) under the usable limit; false (and the
+// plan rejected) when it ran out of memory or peaked above usable.
 bool TimeOnce(const JobSpec& spec, const Dataset& corpus, TimedCandidate* timed,
               std::vector<RejectedPlan>* rejected) {
   const std::int64_t usable = spec.memory.usable_bytes();
