@@ -85,6 +85,36 @@ TEST_F(PlannerTest, ReportsWhenNoPlanFitsTheWindow) {
   }
 }
 
+// The plan card lists the plans the budget ruled out that the probes predicted faster than
+// the chosen one. On a CI machine the chosen plan's measured updates came in well below its
+// prediction and, compared with them, every such plan dropped off the page.
+TEST(FasterAlternativesTest, ComparesPredictionWithPredictionAndKeepsTheTimedLosers) {
+  ChosenPlan chosen;
+  chosen.predicted_update_seconds = 1.0;
+  chosen.measured_update_seconds = 0.5;
+  chosen.predicted_duration_seconds = 0.5 * 10;  // measured x updates
+  const std::vector<RejectedPlan> rejected = {
+      {{}, 0, 7.0, "predicted peak 3 MiB exceeds usable 2 MiB"},
+      {{}, 0, 12.0, "predicted peak 1 MiB exceeds usable 2 MiB, slower"},
+      {{}, 0, 15.0, "1.2x the chosen plan's median", /*validated=*/true},
+  };
+  const std::vector<RejectedPlan> listed = FasterAlternatives(rejected, chosen, 10);
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_EQ(listed[0].predicted_duration_seconds, 7.0);
+  EXPECT_TRUE(listed[1].validated);
+}
+
+TEST(FasterAlternativesTest, ListsTheTenPredictedFastest) {
+  ChosenPlan chosen;
+  chosen.predicted_update_seconds = 1.0;
+  std::vector<RejectedPlan> rejected;
+  for (int i = 12; i >= 1; --i) rejected.push_back({{}, 0, 0.5 * i, "exceeds usable"});
+  const std::vector<RejectedPlan> listed = FasterAlternatives(rejected, chosen, 10);
+  ASSERT_EQ(listed.size(), 10u);
+  EXPECT_EQ(listed.front().predicted_duration_seconds, 0.5);
+  EXPECT_EQ(listed.back().predicted_duration_seconds, 5.0);
+}
+
 // With a night's budget for the search, the finalists are timed in five interleaved rounds
 // and the choice is within the measured noise of the fastest median.
 TEST_F(PlannerTest, TimesFinalistsInRoundsAndChoosesWithinTheNoiseOfTheFastest) {

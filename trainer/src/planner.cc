@@ -447,20 +447,6 @@ Status ChooseMeasured(const JobSpec& spec, const Dataset& corpus,
   return Status::Ok();
 }
 
-// The ten alternatives that were validated or predicted faster than the chosen plan.
-std::vector<RejectedPlan> FasterAlternatives(const std::vector<RejectedPlan>& rejected,
-                                             double chosen_duration) {
-  std::vector<RejectedPlan> faster;
-  for (const RejectedPlan& r : rejected) {
-    if (r.validated || r.predicted_duration_seconds < chosen_duration) faster.push_back(r);
-  }
-  std::sort(faster.begin(), faster.end(), [](const RejectedPlan& a, const RejectedPlan& b) {
-    return a.predicted_duration_seconds < b.predicted_duration_seconds;
-  });
-  if (faster.size() > 10) faster.resize(10);
-  return faster;
-}
-
 }  // namespace
 
 Result<ChosenPlan> PlanJob(const JobSpec& spec, const Dataset& corpus) {
@@ -481,9 +467,23 @@ Result<ChosenPlan> PlanJob(const JobSpec& spec, const Dataset& corpus) {
   result.predicted_duration_seconds = result.measured_update_seconds * spec.training.updates;
   result.fits_window =
       !spec.window_seconds || result.predicted_duration_seconds <= *spec.window_seconds;
-  result.rejected = FasterAlternatives(rejected, result.predicted_duration_seconds);
+  result.rejected = FasterAlternatives(rejected, result, spec.training.updates);
   result.probe_seconds = std::chrono::duration<double>(Clock::now() - started).count();
   return result;
+}
+
+std::vector<RejectedPlan> FasterAlternatives(const std::vector<RejectedPlan>& rejected,
+                                             const ChosenPlan& chosen, int updates) {
+  const double chosen_predicted = chosen.predicted_update_seconds * updates;
+  std::vector<RejectedPlan> faster;
+  for (const RejectedPlan& r : rejected) {
+    if (r.validated || r.predicted_duration_seconds < chosen_predicted) faster.push_back(r);
+  }
+  std::sort(faster.begin(), faster.end(), [](const RejectedPlan& a, const RejectedPlan& b) {
+    return a.predicted_duration_seconds < b.predicted_duration_seconds;
+  });
+  if (faster.size() > 10) faster.resize(10);
+  return faster;
 }
 
 nlohmann::json ChosenPlan::ToJson() const {

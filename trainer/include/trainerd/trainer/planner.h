@@ -70,6 +70,13 @@ PlanSpec NamedBaselinePlan(const JobSpec& spec);
 
 Result<ChosenPlan> PlanJob(const JobSpec& spec, const Dataset& corpus);
 
+// What ChosenPlan::rejected lists: of the plans that were timed and lost and those the probes
+// predicted faster than `chosen`, the ten predicted fastest. Faster is prediction against
+// prediction: the chosen plan's measured updates (the fastest of several) run below its
+// prediction, and against them the plans the budget ruled out would drop off the plan card.
+std::vector<RejectedPlan> FasterAlternatives(const std::vector<RejectedPlan>& rejected,
+                                             const ChosenPlan& chosen, int updates);
+
 // Fits y = intercept + slope * x by least squares (one point: slope 0).
 struct LinearFit {
   double intercept = 0;
