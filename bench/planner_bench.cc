@@ -196,6 +196,7 @@ nlohmann::json RunScenario(const JobSpec& base, const Scenario& s, int rounds, i
   nlohmann::json timed = nlohmann::json::array();
   for (const trainerd::TimedPlan& t : final_plans) {
     nlohmann::json entry = PlanJson(t.plan);
+    entry["update_seconds"] = t.update_seconds;  // one per round
     entry["median_update_seconds"] = t.MedianSeconds();
     entry["over_oracle_throughput"] = oracle_seconds / t.MedianSeconds();
     timed.push_back(entry);
