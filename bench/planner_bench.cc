@@ -258,9 +258,10 @@ int main(int argc, char** argv) {
   if (integer_flags.size() % 2 == 0 ||
       !bench::ParseIntegerFlags(
           static_cast<int>(integer_flags.size()), integer_flags.data(), "planner_bench",
-          {{"--rounds", &rounds}, {"--finalists", &finalists}, {"--updates", &updates}})) {
+          {{"--rounds", &rounds}, {"--finalists", &finalists}, {"--updates", &updates}}) ||
+      rounds < 1 || finalists < 1 || updates < 1) {
     std::cerr << "usage: planner_bench [--scenarios a,b] [--rounds N] [--finalists N] "
-                 "[--updates N]\n";
+                 "[--updates N] (N at least 1)\n";
     return 2;
   }
   trainerd::Result<JobSpec> base = trainerd::ParseJobSpecFile("configs/default.yaml");
