@@ -22,12 +22,12 @@
 #include <cmath>
 #include <functional>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "bench_flags.h"
-#include "trainerd/trainer/job_spec_parser.h"
-#include "trainerd/trainer/text_corpus.h"
+#include "bench_job.h"
 #include "trainerd/trainer/trainer.h"
 
 namespace {
@@ -99,17 +99,11 @@ int main(int argc, char** argv) {
                  " [--precision fp32|bf16] (N at least 1)\n";
     return 2;
   }
-  trainerd::Result<trainerd::JobSpec> spec = trainerd::ParseJobSpecFile(config);
-  if (!spec.ok()) {
-    std::cerr << spec.status().message() << "\n";
-    return 2;
-  }
-  trainerd::Result<trainerd::TextCorpus> corpus =
-      trainerd::TextCorpus::Load(spec->data, spec->model.gpt.block_size);
-  if (!corpus.ok()) {
-    std::cerr << corpus.status().message() << "\n";
-    return 3;
-  }
+  int exit_code = 0;
+  std::optional<bench::Job> loaded = bench::LoadJob(config, &exit_code);
+  if (!loaded) return exit_code;
+  trainerd::JobSpec* spec = &loaded->spec;
+  const trainerd::TextCorpus* corpus = &loaded->corpus;
   spec->plan.precision =
       precision == "bf16" ? trainerd::Precision::kBf16 : trainerd::Precision::kFp32;
   trainerd::ConfigureRuntime(spec->runtime);

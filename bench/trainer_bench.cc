@@ -21,12 +21,12 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "bench_flags.h"
-#include "trainerd/trainer/job_spec_parser.h"
-#include "trainerd/trainer/text_corpus.h"
+#include "bench_job.h"
 #include "trainerd/trainer/trainer.h"
 
 namespace {
@@ -70,17 +70,11 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  trainerd::Result<trainerd::JobSpec> spec = trainerd::ParseJobSpecFile(config);
-  if (!spec.ok()) {
-    std::cerr << spec.status().message() << "\n";
-    return 2;
-  }
-  trainerd::Result<trainerd::TextCorpus> corpus =
-      trainerd::TextCorpus::Load(spec->data, spec->model.gpt.block_size);
-  if (!corpus.ok()) {
-    std::cerr << corpus.status().message() << "\n";
-    return 3;
-  }
+  int exit_code = 0;
+  std::optional<bench::Job> loaded = bench::LoadJob(config, &exit_code);
+  if (!loaded) return exit_code;
+  trainerd::JobSpec* spec = &loaded->spec;
+  const trainerd::TextCorpus* corpus = &loaded->corpus;
   using trainerd::Precision;
   const std::vector<Scenario> scenarios = {
       {"fp32_1thread", 1, 1, Scenario::kNone, Precision::kFp32},
