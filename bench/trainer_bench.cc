@@ -162,13 +162,18 @@ int main(int argc, char** argv) {
                      {"tokens_per_second", tokens_per_update / median}};
     std::cerr << "trainer_bench: " << name << " " << median * 1e3 << " ms/update\n";
   }
-  // seconds[a] / seconds[b] for the ratios whose scenarios ran (under the first kernel, or
-  // the config's); a fused over explicit tokens/s ratio per scenario that ran under both.
-  const std::string suffix = kernels.empty() ? "" : "/" + kernels.front();
+  // seconds[a] / seconds[b] for the ratios whose scenarios ran, under each kernel (the key
+  // then ends in /KERNELS) or the config's; a fused over explicit tokens/s ratio per scenario
+  // that ran under both.
   nlohmann::json ratios = nlohmann::json::object();
+  std::vector<std::string> suffixes;
+  for (const std::string& k : kernels) suffixes.push_back("/" + k);
+  if (suffixes.empty()) suffixes.push_back("");
   auto ratio = [&](const std::string& key, const std::string& a, const std::string& b) {
-    if (seconds.count(a + suffix) && seconds.count(b + suffix)) {
-      ratios[key] = seconds[a + suffix] / seconds[b + suffix];
+    for (const std::string& suffix : suffixes) {
+      if (seconds.count(a + suffix) && seconds.count(b + suffix)) {
+        ratios[key + suffix] = seconds[a + suffix] / seconds[b + suffix];
+      }
     }
   };
   ratio("threads2_speedup", "fp32_1thread", "fp32");
