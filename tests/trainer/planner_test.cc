@@ -86,8 +86,9 @@ TEST_F(PlannerTest, ReportsWhenNoPlanFitsTheWindow) {
 }
 
 // The plan card lists the plans the budget ruled out that the probes predicted faster than
-// the chosen one. On a CI machine the chosen plan's measured updates came in well below its
-// prediction and, compared with them, every such plan dropped off the page.
+// the chosen one. The chosen plan's measured updates run below its prediction (0.0066 s
+// against 0.0080 s on the report test's tiny job): compared with them, such plans can drop
+// off the page, as CI's report test once found.
 TEST(FasterAlternativesTest, ComparesPredictionWithPredictionAndKeepsTheTimedLosers) {
   ChosenPlan chosen;
   chosen.predicted_update_seconds = 1.0;
@@ -95,7 +96,7 @@ TEST(FasterAlternativesTest, ComparesPredictionWithPredictionAndKeepsTheTimedLos
   chosen.predicted_duration_seconds = 0.5 * 10;  // measured x updates
   const std::vector<RejectedPlan> rejected = {
       {{}, 0, 7.0, "predicted peak 3 MiB exceeds usable 2 MiB"},
-      {{}, 0, 12.0, "predicted peak 1 MiB exceeds usable 2 MiB, slower"},
+      {{}, 0, 12.0, "predicted peak 2.5 MiB exceeds usable 2 MiB"},  // slower
       {{}, 0, 15.0, "1.2x the chosen plan's median", /*validated=*/true},
   };
   const std::vector<RejectedPlan> listed = FasterAlternatives(rejected, chosen, 10);
