@@ -18,12 +18,12 @@
 #include <vector>
 
 #include "bench_flags.h"
-#include "trainerd/trainer/blockwise_attention.h"
-#include "trainerd/trainer/gpt.h"
-#include "trainerd/trainer/sample_dropout.h"
-#include "trainerd/trainer/throughput.h"
-#include "trainerd/trainer/torch_compat.h"
-#include "trainerd/trainer/trainer.h"
+#include "models/gpt/blockwise_attention.h"
+#include "models/gpt/gpt.h"
+#include "trainerd/trainer/device/machine.h"
+#include "trainerd/trainer/device/torch_compat.h"
+#include "trainerd/trainer/loop/trainer.h"
+#include "trainerd/trainer/semantics/sample_dropout.h"
 
 namespace {
 

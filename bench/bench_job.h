@@ -7,8 +7,8 @@
 #include <string>
 #include <utility>
 
-#include "trainerd/trainer/job_spec_parser.h"
-#include "trainerd/trainer/text_corpus.h"
+#include "data/text/text_corpus.h"
+#include "trainerd/trainer/spec/job_spec_parser.h"
 
 namespace bench {
 

@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "bench_flags.h"
-#include "trainerd/trainer/sample_dropout.h"
-#include "trainerd/trainer/throughput.h"
-#include "trainerd/trainer/trainer.h"
+#include "trainerd/trainer/device/machine.h"
+#include "trainerd/trainer/loop/trainer.h"
+#include "trainerd/trainer/semantics/sample_dropout.h"
 
 namespace {
 

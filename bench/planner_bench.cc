@@ -27,12 +27,12 @@
 #include <vector>
 
 #include "bench_flags.h"
-#include "trainerd/trainer/device_memory.h"
-#include "trainerd/trainer/job_spec_parser.h"
-#include "trainerd/trainer/plan_selection.h"
-#include "trainerd/trainer/planner.h"
-#include "trainerd/trainer/text_corpus.h"
-#include "trainerd/trainer/trainer.h"
+#include "data/text/text_corpus.h"
+#include "trainerd/trainer/device/device_memory.h"
+#include "trainerd/trainer/loop/trainer.h"
+#include "trainerd/trainer/plan/plan_selection.h"
+#include "trainerd/trainer/plan/planner.h"
+#include "trainerd/trainer/spec/job_spec_parser.h"
 
 namespace {
 

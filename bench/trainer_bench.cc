@@ -27,7 +27,7 @@
 
 #include "bench_flags.h"
 #include "bench_job.h"
-#include "trainerd/trainer/trainer.h"
+#include "trainerd/trainer/loop/trainer.h"
 
 namespace {
 

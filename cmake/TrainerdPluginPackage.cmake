@@ -1,15 +1,28 @@
-# The installed trainerd CMake package a model plugin builds against (model_plugin.h,
-# docs/bring-your-own-model.md): the trainer's and common headers, and trainerdConfig.cmake
-# with the imported target trainerd::model_plugin and trainerd_add_model_plugin().
+# The installed trainerd CMake package a model plugin builds against (models/model_plugin.h,
+# docs/bring-your-own-model.md): model_plugin.h and the headers it includes, and
+# trainerdConfig.cmake with the imported target trainerd::model_plugin and
+# trainerd_add_model_plugin().
 #   cmake --install build --component plugin_sdk --prefix PREFIX
 # then in the plugin's project: find_package(trainerd) with CMAKE_PREFIX_PATH=PREFIX.
 # A plugin links LibTorch only: trainer-run exports the trainer's symbols to what it loads.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/common/include/ ${PROJECT_SOURCE_DIR}/trainer/include/
-        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT plugin_sdk
-        FILES_MATCHING PATTERN "*.h")
+# What a plugin compiles against: model_plugin.h and what it includes (tests/trainer's
+# build_test_plugins fixture builds the plugins against exactly this set).
+set(trainerd_plugin_headers
+  common/include/trainerd/common/status.h
+  trainer/include/trainerd/trainer/data/dataset.h
+  trainer/include/trainerd/trainer/models/model.h
+  trainer/include/trainerd/trainer/models/model_plugin.h
+  trainer/include/trainerd/trainer/semantics/activation_checkpoint.h
+  trainer/include/trainerd/trainer/semantics/loss.h
+  trainer/include/trainerd/trainer/spec/job_spec.h)
+foreach(header IN LISTS trainerd_plugin_headers)
+  string(REGEX REPLACE "^[a-z]+/include/(.*)/[^/]+$" "\\1" subdir ${header})
+  install(FILES ${PROJECT_SOURCE_DIR}/${header}
+          DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/${subdir} COMPONENT plugin_sdk)
+endforeach()
 
 # What a plugin must agree on with the worker that loads it.
 set(TRAINERD_PLUGIN_TORCH_VERSION ${Torch_VERSION})

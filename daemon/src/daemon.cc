@@ -17,7 +17,7 @@
 #include "trainerd/daemon/policy.h"
 #include "trainerd/daemon/schedule.h"
 #include "trainerd/daemon/state_layout.h"
-#include "trainerd/trainer/job_spec_parser.h"
+#include "trainerd/trainer/spec/job_spec_parser.h"
 
 namespace trainerd::daemon {
 

@@ -12,8 +12,8 @@
 #include <system_error>
 
 #include "trainerd/daemon/schedule.h"
-#include "trainerd/trainer/units.h"
-#include "trainerd/trainer/yaml_reader.h"
+#include "trainerd/trainer/spec/units.h"
+#include "trainerd/trainer/spec/yaml_reader.h"
 
 namespace trainerd::daemon {
 namespace {

@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "trainerd/daemon/schedule.h"
-#include "trainerd/trainer/units.h"
+#include "trainerd/trainer/spec/units.h"
 
 namespace trainerd::daemon {
 

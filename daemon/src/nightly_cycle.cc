@@ -17,7 +17,7 @@
 #include "trainerd/daemon/run_report.h"
 #include "trainerd/daemon/state_layout.h"
 #include "trainerd/daemon/worker_report.h"
-#include "trainerd/trainer/job_spec_parser.h"
+#include "trainerd/trainer/spec/job_spec_parser.h"
 
 namespace trainerd::daemon {
 

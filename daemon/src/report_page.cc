@@ -8,7 +8,7 @@
 
 #include "trainerd/daemon/json_text.h"
 #include "trainerd/daemon/svg_chart.h"
-#include "trainerd/trainer/units.h"
+#include "trainerd/trainer/spec/units.h"
 
 namespace trainerd::daemon {
 

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <limits>
 
-#include "trainerd/trainer/units.h"
+#include "trainerd/trainer/spec/units.h"
 
 namespace trainerd::daemon {
 

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "trainerd/daemon/json_text.h"
-#include "trainerd/trainer/units.h"
+#include "trainerd/trainer/spec/units.h"
 
 namespace trainerd::daemon {
 

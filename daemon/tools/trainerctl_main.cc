@@ -18,7 +18,7 @@
 #include "trainerd/daemon/daemon_config.h"
 #include "trainerd/daemon/host_fingerprint.h"
 #include "trainerd/store/store.h"
-#include "trainerd/trainer/profile_text.h"
+#include "trainerd/trainer/spec/profile_text.h"
 
 namespace {
 

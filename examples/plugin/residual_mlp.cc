@@ -10,7 +10,7 @@
 //
 // Built against the installed trainerd package: examples/plugin/CMakeLists.txt.
 #include <torch/torch.h>
-#include <trainerd/trainer/model_plugin.h>
+#include <trainerd/trainer/models/model_plugin.h>
 
 #include <memory>
 #include <stdexcept>

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "../support/temp_dir.h"
-#include "trainerd/trainer/job_spec_parser.h"
+#include "trainerd/trainer/spec/job_spec_parser.h"
 
 namespace trainerd::daemon {
 namespace {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "fuzz_check.h"
-#include "trainerd/trainer/array_file.h"
+#include "trainerd/common/array_file.h"
 
 namespace {
 

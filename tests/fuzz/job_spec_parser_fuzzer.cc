@@ -6,7 +6,7 @@
 #include <string>
 
 #include "fuzz_check.h"
-#include "trainerd/trainer/job_spec_parser.h"
+#include "trainerd/trainer/spec/job_spec_parser.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const std::string kOrigin = "fuzz/job.yaml";

@@ -16,7 +16,7 @@
 #include <string>
 
 #include "fuzz_check.h"
-#include "trainerd/trainer/training_checkpoint.h"
+#include "trainerd/trainer/loop/training_checkpoint.h"
 #include "training_checkpoint_model.h"
 
 namespace {

@@ -7,8 +7,8 @@
 
 #include <memory>
 
-#include "trainerd/trainer/job_spec.h"
-#include "trainerd/trainer/model.h"
+#include "trainerd/trainer/models/model.h"
+#include "trainerd/trainer/spec/job_spec.h"
 
 namespace trainerd::fuzz {
 

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <string>
 
-#include "trainerd/trainer/training_checkpoint.h"
+#include "trainerd/trainer/loop/training_checkpoint.h"
 #include "training_checkpoint_model.h"
 
 int main(int argc, char** argv) {

@@ -14,7 +14,7 @@
 
 #include "fuzz_check.h"
 #include "trainerd/daemon/worker_report.h"
-#include "trainerd/trainer/units.h"
+#include "trainerd/trainer/spec/units.h"
 
 namespace trainerd::fuzz {
 namespace {

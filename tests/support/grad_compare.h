@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <string>
 
-#include "trainerd/trainer/gradient_accumulation.h"
+#include "trainerd/trainer/loop/gradient_accumulation.h"
 
 namespace trainerd::testing {
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "trainerd/trainer/event_sink.h"
+#include "trainerd/trainer/loop/event_sink.h"
 
 namespace trainerd::testing {
 

@@ -5,7 +5,7 @@
 #include <sstream>
 #include <string>
 
-#include "trainerd/trainer/job_spec.h"
+#include "trainerd/trainer/spec/job_spec.h"
 
 namespace trainerd::testing {
 

@@ -6,8 +6,8 @@
 
 #include <memory>
 
+#include "data/text/text_corpus.h"
 #include "tiny_job.h"
-#include "trainerd/trainer/text_corpus.h"
 
 namespace trainerd::testing {
 

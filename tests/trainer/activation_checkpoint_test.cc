@@ -1,4 +1,4 @@
-#include "trainerd/trainer/activation_checkpoint.h"
+#include "trainerd/trainer/semantics/activation_checkpoint.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -7,9 +7,9 @@
 
 #include "../support/cuda_test.h"
 #include "../support/grad_compare.h"
-#include "trainerd/trainer/gpt.h"
-#include "trainerd/trainer/sample_dropout.h"
-#include "trainerd/trainer/torch_compat.h"
+#include "models/gpt/gpt.h"
+#include "trainerd/trainer/device/torch_compat.h"
+#include "trainerd/trainer/semantics/sample_dropout.h"
 
 namespace trainerd {
 namespace {

@@ -1,7 +1,7 @@
 // BlockwiseCausalAttention against the explicit formula it replaces: the same output and
 // gradients (with the same regenerated dropout mask) at lengths inside one block of queries and
 // across several, causality, and what it keeps for backward.
-#include "trainerd/trainer/blockwise_attention.h"
+#include "models/gpt/blockwise_attention.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -10,9 +10,9 @@
 #include <tuple>
 #include <vector>
 
-#include "trainerd/trainer/device_memory.h"
-#include "trainerd/trainer/gpt.h"
-#include "trainerd/trainer/sample_dropout.h"
+#include "models/gpt/gpt.h"
+#include "trainerd/trainer/device/device_memory.h"
+#include "trainerd/trainer/semantics/sample_dropout.h"
 
 namespace trainerd {
 namespace {

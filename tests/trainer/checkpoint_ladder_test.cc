@@ -1,4 +1,4 @@
-#include "trainerd/trainer/checkpoint_ladder.h"
+#include "plan/checkpoint_ladder.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // Data-parallel training on real processes and loopback Gloo: N ranks compute the one-rank
 // job. The ranks are this test executable itself, started by trainer-launch, running the
 // RankProcess case below; the one-process reference runs in the test.
-#include "trainerd/trainer/data_parallel.h"
+#include "trainerd/trainer/distributed/data_parallel.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -14,9 +14,9 @@
 #include "../support/child_process.h"
 #include "../support/temp_dir.h"
 #include "../support/tiny_job.h"
-#include "trainerd/trainer/dataset.h"
-#include "trainerd/trainer/event_sink.h"
-#include "trainerd/trainer/trainer.h"
+#include "trainerd/trainer/data/dataset.h"
+#include "trainerd/trainer/loop/event_sink.h"
+#include "trainerd/trainer/loop/trainer.h"
 
 namespace trainerd {
 namespace {

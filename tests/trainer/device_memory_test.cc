@@ -1,12 +1,12 @@
-#include "trainerd/trainer/device_memory.h"
+#include "trainerd/trainer/device/device_memory.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "../support/cuda_test.h"
 #include "../support/tiny_job.h"
-#include "trainerd/trainer/text_corpus.h"
-#include "trainerd/trainer/trainer.h"
+#include "data/text/text_corpus.h"
+#include "trainerd/trainer/loop/trainer.h"
 
 namespace trainerd {
 namespace {

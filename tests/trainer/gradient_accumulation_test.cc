@@ -1,4 +1,4 @@
-#include "trainerd/trainer/gradient_accumulation.h"
+#include "trainerd/trainer/loop/gradient_accumulation.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -7,10 +7,10 @@
 #include "../support/recording_sink.h"
 #include "../support/temp_dir.h"
 #include "../support/tiny_job_test.h"
-#include "trainerd/trainer/gpt.h"
-#include "trainerd/trainer/lr_schedule.h"
-#include "trainerd/trainer/mlp_classifier.h"
-#include "trainerd/trainer/trainer.h"
+#include "models/gpt/gpt.h"
+#include "models/mlp/mlp_classifier.h"
+#include "trainerd/trainer/loop/trainer.h"
+#include "trainerd/trainer/semantics/lr_schedule.h"
 
 namespace trainerd {
 namespace {

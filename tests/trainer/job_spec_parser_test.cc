@@ -1,4 +1,4 @@
-#include "trainerd/trainer/job_spec_parser.h"
+#include "trainerd/trainer/spec/job_spec_parser.h"
 
 #include <gtest/gtest.h>
 

@@ -6,9 +6,10 @@
 #include "../support/cuda_test.h"
 #include "../support/temp_dir.h"
 #include "../support/tiny_job_test.h"
-#include "trainerd/trainer/leak_detector.h"
-#include "trainerd/trainer/throughput.h"
-#include "trainerd/trainer/trainer.h"
+#include "trainerd/trainer/device/machine.h"
+#include "trainerd/trainer/loop/leak_detector.h"
+#include "trainerd/trainer/loop/throughput.h"
+#include "trainerd/trainer/loop/trainer.h"
 
 namespace trainerd {
 namespace {

@@ -1,5 +1,5 @@
 // The FLOP count over matrix products, on products whose count is known in closed form.
-#include "trainerd/trainer/matmul_flops.h"
+#include "trainerd/trainer/device/matmul_flops.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>

@@ -1,11 +1,12 @@
-#include "trainerd/trainer/memory_ledger.h"
+#include "trainerd/trainer/plan/memory_ledger.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "../support/tiny_job_test.h"
-#include "trainerd/trainer/gradient_accumulation.h"
-#include "trainerd/trainer/model.h"
+#include "trainerd/trainer/loop/gradient_accumulation.h"
+#include "trainerd/trainer/loop/model_state_bytes.h"
+#include "trainerd/trainer/models/model.h"
 
 namespace trainerd {
 namespace {

@@ -11,8 +11,8 @@
 
 #include "../support/child_process.h"
 #include "../support/temp_dir.h"
-#include "trainerd/trainer/array_file.h"
-#include "trainerd/trainer/exit_codes.h"
+#include "trainerd/common/array_file.h"
+#include "trainerd/trainer/spec/exit_codes.h"
 
 namespace trainerd {
 namespace {

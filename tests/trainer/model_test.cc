@@ -1,9 +1,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "trainerd/trainer/gpt.h"
-#include "trainerd/trainer/mlp_classifier.h"
-#include "trainerd/trainer/torch_compat.h"
+#include "models/gpt/gpt.h"
+#include "models/mlp/mlp_classifier.h"
+#include "trainerd/trainer/device/torch_compat.h"
 
 namespace trainerd {
 namespace {

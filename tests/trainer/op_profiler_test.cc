@@ -1,6 +1,6 @@
 // The op profiler on ops whose work is known in closed form, and trainer-run's --profile
 // summary of a real plan: groups, the trainer's scopes, the roofline and the trace.
-#include "trainerd/trainer/op_profiler.h"
+#include "profile/op_profiler.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -9,9 +9,9 @@
 
 #include "../support/temp_dir.h"
 #include "../support/tiny_job.h"
-#include "trainerd/trainer/dataset.h"
-#include "trainerd/trainer/roofline.h"
-#include "trainerd/trainer/update_profile.h"
+#include "profile/roofline.h"
+#include "trainerd/trainer/data/dataset.h"
+#include "trainerd/trainer/profile/update_profile.h"
 
 namespace trainerd {
 namespace {

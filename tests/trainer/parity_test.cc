@@ -2,7 +2,7 @@
 // dropout; every classic accumulation, clipping, scheduling and checkpointing bug (the
 // test-only faults of training_fault.h) is rejected; a reduced reference keeps the plan's
 // structure.
-#include "trainerd/trainer/parity.h"
+#include "trainerd/trainer/plan/parity.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>

@@ -1,4 +1,4 @@
-#include "trainerd/trainer/plan_selection.h"
+#include "trainerd/trainer/plan/plan_selection.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "trainerd/trainer/planner.h"
+#include "trainerd/trainer/plan/planner.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "../support/tiny_job_test.h"
-#include "trainerd/trainer/memory_ledger.h"
+#include "trainerd/trainer/plan/memory_ledger.h"
 
 namespace trainerd {
 namespace {

@@ -5,11 +5,11 @@
 
 #include "../support/temp_dir.h"
 #include "../support/tiny_job_test.h"
-#include "trainerd/trainer/gradient_accumulation.h"
-#include "trainerd/trainer/loss_scaler.h"
-#include "trainerd/trainer/lr_schedule.h"
-#include "trainerd/trainer/trainer.h"
-#include "trainerd/trainer/training_checkpoint.h"
+#include "trainerd/trainer/loop/gradient_accumulation.h"
+#include "trainerd/trainer/loop/trainer.h"
+#include "trainerd/trainer/loop/training_checkpoint.h"
+#include "trainerd/trainer/semantics/loss_scaler.h"
+#include "trainerd/trainer/semantics/lr_schedule.h"
 
 namespace trainerd {
 namespace {

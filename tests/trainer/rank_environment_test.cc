@@ -1,4 +1,4 @@
-#include "trainerd/trainer/rank_environment.h"
+#include "trainerd/trainer/spec/rank_environment.h"
 
 #include <gtest/gtest.h>
 

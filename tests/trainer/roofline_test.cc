@@ -1,7 +1,7 @@
 // The roofline arithmetic on a case computed by hand: a [64, 128] x [128, 32] fp32 matrix
 // product does 2 x 64 x 128 x 32 = 524 288 FLOPs and moves 4 x (64x128 + 128x32 + 64x32) =
 // 57 344 bytes, an intensity of 9.142857 FLOP per byte.
-#include "trainerd/trainer/roofline.h"
+#include "profile/roofline.h"
 
 #include <gtest/gtest.h>
 

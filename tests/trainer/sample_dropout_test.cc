@@ -1,14 +1,14 @@
 // Split-invariant dropout, both ways of drawing masks: the regenerated (counter-based) masks
 // keep 1 - p of the elements, their backward drops exactly what the forward dropped without a
 // stored mask, and for both kinds a sample's mask depends on the sample and the site only.
-#include "trainerd/trainer/sample_dropout.h"
+#include "trainerd/trainer/semantics/sample_dropout.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <string>
 
-#include "trainerd/trainer/device_memory.h"
+#include "trainerd/trainer/device/device_memory.h"
 
 namespace trainerd {
 namespace {

@@ -1,7 +1,7 @@
 // data.format: tensors: rows written by numpy.save and the reference safetensors package
 // (examples/torchscript/write_tensor_data.py), read memory-mapped; the losses a team's
 // row model trains with (cross_entropy over [B, C], mse, the module's own); bad files.
-#include "trainerd/trainer/tensor_dataset.h"
+#include "data/tensors/tensor_dataset.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -12,12 +12,12 @@
 
 #include "../support/child_process.h"
 #include "../support/temp_dir.h"
-#include "trainerd/trainer/exit_codes.h"
-#include "trainerd/trainer/job_spec_parser.h"
-#include "trainerd/trainer/own_model.h"
-#include "trainerd/trainer/parity.h"
-#include "trainerd/trainer/torchscript_model.h"
-#include "trainerd/trainer/trainer.h"
+#include "models/torchscript/torchscript_model.h"
+#include "trainerd/trainer/loop/trainer.h"
+#include "trainerd/trainer/models/own_model.h"
+#include "trainerd/trainer/plan/parity.h"
+#include "trainerd/trainer/spec/exit_codes.h"
+#include "trainerd/trainer/spec/job_spec_parser.h"
 
 namespace trainerd {
 namespace {

@@ -1,4 +1,4 @@
-#include "trainerd/trainer/text_corpus.h"
+#include "data/text/text_corpus.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>

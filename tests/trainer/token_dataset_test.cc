@@ -1,6 +1,6 @@
 // data.format: tokens: flat uint16/uint32 token-id files, memory-mapped, with the digest of a
 // large file cached by (path, size, mtime).
-#include "trainerd/trainer/token_dataset.h"
+#include "data/tokens/token_dataset.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -13,10 +13,10 @@
 #include "../support/child_process.h"
 #include "../support/temp_dir.h"
 #include "../support/tiny_job.h"
-#include "trainerd/trainer/exit_codes.h"
-#include "trainerd/trainer/model.h"
-#include "trainerd/trainer/parity.h"
-#include "trainerd/trainer/trainer.h"
+#include "trainerd/trainer/loop/trainer.h"
+#include "trainerd/trainer/models/model.h"
+#include "trainerd/trainer/plan/parity.h"
+#include "trainerd/trainer/spec/exit_codes.h"
 
 namespace trainerd {
 namespace {

@@ -1,7 +1,7 @@
 // The team's own model: modules exported by real PyTorch (Debian's python3-torch, through
 // examples/torchscript/export_models.py), trained by the LibTorch worker, and loaded back in
 // Python.
-#include "trainerd/trainer/torchscript_model.h"
+#include "models/torchscript/torchscript_model.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -15,15 +15,15 @@
 #include "../support/child_process.h"
 #include "../support/recording_sink.h"
 #include "../support/temp_dir.h"
+#include "data/text/text_corpus.h"
 #include "trainerd/common/sha256.h"
-#include "trainerd/trainer/exit_codes.h"
-#include "trainerd/trainer/job_spec_parser.h"
-#include "trainerd/trainer/memory_ledger.h"
-#include "trainerd/trainer/own_model.h"
-#include "trainerd/trainer/parity.h"
-#include "trainerd/trainer/planner.h"
-#include "trainerd/trainer/text_corpus.h"
-#include "trainerd/trainer/trainer.h"
+#include "trainerd/trainer/loop/trainer.h"
+#include "trainerd/trainer/models/own_model.h"
+#include "trainerd/trainer/plan/memory_ledger.h"
+#include "trainerd/trainer/plan/parity.h"
+#include "trainerd/trainer/plan/planner.h"
+#include "trainerd/trainer/spec/exit_codes.h"
+#include "trainerd/trainer/spec/job_spec_parser.h"
 
 namespace trainerd {
 namespace {

@@ -1,4 +1,4 @@
-#include "trainerd/trainer/trainer.h"
+#include "trainerd/trainer/loop/trainer.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -9,7 +9,7 @@
 #include "../support/recording_sink.h"
 #include "../support/temp_dir.h"
 #include "../support/tiny_job_test.h"
-#include "trainerd/trainer/lr_schedule.h"
+#include "trainerd/trainer/semantics/lr_schedule.h"
 
 namespace trainerd {
 namespace {

@@ -1,4 +1,4 @@
-#include "trainerd/trainer/training_checkpoint.h"
+#include "trainerd/trainer/loop/training_checkpoint.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -11,8 +11,8 @@
 #include "../support/cuda_test.h"
 #include "../support/temp_dir.h"
 #include "../support/tiny_job.h"
-#include "trainerd/trainer/model.h"
-#include "trainerd/trainer/torch_compat.h"
+#include "trainerd/trainer/device/torch_compat.h"
+#include "trainerd/trainer/models/model.h"
 
 namespace trainerd {
 namespace {

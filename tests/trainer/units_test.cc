@@ -1,4 +1,4 @@
-#include "trainerd/trainer/units.h"
+#include "trainerd/trainer/spec/units.h"
 
 #include <gtest/gtest.h>
 

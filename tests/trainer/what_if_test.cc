@@ -1,8 +1,8 @@
-#include "trainerd/trainer/what_if.h"
+#include "trainerd/trainer/plan/what_if.h"
 
 #include <gtest/gtest.h>
 
-#include "trainerd/trainer/units.h"
+#include "trainerd/trainer/spec/units.h"
 
 namespace trainerd {
 namespace {

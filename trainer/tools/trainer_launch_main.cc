@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "trainerd/trainer/units.h"
+#include "trainerd/trainer/spec/units.h"
 
 namespace {
 

@@ -1,7 +1,7 @@
 // A plugin built against other trainerd headers, as a library left over from an older
 // release would be: it registers with the next plugin ABI, which the worker must refuse
 // instead of calling into a TrainableModel of another layout.
-#include <trainerd/trainer/model_plugin.h>
+#include <trainerd/trainer/models/model_plugin.h>
 
 namespace {
 

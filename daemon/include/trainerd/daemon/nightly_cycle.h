@@ -25,7 +25,7 @@
 #include "trainerd/daemon/worker_report.h"
 #include "trainerd/daemon/worker_supervisor.h"
 #include "trainerd/store/store.h"
-#include "trainerd/trainer/job_spec.h"
+#include "trainerd/trainer/spec/job_spec.h"
 
 namespace trainerd::daemon {
 

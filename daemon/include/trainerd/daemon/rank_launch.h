@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "trainerd/common/status.h"
-#include "trainerd/trainer/job_spec.h"
+#include "trainerd/trainer/spec/job_spec.h"
 
 namespace trainerd::daemon {
 

@@ -1,0 +1,36 @@
+// What this machine is and can do, for the run record and MFU: the hardware and software
+// fingerprints, the training device's description, and the peak FLOP/s of matrix products
+// measured on it (a probe, cached per hardware fingerprint).
+#pragma once
+
+#include <torch/types.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "trainerd/trainer/spec/job_spec.h"
+
+namespace trainerd {
+
+// "CPU model | cores | memory" of this machine, from /proc.
+std::string HardwareFingerprint();
+
+// The training device for the run record: {"type": "cpu" | "cuda", "name",
+// "total_memory_bytes"}, and on CUDA also "compute_capability" ("9.0"), "driver_version" and
+// "runtime_version" ("13.0"). CPU: the CPU model and the machine's memory.
+nlohmann::json DeviceDescription(const torch::Device& device);
+
+// The software a measurement depends on: {"torch_version", "blas" (the BLAS library file
+// mapped into this process, e.g. .../openblas-openmp/libblas.so.3), "compiler"}.
+nlohmann::json SoftwareFingerprint();
+
+// Best FLOP/s of square matrix products in `precision` on `device` (the training device, so
+// MFU compares like with like) on the current thread setting, timed between device
+// synchronisations, measured once and cached in `cache_file` (JSON keyed by machine, device
+// name, precision, threads and LibTorch version). An empty cache_file disables caching.
+double PeakFlops(Precision precision, const torch::Device& device, const std::string& cache_file);
+
+// Default cache: $XDG_CACHE_HOME/trainerd/peak_flops.json or ~/.cache/trainerd/...
+std::string DefaultPeakFlopsCache();
+
+}  // namespace trainerd

@@ -1,0 +1,88 @@
+// The planner: picks the plan (microbatch, checkpointed blocks, precision) that fits the
+// device's usable memory and finishes the job soonest, from measurements.
+//
+// 1. Probe, per allowed precision: a single microbatch at each probe microbatch size, timed
+//    as in 3., with no blocks and with every block checkpointed; peak bytes and update time
+//    are fitted as linear functions of the microbatch. A per-block ledger orders the blocks
+//    for checkpointing (checkpoint_ladder.h).
+// 2. Predict peak and update time for every (microbatch 1..effective batch, the first k
+//    blocks of the ladder checkpointed, precision); keep those predicted to fit usable memory;
+//    order by predicted job duration, then by less memory.
+// 3. Screen: per precision and accumulation step count, the candidate predicted fastest is
+//    timed under the device limit (after a warm-up update, the fastest of as many updates as
+//    make 0.5 s, at most 5), in predicted order, while the search budget (2% of the window)
+//    lasts; a plan that OOMs or measures above usable is rejected. The probes' small
+//    microbatches only order the screening: the time model cannot see kernels that grow more
+//    efficient with size.
+// 4. Rounds: the screened plans within 30% of the fastest (at most four) are timed four more
+//    times in turn, interleaved; the choice is the fastest median, and plans within the
+//    measured noise of it (at most 3%) are tied and broken by preference: an even split,
+//    fewer accumulation steps, fewer checkpointed blocks (plan_selection.h).
+// The named baseline (microbatch 1, every block checkpointed, fp32) is the last resort; when
+// even it does not fit the result is OutOfMemory with the bytes it needs.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trainerd/common/status.h"
+#include "trainerd/trainer/data/dataset.h"
+#include "trainerd/trainer/plan/plan_selection.h"
+#include "trainerd/trainer/spec/job_spec.h"
+
+namespace trainerd {
+
+struct RejectedPlan {
+  PlanSpec plan;
+  std::int64_t predicted_peak_bytes = 0;
+  double predicted_duration_seconds = 0;
+  std::string reason;
+  bool validated = false;  // rejected after a real update, not on prediction alone
+};
+
+struct ChosenPlan {
+  PlanSpec plan;
+  std::int64_t predicted_peak_bytes = 0;
+  std::int64_t measured_peak_bytes = 0;
+  std::int64_t usable_bytes = 0;
+  double predicted_update_seconds = 0;    // by the probes' time model
+  double measured_update_seconds = 0;     // median of the chosen plan's timed updates
+  double predicted_duration_seconds = 0;  // measured update x the job's updates
+  std::optional<double> window_seconds;
+  bool fits_memory = false;
+  bool fits_window = true;             // true when the job has no window
+  double probe_seconds = 0;            // time spent probing and validating
+  std::vector<RejectedPlan> rejected;  // faster alternatives and why they were not chosen
+  std::vector<TimedPlan> timed;        // the finalists' timings, round by round
+  double timing_noise = 0;             // median relative spread of a finalist's timings
+  double tie_band = 0;                 // finalists this close to the fastest median were tied
+
+  nlohmann::json ToJson() const;
+  std::string ToText() const;
+};
+
+// Microbatch 1, every block checkpointed, fp32; for a BatchNorm model whose job does not allow
+// accumulation (training.allow_batch_norm_accumulation), the whole effective batch at once.
+PlanSpec NamedBaselinePlan(const JobSpec& spec);
+
+Result<ChosenPlan> PlanJob(const JobSpec& spec, const Dataset& corpus);
+
+// What ChosenPlan::rejected lists: of the plans that were timed and lost and those the probes
+// predicted faster than `chosen`, the ten predicted fastest. Faster is prediction against
+// prediction: the chosen plan's measured updates (the fastest of several) run below its
+// prediction, and against them the plans the budget ruled out would drop off the plan card.
+std::vector<RejectedPlan> FasterAlternatives(const std::vector<RejectedPlan>& rejected,
+                                             const ChosenPlan& chosen, int updates);
+
+// Fits y = intercept + slope * x by least squares (one point: slope 0).
+struct LinearFit {
+  double intercept = 0;
+  double slope = 0;
+  double At(double x) const { return intercept + slope * x; }
+};
+LinearFit FitLine(const std::vector<double>& x, const std::vector<double>& y);
+
+}  // namespace trainerd

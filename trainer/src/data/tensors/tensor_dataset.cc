@@ -1,0 +1,185 @@
+#include "data/tensors/tensor_dataset.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "data/file_digest_cache.h"
+#include "trainerd/common/sha256.h"
+#include "trainerd/trainer/data/array_tensor.h"
+
+namespace trainerd {
+namespace {
+
+std::vector<std::int64_t> RowShape(const ArrayView& array) {
+  return {array.shape.begin() + 1, array.shape.end()};
+}
+
+// The rows `rows` of `array` in `file` as a float32 (floating-point elements) or int64
+// tensor [rows, ...]: only the picked rows' pages are read.
+torch::Tensor Rows(const MappedFile& file, const ArrayView& array,
+                   const std::vector<std::int64_t>& rows) {
+  const torch::Tensor all = MappedTensor(file, array);
+  const torch::Tensor picked = all.index_select(0, torch::tensor(rows, torch::kLong));
+  return picked.to(IsFloatingPoint(array.type) ? torch::kFloat : torch::kLong);
+}
+
+// The largest integer element of `array`, computed chunk by chunk as DigestFile streams
+// `file` (elements are read from the mapping once their last byte has streamed past).
+ChunkScan LargestIn(const MappedFile& file, const ArrayView& array) {
+  const auto width = static_cast<std::size_t>(ElementBytes(array.type));
+  const std::size_t count = array.bytes / width;
+  const auto finished_by = [offset = array.offset, width, count](std::size_t byte) {
+    return byte <= offset ? std::size_t{0} : std::min(count, (byte - offset) / width);
+  };
+  return [&file, array, width, finished_by, streamed = std::size_t{0}](const unsigned char*,
+                                                                       std::size_t size) mutable {
+    const std::size_t from = finished_by(streamed), to = finished_by(streamed + size);
+    streamed += size;
+    return LargestInteger(file.data() + array.offset + from * width, array.type, to - from);
+  };
+}
+
+}  // namespace
+
+Result<TensorDataset::Split> TensorDataset::OpenSplit(const DataSpec& spec,
+                                                      const std::string& path) {
+  Split split;
+  const std::filesystem::path p(path);
+  split.name = p.stem().string();
+  std::error_code ec;
+  if (p.extension() == ".safetensors") {
+    Result<MappedFile> file = MappedFile::Open(path, /*access_random=*/true);
+    if (!file.ok()) return file.status();
+    Result<std::map<std::string, ArrayView>> arrays =
+        ReadSafetensorsHeader(file->data(), file->size(), path);
+    if (!arrays.ok()) return arrays.status();
+    for (const auto& [key, name, out] :
+         {std::tuple{"data.inputs", spec.inputs_name, &split.inputs},
+          std::tuple{"data.targets", spec.targets_name, &split.targets}}) {
+      const auto found = arrays->find(name);
+      if (found == arrays->end()) {
+        std::string have;
+        for (const auto& entry : *arrays) have += (have.empty() ? "" : ", ") + entry.first;
+        return Status::InvalidArgument("data file " + path + ": no tensor '" + name + "' (" + key +
+                                       "); it holds " + (have.empty() ? "none" : have));
+      }
+      *out = found->second;
+    }
+    split.files.push_back(std::move(*file));
+  } else if (std::filesystem::is_directory(p, ec)) {
+    for (const auto& [name, out, index] :
+         {std::tuple{spec.inputs_name, &split.inputs, &split.inputs_file},
+          std::tuple{spec.targets_name, &split.targets, &split.targets_file}}) {
+      const std::string npy = (p / (name + ".npy")).string();
+      Result<MappedFile> file = MappedFile::Open(npy, /*access_random=*/true);
+      if (!file.ok()) return file.status();
+      Result<ArrayView> array = ReadNpyHeader(file->data(), file->size(), npy);
+      if (!array.ok()) return array.status();
+      *out = *array;
+      *index = split.files.size();
+      split.files.push_back(std::move(*file));
+    }
+  } else {
+    return Status::NotFound("data file " + path +
+                            ": expected a .safetensors file or a directory holding " +
+                            spec.inputs_name + ".npy and " + spec.targets_name + ".npy");
+  }
+  const auto& inputs = split.inputs;
+  const auto& targets = split.targets;
+  if (inputs.shape.empty() || targets.shape.empty() || inputs.shape[0] != targets.shape[0]) {
+    return Status::InvalidArgument("data file " + path + ": inputs " + ShapeText(inputs.shape) +
+                                   " and targets " + ShapeText(targets.shape) +
+                                   " must have one row per sample (the same first dimension)");
+  }
+  split.rows = inputs.shape[0];
+  if (split.rows == 0) return Status::InvalidArgument("data file " + path + ": no rows");
+  return split;
+}
+
+Result<std::unique_ptr<TensorDataset>> TensorDataset::Load(const DataSpec& spec,
+                                                           const std::string& digest_cache) {
+  std::unique_ptr<TensorDataset> d(new TensorDataset());
+  Sha256 hasher;
+  hasher.Update("tensors " + spec.inputs_name + " " + spec.targets_name);
+  const auto add = [&](const std::string& role, const std::string& path) -> Result<Split> {
+    Result<Split> split = OpenSplit(spec, path);
+    if (!split.ok()) return split;
+    const ArrayView& targets = split->targets;
+    for (std::size_t f = 0; f < split->files.size(); ++f) {
+      const MappedFile& file = split->files[f];
+      const bool scan = f == split->targets_file && !IsFloatingPoint(targets.type);
+      const std::string scan_key = scan ? std::string(ToString(targets.type)) + " tensor '" +
+                                              spec.targets_name + "' at bytes " +
+                                              std::to_string(targets.offset) + "+" +
+                                              std::to_string(targets.bytes)
+                                        : "";
+      Result<FileDigest> digest = DigestFile(
+          file.path(), scan_key, scan ? LargestIn(file, targets) : ChunkScan(), digest_cache);
+      if (!digest.ok()) return digest.status();
+      if (scan) d->largest_target_ = std::max(d->largest_target_, digest->max_token);
+      hasher.Update("\n" + role + " " + split->name + " " +
+                    std::filesystem::path(file.path()).filename().string() + " " + digest->sha256);
+    }
+    return split;
+  };
+  Result<Split> train = add("train", spec.train);
+  if (!train.ok()) return train.status();
+  d->train_ = std::move(*train);
+  const auto kind = [](const ArrayView& a) {
+    return IsFloatingPoint(a.type) ? "float" : "integer";
+  };
+  for (const std::string& path : spec.eval) {
+    Result<Split> eval = add("eval", path);
+    if (!eval.ok()) return eval.status();
+    for (const auto& [what, mine, theirs] :
+         {std::tuple{"inputs", &eval->inputs, &d->train_.inputs},
+          std::tuple{"targets", &eval->targets, &d->train_.targets}}) {
+      if (RowShape(*mine) != RowShape(*theirs) ||
+          std::string(kind(*mine)) != std::string(kind(*theirs))) {
+        return Status::InvalidArgument("data file " + path + ": " + what + " rows are " +
+                                       kind(*mine) + " " + ShapeText(RowShape(*mine)) +
+                                       ", the training split's (" + spec.train + ") " +
+                                       kind(*theirs) + " " + ShapeText(RowShape(*theirs)));
+      }
+    }
+    std::size_t bytes = 0;
+    for (const MappedFile& file : eval->files) bytes += file.size();
+    d->slices_.push_back({eval->name, path, 0, static_cast<std::int64_t>(bytes)});
+    d->eval_.push_back(std::move(*eval));
+  }
+  std::int64_t per_row = 1;
+  for (const std::int64_t dim : RowShape(d->train_.targets)) per_row *= dim;
+  d->window_ = static_cast<int>(std::max<std::int64_t>(1, per_row));
+  d->fingerprint_ = hasher.HexDigest();
+  return d;
+}
+
+Batch TensorDataset::Assemble(const Split& split, const std::vector<std::int64_t>& rows) const {
+  Batch batch;
+  batch.samples = static_cast<std::int64_t>(rows.size());
+  batch.inputs = Rows(split.files[split.inputs_file], split.inputs, rows);
+  batch.targets = Rows(split.files[split.targets_file], split.targets, rows);
+  return batch;
+}
+
+Batch TensorDataset::TrainingSamples(std::uint64_t seed, std::int64_t first, std::int64_t count,
+                                     SampleFormat format) const {
+  TORCH_CHECK(supports(format), "tensor data gives rows only");
+  Batch batch = Assemble(train_, StreamPicks(seed, first, count, train_.rows));
+  batch.stream = SampleStream{seed, first};
+  return batch;
+}
+
+Batch TensorDataset::HeldOutSamples(std::size_t index, int windows, SampleFormat format) const {
+  TORCH_CHECK(supports(format), "tensor data gives rows only");
+  const Split& split = eval_.at(index);
+  const std::int64_t n = std::min<std::int64_t>(windows, split.rows);
+  std::vector<std::int64_t> picked;
+  for (std::int64_t k = 0; k < n; ++k)
+    picked.push_back(n == 1 ? 0 : (split.rows - 1) * k / (n - 1));
+  return Assemble(split, picked);
+}
+
+}  // namespace trainerd

@@ -1,0 +1,121 @@
+#include "data/tokens/token_dataset.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "data/file_digest_cache.h"
+#include "trainerd/common/sha256.h"
+
+namespace trainerd {
+namespace {
+
+// The little-endian id of `width` bytes at `at`.
+std::int64_t DecodeId(const unsigned char* at, int width) {
+  std::uint32_t id = 0;
+  for (int b = width - 1; b >= 0; --b) id = (id << 8) | at[b];
+  return id;
+}
+
+}  // namespace
+
+Result<TokenDataset::Mapped> TokenDataset::Map(const std::string& path) const {
+  const std::string dtype = token_bytes_ == 4 ? "uint32" : "uint16";
+  Result<MappedFile> file = MappedFile::Open(path, /*access_random=*/true);
+  if (!file.ok()) return file.status();
+  if (file->size() % static_cast<std::size_t>(token_bytes_) != 0) {
+    return Status::InvalidArgument("data file " + path + ": " + std::to_string(file->size()) +
+                                   " bytes is not a whole number of " + dtype +
+                                   " token ids (data.dtype); truncated?");
+  }
+  Mapped m;
+  m.tokens = static_cast<std::int64_t>(file->size()) / token_bytes_;
+  if (m.tokens < window_ + 1) {
+    return Status::InvalidArgument(
+        "data file " + path + ": " + std::to_string(m.tokens) +
+        " token ids, fewer than one window of block_size + 1 = " + std::to_string(window_ + 1));
+  }
+  m.file = std::move(*file);
+  return m;
+}
+
+Result<std::unique_ptr<TokenDataset>> TokenDataset::Load(const DataSpec& spec, int window,
+                                                         const std::string& digest_cache) {
+  std::unique_ptr<TokenDataset> d(new TokenDataset());
+  d->window_ = window;
+  d->token_bytes_ = spec.token_bytes;
+  const int width = spec.token_bytes;
+  const ChunkScan largest_id = [width](const unsigned char* data, std::size_t size) {
+    std::int64_t largest = 0;
+    for (std::size_t at = 0; at + static_cast<std::size_t>(width) <= size; at += width) {
+      largest = std::max(largest, DecodeId(data + at, width));
+    }
+    return largest;
+  };
+  Sha256 hasher;
+  hasher.Update(width == 4 ? "tokens uint32" : "tokens uint16");
+  const auto add = [&](const std::string& role, const std::string& path) -> Result<Mapped> {
+    Result<Mapped> mapped = d->Map(path);
+    if (!mapped.ok()) return mapped.status();
+    Result<FileDigest> digest =
+        DigestFile(path, width == 4 ? "uint32 tokens" : "uint16 tokens", largest_id, digest_cache);
+    if (!digest.ok()) return digest.status();
+    d->max_token_ = std::max(d->max_token_, digest->max_token);
+    d->digests_from_cache_ += digest->from_cache ? 1 : 0;
+    hasher.Update("\n" + role + " " + std::filesystem::path(path).stem().string() + " " +
+                  digest->sha256);
+    return mapped;
+  };
+  Result<Mapped> train = add("train", spec.train);
+  if (!train.ok()) return train.status();
+  d->train_ = std::move(*train);
+  for (const std::string& path : spec.eval) {
+    Result<Mapped> eval = add("eval", path);
+    if (!eval.ok()) return eval.status();
+    d->slices_.push_back({std::filesystem::path(path).stem().string(), path, 0,
+                          static_cast<std::int64_t>(eval->file.size())});
+    d->eval_.push_back(std::move(*eval));
+  }
+  d->fingerprint_ = hasher.HexDigest();
+  return d;
+}
+
+std::int64_t TokenDataset::Token(const Mapped& file, std::int64_t index) const {
+  return DecodeId(file.file.data() + index * token_bytes_, token_bytes_);
+}
+
+Batch TokenDataset::Assemble(const Mapped& file, const std::vector<std::int64_t>& starts) const {
+  const auto n = static_cast<std::int64_t>(starts.size());
+  Batch batch;
+  batch.samples = n;
+  batch.inputs = torch::empty({n, window_}, torch::kLong);
+  batch.targets = torch::empty({n, window_}, torch::kLong);
+  auto in = batch.inputs.accessor<std::int64_t, 2>();
+  auto out = batch.targets.accessor<std::int64_t, 2>();
+  for (std::int64_t b = 0; b < n; ++b) {
+    for (int t = 0; t < window_; ++t) {
+      in[b][t] = Token(file, starts[b] + t);
+      out[b][t] = Token(file, starts[b] + t + 1);
+    }
+  }
+  return batch;
+}
+
+Batch TokenDataset::TrainingSamples(std::uint64_t seed, std::int64_t first, std::int64_t count,
+                                    SampleFormat format) const {
+  TORCH_CHECK(supports(format), "token data gives next-token windows only");
+  const std::int64_t starts = train_.tokens - window_;  // windows of window_ + 1 ids
+  Batch batch = Assemble(train_, StreamPicks(seed, first, count, starts));
+  batch.stream = SampleStream{seed, first};
+  return batch;
+}
+
+Batch TokenDataset::HeldOutSamples(std::size_t index, int windows, SampleFormat format) const {
+  TORCH_CHECK(supports(format), "token data gives next-token windows only");
+  const Mapped& file = eval_.at(index);
+  const std::int64_t span = file.tokens - window_ - 1;  // last valid start
+  return Assemble(file, EvenlySpaced(windows, span));
+}
+
+}  // namespace trainerd

@@ -1,0 +1,58 @@
+// data.format: tokens: flat arrays of little-endian token ids (uint16 or uint32), the
+// train.bin / val.bin convention of common LM data preparation. The files are memory-mapped,
+// never read whole into RAM; a window is block_size + 1 consecutive ids (inputs and the next
+// tokens). Training windows start anywhere in `data.train` (sample i a pure function of
+// (seed, i)); each `data.eval` file is one evaluation slice, named by its stem.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trainerd/trainer/data/dataset.h"
+#include "trainerd/trainer/data/mapped_file.h"
+
+namespace trainerd {
+
+class TokenDataset : public Dataset {
+ public:
+  // Maps every file of `spec`. Errors name the file: missing, a size that is not a whole
+  // number of ids of `data.dtype`, fewer than block_size + 1 ids.
+  static Result<std::unique_ptr<TokenDataset>> Load(const DataSpec& spec, int window,
+                                                    const std::string& digest_cache);
+
+  const std::vector<DataSlice>& slices() const override { return slices_; }
+  // SHA-256 over the dtype and each file's role, name and content digest.
+  const std::string& fingerprint() const override { return fingerprint_; }
+  int window() const override { return window_; }
+  std::int64_t vocabulary_needed() const override { return max_token_ + 1; }
+  bool supports(SampleFormat format) const override { return format == SampleFormat::kNextToken; }
+  // How many of the files' digests came from the cache rather than a pass over the file.
+  int digests_from_cache() const { return digests_from_cache_; }
+
+  Batch TrainingSamples(std::uint64_t seed, std::int64_t first, std::int64_t count,
+                        SampleFormat format) const override;
+  Batch HeldOutSamples(std::size_t index, int windows, SampleFormat format) const override;
+
+ private:
+  struct Mapped {
+    MappedFile file;
+    std::int64_t tokens = 0;
+  };
+  TokenDataset() = default;
+  Result<Mapped> Map(const std::string& path) const;
+  std::int64_t Token(const Mapped& file, std::int64_t index) const;
+  Batch Assemble(const Mapped& file, const std::vector<std::int64_t>& starts) const;
+
+  int window_ = 0;
+  int token_bytes_ = 2;
+  Mapped train_;
+  std::vector<Mapped> eval_;
+  std::vector<DataSlice> slices_;
+  std::string fingerprint_;
+  std::int64_t max_token_ = 0;
+  int digests_from_cache_ = 0;
+};
+
+}  // namespace trainerd

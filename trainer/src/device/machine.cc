@@ -1,0 +1,122 @@
+#include "trainerd/trainer/device/machine.h"
+
+#include <torch/torch.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "trainerd/common/atomic_file.h"
+#include "trainerd/common/cache_dir.h"
+#include "trainerd/common/proc_file.h"
+#include "trainerd/trainer/device/device_timer.h"
+#include "trainerd/trainer/device/torch_compat.h"
+
+namespace trainerd {
+namespace {
+
+// "13.0" from CUDA's 1000 * major + 10 * minor encoding.
+[[maybe_unused]] std::string CudaVersionString(int version) {
+  return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+}
+
+// A /proc value, "unknown" where the file or the key is missing.
+std::string ProcValueOrUnknown(const std::string& path, const std::string& key) {
+  const std::string value = ProcFileValue(path, key);
+  return value.empty() ? "unknown" : value;
+}
+
+// Square matrix products in the precision's compute type on `device`, timed between device
+// synchronisations. A GPU needs larger products to reach its peak than a CPU core does.
+double MeasureMatmulFlops(Precision precision, const torch::Device& device) {
+  const std::int64_t n = device.is_cuda() ? 8192 : 1024;
+  const auto dtype = precision == Precision::kBf16 ? torch::kBFloat16
+                     : precision == Precision::kFp16
+                         ? (device.is_cuda() ? torch::kHalf : torch::kFloat)  // no CPU fp16 path
+                         : torch::kFloat;
+  torch::NoGradGuard no_grad;
+  const auto options = torch::TensorOptions().dtype(dtype).device(device);
+  const torch::Tensor a = torch::randn({n, n}, options);
+  const torch::Tensor b = torch::randn({n, n}, options);
+  double best = 1e30;
+  for (int i = 0; i < 8; ++i) {
+    DeviceTimer timer(device);
+    torch::Tensor c = torch::matmul(a, b);
+    const double seconds = timer.Seconds();
+    if (i > 1) best = std::min(best, seconds);  // the first two warm up kernels and caches
+  }
+  return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) / best;
+}
+
+}  // namespace
+
+nlohmann::json DeviceDescription(const torch::Device& device) {
+#ifdef TRAINERD_WITH_CUDA
+  if (device.is_cuda()) {
+    const compat::CudaDeviceDescription d = compat::DescribeCudaDevice(compat::CudaIndexOf(device));
+    return {{"type", "cuda"},
+            {"name", d.name},
+            {"total_memory_bytes", d.total_memory_bytes},
+            {"compute_capability", d.compute_capability},
+            {"driver_version", CudaVersionString(d.driver_version)},
+            {"runtime_version", CudaVersionString(d.runtime_version)}};
+  }
+#endif
+  TORCH_CHECK(device.is_cpu(), "no description for device ", device.str(), " in this build");
+  return {{"type", "cpu"},
+          {"name", ProcValueOrUnknown("/proc/cpuinfo", "model name")},
+          {"total_memory_bytes", HostMemoryBytes()}};
+}
+
+std::string HardwareFingerprint() {
+  return ProcValueOrUnknown("/proc/cpuinfo", "model name") + " | " +
+         std::to_string(std::thread::hardware_concurrency()) + " cores | " +
+         ProcValueOrUnknown("/proc/meminfo", "MemTotal");
+}
+
+nlohmann::json SoftwareFingerprint() {
+  std::string blas = "unknown";
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    const auto slash = line.find('/');
+    if (slash == std::string::npos) continue;
+    const std::string file = line.substr(slash);
+    const std::string name = std::filesystem::path(file).filename().string();
+    if (name.find("blas") != std::string::npos) {
+      blas = file;
+      break;
+    }
+  }
+  return {{"torch_version", TORCH_VERSION}, {"blas", blas}, {"compiler", "GCC " __VERSION__}};
+}
+
+std::string DefaultPeakFlopsCache() { return UserCacheDir() + "/peak_flops.json"; }
+
+double PeakFlops(Precision precision, const torch::Device& device, const std::string& cache_file) {
+  const std::string device_name =
+      device.is_cpu() ? std::string("cpu") : DeviceDescription(device)["name"].get<std::string>();
+  const std::string key = HardwareFingerprint() + " | " + device_name + " | " +
+                          ToString(precision) + " | " + std::to_string(torch::get_num_threads()) +
+                          " threads | torch " + TORCH_VERSION;
+  nlohmann::json cache = nlohmann::json::object();
+  if (!cache_file.empty()) {
+    std::ifstream in(cache_file);
+    if (in) cache = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (!cache.is_object()) cache = nlohmann::json::object();  // a corrupt cache is re-measured
+    if (cache.contains(key) && cache[key].is_number()) return cache[key].get<double>();
+  }
+  const double flops = MeasureMatmulFlops(precision, device);
+  if (!cache_file.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(cache_file).parent_path(), ec);
+    cache[key] = flops;
+    (void)WriteFileAtomically(cache_file, cache.dump(2));  // a cache: failure only costs a re-probe
+  }
+  return flops;
+}
+
+}  // namespace trainerd

@@ -1,0 +1,565 @@
+#include "trainerd/trainer/loop/trainer.h"
+
+#include <malloc.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+
+#include "loop/model_description.h"
+#include "loop/safetensors_writer.h"
+#include "trainerd/common/atomic_file.h"
+#include "trainerd/common/cpu_count.h"
+#include "trainerd/common/sha256.h"
+#include "trainerd/trainer/device/device_memory.h"
+#include "trainerd/trainer/device/device_timer.h"
+#include "trainerd/trainer/device/machine.h"
+#include "trainerd/trainer/device/op_scopes.h"
+#include "trainerd/trainer/loop/initial_weights.h"
+#include "trainerd/trainer/loop/model_state_bytes.h"
+#include "trainerd/trainer/loop/throughput.h"
+#include "trainerd/trainer/loop/training_checkpoint.h"
+#include "trainerd/trainer/semantics/lr_schedule.h"
+#include "trainerd/trainer/spec/units.h"
+
+namespace trainerd {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Updates excluded from throughput figures: the first ones pay for allocator growth and
+// oneDNN kernel generation.
+constexpr int kWarmupUpdates = 2;
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+nlohmann::json SlicesJson(const std::vector<SliceLoss>& slices) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& s : slices) out.push_back({{"name", s.name}, {"loss", s.loss}});
+  return out;
+}
+
+double MeanLoss(const std::vector<SliceLoss>& slices) {
+  double total = 0;
+  for (const auto& s : slices) total += s.loss;
+  return slices.empty() ? 0 : total / static_cast<double>(slices.size());
+}
+
+}  // namespace
+
+int ConfigureRuntime(const RuntimeSpec& runtime, int ranks_on_host) {
+  constexpr int kHeapBlockLimit = 32 << 20;  // glibc's maximum mmap threshold on 64-bit
+  mallopt(M_MMAP_THRESHOLD, kHeapBlockLimit);
+  mallopt(M_TRIM_THRESHOLD, 2 * kHeapBlockLimit);
+  const int threads =
+      runtime.threads > 0 ? runtime.threads : std::max(1, UsableCpuCount() / ranks_on_host);
+  torch::set_num_threads(threads);
+  return threads;
+}
+
+Trainer::Trainer(const JobSpec& spec, const Dataset& corpus, EventSink* sink,
+                 DataParallelGroup* group)
+    : spec_(spec),
+      corpus_(corpus),
+      sink_(sink),
+      group_(group),
+      share_(ShareOfRank(spec.training.effective_batch, world_size(), group ? group->rank() : 0)),
+      device_(spec.runtime.device == "cuda" ? torch::kCUDA : torch::kCPU) {
+  torch::manual_seed(spec_.training.seed);
+  model_ = BuildModel(spec_.model, static_cast<int>(corpus_.slices().size()));
+  if (!spec_.init_from.path.empty()) {  // trainer-run checked the file (ResolveInitialWeights)
+    const Status loaded = LoadInitialWeights(spec_.init_from.path, model_.get());
+    TORCH_CHECK(loaded.ok(), loaded.message());
+  }
+  model_->set_checkpointed_blocks(spec_.plan.checkpoint_blocks);
+  model_->to(device_);
+  const OptimizerSpec& o = spec_.optimizer;
+  optimizer_ =
+      std::make_unique<torch::optim::AdamW>(model_->parameters(), torch::optim::AdamWOptions(o.lr)
+                                                                      .betas({o.beta1, o.beta2})
+                                                                      .weight_decay(o.weight_decay)
+                                                                      .eps(o.eps));
+  if (spec_.plan.precision == Precision::kFp16) scaler_.emplace();
+  job_identity_ = JobIdentity(spec_, corpus_.fingerprint());
+}
+
+PrecisionContext Trainer::precision_context() {
+  return {spec_.plan.precision, scaler_ ? &*scaler_ : nullptr};
+}
+
+nlohmann::json Trainer::LedgerSnapshot() const {
+  const DeviceMemory& memory = MemoryOf(device_);
+  std::int64_t parameters = 0;
+  for (const auto& p : model_->parameters()) parameters += static_cast<std::int64_t>(p.nbytes());
+  return {{"parameters_bytes", parameters},
+          {"gradients_bytes", GradientBytes(*model_)},
+          {"optimizer_state_bytes", AdamWStateBytes(*optimizer_)},
+          {"live_bytes", memory.live_bytes()},
+          {"peak_bytes", memory.peak_bytes()},
+          {"reserved_bytes", memory.reserved_bytes()},
+          {"limit_bytes", memory.limit()},
+          {"budget_bytes", spec_.memory.budget_bytes},
+          {"usable_bytes", spec_.memory.usable_bytes()}};
+}
+
+nlohmann::json Trainer::StartEvent(int resumed_from) const {
+  nlohmann::json slices = nlohmann::json::array();
+  for (const auto& s : corpus_.slices()) {
+    slices.push_back(
+        {{"name", s.name}, {"train_bytes", s.train_bytes}, {"holdout_bytes", s.holdout_bytes}});
+  }
+  return {
+      {"event", "start"},
+      {"config", spec_.source_path},
+      {"job_identity", job_identity_},
+      {"model",
+       {{"kind", ToString(spec_.model.kind)},
+        {"parameters", CountParameters(*model_)},
+        {"blocks", model_->num_blocks()},
+        {"block_size", spec_.model.gpt.block_size}}},
+      {"plan", ToJson(spec_.plan)},
+      {"effective_batch", spec_.training.effective_batch},
+      {"updates", spec_.training.updates},
+      {"seed", spec_.training.seed},
+      {"resumed_from_update", resumed_from},
+      {"distributed",
+       {{"world_size", world_size()},
+        {"backend", group_ ? nlohmann::json(group_->backend()) : nlohmann::json(nullptr)},
+        {"rank_batch", share_.count}}},
+      {"threads", torch::get_num_threads()},
+      {"device", spec_.runtime.device},
+      {"device_info", DeviceDescription(device_)},
+      {"torch_version", TORCH_VERSION},
+      {"software", SoftwareFingerprint()},
+      {"budget_bytes", spec_.memory.budget_bytes},
+      {"usable_bytes", spec_.memory.usable_bytes()},
+      {"data", {{"fingerprint", corpus_.fingerprint()}, {"slices", slices}}},
+  };
+}
+
+std::vector<Batch> Trainer::Microbatches(int update) const {
+  const TrainingSpec& t = spec_.training;
+  // Sample i of the stream is fixed by (seed, i): neither the split into ranks nor into
+  // microbatches changes which samples the update sees.
+  const std::int64_t first_sample =
+      static_cast<std::int64_t>(update) * t.effective_batch + share_.offset;
+  std::vector<Batch> microbatches;
+  for (std::int64_t done = 0; done < share_.count; done += spec_.plan.microbatch) {
+    const std::int64_t count = std::min<std::int64_t>(spec_.plan.microbatch, share_.count - done);
+    Batch batch =
+        corpus_.TrainingSamples(t.seed, first_sample + done, count, model_->sample_format());
+    batch.inputs = batch.inputs.to(device_);
+    batch.targets = batch.targets.to(device_);
+    microbatches.push_back(std::move(batch));
+  }
+  return microbatches;
+}
+
+void Trainer::set_test_only_fault(TrainingFault fault) {
+  fault_ = fault;
+  model_->set_test_only_fresh_recompute(fault == TrainingFault::kRecomputeFreshRng);
+}
+
+UpdateStats Trainer::TrainUpdate(int update, const AfterForward& after_forward) {
+  const TrainingSpec& t = spec_.training;
+  UpdateStats stats;
+  const int schedule_step =
+      fault_ == TrainingFault::kLrPerMicrobatch ? update * spec_.plan.accumulation_steps : update;
+  stats.lr = LearningRateAt(spec_.optimizer, spec_.schedule, schedule_step, t.updates);
+  for (auto& group : optimizer_->param_groups()) {
+    static_cast<torch::optim::AdamWOptions&>(group.options()).lr(stats.lr);
+  }
+  const std::vector<Batch> microbatches = Microbatches(update);
+  ZeroGradients(*optimizer_);
+  AccumulationHooks hooks{after_forward, {}, fault_};
+  if (fault_ == TrainingFault::kStepPerMicrobatch || fault_ == TrainingFault::kClipPerMicrobatch) {
+    hooks.after_backward = [&](std::size_t index) {
+      if (index + 1 == microbatches.size()) return;  // the update's own step follows
+      if (fault_ == TrainingFault::kClipPerMicrobatch) {
+        torch::nn::utils::clip_grad_norm_(model_->parameters(), t.grad_clip);
+        return;
+      }
+      UnscaleClipStep(*model_, *optimizer_, t.grad_clip, precision_context());
+      ZeroGradients(*optimizer_);
+    };
+  }
+  stats.loss = AccumulateGradients(*model_, microbatches, precision_context(), hooks, group_);
+  if (!std::isfinite(stats.loss)) return stats;  // the caller stops; no step on a diverged loss
+  if (fault_ == TrainingFault::kInfGradient && update >= 1) {
+    torch::NoGradGuard no_grad;
+    model_->parameters().front().grad().view(-1)[0] = std::numeric_limits<double>::infinity();
+  }
+  const StepResult step = [&] {
+    RECORD_USER_SCOPE(kOptimizerScope);  // the op profiler's "optimizer" group
+    return UnscaleClipStep(*model_, *optimizer_, t.grad_clip, precision_context(), before_clip_);
+  }();
+  stats.grad_norm = step.grad_norm;
+  stats.skipped = step.skipped;
+  stats.nonfinite_gradient = step.nonfinite_gradient;
+  return stats;
+}
+
+std::vector<SliceLoss> Trainer::Evaluate() {
+  torch::NoGradGuard no_grad;
+  model_->eval();
+  std::vector<SliceLoss> losses;
+  for (std::size_t i = 0; i < corpus_.slices().size(); ++i) {
+    const Batch batch =
+        corpus_.HeldOutSamples(i, spec_.data.eval_windows_per_slice, model_->sample_format());
+    const LossTerms terms =
+        model_->Loss(model_->forward(batch.inputs.to(device_)), batch.targets.to(device_));
+    losses.push_back(
+        {corpus_.slices()[i].name, terms.sum.item<double>() / static_cast<double>(terms.count)});
+  }
+  model_->train();
+  return losses;
+}
+
+Result<Trainer::ResumePoint> Trainer::ResumeFrom(const TrainerOptions& options) {
+  ResumePoint point;
+  if (options.resume == Resume::kNo) return point;
+  Result<CheckpointState> state =
+      LoadTrainingCheckpoint(options.checkpoint_path, *model_, *optimizer_, job_identity_, device_);
+  // Missing, or another job's (refused before any tensor is loaded): start afresh.
+  const bool ignorable =
+      !state.ok() && (state.status().code() == Status::Code::kNotFound ||
+                      state.status().code() == Status::Code::kFailedPrecondition);
+  if (options.resume == Resume::kIfCompatible && ignorable) {
+    point.warnings.push_back({{"event", "warning"},
+                              {"kind", "checkpoint_ignored"},
+                              {"message", state.status().message() + "; starting from update 0"}});
+    return point;
+  }
+  // A damaged checkpoint would fail every later attempt the same way (each night's too):
+  // kept aside for inspection, never deleted, and the job starts afresh.
+  if (options.resume == Resume::kIfCompatible && !state.ok() &&
+      state.status().code() == Status::Code::kCorruption) {
+    if (!leader()) return point;  // rank 0 keeps it aside and says so
+    const std::string kept = options.checkpoint_path + ".corrupt";
+    std::error_code ec;
+    std::filesystem::rename(options.checkpoint_path, kept, ec);
+    if (ec) return state.status();
+    point.warnings.push_back(
+        {{"event", "warning"},
+         {"kind", "checkpoint_corrupt"},
+         {"message", state.status().message() + "; kept as " + kept + ", starting from update 0"}});
+    return point;
+  }
+  if (!state.ok()) return state.status();
+  point.updates_done = state->updates_done;
+  model_->to(device_);  // loading may have replaced parameter storage with host tensors
+  if (scaler_ && state->loss_scale) scaler_->Restore(*state->loss_scale, state->clean_updates);
+  const std::string here = c10::DeviceTypeName(device_.type(), /*lower_case=*/true);
+  if (state->written_on != here) {
+    point.warnings.push_back(
+        {{"event", "warning"},
+         {"kind", "checkpoint_device_changed"},
+         {"message", "checkpoint written on " + state->written_on + ", resumed on " + here +
+                         ": parameters and AdamW state moved to " + here +
+                         "; dropout masks from here on come from the " + here + " generator"}});
+  }
+  return point;
+}
+
+Status Trainer::CheckRanksAgree(int updates_done) {
+  if (group_ == nullptr) return Status::Ok();
+  const double sum = group_->Sum(updates_done);
+  if (sum == static_cast<double>(updates_done) * group_->world_size()) return Status::Ok();
+  return Status::FailedPrecondition(
+      "rank " + std::to_string(group_->rank()) + " resumed from update " +
+      std::to_string(updates_done) + " but the ranks' mean is " +
+      std::to_string(sum / group_->world_size()) +
+      ": the ranks read different checkpoints (is the output directory shared?)");
+}
+
+bool Trainer::StopRequested(const TrainerOptions& options) {
+  const bool here = options.stop_requested != nullptr && options.stop_requested->load();
+  return group_ == nullptr ? here : group_->Any(here);
+}
+
+// Wall-clock bookkeeping of one Run(): throughput counts the updates after the warm-up.
+struct Trainer::RunTiming {
+  explicit RunTiming(int first_update) : first(first_update) {}
+  void Count(int update, double seconds) {
+    if (update - first < kWarmupUpdates) return;
+    ++measured_updates;
+    measured_seconds += seconds;
+  }
+  double ElapsedSeconds() const { return Seconds(Clock::now() - started); }
+
+  const Clock::time_point started = Clock::now();
+  const int first;
+  double measured_seconds = 0;  // update time after warm-up, evals and checkpoints excluded
+  int measured_updates = 0;
+};
+
+void Trainer::EmitStart(const ResumePoint& resumed) {
+  sink_->Emit(StartEvent(resumed.updates_done));
+  for (const nlohmann::json& warning : resumed.warnings) sink_->Emit(warning);
+  if (model_->has_batch_statistics() && spec_.plan.accumulation_steps > 1) {
+    sink_->Emit({{"event", "warning"},
+                 {"kind", "batch_norm_accumulation"},
+                 {"message", "the model normalises over each microbatch (BatchNorm): with " +
+                                 std::to_string(spec_.plan.accumulation_steps) +
+                                 " accumulation steps its statistics cover " +
+                                 std::to_string(spec_.plan.microbatch) +
+                                 " samples, not the effective batch of " +
+                                 std::to_string(spec_.training.effective_batch) +
+                                 ", so accumulation is not equivalent to one large batch"}});
+  }
+}
+
+Status Trainer::SaveCheckpoint(const TrainerOptions& options, int updates_done,
+                               const char* reason) {
+  if (!leader()) return Status::Ok();
+  CheckpointState state{updates_done, job_identity_, std::nullopt, 0};
+  if (scaler_) {
+    state.loss_scale = scaler_->scale();
+    state.clean_updates = scaler_->clean_updates();
+  }
+  Status s = SaveTrainingCheckpoint(options.checkpoint_path, *model_, *optimizer_, state, device_);
+  if (s.ok()) {
+    sink_->Emit({{"event", "checkpoint"},
+                 {"update", updates_done},
+                 {"path", options.checkpoint_path},
+                 {"reason", reason}});
+  }
+  return s;
+}
+
+void Trainer::EmitUpdate(const UpdateStats& stats, int updates_done, double update_seconds,
+                         const RunTiming& timing) {
+  const int updates = spec_.training.updates;
+  const double mean_update = timing.measured_updates > 0
+                                 ? timing.measured_seconds / timing.measured_updates
+                                 : update_seconds;
+  const double samples_per_second = spec_.training.effective_batch / update_seconds;
+  sink_->Emit({{"event", "update"},
+               {"update", updates_done},
+               {"updates", updates},
+               {"loss", stats.loss},
+               {"lr", stats.lr},
+               {"grad_norm", std::isfinite(stats.grad_norm) ? nlohmann::json(stats.grad_norm)
+                                                            : nlohmann::json(nullptr)},
+               {"skipped", stats.skipped},
+               {"update_seconds", update_seconds},
+               {"samples_per_second", samples_per_second},
+               {"tokens_per_second", samples_per_second * corpus_.window()},
+               {"live_bytes", MemoryOf(device_).live_bytes()},
+               {"elapsed_seconds", timing.ElapsedSeconds()},
+               {"eta_seconds", mean_update * (updates - updates_done)}});
+}
+
+void Trainer::EmitInitialEval() {
+  const std::vector<SliceLoss> losses = Evaluate();
+  sink_->Emit({{"event", "eval"},
+               {"update", 0},
+               {"initial", true},
+               {"init_from", spec_.init_from.path},
+               {"slices", SlicesJson(losses)},
+               {"mean_loss", MeanLoss(losses)}});
+}
+
+Status Trainer::EvaluateAndCheckpoint(const TrainerOptions& options, TrainOutcome* outcome) {
+  if (!leader()) return Status::Ok();
+  const TrainingSpec& t = spec_.training;
+  const bool last = outcome->updates_done == t.updates;
+  if (last || outcome->updates_done % t.eval_interval == 0) {
+    outcome->eval = Evaluate();
+    sink_->Emit({{"event", "eval"},
+                 {"update", outcome->updates_done},
+                 {"slices", SlicesJson(outcome->eval)},
+                 {"mean_loss", MeanLoss(outcome->eval)}});
+  }
+  if (last || outcome->updates_done % t.checkpoint_interval == 0) {
+    return SaveCheckpoint(options, outcome->updates_done, last ? "final" : "interval");
+  }
+  return Status::Ok();
+}
+
+Result<nlohmann::json> Trainer::WriteModelFiles(const TrainerOptions& options,
+                                                TrainOutcome* outcome) {
+  TemporaryFile temporary(options.model_path);
+  model_->SaveArtifact(temporary.path());
+  if (Status s = temporary.Commit(); !s.ok()) return s;
+  Result<std::string> hash = Sha256File(options.model_path);
+  if (!hash.ok()) return hash.status();
+  outcome->model_sha256 = *hash;
+  // Beside it: the weights as safetensors and what they are, for code without trainerd.
+  const std::filesystem::path dir = std::filesystem::path(options.model_path).parent_path();
+  const std::string weights = (dir / "model.safetensors").string();
+  const std::string description = (dir / "model.json").string();
+  const bool scripted = spec_.model.kind == ModelKind::kTorchScript;
+  const nlohmann::json files = {
+      {"weights", "model.safetensors"},
+      {scripted ? "module" : "state", std::filesystem::path(options.model_path).filename()}};
+  if (Status s =
+          WriteSafetensors(weights, model_->StateDict(),
+                           {{"format", "pt"}, {"trainerd_model", ToString(spec_.model.kind)}});
+      !s.ok()) {
+    return s;
+  }
+  Result<std::string> weights_hash = Sha256File(weights);
+  if (!weights_hash.ok()) return weights_hash.status();
+  const nlohmann::json about =
+      DescribeModel(spec_, *model_, job_identity_, corpus_.fingerprint(), files);
+  if (Status s = WriteFileAtomically(description, about.dump(2) + "\n"); !s.ok()) return s;
+  return nlohmann::json{
+      {"weights", weights}, {"weights_sha256", *weights_hash}, {"description", description}};
+}
+
+Status Trainer::Finish(const TrainerOptions& options, const RunTiming& timing,
+                       TrainOutcome* outcome) {
+  Result<nlohmann::json> model_files = WriteModelFiles(options, outcome);
+  if (!model_files.ok()) return model_files.status();
+  const TrainingSpec& t = spec_.training;
+  const double elapsed = timing.ElapsedSeconds();
+  // No update ran in this process: no loss or throughput to report (null, never 0).
+  const bool trained = outcome->updates_done > timing.first;
+  const auto measured_or_null = [trained](double value) {
+    return trained ? nlohmann::json(value) : nlohmann::json(nullptr);
+  };
+  // Too short a run to exclude warm-up: fall back to the whole elapsed time.
+  const bool measured = timing.measured_updates > 0;
+  const double throughput_seconds = measured ? timing.measured_seconds : elapsed;
+  const int throughput_updates = measured ? timing.measured_updates : t.updates - timing.first;
+  const double samples_per_second =
+      throughput_updates * static_cast<double>(t.effective_batch) / throughput_seconds;
+  DeviceMemory& memory = MemoryOf(device_);
+  const std::int64_t peak_bytes = memory.peak_bytes();
+  const std::int64_t reserved_peak_bytes = memory.peak_reserved_bytes();
+  double peak_flops = 0;
+  {
+    ScopedMemoryLimit lifted(memory, 0);  // the probe's matrices are not the job's memory
+    peak_flops = PeakFlops(spec_.plan.precision, device_, options.peak_flops_cache);
+  }
+  const FlopsPerSample per_sample = ModelFlopsPerSample(spec_.model, CountParameters(*model_));
+  const std::optional<double> flops_per_sample = per_sample.value;
+  // The peak is one rank's (this process's device and threads): MFU compares it with a
+  // rank's share of the job's FLOP/s.
+  const int world_size = this->world_size();
+  const ThroughputAssessment flops = AssessThroughput(
+      flops_per_sample ? std::optional<double>(samples_per_second * *flops_per_sample / world_size)
+                       : std::nullopt,
+      peak_flops, per_sample.method);
+  sink_->Emit(
+      {{"event", "finish"},
+       {"updates", outcome->updates_done},
+       {"updates_trained", outcome->updates_done - timing.first},
+       {"final_train_loss", measured_or_null(outcome->final_train_loss)},
+       {"eval_slices", SlicesJson(outcome->eval)},
+       {"eval_mean_loss", MeanLoss(outcome->eval)},
+       {"model_path", options.model_path},
+       {"model_sha256", outcome->model_sha256},
+       {"model_files", *model_files},
+       {"elapsed_seconds", elapsed},
+       {"samples_per_second", measured_or_null(samples_per_second)},
+       {"world_size", world_size},
+       {"samples_per_second_per_rank", measured_or_null(samples_per_second / world_size)},
+       {"tokens_per_second", measured_or_null(samples_per_second * corpus_.window())},
+       {"throughput_method",
+        "wall clock per optimizer update after device synchronization, evaluation and "
+        "checkpoints excluded, first " +
+            std::to_string(kWarmupUpdates) + " updates excluded as warm-up"},
+       {"peak_bytes", peak_bytes},
+       {"reserved_peak_bytes", reserved_peak_bytes},
+       {"memory_method", memory.method()},
+       {"model_flops_per_sample",
+        flops_per_sample ? nlohmann::json(*flops_per_sample) : nlohmann::json(nullptr)},
+       {"flops_method", per_sample.method},
+       {"model_flops_per_second", flops_per_sample
+                                      ? nlohmann::json(flops.achieved_flops * world_size)
+                                      : nlohmann::json(nullptr)},
+       {"peak_flops_per_second", flops.peak_flops},
+       {"mfu", trained && flops.valid ? nlohmann::json(flops.mfu) : nlohmann::json(nullptr)},
+       {"measurement_valid", trained && flops.valid},
+       {"measurement_note",
+        trained ? flops.note : "resumed at the job's last update: nothing trained"},
+       {"hardware", HardwareFingerprint()}});
+  return Status::Ok();
+}
+
+Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
+  TrainOutcome outcome;
+  try {
+    Result<ResumePoint> resumed = ResumeFrom(options);
+    if (!resumed.ok()) return resumed.status();
+    outcome.updates_done = resumed->updates_done;
+    if (Status s = CheckRanksAgree(outcome.updates_done); !s.ok()) return s;
+    model_->train();
+    EmitStart(*resumed);
+    if (!spec_.init_from.path.empty() && outcome.updates_done == 0 && leader()) {
+      EmitInitialEval();
+    }
+
+    DeviceMemory& memory = MemoryOf(device_);
+    memory.ResetPeak();
+    LeakDetector leaks(options.leak_detection);
+    torch::Tensor retained_by_test_hook;
+    RunTiming timing(outcome.updates_done);
+    for (int update = outcome.updates_done; update < spec_.training.updates; ++update) {
+      if (StopRequested(options)) {
+        if (Status s = SaveCheckpoint(options, outcome.updates_done, "signal"); !s.ok()) return s;
+        outcome.kind = TrainOutcome::Kind::kInterrupted;
+        return outcome;
+      }
+      // Live bytes at the same point of every update: growth means something keeps a graph.
+      if (leaks.Observe(memory.live_bytes())) {
+        outcome.kind = TrainOutcome::Kind::kLeak;
+        outcome.message = "live memory grew by " + FormatBytes(leaks.growth_bytes()) +
+                          " over the last updates and keeps growing: a tensor that holds a "
+                          "graph is being retained across updates";
+        outcome.details = {{"update", update + 1},
+                           {"growth_bytes", leaks.growth_bytes()},
+                           {"ledger", LedgerSnapshot()}};
+        return outcome;
+      }
+      const DeviceTimer update_timer(device_);
+      const UpdateStats stats = TrainUpdate(update);
+      const double update_seconds = update_timer.Seconds();
+      if (!std::isfinite(stats.loss) || stats.nonfinite_gradient) {
+        outcome.kind = TrainOutcome::Kind::kDiverged;
+        outcome.message =
+            (stats.nonfinite_gradient
+                 ? "the gradient norm is " + std::to_string(stats.grad_norm) +
+                       " with a finite loss (" + std::to_string(stats.loss) + ")"
+                 : "training loss is " + std::to_string(stats.loss)) +
+            " at update " + std::to_string(update + 1) +
+            "; no step was taken and nothing was written. Lower optimizer.lr or check the data";
+        return outcome;
+      }
+      if (options.test_only_retain_loss_graph) {
+        const Batch batch = Microbatches(update).front();
+        const torch::Tensor loss = model_->Loss(model_->forward(batch.inputs), batch.targets).sum;
+        retained_by_test_hook =
+            retained_by_test_hook.defined() ? retained_by_test_hook + loss : loss;
+      }
+      outcome.updates_done = update + 1;
+      outcome.final_train_loss = stats.loss;
+      timing.Count(update, update_seconds);
+      EmitUpdate(stats, outcome.updates_done, update_seconds, timing);
+      if (Status s = EvaluateAndCheckpoint(options, &outcome); !s.ok()) return s;
+    }
+    if (!leader()) return outcome;  // rank 0 writes the model and reports
+    // Resumed from the job's final checkpoint (its daemon died before recording the
+    // finished run): nothing is left to train, but the finish event still reports the
+    // model's real eval losses.
+    if (outcome.eval.empty()) outcome.eval = Evaluate();
+    if (Status s = Finish(options, timing, &outcome); !s.ok()) return s;
+  } catch (const c10::OutOfMemoryError& e) {
+    outcome.kind = TrainOutcome::Kind::kOutOfMemory;
+    outcome.message = e.what_without_backtrace();
+    outcome.details = {{"update", outcome.updates_done + 1},
+                       {"plan", ToJson(spec_.plan)},
+                       {"ledger", LedgerSnapshot()}};
+    return outcome;
+  } catch (const c10::Error& e) {
+    return Status::Internal(std::string("LibTorch: ") + e.what_without_backtrace());
+  }
+  return outcome;
+}
+
+}  // namespace trainerd

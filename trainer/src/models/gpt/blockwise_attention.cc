@@ -1,0 +1,434 @@
+#include "models/gpt/blockwise_attention.h"
+
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+#include <ATen/record_function.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "trainerd/trainer/device/op_scopes.h"
+#include "trainerd/trainer/semantics/sample_dropout.h"
+
+namespace trainerd {
+namespace {
+
+// ---- Row kernels, on float rows, in GCC vector extensions ---------------------------------
+// Eight lanes: one AVX register in the AVX2 clone, two SSE registers in the default one. The
+// helpers are inlined into each clone, so the ABI of passing 32-byte vectors (GCC's -Wpsabi
+// note, given for the whole file at its end) never applies.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+using Float8 = float __attribute__((vector_size(32)));
+using Int8 = std::int32_t __attribute__((vector_size(32)));
+constexpr std::int64_t kLanes = 8;
+
+// Lanes [0, count) of `from` (count <= 8), the others `fill`.
+__attribute__((always_inline)) inline Float8 Load(const float* from, std::int64_t count = kLanes,
+                                                  float fill = 0) {
+  Float8 v = {fill, fill, fill, fill, fill, fill, fill, fill};
+  std::memcpy(&v, from, static_cast<std::size_t>(count) * sizeof(float));
+  return v;
+}
+
+__attribute__((always_inline)) inline void StoreLanes(Float8 v, float* to,
+                                                      std::int64_t count = kLanes) {
+  std::memcpy(to, &v, static_cast<std::size_t>(count) * sizeof(float));
+}
+
+// Keep flags (0 or 1) as floats, lanes [0, count); 0 in the others.
+__attribute__((always_inline)) inline Float8 KeepMask(const std::uint8_t* keep,
+                                                      std::int64_t count = kLanes) {
+  using Byte8 = std::uint8_t __attribute__((vector_size(8)));
+  Byte8 bytes = {};
+  std::memcpy(&bytes, keep, static_cast<std::size_t>(count));
+  return __builtin_convertvector(bytes, Float8);
+}
+
+// 1 in lanes [0, count), 0 in the others.
+__attribute__((always_inline)) inline Float8 FirstLanes(std::int64_t count) {
+  const Float8 index = {0, 1, 2, 3, 4, 5, 6, 7};
+  return index < static_cast<float>(count) ? 1.0F + Float8{} : Float8{};
+}
+
+// Cephes' expf: range reduction by ln 2 (in two parts) and a degree-6 polynomial, within 2 ulp
+// on [-87, 88]; arguments below -87 give about 1e-38 rather than 0.
+__attribute__((always_inline)) inline Float8 Exp(Float8 x) {
+  x = x < -87.0F ? -87.0F + Float8{} : x;
+  x = x > 88.0F ? 88.0F + Float8{} : x;
+  const Float8 n = (x * 1.44269504088896341F + 12582912.0F) - 12582912.0F;  // round to nearest
+  const Float8 r = x - n * 0.693359375F + n * 2.12194440e-4F;
+  Float8 p = 1.9875691500e-4F * r + 1.3981999507e-3F;
+  p = p * r + 8.3334519073e-3F;
+  p = p * r + 4.1665795894e-2F;
+  p = p * r + 1.6666665459e-1F;
+  p = p * r + 5.0000001201e-1F;
+  p = p * r * r + r + 1.0F;
+  const Int8 bits = (__builtin_convertvector(n, Int8) + 127) << 23;
+  return p * std::bit_cast<Float8>(bits);
+}
+
+// Calls body(j, count) on lanes [j, j + count) of a row of n: whole vectors (count the constant
+// kLanes, so that loads and stores are single instructions), then the tail.
+template <typename Body>
+__attribute__((always_inline)) inline void ForLanes(std::int64_t n, Body body) {
+  std::int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) body(j, kLanes);
+  if (j < n) body(j, n - j);
+}
+
+__attribute__((target_clones("avx2", "default"))) float RowMax(const float* x, std::int64_t n) {
+  constexpr float kLowest = -std::numeric_limits<float>::infinity();
+  Float8 max = Load(x, 0, kLowest);
+  ForLanes(
+      n, [&](std::int64_t j, std::int64_t count) __attribute__((always_inline)) {
+        const Float8 v = Load(x + j, count, kLowest);
+        max = v > max ? v : max;
+      });
+  float result = kLowest;
+  for (std::int64_t l = 0; l < kLanes; ++l) result = std::max(result, max[l]);
+  return result;
+}
+
+// e[j] = exp(x[j] * scale - shift) for j < n; returns their sum.
+__attribute__((target_clones("avx2", "default"))) float ExpRow(const float* x, std::int64_t n,
+                                                               float scale, float shift, float* e) {
+  Float8 sum = {};
+  ForLanes(
+      n, [&](std::int64_t j, std::int64_t count) __attribute__((always_inline)) {
+        Float8 v = Exp(Load(x + j, count) * scale - shift);
+        if (count < kLanes) v *= FirstLanes(count);  // the padding's exp is not 0
+        sum += v;
+        StoreLanes(v, e + j, count);
+      });
+  float result = 0;
+  for (std::int64_t l = 0; l < kLanes; ++l) result += sum[l];
+  return result;
+}
+
+// p[j] = e[j] * kept_scale where keep[j], else 0.
+__attribute__((target_clones("avx2", "default"))) void DropRow(const float* e,
+                                                               const std::uint8_t* keep,
+                                                               std::int64_t n, float kept_scale,
+                                                               float* p) {
+  ForLanes(
+      n, [&](std::int64_t j, std::int64_t count) __attribute__((always_inline)) {
+        StoreLanes(Load(e + j, count) * KeepMask(keep + j, count) * kept_scale, p + j, count);
+      });
+}
+
+// The backward of one row of dropout(softmax(s * scale)), from the saved log-sum-exp `lse`:
+// pd = the dropped-out weights (for dV), ds = the gradient of the unscaled scores s. As
+// softmax's own backward: ds = p * (dp - sum(p * dp)), with dp = keep * dpd / (1 - p), so a
+// row of one key gets exactly 0.
+__attribute__((target_clones("avx2", "default"))) void SoftmaxDropoutBackwardRow(
+    const float* s, const float* dpd, const std::uint8_t* keep, std::int64_t n, float scale,
+    float lse, float kept_scale, float* pd, float* ds) {
+  Float8 sum = {};
+  ForLanes(
+      n, [&](std::int64_t j, std::int64_t count) __attribute__((always_inline)) {
+        Float8 p = Exp(Load(s + j, count) * scale - lse);
+        if (count < kLanes) p *= FirstLanes(count);
+        const Float8 dropped = p * KeepMask(keep + j, count) * kept_scale;
+        sum += dropped * Load(dpd + j, count);
+        StoreLanes(dropped, pd + j, count);
+        StoreLanes(p, ds + j, count);
+      });
+  float d = 0;
+  for (std::int64_t l = 0; l < kLanes; ++l) d += sum[l];
+  ForLanes(
+      n, [&](std::int64_t j, std::int64_t count) __attribute__((always_inline)) {
+        const Float8 dp = Load(dpd + j, count) * KeepMask(keep + j, count) * kept_scale;
+        StoreLanes(Load(ds + j, count) * (dp - d) * scale, ds + j, count);
+      });
+}
+
+// ---- Rows of the blocks, in the tensors' dtype ---------------------------------------------
+
+// A row of `scalar_t` read as floats: the row itself for float, else a converted copy.
+template <typename scalar_t>
+const float* AsFloat(const scalar_t* row, std::int64_t n, std::vector<float>& buffer) {
+  if constexpr (std::is_same_v<scalar_t, float>) {
+    return row;
+  } else {
+    buffer.resize(static_cast<std::size_t>(n));
+    for (std::int64_t j = 0; j < n; ++j) buffer[j] = static_cast<float>(row[j]);
+    return buffer.data();
+  }
+}
+
+// Writes `n` floats to `row` and zeros to the rest of its `width` (the masked columns).
+template <typename scalar_t>
+void Store(const float* values, std::int64_t n, std::int64_t width, scalar_t* row) {
+  if constexpr (std::is_same_v<scalar_t, float>) {
+    if (values != row) std::memcpy(row, values, static_cast<std::size_t>(n) * sizeof(float));
+  } else {
+    for (std::int64_t j = 0; j < n; ++j) row[j] = static_cast<scalar_t>(values[j]);
+  }
+  std::fill(row + n, row + width, static_cast<scalar_t>(0));
+}
+
+// A block of queries of a range of heads. Blocks are [heads, rows, width]: block row r is query
+// i0 + r % rows of head first_head + r / rows (head g: sample g / H, head g % H).
+struct BlockShape {
+  std::int64_t first_head;
+  std::int64_t heads;
+  std::int64_t n_head;  // H
+  std::int64_t t;
+  std::int64_t i0;
+  std::int64_t rows;
+  std::int64_t width;  // i0 + rows: the keys up to the block's last query
+
+  std::int64_t Head(std::int64_t r) const { return first_head + r / rows; }
+  std::int64_t Query(std::int64_t r) const { return i0 + r % rows; }
+};
+
+// The blocks of `rows_per_block` queries of heads [first_head, first_head + heads), in order.
+std::vector<BlockShape> BlocksOf(std::int64_t first_head, std::int64_t heads, std::int64_t n_head,
+                                 std::int64_t t, std::int64_t rows_per_block) {
+  std::vector<BlockShape> blocks;
+  for (std::int64_t i0 = 0; i0 < t; i0 += rows_per_block) {
+    const std::int64_t rows = std::min(rows_per_block, t - i0);
+    blocks.push_back({first_head, heads, n_head, t, i0, rows, i0 + rows});
+  }
+  return blocks;
+}
+
+// The keep flags of query i's weights in head g: element (h, i, j) of the sample's [H, T, T]
+// weights, as ExplicitCausalAttention's dropout numbers it.
+void AttentionKeepFlags(const std::optional<DropoutCounters>& dropout, const BlockShape& shape,
+                        std::int64_t g, std::int64_t i, std::int64_t n, std::uint8_t* keep) {
+  if (!dropout) {
+    std::fill(keep, keep + n, std::uint8_t{1});
+    return;
+  }
+  const std::int64_t h = g % shape.n_head;
+  KeepFlags(dropout->RowSeed(g / shape.n_head),
+            static_cast<std::uint32_t>((h * shape.t + i) * shape.t), n, dropout->KeepBelow(), keep);
+}
+
+// One thread's row buffers, for rows up to `width` long.
+struct RowScratch {
+  explicit RowScratch(std::int64_t width)
+      : c(static_cast<std::size_t>(width)),
+        d(static_cast<std::size_t>(width)),
+        keep(static_cast<std::size_t>(width)) {}
+  std::vector<float> a, b;  // rows converted to float, where they are not float
+  std::vector<float> c, d;
+  std::vector<std::uint8_t> keep;
+};
+
+// Scores S of a block to its dropped-out weights P, in place; lse[g * T + i] gets each row's
+// log-sum-exp of the scaled scores.
+template <typename scalar_t>
+void SoftmaxDropoutForward(torch::Tensor& scores, const BlockShape& shape, float scale,
+                           const std::optional<DropoutCounters>& dropout, float* lse,
+                           RowScratch& scratch) {
+  scalar_t* data = scores.data_ptr<scalar_t>();
+  const float kept_scale = dropout ? static_cast<float>(dropout->KeptScale()) : 1.0F;
+  for (std::int64_t r = 0; r < shape.heads * shape.rows; ++r) {
+    const std::int64_t g = shape.Head(r), i = shape.Query(r), n = i + 1;
+    scalar_t* row = data + r * shape.width;
+    const float* s = AsFloat(row, n, scratch.a);
+    float* e = scratch.c.data();
+    const float max = RowMax(s, n) * scale;
+    const float sum = ExpRow(s, n, scale, max, e);
+    lse[g * shape.t + i] = max + std::log(sum);
+    AttentionKeepFlags(dropout, shape, g, i, n, scratch.keep.data());
+    DropRow(e, scratch.keep.data(), n, kept_scale / sum, e);
+    Store(e, n, shape.width, row);
+  }
+}
+
+// From the recomputed scores S and dPd = dO v^T of a block, in place: S becomes the dropped-out
+// weights Pd, dPd the gradient of the unscaled scores.
+template <typename scalar_t>
+void SoftmaxDropoutBackward(torch::Tensor& scores, torch::Tensor& grad, const BlockShape& shape,
+                            float scale, const std::optional<DropoutCounters>& dropout,
+                            const float* lse, RowScratch& scratch) {
+  scalar_t* s_data = scores.data_ptr<scalar_t>();
+  scalar_t* g_data = grad.data_ptr<scalar_t>();
+  const float kept_scale = dropout ? static_cast<float>(dropout->KeptScale()) : 1.0F;
+  for (std::int64_t r = 0; r < shape.heads * shape.rows; ++r) {
+    const std::int64_t g = shape.Head(r), i = shape.Query(r), n = i + 1;
+    scalar_t* s_row = s_data + r * shape.width;
+    scalar_t* g_row = g_data + r * shape.width;
+    const float* s = AsFloat(s_row, n, scratch.a);
+    const float* dpd = AsFloat(g_row, n, scratch.b);
+    AttentionKeepFlags(dropout, shape, g, i, n, scratch.keep.data());
+    float* pd = scratch.c.data();
+    float* ds = scratch.d.data();
+    SoftmaxDropoutBackwardRow(s, dpd, scratch.keep.data(), n, scale, lse[g * shape.t + i],
+                              kept_scale, pd, ds);
+    Store(pd, n, shape.width, s_row);
+    Store(ds, n, shape.width, g_row);
+  }
+}
+
+// acc += a @ b, where acc may be a wider dtype than a and b (float accumulators for bf16).
+void AddProduct(torch::Tensor acc, const torch::Tensor& a, const torch::Tensor& b) {
+  if (acc.scalar_type() == a.scalar_type()) {
+    acc.baddbmm_(a, b);
+  } else {
+    acc.add_(at::bmm(a, b));
+  }
+}
+
+// Runs `step(first_head, heads)` on ranges of heads, one range per thread. Heads are
+// independent, so the threads never wait for each other; inside, LibTorch's and BLAS's own
+// threading is off (nested parallelism runs serially) and autograd records nothing (grad mode
+// is per thread, and a pool thread's is on).
+template <typename Step>
+void ForEachHeadRange(std::int64_t heads, Step step) {
+  RECORD_USER_SCOPE(kAttentionScope);
+  at::parallel_for(0, heads, /*grain_size=*/1, [&](std::int64_t begin, std::int64_t end) {
+    const torch::NoGradGuard no_grad;
+    step(begin, end - begin);
+  });
+}
+
+// q, k, v [B * H, T, D] with the shape's [B, H] and the dropout's counters.
+struct AttentionInputs {
+  torch::Tensor q, k, v;
+  std::int64_t n_head;
+  std::optional<DropoutCounters> dropout;
+  std::int64_t rows_per_block;
+
+  float Scale() const { return static_cast<float>(1 / std::sqrt(static_cast<double>(q.size(2)))); }
+};
+
+// Fills o and lse (float [B * H, T]) for heads [g0, g0 + heads).
+void ForwardHeads(const AttentionInputs& in, std::int64_t g0, std::int64_t heads, torch::Tensor& o,
+                  torch::Tensor& lse) {
+  const std::int64_t t = in.q.size(1);
+  const torch::Tensor q = in.q.narrow(0, g0, heads), k = in.k.narrow(0, g0, heads),
+                      v = in.v.narrow(0, g0, heads);
+  RowScratch scratch(t);
+  for (const BlockShape& shape : BlocksOf(g0, heads, in.n_head, t, in.rows_per_block)) {
+    torch::Tensor weights =
+        at::bmm(q.narrow(1, shape.i0, shape.rows), k.narrow(1, 0, shape.width).transpose(1, 2));
+    AT_DISPATCH_FLOATING_TYPES_AND2(
+        at::kBFloat16, at::kHalf, weights.scalar_type(), "blockwise_attention_forward", [&] {
+          SoftmaxDropoutForward<scalar_t>(weights, shape, in.Scale(), in.dropout,
+                                          lse.data_ptr<float>(), scratch);
+        });
+    o.narrow(0, g0, heads)
+        .narrow(1, shape.i0, shape.rows)
+        .copy_(at::bmm(weights, v.narrow(1, 0, shape.width)));
+  }
+}
+
+// Adds heads [g0, g0 + heads)' gradients to dq, dk, dv, from dO [B * H, T, D] and the
+// forward's lse.
+void BackwardHeads(const AttentionInputs& in, std::int64_t g0, std::int64_t heads,
+                   const torch::Tensor& d_o_all, const torch::Tensor& lse, torch::Tensor& dq_all,
+                   torch::Tensor& dk_all, torch::Tensor& dv_all) {
+  const std::int64_t t = in.q.size(1);
+  const torch::Tensor q = in.q.narrow(0, g0, heads), k = in.k.narrow(0, g0, heads),
+                      v = in.v.narrow(0, g0, heads), d_o = d_o_all.narrow(0, g0, heads);
+  torch::Tensor dq = dq_all.narrow(0, g0, heads), dk = dk_all.narrow(0, g0, heads),
+                dv = dv_all.narrow(0, g0, heads);
+  RowScratch scratch(t);
+  for (const BlockShape& shape : BlocksOf(g0, heads, in.n_head, t, in.rows_per_block)) {
+    const torch::Tensor q_block = q.narrow(1, shape.i0, shape.rows);
+    const torch::Tensor d_o_block = d_o.narrow(1, shape.i0, shape.rows);
+    const torch::Tensor keys = k.narrow(1, 0, shape.width);
+    torch::Tensor weights = at::bmm(q_block, keys.transpose(1, 2));
+    torch::Tensor grad_scores = at::bmm(d_o_block, v.narrow(1, 0, shape.width).transpose(1, 2));
+    AT_DISPATCH_FLOATING_TYPES_AND2(
+        at::kBFloat16, at::kHalf, weights.scalar_type(), "blockwise_attention_backward", [&] {
+          SoftmaxDropoutBackward<scalar_t>(weights, grad_scores, shape, in.Scale(), in.dropout,
+                                           lse.data_ptr<float>(), scratch);
+        });
+    AddProduct(dv.narrow(1, 0, shape.width), weights.transpose(1, 2), d_o_block);
+    dq.narrow(1, shape.i0, shape.rows).copy_(at::bmm(grad_scores, keys));
+    AddProduct(dk.narrow(1, 0, shape.width), grad_scores.transpose(1, 2), q_block);
+  }
+}
+
+AttentionInputs InputsOf(const torch::autograd::AutogradContext* context,
+                         const torch::autograd::variable_list& saved, std::int64_t n_head) {
+  return {saved[0],
+          saved[1],
+          saved[2],
+          n_head,
+          SavedDropoutCounters(context),
+          context->saved_data.at("rows_per_block").toInt()};
+}
+
+class BlockwiseAttentionFunction : public torch::autograd::Function<BlockwiseAttentionFunction> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* context, const torch::Tensor& q_in,
+                               const torch::Tensor& k_in, const torch::Tensor& v_in,
+                               const std::optional<DropoutCounters>& dropout,
+                               std::int64_t rows_per_block) {
+    const std::int64_t b = q_in.size(0), h = q_in.size(1), t = q_in.size(2), d = q_in.size(3);
+    SaveDropoutCounters(context, dropout);
+    context->saved_data["rows_per_block"] = rows_per_block;
+    const torch::autograd::variable_list heads = {q_in.contiguous().view({b * h, t, d}),
+                                                  k_in.contiguous().view({b * h, t, d}),
+                                                  v_in.contiguous().view({b * h, t, d})};
+    const AttentionInputs in = InputsOf(context, heads, h);
+    torch::Tensor o = torch::empty({b * h, t, d}, in.q.options());
+    torch::Tensor lse = torch::empty({b * h, t}, in.q.options().dtype(torch::kFloat));
+    ForEachHeadRange(
+        b * h, [&](std::int64_t g0, std::int64_t count) { ForwardHeads(in, g0, count, o, lse); });
+    const torch::Tensor out = o.view({b, h, t, d}).transpose(1, 2).contiguous().view({b, t, h * d});
+    context->save_for_backward({in.q, in.k, in.v, lse});
+    return out;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* context,
+                                                 torch::autograd::variable_list grads) {
+    const torch::autograd::variable_list saved = context->get_saved_variables();
+    const torch::Tensor& lse = saved[3];
+    const std::int64_t bh = saved[0].size(0), t = saved[0].size(1), d = saved[0].size(2);
+    const std::int64_t b = grads[0].size(0), h = bh / b;
+    const AttentionInputs in = InputsOf(context, saved, h);
+    const torch::Tensor grad_out = grads[0].to(in.q.scalar_type()).contiguous();
+    const torch::Tensor d_o =
+        grad_out.view({b, t, h, d}).transpose(1, 2).contiguous().view({bh, t, d});
+    const auto accumulator = in.q.options().dtype(torch::kFloat);
+    torch::Tensor dq = torch::empty_like(in.q);
+    torch::Tensor dk = torch::zeros({bh, t, d}, accumulator);
+    torch::Tensor dv = torch::zeros({bh, t, d}, accumulator);
+    ForEachHeadRange(bh, [&](std::int64_t g0, std::int64_t count) {
+      BackwardHeads(in, g0, count, d_o, lse, dq, dk, dv);
+    });
+    auto split_heads = [&](const torch::Tensor& x) {
+      return x.to(in.q.scalar_type()).view({b, h, t, d});
+    };
+    return {split_heads(dq), split_heads(dk), split_heads(dv), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+bool BlockwiseAttentionSupports(const torch::Tensor& q) {
+  const auto dtype = q.scalar_type();
+  return q.is_cpu() && q.dim() == 4 &&
+         (dtype == torch::kFloat || dtype == torch::kBFloat16 || dtype == torch::kHalf);
+}
+
+torch::Tensor BlockwiseCausalAttention(const torch::Tensor& q, const torch::Tensor& k,
+                                       const torch::Tensor& v,
+                                       const std::optional<DropoutCounters>& dropout,
+                                       std::int64_t rows_per_block) {
+  TORCH_CHECK(rows_per_block > 0, "BlockwiseCausalAttention: rows_per_block ", rows_per_block,
+              " is not positive");
+  TORCH_CHECK(BlockwiseAttentionSupports(q),
+              "BlockwiseCausalAttention takes CPU float, bfloat16 or half q [B, H, T, D], got ",
+              q.scalar_type(), " ", q.sizes(), " on ", q.device());
+  TORCH_CHECK(q.sizes() == k.sizes() && q.sizes() == v.sizes() &&
+                  q.scalar_type() == k.scalar_type() && q.scalar_type() == v.scalar_type(),
+              "BlockwiseCausalAttention: q, k and v differ in shape or dtype");
+  return BlockwiseAttentionFunction::apply(q, k, v, dropout, rows_per_block);
+}
+
+}  // namespace trainerd

@@ -1,0 +1,97 @@
+// GPT-style decoder: token and position embeddings, `n_layer` pre-LayerNorm blocks of causal
+// multi-head self-attention and MLP, final LayerNorm, LM head (not tied to the embedding).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <vector>
+
+#include "trainerd/trainer/models/model.h"
+#include "trainerd/trainer/semantics/sample_dropout.h"
+
+namespace trainerd {
+
+// LayerNorm whose bias can be switched off (LibTorch 1.13's LayerNorm cannot).
+class BiasOptionalLayerNormImpl : public torch::nn::Module {
+ public:
+  BiasOptionalLayerNormImpl(std::int64_t width, bool bias);
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  std::int64_t width_;
+  torch::Tensor weight_;
+  torch::Tensor bias_;  // undefined when disabled
+};
+TORCH_MODULE(BiasOptionalLayerNorm);
+
+// softmax(q k^T / sqrt(d) + causal mask) v for q, k, v [B, H, T, D], with `dropout` on the
+// attention weights, written out: it keeps [B, H, T, T] scores, weights and the dropout mask
+// for backward. The model uses it on LibTorch 1.13; 2.x has the fused
+// at::scaled_dot_product_attention (compat::FusedCausalAttention), tested equal to it.
+torch::Tensor ExplicitCausalAttention(const torch::Tensor& q, const torch::Tensor& k,
+                                      const torch::Tensor& v, SampleDropout& dropout);
+
+// Multi-head causal self-attention, by the first that applies:
+// - LibTorch's fused attention where it has it (2.x) and no attention dropout is drawn (its
+//   kernel draws masks from the default generator, which would make them depend on the
+//   microbatch split);
+// - BlockwiseCausalAttention under `model.kernels: fused` (the default) for CPU tensors;
+// - ExplicitCausalAttention.
+// Dropout sites `site` and `site + 1`.
+class CausalSelfAttentionImpl : public torch::nn::Module {
+ public:
+  CausalSelfAttentionImpl(const GptOptions& options, int site);
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  // q, k, v [B, H, T, D] to [B, T, H * D].
+  torch::Tensor Attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
+
+  int n_head_;
+  GptKernels kernels_;
+  torch::nn::Linear qkv_{nullptr};
+  torch::nn::Linear proj_{nullptr};
+  SampleDropout attn_dropout_{nullptr};
+  SampleDropout resid_dropout_{nullptr};
+};
+TORCH_MODULE(CausalSelfAttention);
+
+// Dropout sites `site` to `site + kDropoutSites - 1`.
+class GptBlockImpl : public torch::nn::Module {
+ public:
+  static constexpr int kDropoutSites = 3;
+  GptBlockImpl(const GptOptions& options, int site);
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  BiasOptionalLayerNorm ln1_{nullptr};
+  CausalSelfAttention attn_{nullptr};
+  BiasOptionalLayerNorm ln2_{nullptr};
+  torch::nn::Sequential mlp_{nullptr};
+  SampleDropout mlp_dropout_{nullptr};
+};
+TORCH_MODULE(GptBlock);
+
+class Gpt : public TrainableModel {
+ public:
+  explicit Gpt(const GptOptions& options);
+
+  torch::Tensor forward(const torch::Tensor& tokens) override;  // [B, T] -> [B, T, vocab]
+  SampleFormat sample_format() const override { return SampleFormat::kNextToken; }
+  int num_blocks() const override { return static_cast<int>(blocks_.size()); }
+  bool has_batch_statistics() const override { return false; }
+
+  GptBlock& block(int index) { return blocks_.at(static_cast<std::size_t>(index)); }
+  const GptOptions& options() const { return options_; }
+
+ private:
+  GptOptions options_;
+  torch::nn::Embedding token_embedding_{nullptr};
+  torch::nn::Embedding position_embedding_{nullptr};
+  SampleDropout embedding_dropout_{nullptr};
+  std::vector<GptBlock> blocks_;
+  BiasOptionalLayerNorm final_norm_{nullptr};
+  torch::nn::Linear lm_head_{nullptr};
+};
+
+}  // namespace trainerd

@@ -1,0 +1,160 @@
+#include "trainerd/trainer/plan/memory_ledger.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <utility>
+
+#include "trainerd/trainer/device/device_memory.h"
+#include "trainerd/trainer/device/device_timer.h"
+#include "trainerd/trainer/loop/gradient_accumulation.h"
+#include "trainerd/trainer/loop/model_state_bytes.h"
+#include "trainerd/trainer/loop/trainer.h"
+#include "trainerd/trainer/spec/units.h"
+
+namespace trainerd {
+namespace {
+
+// Live bytes each block leaves behind in one forward with `checkpointed` blocks.
+std::vector<std::pair<std::int64_t, double>> MeasureBlocks(Trainer& trainer, DeviceMemory& memory,
+                                                           const torch::Tensor& inputs,
+                                                           const std::vector<int>& checkpointed,
+                                                           Precision precision) {
+  TrainableModel& model = trainer.model();
+  std::vector<std::pair<std::int64_t, double>> per_block(
+      static_cast<std::size_t>(model.num_blocks()));
+  std::int64_t live_before = 0;
+  DeviceTimer timer(trainer.device());
+  model.set_checkpointed_blocks(checkpointed);
+  model.set_block_observer([&](int index, bool after) {
+    if (!after) {
+      live_before = memory.live_bytes();
+      timer.Restart();
+      return;
+    }
+    per_block[static_cast<std::size_t>(index)] = {memory.live_bytes() - live_before,
+                                                  timer.Seconds()};
+  });
+  { torch::Tensor logits = ForwardWithPrecision(model, inputs, precision); }
+  model.set_block_observer({});
+  return per_block;
+}
+
+}  // namespace
+
+Result<MemoryLedger> MeasureLedger(const JobSpec& spec, const Dataset& corpus) {
+  MemoryLedger ledger;
+  ledger.plan = spec.plan;
+  ledger.budget_bytes = spec.memory.budget_bytes;
+  ledger.usable_bytes = spec.memory.usable_bytes();
+  try {
+    NullEventSink discard;
+    Trainer trainer(spec, corpus, &discard);
+    DeviceMemory& memory = MemoryOf(trainer.device());
+    ledger.method = memory.method();
+    ScopedMemoryLimit lifted(memory, 0);
+
+    trainer.TrainUpdate(0);  // AdamW state now exists
+    for (const auto& p : trainer.model().parameters()) ledger.parameters_bytes += TensorBytes(p);
+    ledger.gradients_bytes = GradientBytes(trainer.model());
+    ledger.optimizer_state_bytes = AdamWStateBytes(trainer.optimizer());
+    for (const Batch& b : trainer.Microbatches(1)) {
+      ledger.inputs_bytes += TensorBytes(b.inputs) + TensorBytes(b.targets);
+    }
+
+    const std::int64_t live_at_start = memory.live_bytes();
+    memory.ResetPeak();
+    trainer.TrainUpdate(1, [&](std::size_t index) {
+      if (index == 0) {
+        ledger.activations_bytes = memory.live_bytes() - live_at_start - ledger.inputs_bytes;
+      }
+    });
+    ledger.peak_bytes = memory.peak_bytes();
+    ledger.reserved_peak_bytes = memory.peak_reserved_bytes();
+    ledger.temporaries_bytes = std::max<std::int64_t>(
+        0, ledger.peak_bytes - ledger.parameters_bytes - ledger.gradients_bytes -
+               ledger.optimizer_state_bytes - ledger.inputs_bytes - ledger.activations_bytes);
+
+    const torch::Tensor inputs = trainer.Microbatches(1).front().inputs;
+    std::vector<int> all(static_cast<std::size_t>(trainer.model().num_blocks()));
+    for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+    const auto plain = MeasureBlocks(trainer, memory, inputs, {}, spec.plan.precision);
+    const auto checkpointed = MeasureBlocks(trainer, memory, inputs, all, spec.plan.precision);
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      ledger.blocks.push_back(
+          {static_cast<int>(i), plain[i].first, checkpointed[i].first, plain[i].second});
+    }
+    ledger.blocks_note = trainer.model().blocks_note();
+  } catch (const c10::Error& e) {
+    return Status::Internal(std::string("measuring the ledger: ") + e.what_without_backtrace());
+  }
+  return ledger;
+}
+
+nlohmann::json MemoryLedger::ToJson() const {
+  nlohmann::json block_list = nlohmann::json::array();
+  for (const BlockActivation& b : blocks) {
+    block_list.push_back({{"index", b.index},
+                          {"activation_bytes", b.activation_bytes},
+                          {"checkpointed_activation_bytes", b.checkpointed_activation_bytes},
+                          {"forward_seconds", b.forward_seconds}});
+  }
+  return {{"parameters_bytes", parameters_bytes},
+          {"gradients_bytes", gradients_bytes},
+          {"optimizer_state_bytes", optimizer_state_bytes},
+          {"activations_bytes", activations_bytes},
+          {"temporaries_bytes", temporaries_bytes},
+          {"inputs_bytes", inputs_bytes},
+          {"peak_bytes", peak_bytes},
+          {"reserved_peak_bytes", reserved_peak_bytes},
+          {"budget_bytes", budget_bytes},
+          {"usable_bytes", usable_bytes},
+          {"plan", trainerd::ToJson(plan)},
+          {"method", method},
+          {"blocks", block_list},
+          {"blocks_note", blocks_note}};
+}
+
+std::string MemoryLedger::ToTable() const {
+  std::vector<std::pair<std::string, std::int64_t>> rows = {
+      {"parameters", parameters_bytes},           {"gradients", gradients_bytes},
+      {"optimizer state", optimizer_state_bytes}, {"activations", activations_bytes},
+      {"temporaries", temporaries_bytes},         {"inputs", inputs_bytes}};
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string out;
+  char line[160];
+  std::snprintf(line, sizeof(line), "%-18s %12s %7s\n", "category", "size", "share");
+  out += line;
+  for (const auto& [name, bytes] : rows) {
+    std::snprintf(
+        line, sizeof(line), "%-18s %12s %6.1f%%\n", name.c_str(), FormatBytes(bytes).c_str(),
+        peak_bytes > 0 ? 100.0 * static_cast<double>(bytes) / static_cast<double>(peak_bytes)
+                       : 0.0);
+    out += line;
+  }
+  std::snprintf(line, sizeof(line), "%-18s %12s\n%-18s %12s %s\n%-18s %12s\n", "peak",
+                FormatBytes(peak_bytes).c_str(), "usable", FormatBytes(usable_bytes).c_str(),
+                peak_bytes <= usable_bytes ? "(fits)" : "(DOES NOT FIT)", "budget",
+                FormatBytes(budget_bytes).c_str());
+  out += line;
+  if (reserved_peak_bytes != peak_bytes) {  // a caching allocator (CUDA) holds more
+    std::snprintf(line, sizeof(line), "%-18s %12s\n", "reserved peak",
+                  FormatBytes(reserved_peak_bytes).c_str());
+    out += line;
+  }
+  if (!blocks_note.empty()) return out + "\n" + blocks_note + "\n";
+  std::snprintf(line, sizeof(line), "\n%-6s %14s %14s %12s\n", "block", "activations",
+                "checkpointed", "forward");
+  out += line;
+  for (const BlockActivation& b : blocks) {
+    std::snprintf(line, sizeof(line), "%-6d %14s %14s %11.1fms\n", b.index,
+                  FormatBytes(b.activation_bytes).c_str(),
+                  FormatBytes(b.checkpointed_activation_bytes).c_str(), b.forward_seconds * 1e3);
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace trainerd

@@ -1,0 +1,547 @@
+#include "trainerd/trainer/plan/planner.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <numeric>
+
+#include "plan/checkpoint_ladder.h"
+#include "trainerd/trainer/device/device_memory.h"
+#include "trainerd/trainer/device/device_timer.h"
+#include "trainerd/trainer/loop/trainer.h"
+#include "trainerd/trainer/plan/memory_ledger.h"
+#include "trainerd/trainer/plan/plan_selection.h"
+#include "trainerd/trainer/spec/units.h"
+
+namespace trainerd {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int Steps(int effective_batch, int microbatch) {
+  return (effective_batch + microbatch - 1) / microbatch;
+}
+
+PlanSpec MakePlan(const JobSpec& spec, int microbatch, std::vector<int> blocks,
+                  Precision precision) {
+  return {microbatch, Steps(spec.training.effective_batch, microbatch), std::move(blocks),
+          precision};
+}
+
+struct Measurement {
+  std::int64_t peak_bytes = 0;
+  double update_seconds = 0;
+  bool oom = false;
+};
+
+// Timed updates of one measurement last at least this long together (at most
+// kMaxTimedUpdates of them): one update of a small job is a tenth of a second, where the
+// machine's noise is of the order of the update itself.
+constexpr double kMinTimedSeconds = 0.5;
+constexpr int kMaxTimedUpdates = 5;
+
+// The fastest of real optimizer updates of `plan` (after one warm-up update, whose time
+// decides how many) under `limit` bytes, and their peak. The fastest, not the median: on a
+// shared machine interference only ever slows an update down. `effective_batch` overrides the
+// job's, so the probe can time a single microbatch.
+Measurement MeasureUpdate(const JobSpec& spec, const Dataset& corpus, const PlanSpec& plan,
+                          int effective_batch, std::int64_t limit) {
+  JobSpec job = spec;
+  job.plan = plan;
+  job.training.effective_batch = effective_batch;
+  Measurement m;
+  NullEventSink discard;
+  try {
+    Trainer trainer(job, corpus, &discard);
+    DeviceMemory& memory = MemoryOf(trainer.device());
+    ScopedMemoryLimit limited(memory, limit);
+    DeviceTimer timer(trainer.device());
+    trainer.TrainUpdate(0);
+    const double warm_up = timer.Seconds();
+    const int timed =
+        std::clamp(static_cast<int>(std::ceil(kMinTimedSeconds / warm_up)), 1, kMaxTimedUpdates);
+    memory.ResetPeak();
+    m.update_seconds = std::numeric_limits<double>::infinity();
+    for (int update = 1; update <= timed; ++update) {
+      timer.Restart();
+      trainer.TrainUpdate(update);
+      m.update_seconds = std::min(m.update_seconds, timer.Seconds());
+    }
+    m.peak_bytes = memory.peak_bytes();
+  } catch (const c10::OutOfMemoryError&) {
+    m.oom = true;
+  }
+  return m;
+}
+
+// Peak and time of one microbatch as linear functions of its size, with no blocks and with
+// every block checkpointed.
+struct PrecisionModel {
+  Precision precision;
+  LinearFit peak_none, peak_all, seconds_none, seconds_all;
+};
+
+bool ForbidsAccumulation(const JobSpec& spec) {
+  return HasBatchStatistics(spec.model) && !spec.training.allow_batch_norm_accumulation;
+}
+
+constexpr const char* kBatchNormAccumulation =
+    "accumulation splits the batch BatchNorm normalises over, so the plan would train another "
+    "job (training.allow_batch_norm_accumulation is false)";
+
+std::string Describe(const PlanSpec& plan) {
+  return "microbatch " + std::to_string(plan.microbatch) + " x " +
+         std::to_string(plan.accumulation_steps) + ", " +
+         std::to_string(plan.checkpoint_blocks.size()) + " blocks checkpointed, " +
+         ToString(plan.precision);
+}
+
+}  // namespace
+
+LinearFit FitLine(const std::vector<double>& x, const std::vector<double>& y) {
+  const double n = static_cast<double>(x.size());
+  const double mx = std::accumulate(x.begin(), x.end(), 0.0) / n;
+  const double my = std::accumulate(y.begin(), y.end(), 0.0) / n;
+  double sxx = 0, sxy = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    sxx += (x[i] - mx) * (x[i] - mx);
+    sxy += (x[i] - mx) * (y[i] - my);
+  }
+  const double slope = sxx > 0 ? sxy / sxx : 0.0;
+  return {my - slope * mx, slope};
+}
+
+PlanSpec NamedBaselinePlan(const JobSpec& spec) {
+  std::vector<int> all(static_cast<std::size_t>(NumBlocks(spec.model)));
+  std::iota(all.begin(), all.end(), 0);
+  return MakePlan(spec, ForbidsAccumulation(spec) ? spec.training.effective_batch : 1, all,
+                  Precision::kFp32);
+}
+
+namespace {
+
+// Blocks in ladder order (checkpoint_ladder.h), from one ledger, and what checkpointing the k
+// first of them saves and costs.
+struct BlockRanking {
+  std::vector<BlockActivation> ranked;
+  // Fraction of the all-blocks saving (memory) and recompute cost (time) of the k best.
+  std::vector<double> saved_fraction, cost_fraction;
+  double recompute_seconds_per_sample = 0;
+  double input_bytes_per_sample = 0;
+};
+
+Result<BlockRanking> RankBlocks(const JobSpec& spec, const Dataset& corpus) {
+  const int blocks = NumBlocks(spec.model);
+  JobSpec ledger_spec = spec;
+  ledger_spec.plan = MakePlan(
+      spec, std::min(spec.training.effective_batch, spec.planner.probe_microbatches.back()), {},
+      Precision::kFp32);
+  Result<MemoryLedger> ledger = MeasureLedger(ledger_spec, corpus);
+  if (!ledger.ok()) return ledger.status();
+  BlockRanking r;
+  const auto saved = [](const BlockActivation& b) {
+    return static_cast<double>(b.activation_bytes - b.checkpointed_activation_bytes);
+  };
+  std::vector<BlockCost> costs;
+  for (const BlockActivation& b : ledger->blocks)
+    costs.push_back({b.index, saved(b), b.forward_seconds});
+  // MeasureLedger lists block i at position i.
+  for (int index : CheckpointLadder(costs)) {
+    r.ranked.push_back(ledger->blocks[static_cast<std::size_t>(index)]);
+  }
+  double total_saved = 0, total_cost = 0;
+  for (const auto& b : r.ranked) {
+    total_saved += saved(b);
+    total_cost += b.forward_seconds;
+  }
+  r.saved_fraction.assign(blocks + 1, 0.0);
+  r.cost_fraction.assign(blocks + 1, 0.0);
+  for (int k = 1; k <= blocks; ++k) {
+    const auto& b = r.ranked[static_cast<std::size_t>(k - 1)];
+    r.saved_fraction[k] =
+        r.saved_fraction[k - 1] + (total_saved > 0 ? saved(b) / total_saved : 1.0 / blocks);
+    r.cost_fraction[k] =
+        r.cost_fraction[k - 1] + (total_cost > 0 ? b.forward_seconds / total_cost : 1.0 / blocks);
+  }
+  const auto probe = static_cast<double>(ledger_spec.plan.microbatch);
+  r.recompute_seconds_per_sample = total_cost / probe;
+  r.input_bytes_per_sample = static_cast<double>(ledger->inputs_bytes) / probe;
+  return r;
+}
+
+// Per allowed precision: peak and time of a microbatch as lines in its size, from probes of
+// each planner.probe_microbatches size with no block and with every block checkpointed.
+Result<std::vector<PrecisionModel>> FitPrecisionModels(const JobSpec& spec, const Dataset& corpus) {
+  std::vector<int> all(static_cast<std::size_t>(NumBlocks(spec.model)));
+  std::iota(all.begin(), all.end(), 0);
+  std::vector<PrecisionModel> models;
+  for (Precision precision : spec.planner.precisions) {
+    std::vector<double> sizes, peak_none, peak_all, sec_none, sec_all;
+    for (int m : spec.planner.probe_microbatches) {
+      if (m > spec.training.effective_batch) continue;
+      const Measurement none = MeasureUpdate(spec, corpus, MakePlan(spec, m, {}, precision), m, 0);
+      const Measurement ckpt = MeasureUpdate(spec, corpus, MakePlan(spec, m, all, precision), m, 0);
+      if (none.oom || ckpt.oom) continue;  // the device itself is too small for this probe
+      sizes.push_back(m);
+      peak_none.push_back(static_cast<double>(none.peak_bytes));
+      peak_all.push_back(static_cast<double>(ckpt.peak_bytes));
+      sec_none.push_back(none.update_seconds);
+      sec_all.push_back(ckpt.update_seconds);
+    }
+    if (sizes.empty())
+      return Status::InvalidArgument(
+          "planner.probe_microbatches: none <= the effective batch fits on the device");
+    models.push_back({precision, FitLine(sizes, peak_none), FitLine(sizes, peak_all),
+                      FitLine(sizes, sec_none), FitLine(sizes, sec_all)});
+  }
+  return models;
+}
+
+struct Candidate {
+  PlanSpec plan;
+  std::int64_t peak;
+  double update_seconds;
+  double duration;
+};
+
+// Every plan (microbatch, the k best blocks checkpointed, precision) with its predicted peak
+// and duration: those that fit, fastest first, and the rest in `rejected` with the reason.
+std::vector<Candidate> PredictCandidates(const JobSpec& spec, const BlockRanking& blocks,
+                                         const std::vector<PrecisionModel>& models,
+                                         std::vector<RejectedPlan>* rejected) {
+  const int batch = spec.training.effective_batch;
+  const std::int64_t usable = spec.memory.usable_bytes();
+  std::vector<Candidate> fitting;
+  for (const PrecisionModel& model : models) {
+    for (int m = 1; m <= batch; ++m) {
+      for (int k = 0; k <= NumBlocks(spec.model); ++k) {
+        std::vector<int> chosen;
+        for (int i = 0; i < k; ++i) {
+          chosen.push_back(blocks.ranked[static_cast<std::size_t>(i)].index);
+        }
+        std::sort(chosen.begin(), chosen.end());
+        const PlanSpec plan = MakePlan(spec, m, chosen, model.precision);
+        // Checkpointing never adds memory: clamp fit noise to that.
+        const double none = model.peak_none.At(m), ckpt = std::min(none, model.peak_all.At(m));
+        const auto peak =
+            static_cast<std::int64_t>(none - blocks.saved_fraction[k] * (none - ckpt) +
+                                      blocks.input_bytes_per_sample * (batch - m));
+        // Recomputing every block costs at least one more forward through them.
+        const double t_none = model.seconds_none.At(m);
+        const double t_all =
+            std::max(model.seconds_all.At(m), t_none + blocks.recompute_seconds_per_sample * m);
+        const double update_seconds =
+            plan.accumulation_steps *
+            std::max(1e-6, t_none + blocks.cost_fraction[k] * (t_all - t_none));
+        const double duration = update_seconds * spec.training.updates;
+        if (plan.accumulation_steps > 1 && ForbidsAccumulation(spec)) {
+          rejected->push_back({plan, peak, duration, kBatchNormAccumulation});
+        } else if (peak <= usable) {
+          fitting.push_back({plan, peak, update_seconds, duration});
+        } else {
+          rejected->push_back(
+              {plan, peak, duration,
+               "predicted peak " + FormatBytes(peak) + " exceeds usable " + FormatBytes(usable)});
+        }
+      }
+    }
+  }
+  std::sort(fitting.begin(), fitting.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.duration != b.duration) return a.duration < b.duration;
+    return a.peak < b.peak;
+  });
+  return fitting;
+}
+
+// The search (probes, screening and rounds) may take this fraction of the window, or of the
+// fastest predicted job where there is no window.
+constexpr double kSearchFraction = 0.02;
+// Screening times at least this many fitting plans whatever the budget.
+constexpr int kMinScreened = 3;
+// Plans screened within this factor of the fastest screened one go on to the rounds, at most
+// kMaxFinalists of them; each is timed kRounds times in all.
+constexpr double kFinalistBand = 1.3;
+constexpr std::size_t kMaxFinalists = 4;
+constexpr int kRounds = 5;
+
+class SearchClock {
+ public:
+  SearchClock(const JobSpec& spec, const std::vector<Candidate>& fitting, Clock::time_point start)
+      : start_(start),
+        budget_seconds_(kSearchFraction * (spec.window_seconds ? *spec.window_seconds
+                                           : fitting.empty()   ? 0.0
+                                                               : fitting.front().duration)) {}
+  double Elapsed() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+  // True when `seconds` more still ends inside the budget.
+  bool Allows(double seconds) const { return Elapsed() + seconds <= budget_seconds_; }
+
+ private:
+  Clock::time_point start_;
+  double budget_seconds_;
+};
+
+// What screening and the rounds hand to the choice: a plan, its timings, its highest peak.
+struct TimedCandidate {
+  Candidate candidate;
+  TimedPlan timing;
+  std::int64_t measured_peak = 0;
+  double visit_seconds = 0;  // wall time of its last visit: build, warm-up, timed updates
+};
+
+// For each precision and accumulation step count, the fitting candidate predicted fastest:
+// the smallest microbatch of that count with the fewest blocks predicted to fit. Predicted
+// order. The time model's probes are small microbatches, so its extrapolation only orders
+// these; the choice between them is measured.
+std::vector<Candidate> ShortlistPerStepCount(const std::vector<Candidate>& fitting) {
+  std::vector<Candidate> shortlist;
+  for (const Candidate& c : fitting) {
+    const bool seen = std::any_of(shortlist.begin(), shortlist.end(), [&](const Candidate& s) {
+      return s.plan.precision == c.plan.precision &&
+             s.plan.accumulation_steps == c.plan.accumulation_steps;
+    });
+    if (!seen) shortlist.push_back(c);
+  }
+  return shortlist;
+}
+
+std::string OverUsableReason(const Measurement& real, std::int64_t usable) {
+  return real.oom ? "out of memory when validated under the usable limit"
+                  : "measured peak " + FormatBytes(real.peak_bytes) + " exceeds usable " +
+                        FormatBytes(usable);
+}
+
+// One more timing of `timed`'s plan (MeasureUpdate) under the usable limit; false (and the
+// plan rejected) when it ran out of memory or peaked above usable.
+bool TimeOnce(const JobSpec& spec, const Dataset& corpus, TimedCandidate* timed,
+              std::vector<RejectedPlan>* rejected) {
+  const std::int64_t usable = spec.memory.usable_bytes();
+  const auto visit_start = Clock::now();
+  const Measurement real =
+      MeasureUpdate(spec, corpus, timed->candidate.plan, spec.training.effective_batch, usable);
+  timed->visit_seconds = std::chrono::duration<double>(Clock::now() - visit_start).count();
+  if (real.oom || real.peak_bytes > usable) {
+    rejected->push_back({timed->candidate.plan, timed->candidate.peak, timed->candidate.duration,
+                         OverUsableReason(real, usable), /*validated=*/true});
+    return false;
+  }
+  timed->timing.update_seconds.push_back(real.update_seconds);
+  timed->measured_peak = std::max(timed->measured_peak, real.peak_bytes);
+  return true;
+}
+
+// Round 1: each shortlisted plan timed once, fastest predicted first, while the search budget
+// lasts (and at least kMinScreened that fit). Those that fit, fastest measured first.
+std::vector<TimedCandidate> Screen(const JobSpec& spec, const Dataset& corpus,
+                                   const std::vector<Candidate>& shortlist,
+                                   const SearchClock& clock, std::vector<RejectedPlan>* rejected) {
+  std::vector<TimedCandidate> screened;
+  double last_visit = 0;
+  for (const Candidate& candidate : shortlist) {
+    if (static_cast<int>(screened.size()) >= kMinScreened && !clock.Allows(last_visit)) break;
+    TimedCandidate timed{candidate, {candidate.plan, {}}};
+    const bool fits = TimeOnce(spec, corpus, &timed, rejected);
+    last_visit = timed.visit_seconds;
+    if (fits) screened.push_back(std::move(timed));
+  }
+  std::stable_sort(screened.begin(), screened.end(),
+                   [](const TimedCandidate& a, const TimedCandidate& b) {
+                     return a.timing.update_seconds[0] < b.timing.update_seconds[0];
+                   });
+  return screened;
+}
+
+// Rounds 2..kRounds: the finalists (the front of `screened` within kFinalistBand of the
+// fastest) timed again in turn, so that a slow spell of the machine falls on all of them; a
+// round starts only when the budget holds all of it. The rest of `screened` is rejected.
+std::vector<TimedCandidate> TimeFinalists(const JobSpec& spec, const Dataset& corpus,
+                                          std::vector<TimedCandidate> screened,
+                                          const SearchClock& clock,
+                                          std::vector<RejectedPlan>* rejected) {
+  std::vector<TimedCandidate> finalists;
+  const double fastest = screened.front().timing.update_seconds[0];
+  for (TimedCandidate& timed : screened) {
+    const double ratio = timed.timing.update_seconds[0] / fastest;
+    if (finalists.size() < kMaxFinalists && ratio <= kFinalistBand) {
+      finalists.push_back(std::move(timed));
+      continue;
+    }
+    char reason[160];
+    std::snprintf(reason, sizeof(reason),
+                  "screened: its update took %.2fx the fastest screened plan's, not a finalist",
+                  ratio);
+    rejected->push_back({timed.candidate.plan, timed.candidate.peak, timed.candidate.duration,
+                         reason, /*validated=*/true});
+  }
+  for (int round = 2; round <= kRounds; ++round) {
+    double round_seconds = 0;
+    for (const TimedCandidate& f : finalists) round_seconds += f.visit_seconds;
+    if (finalists.size() < 2 || !clock.Allows(round_seconds)) break;
+    std::vector<TimedCandidate> still_fitting;
+    for (TimedCandidate& f : finalists) {
+      if (TimeOnce(spec, corpus, &f, rejected)) still_fitting.push_back(std::move(f));
+    }
+    finalists = std::move(still_fitting);
+  }
+  return finalists;
+}
+
+void ChooseTimed(const JobSpec& spec, const std::vector<TimedCandidate>& finalists,
+                 ChosenPlan* result, std::vector<RejectedPlan>* rejected) {
+  const int batch = spec.training.effective_batch;
+  for (const TimedCandidate& f : finalists) result->timed.push_back(f.timing);
+  const PlanSelection selection = SelectFastestPlan(result->timed, batch);
+  for (std::size_t i = 0; i < finalists.size(); ++i) {
+    if (i == selection.chosen) continue;
+    const Candidate& c = finalists[i].candidate;
+    rejected->push_back({c.plan, c.peak, c.duration,
+                         WhyNotChosen(selection, result->timed, i, batch), /*validated=*/true});
+  }
+  const TimedCandidate& chosen = finalists[selection.chosen];
+  result->plan = chosen.candidate.plan;
+  result->measured_peak_bytes = chosen.measured_peak;
+  result->predicted_peak_bytes = chosen.candidate.peak;
+  result->predicted_update_seconds = chosen.candidate.update_seconds;
+  result->measured_update_seconds = chosen.timing.MedianSeconds();
+  result->timing_noise = selection.noise;
+  result->tie_band = selection.tie_band;
+  result->fits_memory = true;
+}
+
+// The last resort when no candidate fitted when timed: the named baseline, or OutOfMemory.
+Status ValidateBaseline(const JobSpec& spec, const Dataset& corpus, ChosenPlan* result,
+                        std::vector<RejectedPlan>* rejected) {
+  const std::int64_t usable = spec.memory.usable_bytes();
+  TimedCandidate baseline{{NamedBaselinePlan(spec), 0, 0, 0}, {NamedBaselinePlan(spec), {}}};
+  if (!TimeOnce(spec, corpus, &baseline, rejected)) {
+    return Status::OutOfMemory(
+        "does not fit: even the named baseline (" + Describe(baseline.candidate.plan) +
+        ") needs more than " + FormatBytes(usable) + " usable (memory.budget " +
+        FormatBytes(spec.memory.budget_bytes) + " less " +
+        std::to_string(static_cast<int>(spec.memory.reserve_fraction * 100)) + "% reserve)");
+  }
+  result->plan = baseline.candidate.plan;
+  result->measured_peak_bytes = result->predicted_peak_bytes = baseline.measured_peak;
+  result->measured_update_seconds = result->predicted_update_seconds =
+      baseline.timing.update_seconds[0];
+  result->timed = {baseline.timing};
+  result->fits_memory = true;
+  return Status::Ok();
+}
+
+// Times the shortlist with real updates under the usable limit (the time model cannot see
+// cache effects or kernels that grow more efficient with size), then the finalists in
+// interleaved rounds, and chooses by median with ties broken by preference.
+Status ChooseMeasured(const JobSpec& spec, const Dataset& corpus,
+                      const std::vector<Candidate>& fitting, Clock::time_point started,
+                      ChosenPlan* result, std::vector<RejectedPlan>* rejected) {
+  const SearchClock clock(spec, fitting, started);
+  std::vector<TimedCandidate> screened =
+      Screen(spec, corpus, ShortlistPerStepCount(fitting), clock, rejected);
+  if (screened.empty()) return ValidateBaseline(spec, corpus, result, rejected);
+  ChooseTimed(spec, TimeFinalists(spec, corpus, std::move(screened), clock, rejected), result,
+              rejected);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<ChosenPlan> PlanJob(const JobSpec& spec, const Dataset& corpus) {
+  const auto started = Clock::now();
+  Result<BlockRanking> blocks = RankBlocks(spec, corpus);
+  if (!blocks.ok()) return blocks.status();
+  Result<std::vector<PrecisionModel>> models = FitPrecisionModels(spec, corpus);
+  if (!models.ok()) return models.status();
+  std::vector<RejectedPlan> rejected;
+  const std::vector<Candidate> fitting = PredictCandidates(spec, *blocks, *models, &rejected);
+
+  ChosenPlan result;
+  result.usable_bytes = spec.memory.usable_bytes();
+  result.window_seconds = spec.window_seconds;
+  if (Status s = ChooseMeasured(spec, corpus, fitting, started, &result, &rejected); !s.ok()) {
+    return s;
+  }
+  result.predicted_duration_seconds = result.measured_update_seconds * spec.training.updates;
+  result.fits_window =
+      !spec.window_seconds || result.predicted_duration_seconds <= *spec.window_seconds;
+  result.rejected = FasterAlternatives(rejected, result, spec.training.updates);
+  result.probe_seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  return result;
+}
+
+std::vector<RejectedPlan> FasterAlternatives(const std::vector<RejectedPlan>& rejected,
+                                             const ChosenPlan& chosen, int updates) {
+  const double chosen_predicted = chosen.predicted_update_seconds * updates;
+  std::vector<RejectedPlan> faster;
+  for (const RejectedPlan& r : rejected) {
+    if (r.validated || r.predicted_duration_seconds < chosen_predicted) faster.push_back(r);
+  }
+  std::sort(faster.begin(), faster.end(), [](const RejectedPlan& a, const RejectedPlan& b) {
+    return a.predicted_duration_seconds < b.predicted_duration_seconds;
+  });
+  if (faster.size() > 10) faster.resize(10);
+  return faster;
+}
+
+nlohmann::json ChosenPlan::ToJson() const {
+  nlohmann::json rejected_json = nlohmann::json::array();
+  for (const RejectedPlan& r : rejected) {
+    nlohmann::json entry = trainerd::ToJson(r.plan);
+    entry["predicted_peak_bytes"] = r.predicted_peak_bytes;
+    entry["predicted_duration_seconds"] = r.predicted_duration_seconds;
+    entry["reason"] = r.reason;
+    rejected_json.push_back(entry);
+  }
+  nlohmann::json out = trainerd::ToJson(plan);
+  out["predicted_peak_bytes"] = predicted_peak_bytes;
+  out["measured_peak_bytes"] = measured_peak_bytes;
+  out["usable_bytes"] = usable_bytes;
+  out["predicted_update_seconds"] = predicted_update_seconds;
+  out["measured_update_seconds"] = measured_update_seconds;
+  out["predicted_duration_seconds"] = predicted_duration_seconds;
+  out["window_seconds"] =
+      window_seconds ? nlohmann::json(*window_seconds) : nlohmann::json(nullptr);
+  out["fits_memory"] = fits_memory;
+  out["fits_window"] = fits_window;
+  out["probe_seconds"] = probe_seconds;
+  out["rejected"] = rejected_json;
+  nlohmann::json timed_json = nlohmann::json::array();
+  for (const TimedPlan& t : timed) {
+    nlohmann::json entry = trainerd::ToJson(t.plan);
+    entry["update_seconds"] = t.update_seconds;
+    entry["median_update_seconds"] = t.MedianSeconds();
+    timed_json.push_back(entry);
+  }
+  out["selection"] = {{"timed", timed_json}, {"noise", timing_noise}, {"tie_band", tie_band}};
+  return out;
+}
+
+std::string ChosenPlan::ToText() const {
+  std::string out;
+  char line[256];
+  std::snprintf(line, sizeof(line), "plan: %s\n", Describe(plan).c_str());
+  out += line;
+  std::snprintf(line, sizeof(line), "  peak: predicted %s, measured %s, usable %s\n",
+                FormatBytes(predicted_peak_bytes).c_str(), FormatBytes(measured_peak_bytes).c_str(),
+                FormatBytes(usable_bytes).c_str());
+  out += line;
+  std::snprintf(line, sizeof(line), "  time: %.3fs per update (median of %zu timed), job %s",
+                measured_update_seconds, timed.empty() ? 0 : timed.front().update_seconds.size(),
+                FormatDuration(predicted_duration_seconds).c_str());
+  out += line;
+  if (window_seconds) {
+    out += " against a window of " + FormatDuration(*window_seconds) +
+           (fits_window ? " (fits)" : " -- NO PLAN FITS THE WINDOW");
+  }
+  out += "\n  probe and validation took " + FormatDuration(probe_seconds) + "\n";
+  if (!rejected.empty()) out += "rejected alternatives:\n";
+  for (const RejectedPlan& r : rejected) {
+    out += "  " + Describe(r.plan) + ": " + r.reason + "\n";
+  }
+  return out;
+}
+
+}  // namespace trainerd
