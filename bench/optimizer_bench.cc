@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
   std::optional<bench::Job> loaded = bench::LoadJob(config, &exit_code);
   if (!loaded) return exit_code;
   trainerd::JobSpec* spec = &loaded->spec;
-  const trainerd::TextCorpus* corpus = &loaded->corpus;
+  const trainerd::Dataset* corpus = loaded->corpus.get();
   spec->plan.precision =
       precision == "bf16" ? trainerd::Precision::kBf16 : trainerd::Precision::kFp32;
   trainerd::ConfigureRuntime(spec->runtime);

@@ -27,7 +27,6 @@
 #include <vector>
 
 #include "bench_flags.h"
-#include "data/text/text_corpus.h"
 #include "trainerd/trainer/device/device_memory.h"
 #include "trainerd/trainer/loop/trainer.h"
 #include "trainerd/trainer/plan/plan_selection.h"
@@ -152,21 +151,21 @@ std::size_t FindOrAdd(std::vector<trainerd::TimedPlan>* plans, const PlanSpec& p
 nlohmann::json RunScenario(const JobSpec& base, const Scenario& s, int rounds, int finalists,
                            int updates) {
   JobSpec spec = base;
-  spec.model.gpt.n_layer = s.n_layer;
-  spec.model.gpt.n_embd = s.n_embd;
+  spec.model.options["n_layer"] = s.n_layer;
+  spec.model.options["n_embd"] = s.n_embd;
   spec.training.effective_batch = s.effective_batch;
   spec.memory.budget_bytes = s.budget_bytes;
   spec.window_seconds = s.window_seconds;
-  trainerd::Result<trainerd::TextCorpus> corpus =
-      trainerd::TextCorpus::Load(spec.data, spec.model.gpt.block_size);
+  trainerd::Result<std::unique_ptr<trainerd::Dataset>> corpus =
+      trainerd::LoadDataset(spec.data, spec.model.block_size, "");
   if (!corpus.ok()) return {{"scenario", s.name}, {"error", corpus.status().message()}};
   std::vector<trainerd::ChosenPlan> choices;
   for (int i = 0; i < 2; ++i) {
-    trainerd::Result<trainerd::ChosenPlan> chosen = trainerd::PlanJob(spec, *corpus);
+    trainerd::Result<trainerd::ChosenPlan> chosen = trainerd::PlanJob(spec, **corpus);
     if (!chosen.ok()) return {{"scenario", s.name}, {"error", chosen.status().message()}};
     choices.push_back(*chosen);
   }
-  const std::vector<Screened> grid = ScreenGrid(spec, *corpus, s.n_layer, updates);
+  const std::vector<Screened> grid = ScreenGrid(spec, **corpus, s.n_layer, updates);
   if (grid.empty()) return {{"scenario", s.name}, {"error", "no grid plan fits"}};
 
   std::vector<trainerd::TimedPlan> final_plans;
@@ -184,7 +183,7 @@ nlohmann::json RunScenario(const JobSpec& base, const Scenario& s, int rounds, i
   }
   for (int r = 0; r < rounds; ++r) {
     for (trainerd::TimedPlan& t : final_plans) {
-      const Visit v = Time(spec, *corpus, t.plan, updates);
+      const Visit v = Time(spec, **corpus, t.plan, updates);
       t.update_seconds.push_back(v.fits ? v.update_seconds : INFINITY);
     }
   }
@@ -218,7 +217,7 @@ nlohmann::json RunScenario(const JobSpec& base, const Scenario& s, int rounds, i
       {"oracle", PlanJson(final_plans[oracle].plan)},
       {"oracle_update_seconds", oracle_seconds},
       {"final_noise", trainerd::RepeatedTimingNoise(final_plans)},
-      {"planner_noise", {choices[0].timing_noise, choices[1].timing_noise}},
+      {"planner_noise", {choices[0].selection.noise, choices[1].selection.noise}},
       {"predicted_peak_bytes", first.predicted_peak_bytes},
       {"measured_peak_bytes", first.measured_peak_bytes},
       {"peak_prediction_error",

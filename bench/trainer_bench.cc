@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
   std::optional<bench::Job> loaded = bench::LoadJob(config, &exit_code);
   if (!loaded) return exit_code;
   trainerd::JobSpec* spec = &loaded->spec;
-  const trainerd::TextCorpus* corpus = &loaded->corpus;
+  const trainerd::Dataset* corpus = loaded->corpus.get();
   using trainerd::Precision;
   const std::vector<Scenario> scenarios = {
       {"fp32_1thread", 1, 1, Scenario::kNone, Precision::kFp32},
@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
   };
   const int blocks = trainerd::NumBlocks(spec->model);
   const double tokens_per_update =
-      static_cast<double>(spec->training.effective_batch) * spec->model.gpt.block_size;
+      static_cast<double>(spec->training.effective_batch) * spec->model.block_size;
   spec->training.updates = warmup + updates;
 
   for (const std::string& k : kernels) {
@@ -126,8 +126,7 @@ int main(int argc, char** argv) {
     const std::string name = kernel.empty() ? s.name : s.name + "/" + kernel;
     trainerd::JobSpec job = *spec;
     if (!kernel.empty()) {
-      job.model.gpt.kernels =
-          kernel == "fused" ? trainerd::GptKernels::kFused : trainerd::GptKernels::kExplicit;
+      job.model.options["kernels"] = kernel;
     }
     job.runtime.threads = s.threads;
     trainerd::ConfigureRuntime(job.runtime);
@@ -192,7 +191,7 @@ int main(int argc, char** argv) {
       {"benchmark", "trainer_plans"},
       {"config", config},
       {"effective_batch", spec->training.effective_batch},
-      {"block_size", spec->model.gpt.block_size},
+      {"block_size", spec->model.block_size},
       {"blocks", blocks},
       {"torch_version", TORCH_VERSION},
       {"method", "median wall-clock seconds of Trainer::TrainUpdate over " +

@@ -1,5 +1,5 @@
-# The installed trainerd CMake package a model plugin builds against (models/model_plugin.h,
-# docs/bring-your-own-model.md): model_plugin.h and the headers it includes, and
+# The installed trainerd CMake package a model plugin builds against (models/model_registry.h,
+# docs/bring-your-own-model.md): model_registry.h and the headers it includes, and
 # trainerdConfig.cmake with the imported target trainerd::model_plugin and
 # trainerd_add_model_plugin().
 #   cmake --install build --component plugin_sdk --prefix PREFIX
@@ -8,13 +8,14 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-# What a plugin compiles against: model_plugin.h and what it includes (tests/trainer's
+# What a plugin compiles against: model_registry.h and what it includes (tests/trainer's
 # build_test_plugins fixture builds the plugins against exactly this set).
 set(trainerd_plugin_headers
+  common/include/trainerd/common/enum_names.h
   common/include/trainerd/common/status.h
   trainer/include/trainerd/trainer/data/dataset.h
   trainer/include/trainerd/trainer/models/model.h
-  trainer/include/trainerd/trainer/models/model_plugin.h
+  trainer/include/trainerd/trainer/models/model_registry.h
   trainer/include/trainerd/trainer/semantics/activation_checkpoint.h
   trainer/include/trainerd/trainer/semantics/loss.h
   trainer/include/trainerd/trainer/spec/job_spec.h)

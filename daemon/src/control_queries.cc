@@ -6,7 +6,6 @@
 #include <sstream>
 
 #include "trainerd/common/sha256.h"
-#include "trainerd/daemon/plan_json.h"
 #include "trainerd/daemon/report_page.h"
 #include "trainerd/daemon/run_report.h"
 
@@ -53,7 +52,7 @@ nlohmann::json RunJson(const store::RunRecord& run) {
       {"started_at", Optional(run.started_at)},
       {"ended_at", Optional(run.ended_at)},
       {"deadline_at", run.deadline_at},
-      {"plan", run.plan ? PlanJson(*run.plan) : nlohmann::json(nullptr)},
+      {"plan", run.plan ? ToJson(*run.plan) : nlohmann::json(nullptr)},
       {"hardware",
        {{"cpu_model", run.hardware.cpu_model},
         {"cpu_cores", run.hardware.cpu_cores},

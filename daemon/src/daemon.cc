@@ -228,10 +228,17 @@ nlohmann::json Daemon::RollbackConfig(const nlohmann::json& request) {
     if (target.empty()) return Error(kNotFound, "no other known-good config version");
   }
   const std::string reason = "rolled back by an operator to " + target.substr(0, 12);
+  // The rollback is the two states: a store that refuses either has rolled nothing back.
   if (active.contains("hash") && active["hash"] != target) {
-    (void)store_->SetConfigState({active["hash"], store::ConfigState::kBad, reason, now});
+    if (Status s = store_->SetConfigState({active["hash"], store::ConfigState::kBad, reason, now});
+        !s.ok()) {
+      return Error(kInternalError, "rollback: " + s.message());
+    }
   }
-  (void)store_->SetConfigState({target, store::ConfigState::kKnownGood, reason, now});
+  if (Status s = store_->SetConfigState({target, store::ConfigState::kKnownGood, reason, now});
+      !s.ok()) {
+    return Error(kInternalError, "rollback: " + s.message());
+  }
   RecordAndLog(
       *store_,
       {0, now, std::nullopt, "rollback", store::Severity::kWarning, reason,

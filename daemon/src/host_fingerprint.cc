@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "trainerd/common/proc_file.h"
+#include "trainerd/trainer/spec/worker_protocol.h"
 
 namespace trainerd::daemon {
 
@@ -19,14 +20,12 @@ store::HardwareFingerprint HostHardware(const std::string& device) {
 }
 
 bool ApplyDeviceDescription(const nlohmann::json& report, store::HardwareFingerprint* hw) {
-  if (!report.is_object() || !report.contains("device_info")) return false;
-  const nlohmann::json& d = report["device_info"];
-  if (!d.is_object() || !d.contains("name") || !d["name"].is_string() ||
-      !d.contains("total_memory_bytes") || !d["total_memory_bytes"].is_number_integer()) {
-    return false;
-  }
-  hw->device = d["name"].get<std::string>();
-  hw->device_memory_bytes = d["total_memory_bytes"].get<std::int64_t>();
+  std::vector<std::string> mistyped;
+  const DeviceInfoReport parsed = Parse<DeviceInfoReport>(report, &mistyped);
+  const DeviceInfo& device = parsed.device_info;
+  if (!mistyped.empty() || device.name.empty() || device.total_memory_bytes <= 0) return false;
+  hw->device = device.name;
+  hw->device_memory_bytes = device.total_memory_bytes;
   return true;
 }
 

@@ -4,29 +4,34 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "trainerd/common/enum_names.h"
+
 namespace trainerd::daemon {
 
-std::string_view ToString(AttemptOutcome outcome) {
-  switch (outcome) {
-    case AttemptOutcome::kSucceeded:
-      return "succeeded";
-    case AttemptOutcome::kOom:
-      return "oom";
-    case AttemptOutcome::kLeak:
-      return "leak";
-    case AttemptOutcome::kCrashed:
-      return "crash";
-    case AttemptOutcome::kDeadline:
-      return "deadline";
-    case AttemptOutcome::kInterrupted:
-      return "interrupted";
-    case AttemptOutcome::kCancelled:
-      return "cancelled";
-    case AttemptOutcome::kRejected:
-      return "rejected";
-  }
-  return "crash";
-}
+namespace {
+
+constexpr EnumNames<AttemptOutcome, 8> kAttemptOutcomeNames{{{
+    {AttemptOutcome::kSucceeded, "succeeded"},
+    {AttemptOutcome::kOom, "oom"},
+    {AttemptOutcome::kLeak, "leak"},
+    {AttemptOutcome::kCrashed, "crash"},
+    {AttemptOutcome::kDeadline, "deadline"},
+    {AttemptOutcome::kInterrupted, "interrupted"},
+    {AttemptOutcome::kCancelled, "cancelled"},
+    {AttemptOutcome::kRejected, "rejected"},
+}}};
+
+constexpr EnumNames<PlanSource, 5> kPlanSourceNames{{{
+    {PlanSource::kValidated, "validated"},
+    {PlanSource::kConfig, "config"},
+    {PlanSource::kPlanner, "planner"},
+    {PlanSource::kReplanSmaller, "replan-smaller-budget"},
+    {PlanSource::kBaseline, "named-baseline"},
+}}};
+
+}  // namespace
+
+std::string_view ToString(AttemptOutcome outcome) { return kAttemptOutcomeNames.Name(outcome); }
 
 store::RunStatus RunStatusFor(AttemptOutcome outcome) {
   switch (outcome) {
@@ -97,28 +102,14 @@ AttemptOutcome ClassifyParityCheck(const WorkerExit& exit, bool report_passed) {
                                                               : AttemptOutcome::kCrashed;
 }
 
-std::string_view ToString(PlanSource source) {
-  switch (source) {
-    case PlanSource::kValidated:
-      return "validated";
-    case PlanSource::kConfig:
-      return "config";
-    case PlanSource::kPlanner:
-      return "planner";
-    case PlanSource::kReplanSmaller:
-      return "replan-smaller-budget";
-    case PlanSource::kBaseline:
-      return "named-baseline";
-  }
-  return "planner";
-}
+std::string_view ToString(PlanSource source) { return kPlanSourceNames.Name(source); }
 
-store::RunPlan NamedBaselinePlan(int effective_batch, int blocks) {
-  store::RunPlan plan;
+PlanSpec NamedBaselinePlan(int effective_batch, int blocks) {
+  PlanSpec plan;
   plan.microbatch = 1;
   plan.accumulation_steps = effective_batch;
   for (int b = 0; b < blocks; ++b) plan.checkpoint_blocks.push_back(b);
-  plan.precision = "fp32";
+  plan.precision = Precision::kFp32;
   return plan;
 }
 
@@ -127,7 +118,7 @@ PlanSource FirstPlanSource(bool has_validated_plan, bool job_has_plan) {
   return job_has_plan ? PlanSource::kConfig : PlanSource::kPlanner;
 }
 
-bool IsValidatedPlan(const Attempt& attempt, const std::optional<store::RunPlan>& validated_plan) {
+bool IsValidatedPlan(const Attempt& attempt, const std::optional<PlanSpec>& validated_plan) {
   return attempt.source == PlanSource::kValidated || attempt.plan == validated_plan;
 }
 
@@ -153,7 +144,7 @@ int Rung(PlanSource source) {
 }
 
 bool AlreadyTried(const std::vector<Attempt>& tried, const std::string& config_hash,
-                  const store::RunPlan& plan) {
+                  const PlanSpec& plan) {
   return std::any_of(tried.begin(), tried.end(), [&](const Attempt& a) {
     return a.config_hash == config_hash && a.plan == plan;
   });

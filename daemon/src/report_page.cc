@@ -9,6 +9,7 @@
 #include "trainerd/daemon/json_text.h"
 #include "trainerd/daemon/svg_chart.h"
 #include "trainerd/trainer/spec/units.h"
+#include "trainerd/trainer/spec/worker_protocol.h"
 
 namespace trainerd::daemon {
 
@@ -97,11 +98,22 @@ std::string Row(const std::vector<std::string>& cells, const char* tag = "td") {
   return row + "</tr>\n";
 }
 
+// The worker's report stored as an event's details (trainer/spec/worker_protocol.h), when the
+// run recorded one.
+template <typename Report>
+std::optional<Report> StoredReport(const Json& details) {
+  if (!details.is_object()) return std::nullopt;
+  return Parse<Report>(details);
+}
+
 std::string PlanSection(const Json& facts) {
   const Json& run = facts["run"];
   const Json plan_event = LastEventDetails(facts, "plan");
-  const Json planner = plan_event.is_object() ? plan_event.value("planner", Json()) : Json();
-  const Json ledger = LastEventDetails(facts, "ledger");
+  const std::optional<ChosenPlan> planner =
+      plan_event.is_object() ? StoredReport<ChosenPlan>(plan_event.value("planner", Json()))
+                             : std::nullopt;
+  const std::optional<MemoryLedger> ledger =
+      StoredReport<MemoryLedger>(LastEventDetails(facts, "ledger"));
   std::string source = plan_event.is_object() ? plan_event.value("source", "") : "";
   std::string html = "<section id=\"plan\"><h2>Plan</h2>\n<p><b>" +
                      EscapeHtml(PlanText(run["plan"])) + "</b>" +
@@ -116,36 +128,33 @@ std::string PlanSection(const Json& facts) {
   }
   const Json peak =
       run["peak_memory_bytes"].is_object() ? run["peak_memory_bytes"]["peak"] : Json();
-  html +=
-      "<div class=\"card\">" +
-      Cell("predicted peak",
-           planner.is_object() ? BytesText(planner["predicted_peak_bytes"]) : "-") +
-      Cell("measured peak", BytesText(peak)) +
-      Cell("predicted update",
-           planner.is_object() ? NumberText(planner["predicted_update_seconds"], "%.3g s") : "-") +
-      Cell("measured update", NumberText(measured_update, "%.3g s")) + "</div>\n";
-  if (ledger.is_object() && ledger["usable_bytes"].is_number() &&
-      ledger["peak_bytes"].is_number()) {
-    const double share = ledger["peak_bytes"].get<double>() / ledger["usable_bytes"].get<double>();
-    html += "<p>It fits: the ledger measured a peak of " + BytesText(ledger["peak_bytes"]) + ", " +
-            PercentText(share) + " of the " + BytesText(ledger["usable_bytes"]) +
-            " usable (budget " + BytesText(ledger["budget_bytes"]) + " less the reserve).</p>\n";
+  html += "<div class=\"card\">" +
+          Cell("predicted peak", planner ? BytesText(planner->predicted_peak_bytes) : "-") +
+          Cell("measured peak", BytesText(peak)) +
+          Cell("predicted update",
+               planner ? NumberText(planner->predicted_update_seconds, "%.3g s") : "-") +
+          Cell("measured update", NumberText(measured_update, "%.3g s")) + "</div>\n";
+  if (ledger && ledger->usable_bytes > 0) {
+    const double share =
+        static_cast<double>(ledger->peak_bytes) / static_cast<double>(ledger->usable_bytes);
+    html += "<p>It fits: the ledger measured a peak of " + BytesText(ledger->peak_bytes) + ", " +
+            PercentText(share) + " of the " + BytesText(ledger->usable_bytes) + " usable (budget " +
+            BytesText(ledger->budget_bytes) + " less the reserve).</p>\n";
   }
-  if (planner.is_object()) {
-    html += "<p>The planner's probes took " + NumberText(planner["probe_seconds"], "%.1f s") +
-            "; predicted duration " + NumberText(planner["predicted_duration_seconds"], "%.3g s") +
-            (planner["window_seconds"].is_number()
-                 ? " of a " + NumberText(planner["window_seconds"], "%.0f s") + " window"
+  if (planner) {
+    html += "<p>The planner's probes took " + NumberText(planner->probe_seconds, "%.1f s") +
+            "; predicted duration " + NumberText(planner->predicted_duration_seconds, "%.3g s") +
+            (planner->window_seconds
+                 ? " of a " + NumberText(*planner->window_seconds, "%.0f s") + " window"
                  : std::string()) +
             ".</p>\n";
-    const Json rejected = planner.value("rejected", Json::array());
-    if (!rejected.empty()) {
+    if (!planner->rejected.empty()) {
       html +=
           "<table id=\"rejected\">" +
           Row({"faster candidate rejected", "predicted peak", "predicted duration", "why"}, "th");
-      for (const Json& r : rejected) {
-        html += Row({EscapeHtml(PlanText(r)), BytesText(r["predicted_peak_bytes"]),
-                     NumberText(r["predicted_duration_seconds"], "%.3g s"), Text(r["reason"])});
+      for (const RejectedPlan& r : planner->rejected) {
+        html += Row({EscapeHtml(PlanText(ToJson(r.plan))), BytesText(r.predicted_peak_bytes),
+                     NumberText(r.predicted_duration_seconds, "%.3g s"), EscapeHtml(r.reason)});
       }
       html += "</table>\n";
     } else {
@@ -162,27 +171,31 @@ std::string PlanSection(const Json& facts) {
 
 std::string MemorySection(const Json& facts) {
   const Json& run = facts["run"];
-  const Json ledger = LastEventDetails(facts, "ledger");
+  const std::optional<MemoryLedger> ledger =
+      StoredReport<MemoryLedger>(LastEventDetails(facts, "ledger"));
   std::string html = "<section id=\"memory\"><h2>Memory</h2>\n";
-  Json categories = run["peak_memory_bytes"];
-  if (!categories.is_object() && ledger.is_object()) {
-    categories = Json::object();
-    for (const char* c : kCategories) categories[c] = ledger.value(std::string(c) + "_bytes", 0);
-  }
-  if (!categories.is_object()) {
+  std::vector<BarSegment> segments;
+  std::int64_t peak = 0;
+  if (run["peak_memory_bytes"].is_object()) {
+    const Json& categories = run["peak_memory_bytes"];
+    for (const char* c : kCategories)
+      segments.push_back({c, categories.value(c, std::int64_t{0}), false});
+    peak = categories.value("peak", std::int64_t{0});
+  } else if (ledger) {
+    const std::int64_t bytes[] = {ledger->parameters_bytes,      ledger->gradients_bytes,
+                                  ledger->optimizer_state_bytes, ledger->activations_bytes,
+                                  ledger->temporaries_bytes,     ledger->inputs_bytes};
+    for (std::size_t i = 0; i < std::size(kCategories); ++i) {
+      segments.push_back({kCategories[i], bytes[i], false});
+    }
+    peak = ledger->peak_bytes;
+  } else {
     return html + "<p class=\"muted\">No ledger was measured for this run.</p></section>\n";
   }
-  std::vector<BarSegment> segments;
   std::int64_t sum = 0;
-  for (const char* c : kCategories) {
-    const std::int64_t bytes = categories.value(c, std::int64_t{0});
-    segments.push_back({c, bytes, false});
-    sum += bytes;
-  }
-  const std::int64_t budget =
-      ledger.is_object() ? ledger.value("budget_bytes", std::int64_t{0}) : 0;
-  const std::int64_t usable =
-      ledger.is_object() ? ledger.value("usable_bytes", std::int64_t{0}) : 0;
+  for (const BarSegment& segment : segments) sum += segment.bytes;
+  const std::int64_t budget = ledger ? ledger->budget_bytes : 0;
+  const std::int64_t usable = ledger ? ledger->usable_bytes : 0;
   std::vector<BarSegment> against_budget = segments;
   if (usable > sum) against_budget.push_back({"free", usable - sum, false});
   if (budget > usable) against_budget.push_back({"reserve", budget - usable, true});
@@ -192,30 +205,27 @@ std::string MemorySection(const Json& facts) {
           ", the rest is the reserve):</p>\n" + "<div id=\"ledger-bar\">" +
           RenderStackedBar(against_budget, budget) + "</div>\n" +
           "<p>The same categories at their own scale (together " + FormatBytes(sum) +
-          "; the measured peak was " + BytesText(categories["peak"]) +
-          "):</p>\n<div id=\"ledger-zoom\">" + RenderStackedBar(segments, sum) + "</div>\n";
-  const Json blocks = ledger.is_object() ? ledger.value("blocks", Json::array()) : Json::array();
-  if (!blocks.empty()) {
+          "; the measured peak was " + FormatBytes(peak) + "):</p>\n<div id=\"ledger-zoom\">" +
+          RenderStackedBar(segments, sum) + "</div>\n";
+  if (ledger && !ledger->blocks.empty()) {
     std::set<std::int64_t> checkpointed;
     if (run["plan"].is_object()) {
       for (const Json& b : run["plan"]["checkpoint_blocks"])
         checkpointed.insert(b.get<std::int64_t>());
     }
     std::int64_t widest = 1;
-    for (const Json& b : blocks)
-      widest = std::max(widest, b.value("activation_bytes", std::int64_t{0}));
+    for (const BlockActivation& b : ledger->blocks) widest = std::max(widest, b.activation_bytes);
     html +=
         "<p>Activation bytes each block saves for backward: a checkpointed block keeps its "
         "input and recomputes the rest.</p>\n<table id=\"blocks\">" +
         Row({"block", "saved for backward", ""}, "th");
-    for (const Json& b : blocks) {
-      const std::int64_t index = b.value("index", std::int64_t{0});
-      const std::int64_t all = b.value("activation_bytes", std::int64_t{0});
-      const bool ckpt = checkpointed.count(index) > 0;
-      const std::int64_t kept = ckpt ? b.value("checkpointed_activation_bytes", all) : all;
-      html += Row({std::to_string(index) + (ckpt ? " (checkpointed)" : ""), FormatBytes(kept),
-                   RenderStackedBar({{"kept", kept, false}, {"recomputed", all - kept, true}},
-                                    widest, /*legend=*/false)});
+    for (const BlockActivation& b : ledger->blocks) {
+      const bool ckpt = checkpointed.count(b.index) > 0;
+      const std::int64_t kept = ckpt ? b.checkpointed_activation_bytes : b.activation_bytes;
+      html += Row({std::to_string(b.index) + (ckpt ? " (checkpointed)" : ""), FormatBytes(kept),
+                   RenderStackedBar(
+                       {{"kept", kept, false}, {"recomputed", b.activation_bytes - kept, true}},
+                       widest, /*legend=*/false)});
     }
     html +=
         "</table>\n<ul class=\"legend\"><li><span class=\"swatch seg-kept\"></span>kept "
@@ -226,52 +236,51 @@ std::string MemorySection(const Json& facts) {
 }
 
 std::string ProfileSection(const Json& facts) {
-  const Json p = LastEventDetails(facts, "profile");
+  const std::optional<ProfileReport> p =
+      StoredReport<ProfileReport>(LastEventDetails(facts, "profile"));
   std::string html = "<section id=\"profile\"><h2>Where an update spends its time</h2>\n";
-  if (!p.is_object()) {
+  if (!p) {
     return html +
            "<p class=\"muted\">No op profile: the first run of a new plan on the CPU is "
            "profiled, and this one's plan had been validated before, ran on a GPU, or "
            "stopped before training.</p></section>\n";
   }
-  html += "<p>" + NumberText(p["updates"], "%.0f") + " updates after a warm-up, " +
-          NumberText(p["update_seconds"], "%.4g s") + " each under the profiler (" +
-          NumberText(p["unprofiled_update_seconds"], "%.4g s") +
+  html += "<p>" + std::to_string(p->updates) + " updates after a warm-up, " +
+          NumberText(p->update_seconds, "%.4g s") + " each under the profiler (" +
+          NumberText(p->unprofiled_update_seconds, "%.4g s") +
           " without it: the shares are of the profiled update); measured roofs: peak " +
-          NumberText(p["peak_flops"], "%.3g FLOP/s") + " (" + Text(p["precision"]) +
+          NumberText(p->peak_flops, "%.3g FLOP/s") + " (" + EscapeHtml(p->precision) +
           " matrix products), memory bandwidth " +
-          NumberText(p["memory_bandwidth_bytes_per_second"], "%.3g B/s") + ", ridge at " +
-          NumberText(p["ridge_intensity"], "%.3g FLOP/byte") + ".</p>\n<table id=\"op-groups\">" +
+          NumberText(p->memory_bandwidth_bytes_per_second, "%.3g B/s") + ", ridge at " +
+          NumberText(p->ridge_intensity, "%.3g FLOP/byte") + ".</p>\n<table id=\"op-groups\">" +
           Row({"op group", "self time", "share", "calls", "FLOP/byte", "achieved", "of its bound",
                "bound"},
               "th");
   std::vector<RooflineDot> dots;
-  for (const Json& g : p.value("groups", Json::array())) {
-    html += Row({Text(g["group"]), NumberText(g["self_seconds"], "%.3g s"), PercentText(g["share"]),
-                 NumberText(g["calls"], "%.0f"), NumberText(g["intensity"], "%.3g"),
-                 g.value("achieved_flops", 0.0) > 0
-                     ? NumberText(g["achieved_flops"], "%.3g FLOP/s")
-                     : NumberText(g["achieved_bytes_per_second"], "%.3g B/s"),
-                 PercentText(g["fraction_of_bound"]), Text(g["bound"], "")});
-    dots.push_back({g.value("group", std::string()), g.value("intensity", 0.0),
-                    g.value("achieved_flops", 0.0)});
+  for (const ProfileReport::Group& g : p->groups) {
+    html += Row({EscapeHtml(g.group), NumberText(g.self_seconds, "%.3g s"), PercentText(g.share),
+                 NumberText(g.calls, "%.0f"), NumberText(g.intensity, "%.3g"),
+                 g.achieved_flops > 0 ? NumberText(g.achieved_flops, "%.3g FLOP/s")
+                                      : NumberText(g.achieved_bytes_per_second, "%.3g B/s"),
+                 PercentText(g.fraction_of_bound), EscapeHtml(g.bound)});
+    dots.push_back({g.group, g.intensity, g.achieved_flops});
   }
-  html += Row({"outside ops", NumberText(p["outside_ops_seconds"], "%.3g s")}) + "</table>\n";
+  html += Row({"outside ops", NumberText(p->outside_ops_seconds, "%.3g s")}) + "</table>\n";
   html +=
       "<figure class=\"chart\"><figcaption>Roofline: op groups whose FLOPs are counted "
       "(matrix products)</figcaption>\n" +
-      RenderRoofline(p.value("peak_flops", 0.0), p.value("memory_bandwidth_bytes_per_second", 0.0),
-                     dots) +
+      RenderRoofline(p->peak_flops, p->memory_bandwidth_bytes_per_second, dots) +
       "</figure>\n<table id=\"top-ops\">" +
       Row({"op", "group", "calls", "self time", "share"}, "th");
-  for (const Json& op : p.value("top_ops", Json::array())) {
-    html += Row({"<code>" + Text(op["name"]) + "</code>", Text(op["group"]),
-                 NumberText(op["calls"], "%.0f"), NumberText(op["self_seconds"], "%.3g s"),
-                 PercentText(op["share"])});
+  for (const ProfileReport::Op& op : p->top_ops) {
+    html += Row({"<code>" + EscapeHtml(op.name) + "</code>", EscapeHtml(op.group),
+                 NumberText(op.calls, "%.0f"), NumberText(op.self_seconds, "%.3g s"),
+                 PercentText(op.share)});
   }
   html += "</table>\n";
-  if (p["trace_path"].is_string()) {
-    html += "<p>Chrome trace (Perfetto opens it): <code>" + Text(p["trace_path"]) + "</code></p>\n";
+  if (p->trace_path) {
+    html += "<p>Chrome trace (Perfetto opens it): <code>" + EscapeHtml(*p->trace_path) +
+            "</code></p>\n";
   }
   return html + "</section>\n";
 }

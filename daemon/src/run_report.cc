@@ -6,7 +6,6 @@
 
 #include "trainerd/common/atomic_file.h"
 #include "trainerd/daemon/control_queries.h"
-#include "trainerd/daemon/plan_json.h"
 #include "trainerd/daemon/report_page.h"
 
 namespace trainerd::daemon {
@@ -66,7 +65,7 @@ nlohmann::json NightRunJson(store::Store& store, const store::RunRecord& run) {
       {"status", std::string(store::ToString(run.status))},
       {"config_hash", run.config_hash},
       {"fallback_of", run.fallback_of ? nlohmann::json(*run.fallback_of) : nlohmann::json(nullptr)},
-      {"plan", run.plan ? PlanJson(*run.plan) : nlohmann::json(nullptr)},
+      {"plan", run.plan ? ToJson(*run.plan) : nlohmann::json(nullptr)},
       {"plan_source", nullptr},
       {"cause", nullptr}};
   Result<std::vector<store::Event>> events = store.GetRunEvents(run.id);

@@ -134,7 +134,9 @@ int PrintProfile(const Json& result, const Args& args) {
                     " has no op profile: the first run of a new plan on the CPU is profiled",
                 kNoSuchThing);
   }
-  std::cout << (args.json ? profile.dump(2) + "\n" : trainerd::ProfileText(profile));
+  std::cout << (args.json
+                    ? profile.dump(2) + "\n"
+                    : trainerd::ProfileText(trainerd::Parse<trainerd::ProfileReport>(profile)));
   return kOk;
 }
 

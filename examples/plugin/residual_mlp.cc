@@ -1,4 +1,4 @@
-// A model written in LibTorch C++ and trained by trainerd as a plugin (model_plugin.h): a
+// A model written in LibTorch C++ and trained by trainerd as a plugin (model_registry.h): a
 // residual MLP over feature rows (data.format: tensors) whose residual blocks run through
 // RunBlock, so that a plan may checkpoint each of them.
 //
@@ -10,7 +10,7 @@
 //
 // Built against the installed trainerd package: examples/plugin/CMakeLists.txt.
 #include <torch/torch.h>
-#include <trainerd/trainer/models/model_plugin.h>
+#include <trainerd/trainer/models/model_registry.h>
 
 #include <memory>
 #include <stdexcept>
@@ -82,8 +82,7 @@ int Option(const nlohmann::json& options, const std::string& key, int fallback, 
   return value.get<int>();
 }
 
-std::shared_ptr<trainerd::TrainableModel> MakeResidualMlp(
-    const trainerd::PluginModelContext& context) {
+std::shared_ptr<trainerd::TrainableModel> MakeResidualMlp(const trainerd::ModelContext& context) {
   if (context.inputs != trainerd::ModelInputs::kRows) {
     throw std::invalid_argument("residual_mlp reads rows: use data.format: tensors");
   }

@@ -3,20 +3,19 @@
 #include <array>
 #include <utility>
 
+#include "trainerd/common/enum_names.h"
+
 namespace trainerd::store {
 namespace {
 
 // Each enumerator with its stored name.
-template <typename Enum, std::size_t N>
-using Names = std::array<std::pair<Enum, std::string_view>, N>;
-
-constexpr Names<ConfigState, 3> kConfigStateNames = {{
+constexpr EnumNames<ConfigState, 3> kConfigStateNames{{{
     {ConfigState::kCandidate, "candidate"},
     {ConfigState::kKnownGood, "known-good"},
     {ConfigState::kBad, "bad"},
-}};
+}}};
 
-constexpr Names<RunStatus, 11> kRunStatusNames = {{
+constexpr EnumNames<RunStatus, 11> kRunStatusNames{{{
     {RunStatus::kScheduled, "scheduled"},
     {RunStatus::kRunning, "running"},
     {RunStatus::kSucceeded, "succeeded"},
@@ -28,41 +27,28 @@ constexpr Names<RunStatus, 11> kRunStatusNames = {{
     {RunStatus::kCancelled, "cancelled"},
     {RunStatus::kInterrupted, "interrupted"},
     {RunStatus::kRejected, "rejected"},
-}};
+}}};
 
-constexpr Names<Severity, 3> kSeverityNames = {{
+constexpr EnumNames<Severity, 3> kSeverityNames{{{
     {Severity::kInfo, "info"},
     {Severity::kWarning, "warning"},
     {Severity::kError, "error"},
-}};
+}}};
 
 template <typename Enum, std::size_t N>
-std::string_view NameOf(const Names<Enum, N>& names, Enum value) {
-  for (const auto& [candidate, name] : names) {
-    if (candidate == value) return name;
-  }
-  return "unknown";
-}
-
-template <typename Enum, std::size_t N>
-Result<Enum> Parse(const Names<Enum, N>& names, std::string_view what, std::string_view text) {
-  for (const auto& [value, name] : names) {
-    if (name == text) return value;
-  }
+Result<Enum> Parse(const EnumNames<Enum, N>& names, std::string_view what, std::string_view text) {
+  if (const std::optional<Enum> value = names.Parse(text)) return *value;
   std::string expected;
-  for (const auto& [value, name] : names) {
-    expected += expected.empty() ? "" : ", ";
-    expected += name;
-  }
+  for (const std::string& name : names.Names()) expected += (expected.empty() ? "" : ", ") + name;
   return Status::InvalidArgument("unknown " + std::string(what) + " '" + std::string(text) +
                                  "'; expected one of " + expected);
 }
 
 }  // namespace
 
-std::string_view ToString(ConfigState state) { return NameOf(kConfigStateNames, state); }
-std::string_view ToString(RunStatus status) { return NameOf(kRunStatusNames, status); }
-std::string_view ToString(Severity severity) { return NameOf(kSeverityNames, severity); }
+std::string_view ToString(ConfigState state) { return kConfigStateNames.Name(state); }
+std::string_view ToString(RunStatus status) { return kRunStatusNames.Name(status); }
+std::string_view ToString(Severity severity) { return kSeverityNames.Name(severity); }
 
 Result<ConfigState> ParseConfigState(std::string_view name) {
   return Parse(kConfigStateNames, "config state", name);

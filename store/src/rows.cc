@@ -31,11 +31,9 @@ Result<Enum> StoredEnum(Result<Enum> parsed) {
   return parsed;
 }
 
-std::string EncodeBlocks(const std::vector<std::int64_t>& blocks) {
-  return nlohmann::json(blocks).dump();
-}
+std::string EncodeBlocks(const std::vector<int>& blocks) { return nlohmann::json(blocks).dump(); }
 
-Result<std::vector<std::int64_t>> DecodeBlocks(const std::string& text) {
+Result<std::vector<int>> DecodeBlocks(const std::string& text) {
   const nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!json.is_array() ||
       !std::all_of(json.begin(), json.end(), [](const auto& v) { return v.is_number_integer(); })) {
@@ -44,7 +42,7 @@ Result<std::vector<std::int64_t>> DecodeBlocks(const std::string& text) {
         "integers: " +
         text);
   }
-  return json.get<std::vector<std::int64_t>>();
+  return json.get<std::vector<int>>();
 }
 
 }  // namespace
@@ -118,7 +116,7 @@ Result<RunRecord> ReadRun(sqlite::Statement& stmt) {
   if (stmt.NextIsNull()) {
     stmt.Skip(kPlanColumns);
   } else {
-    Result<RunPlan> plan = ReadPlan(stmt);
+    Result<PlanSpec> plan = ReadPlan(stmt);
     if (!plan.ok()) return plan.status();
     run.plan = *std::move(plan);
   }
@@ -193,19 +191,22 @@ void BindRun(sqlite::Statement& stmt, const RunRecord& run, std::int64_t hardwar
             run.final_loss, run.parity_seconds, run.world_size);
 }
 
-void BindPlan(sqlite::Statement& stmt, const RunPlan& plan) {
-  stmt.Bind(plan.microbatch, plan.accumulation_steps, EncodeBlocks(plan.checkpoint_blocks),
-            plan.precision);
+void BindPlan(sqlite::Statement& stmt, const PlanSpec& plan) {
+  stmt.Bind(std::int64_t{plan.microbatch}, std::int64_t{plan.accumulation_steps},
+            EncodeBlocks(plan.checkpoint_blocks), std::string(ToString(plan.precision)));
 }
 
-Result<RunPlan> ReadPlan(sqlite::Statement& stmt) {
-  RunPlan plan;
-  plan.microbatch = stmt.ReadInt64();
-  plan.accumulation_steps = stmt.ReadInt64();
-  Result<std::vector<std::int64_t>> blocks = DecodeBlocks(stmt.ReadText());
+Result<PlanSpec> ReadPlan(sqlite::Statement& stmt) {
+  PlanSpec plan;
+  plan.microbatch = static_cast<int>(stmt.ReadInt64());
+  plan.accumulation_steps = static_cast<int>(stmt.ReadInt64());
+  Result<std::vector<int>> blocks = DecodeBlocks(stmt.ReadText());
   if (!blocks.ok()) return blocks.status();
   plan.checkpoint_blocks = *std::move(blocks);
-  plan.precision = stmt.ReadText();
+  const std::string precision = stmt.ReadText();
+  const std::optional<Precision> parsed = kPrecisionNames.Parse(precision);
+  if (!parsed) return Status::Corruption("run store holds an unknown precision: " + precision);
+  plan.precision = *parsed;
   return plan;
 }
 

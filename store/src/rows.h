@@ -63,9 +63,9 @@ inline constexpr int kPlanColumns = 4;
 inline constexpr std::string_view kUpdatePlan =
     "UPDATE runs SET (microbatch, accumulation_steps, checkpoint_blocks, precision) = "
     "(?, ?, ?, ?) WHERE id = ?";
-void BindPlan(sqlite::Statement& stmt, const RunPlan& plan);
+void BindPlan(sqlite::Statement& stmt, const PlanSpec& plan);
 // REQUIRES: the plan columns are not NULL.
-[[nodiscard]] Result<RunPlan> ReadPlan(sqlite::Statement& stmt);
+[[nodiscard]] Result<PlanSpec> ReadPlan(sqlite::Statement& stmt);
 
 // --- Per-update metrics and slice evals ------------------------------------------------
 inline constexpr std::string_view kInsertUpdateMetric =

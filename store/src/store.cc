@@ -266,7 +266,7 @@ Status Store::MarkRunStarted(std::int64_t run_id, double started_at) {
   });
 }
 
-Status Store::SetRunPlan(std::int64_t run_id, const RunPlan& plan) {
+Status Store::SetRunPlan(std::int64_t run_id, const PlanSpec& plan) {
   return InTransaction(*db_, [&]() -> Status {
     Status status = CheckUnfinished(*db_, run_id);
     if (!status.ok()) return status;
@@ -380,9 +380,9 @@ Result<std::vector<SliceEval>> Store::GetSliceEvals(std::int64_t run_id) {
       [&](Statement& stmt) { stmt.Bind(run_id); }, rows::ReadSliceEval);
 }
 
-Result<std::optional<RunPlan>> Store::LastValidatedPlan(std::string_view config_hash,
-                                                        const HardwareFingerprint& hardware) {
-  return QueryFirst<RunPlan>(
+Result<std::optional<PlanSpec>> Store::LastValidatedPlan(std::string_view config_hash,
+                                                         const HardwareFingerprint& hardware) {
+  return QueryFirst<PlanSpec>(
       *db_,
       Sql(rows::kSelectPlan, "WHERE r.config_hash = ? AND r.status = ? AND r.hardware_id = " +
                                  std::string(rows::kHardwareId) + " ORDER BY r.id DESC LIMIT 1"),

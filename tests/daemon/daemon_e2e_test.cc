@@ -617,7 +617,7 @@ TEST_F(DaemonTest, TheNamedBaselineOfATorchScriptModelCheckpointsTheBlocksItsLed
   ASSERT_TRUE(baseline.has_value()) << Diagnostics();
   ASSERT_TRUE(baseline->plan.has_value());
   EXPECT_EQ(baseline->plan->microbatch, 1);
-  EXPECT_EQ(baseline->plan->checkpoint_blocks, (std::vector<std::int64_t>{0, 1}));
+  EXPECT_EQ(baseline->plan->checkpoint_blocks, (std::vector<int>{0, 1}));
   EXPECT_EQ(EventsOfKind(*s, baseline->id, "plan_over_budget").size(), 1u);
 }
 
@@ -807,9 +807,8 @@ TEST_F(DaemonTest, KilledAtTwelveRandomMomentsEveryRunRecordStaysTrueAndTheLastR
       ASSERT_TRUE(run.plan.has_value());
       EXPECT_EQ(run.plan->microbatch, chosen["microbatch"]);
       EXPECT_EQ(run.plan->accumulation_steps, chosen["accumulation_steps"]);
-      EXPECT_EQ(run.plan->checkpoint_blocks,
-                chosen["checkpoint_blocks"].get<std::vector<std::int64_t>>());
-      EXPECT_EQ(run.plan->precision, chosen["precision"]);
+      EXPECT_EQ(run.plan->checkpoint_blocks, chosen["checkpoint_blocks"].get<std::vector<int>>());
+      EXPECT_EQ(ToString(run.plan->precision), chosen["precision"]);
     }
     const std::int64_t first = FirstMetricUpdate(*s, run.id);
     if (first > 0) {

@@ -20,7 +20,7 @@ store::RunRecord FinishedRun(store::RunStatus status) {
   run.started_at = 1000;
   run.ended_at = 1600;
   run.deadline_at = 2000;
-  run.plan = {4, 8, {0, 1, 2}, "bf16"};
+  run.plan = PlanSpec{4, 8, {0, 1, 2}, Precision::kBf16};
   run.peak_memory = store::MemoryByCategory{100, 100, 200, 5000, 300, 16, 5800};
   run.samples_per_second = 250.5;
   run.mfu = 0.31;

@@ -129,7 +129,8 @@ class NightlyCycleTest : public ::testing::Test {
                                  std::to_string(exit_code));
   }
 
-  CycleOutcome RunCycle(ProcessLauncher& launcher, FileStore& files) {
+  CycleOutcome RunCycle(ProcessLauncher& launcher, FileStore& files,
+                        CycleSteps steps = DefaultAttemptSteps()) {
     asio::io_context io;
     WorkerSupervisor supervisor(io, clock_, launcher, "");
     supervisor_ = &supervisor;
@@ -137,7 +138,7 @@ class NightlyCycleTest : public ::testing::Test {
         store::Store::Open(config_.database_path());
     EXPECT_TRUE(metric_store.ok()) << metric_store.status().message();
     NightlyCycle cycle(config_, *store_, **metric_store, clock_, supervisor, files, nullptr,
-                       nullptr);
+                       nullptr, std::move(steps));
     CycleOutcome outcome;
     const Window window = WindowStartingAt(clock_.Now(), config_.schedule);
     asio::co_spawn(
@@ -400,6 +401,59 @@ TEST_F(NightlyCycleTest, ACancelDuringTheParityCheckCancelsTheRunAsDuringPlannin
   EXPECT_EQ(parity[0].severity, store::Severity::kWarning);
   EXPECT_NE(parity[0].message.find("stopped (cancelled)"), std::string::npos) << parity[0].message;
   EXPECT_TRUE(Events(run.id, "fallback").empty());
+}
+
+// A step that exists only in this test, put before training: it refuses the first attempt's
+// plan (a site quota, say) and lets the next through, each time leaving an event.
+class RefuseTheFirstAttempt final : public CycleStep {
+ public:
+  const char* name() const override { return "test_quota"; }
+  asio::awaitable<void> Run(CycleState& state, CycleContext& context) override {
+    const bool refuse = ++attempts_ == 1;
+    context.Record(state.current.run.id, "test_quota", store::Severity::kInfo,
+                   refuse ? "refused" : "allowed");
+    if (refuse) state.current.end = AttemptEnd{AttemptOutcome::kRejected, "over the test quota"};
+    co_return;
+  }
+
+ private:
+  int attempts_ = 0;
+};
+
+TEST_F(NightlyCycleTest, AStepAddedToTheCycleRunsInEveryAttemptAndEndsOneAsAnyStepCan) {
+  CycleSteps steps = DefaultAttemptSteps();
+  const auto train = std::find_if(steps.begin(), steps.end(), [](const auto& step) {
+    return std::string(step->name()) == "train";
+  });
+  ASSERT_NE(train, steps.end());
+  steps.insert(train, std::make_unique<RefuseTheFirstAttempt>());
+  PosixProcessLauncher launcher;
+  LocalFileStore files;
+  const CycleOutcome outcome = RunCycle(launcher, files, std::move(steps));
+  ASSERT_EQ(outcome.run_ids.size(), 2u) << outcome.summary;
+  const std::int64_t refused = outcome.run_ids[0], retried = outcome.run_ids[1];
+  EXPECT_EQ(store_->GetRun(refused)->status, store::RunStatus::kRejected);
+  ASSERT_EQ(Events(refused, "test_quota").size(), 1u);
+  EXPECT_EQ(Events(refused, "test_quota")[0].message, "refused");
+  ExpectNotTrained(refused);
+  EXPECT_EQ(Events(refused, "fallback").size(), 1u);  // the fallback took it as a refused plan
+  EXPECT_EQ(Events(retried, "test_quota")[0].message, "allowed");
+  EXPECT_TRUE(outcome.succeeded) << outcome.summary;
+  EXPECT_EQ(store_->GetRun(retried)->status, store::RunStatus::kSucceeded);
+}
+
+// A worker of another trainerd release (another worker protocol) is refused before the cycle
+// records any run.
+TEST_F(NightlyCycleTest, AWorkerOfAnotherProtocolVersionIsRefusedBeforeAnyRun) {
+  WrapTheFirst("--protocol-version", "echo 99; exit 0");
+  const CycleOutcome outcome = RunCycle();
+  EXPECT_FALSE(outcome.succeeded);
+  EXPECT_TRUE(outcome.run_ids.empty());
+  EXPECT_NE(outcome.summary.find("speaks worker protocol 99, this trainerd speaks " +
+                                 std::to_string(kWorkerProtocolVersion)),
+            std::string::npos)
+      << outcome.summary;
+  EXPECT_TRUE(store_->ListRecentRuns(10)->empty());
 }
 
 }  // namespace

@@ -10,10 +10,8 @@ namespace trainerd::daemon {
 namespace {
 
 using store::ConfigState;
-using store::RunPlan;
-
-RunPlan Plan(std::int64_t microbatch, std::int64_t steps, std::string precision = "fp32") {
-  return RunPlan{microbatch, steps, {}, std::move(precision)};
+PlanSpec Plan(int microbatch, int steps, Precision precision = Precision::kFp32) {
+  return PlanSpec{microbatch, steps, {}, precision};
 }
 
 using By = WorkerExit::StoppedBy;
@@ -106,15 +104,16 @@ TEST(IsValidatedPlanTest, TheValidatedSourceOrThePlanOfTheLastSucceededRun) {
   EXPECT_TRUE(IsValidatedPlan({"c", PlanSource::kConfig, Plan(4, 2)}, Plan(4, 2)));
   EXPECT_FALSE(IsValidatedPlan({"c", PlanSource::kConfig, Plan(4, 2)}, Plan(8, 1)));
   EXPECT_FALSE(IsValidatedPlan({"c", PlanSource::kPlanner, Plan(4, 2)}, std::nullopt));
-  EXPECT_FALSE(IsValidatedPlan({"c", PlanSource::kBaseline, Plan(4, 2, "bf16")}, Plan(4, 2)));
+  EXPECT_FALSE(
+      IsValidatedPlan({"c", PlanSource::kBaseline, Plan(4, 2, Precision::kBf16)}, Plan(4, 2)));
 }
 
 TEST(NamedBaselinePlanTest, MicrobatchOneEveryBlockFp32SameEffectiveBatch) {
-  const RunPlan plan = NamedBaselinePlan(32, 4);
+  const PlanSpec plan = NamedBaselinePlan(32, 4);
   EXPECT_EQ(plan.microbatch, 1);
   EXPECT_EQ(plan.accumulation_steps, 32);
-  EXPECT_EQ(plan.checkpoint_blocks, (std::vector<std::int64_t>{0, 1, 2, 3}));
-  EXPECT_EQ(plan.precision, "fp32");
+  EXPECT_EQ(plan.checkpoint_blocks, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(plan.precision, Precision::kFp32);
 }
 
 TEST(FirstPlanSourceTest, ValidatedThenTheJobsOwnThenThePlanner) {

@@ -50,7 +50,7 @@ class RunReportTest : public ::testing::Test {
 
   // A finished run of the config with `plan`, its events recorded in order.
   std::int64_t Run(store::RunStatus status, std::optional<std::int64_t> fallback_of,
-                   const store::RunPlan& plan, std::vector<store::Event> events,
+                   const PlanSpec& plan, std::vector<store::Event> events,
                    std::vector<store::UpdateMetric> metrics = {},
                    std::vector<store::SliceEval> evals = {}) {
     store::RunRecord run;
@@ -80,7 +80,7 @@ class RunReportTest : public ::testing::Test {
   // Night one: run 1 (naive plan) runs out of memory, run 2 replaces it with the planner's
   // plan, trains 1200 updates and is released. Night two: run 3, alone.
   void RecordTwoNights() {
-    const store::RunPlan naive{32, 1, {}, "fp32"};
+    const PlanSpec naive{32, 1, {}, Precision::kFp32};
     const std::int64_t first =
         Run(store::RunStatus::kOom, std::nullopt, naive,
             {At(0, "run_started", store::Severity::kInfo, "started", {{"plan_source", "config"}}),
@@ -128,7 +128,7 @@ class RunReportTest : public ::testing::Test {
                           {"reference", nullptr},
                           {"tolerance", 0.02},
                           {"pass", true}}}}};
-    second_ = Run(store::RunStatus::kSucceeded, first, {16, 2, {1}, "bf16"},
+    second_ = Run(store::RunStatus::kSucceeded, first, PlanSpec{16, 2, {1}, Precision::kBf16},
                   {At(0, "run_started", store::Severity::kInfo, "started",
                       {{"plan_source", "replan-smaller-budget"}}),
                    At(0, "plan", store::Severity::kInfo, "planner plan",

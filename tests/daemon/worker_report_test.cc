@@ -1,6 +1,7 @@
-// The worker's event stream as the daemon reads it: what each event records, and that lines
-// of the wrong shape (found by tests/fuzz/worker_report_fuzzer) are ignored field by field
-// instead of throwing out of Consume or out of the nightly cycle's reads.
+// The worker's event stream as the daemon reads it (the worker protocol's parser): what each
+// event records, and that lines of the wrong shape (found by tests/fuzz/worker_report_fuzzer)
+// are ignored field by field, named in a worker_protocol warning, instead of throwing out of
+// Consume or out of the nightly cycle's reads.
 #include "trainerd/daemon/worker_report.h"
 
 #include <gtest/gtest.h>
@@ -40,7 +41,7 @@ TEST(WorkerReportTest, RecordsStartUpdatesEvalsCheckpointsAndFinish) {
   const std::vector<store::Event> events = report.TakeEvents();
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].message, "training checkpoint at update 151 (interval)");
-  EXPECT_EQ(report.finish().value("model_sha256", ""), kSha);
+  EXPECT_EQ(report.finish()->model_sha256.hex, kSha);
 }
 
 // Found by tests/fuzz/worker_report_fuzzer: value("reason", "") and its kin threw
@@ -52,16 +53,20 @@ TEST(WorkerReportTest, AStringFieldOfAnotherTypeIsIgnoredNotThrown) {
   EXPECT_NO_THROW(report.Consume(R"({"event":"warning","message":{"a":1}})", kNow));
   EXPECT_NO_THROW(report.Consume(R"({"event":"error","kind":7,"message":"out of memory"})", kNow));
   const std::vector<store::Event> events = report.TakeEvents();
-  ASSERT_EQ(events.size(), 4u);
-  EXPECT_EQ(events[0].message, "training checkpoint at update 3 ()");
-  EXPECT_EQ(events[1].message, "");
-  EXPECT_EQ(events[2].kind, "worker_protocol");
+  ASSERT_EQ(events.size(), 6u);
+  EXPECT_EQ(events[0].message,
+            "the worker's checkpoint event has fields of the wrong type, ignored: reason");
+  EXPECT_EQ(events[1].message, "training checkpoint at update 3 ()");
   EXPECT_EQ(events[2].message,
+            "the worker's warning event has fields of the wrong type, ignored: message");
+  EXPECT_EQ(events[3].message, "");
+  EXPECT_EQ(events[4].kind, "worker_protocol");
+  EXPECT_EQ(events[4].message,
             "the worker's error event has fields of the wrong type, ignored: kind");
-  EXPECT_EQ(events[3].message, ": out of memory");
-  // The nightly cycle reads the error event with value(): the bad field is gone.
-  EXPECT_EQ(report.error().value("kind", ""), "");
-  EXPECT_EQ(report.error().value("message", ""), "out of memory");
+  EXPECT_EQ(events[5].message, ": out of memory");
+  // The nightly cycle reads the typed error event: the bad field kept its default.
+  EXPECT_EQ(report.error()->kind, "");
+  EXPECT_EQ(report.error()->message, "out of memory");
 }
 
 // Found by tests/fuzz/worker_report_fuzzer: an eval whose slices are not objects with a
@@ -95,19 +100,20 @@ TEST(WorkerReportTest, StartAndFinishKeepOnlyFieldsOfTheirDocumentedType) {
                  R"("throughput_method":null,"model_path":["/m.pt"],"elapsed_seconds":3,)"
                  R"("samples_per_second":null})",
                  kNow);
-  const Json& start = report.start();
-  EXPECT_EQ(start["software"], Json({{"blas", "openblas"}}));
-  EXPECT_FALSE(start.contains("data"));
-  EXPECT_FALSE(start.contains("effective_batch"));
-  EXPECT_FALSE(start.contains("seed"));
-  EXPECT_EQ(start["model"]["kind"], "gpt");
-  const Json& finish = report.finish();
-  EXPECT_EQ(finish.value("updates", 0), 0);
-  EXPECT_EQ(finish.value("peak_bytes", std::int64_t{0}), 0);
-  EXPECT_EQ(finish.value("throughput_method", ""), "");
-  EXPECT_TRUE(finish["samples_per_second"].is_null());  // documented: null when nothing trained
-  EXPECT_EQ(finish.value("model_path", ""), "");
-  EXPECT_EQ(finish.value("elapsed_seconds", 0.0), 3.0);
+  const StartEvent& start = *report.start();
+  EXPECT_EQ(start.software.blas, "openblas");
+  EXPECT_EQ(start.software.torch_version, "");
+  EXPECT_EQ(start.data.fingerprint, "");
+  EXPECT_EQ(start.effective_batch, 0);
+  EXPECT_EQ(start.seed, 0u);
+  EXPECT_EQ(start.model.kind, "gpt");
+  const FinishEvent& finish = *report.finish();
+  EXPECT_EQ(finish.updates, 0);
+  EXPECT_EQ(finish.peak_bytes, 0);
+  EXPECT_EQ(finish.throughput_method, "");
+  EXPECT_FALSE(finish.samples_per_second.has_value());  // documented: null when nothing trained
+  EXPECT_EQ(finish.model_path, "");
+  EXPECT_EQ(finish.elapsed_seconds, 3.0);
   const std::vector<store::Event> events = report.TakeEvents();
   ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(events[0].message,
@@ -115,7 +121,7 @@ TEST(WorkerReportTest, StartAndFinishKeepOnlyFieldsOfTheirDocumentedType) {
             "effective_batch, seed, software.torch_version");
   EXPECT_EQ(events[1].message,
             "the worker's finish event has fields of the wrong type, ignored: "
-            "throughput_method, peak_bytes, updates, model_path");
+            "model_path, peak_bytes, throughput_method, updates");
   EXPECT_TRUE(Json::accept(events[1].details_json));
 }
 
@@ -127,13 +133,13 @@ TEST(WorkerReportTest, AModelHashThatIsNotSixtyFourHexDigitsIsDroppedAndASeedKee
                                  std::string(64, 'A'), std::string(63, 'a') + "/"}) {
     WorkerReport report;
     report.Consume(R"({"event":"finish","model_sha256":")" + bad + R"("})", kNow);
-    EXPECT_FALSE(report.finish().contains("model_sha256")) << bad;
+    EXPECT_TRUE(report.finish()->model_sha256.hex.empty()) << bad;
   }
   WorkerReport report;
   report.Consume(R"({"event":"start","seed":18446744073709551615})", kNow);
   report.Consume(R"({"event":"finish","model_sha256":")" + good + R"("})", kNow);
-  EXPECT_EQ(report.finish()["model_sha256"], good);
-  EXPECT_EQ(report.start()["seed"].get<std::uint64_t>(), 18446744073709551615ULL);
+  EXPECT_EQ(report.finish()->model_sha256.hex, good);
+  EXPECT_EQ(report.start()->seed, 18446744073709551615ULL);
 }
 
 TEST(WorkerReportTest, LinesThatAreNotEventsAreIgnored) {
@@ -143,7 +149,7 @@ TEST(WorkerReportTest, LinesThatAreNotEventsAreIgnored) {
     EXPECT_NO_THROW(report.Consume(line, kNow)) << line;
   }
   EXPECT_EQ(report.pending_metrics(), 0u);
-  EXPECT_TRUE(report.start().is_null());
+  EXPECT_FALSE(report.start().has_value());
   EXPECT_TRUE(report.TakeEvents().empty());
 }
 

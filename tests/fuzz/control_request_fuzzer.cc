@@ -68,7 +68,7 @@ void Seed(store::Store& s, const std::string& job_text) {
 
   const std::int64_t done = Must(s.CreateRun(Run(good, t0)), "run 1");
   Must(s.MarkRunStarted(done, t0 + 1), "start 1");
-  Must(s.SetRunPlan(done, {4, 8, {0, 2}, "bf16"}), "plan 1");
+  Must(s.SetRunPlan(done, PlanSpec{4, 8, {0, 2}, Precision::kBf16}), "plan 1");
   store::RunRecord finished = Must(s.GetRun(done), "get 1");
   finished.status = store::RunStatus::kSucceeded;
   finished.ended_at = t0 + 3600;

@@ -7,8 +7,8 @@
 
 #include <memory>
 
-#include "trainerd/trainer/models/model.h"
-#include "trainerd/trainer/spec/job_spec.h"
+#include "models/mlp/mlp_spec.h"
+#include "trainerd/trainer/models/build_model.h"
 
 namespace trainerd::fuzz {
 
@@ -24,13 +24,12 @@ struct CheckpointModel {
 // classes, and its AdamW. `step`: take one optimizer step so that AdamW has state.
 inline CheckpointModel BuildCheckpointModel(bool step) {
   torch::manual_seed(1);
-  ModelSpec spec;
-  spec.kind = ModelKind::kMlpClassifier;
-  spec.mlp.hidden = 1;
-  spec.mlp.layers = 1;
-  spec.mlp.batch_norm = true;
+  MlpOptions mlp;
+  mlp.hidden = 1;
+  mlp.layers = 1;
+  mlp.batch_norm = true;
   CheckpointModel m;
-  m.model = BuildModel(spec, /*num_classes=*/2);
+  m.model = BuildModel(MlpModelSpec(mlp), /*classes=*/2, "fuzz");
   m.optimizer = std::make_unique<torch::optim::AdamW>(m.model->parameters(),
                                                       torch::optim::AdamWOptions(1e-3));
   if (step) {

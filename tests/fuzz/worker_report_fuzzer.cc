@@ -1,10 +1,9 @@
 // libFuzzer harness for the worker's JSON-lines event stream (docs/trainer-run.md): any bytes,
-// split into lines, each consumed by a WorkerReport, then read the way the daemon reads a
-// report: metrics, events and evals taken for the store, progress for the status answer
-// and trainerctl, and the start, finish and error objects as NightlyCycle reads them with
-// nlohmann's value(key, default), which throws on a field of another type. Nothing may
-// throw, crash, leak or hit undefined behaviour. Seeds: corpus/worker_report/ (event streams
-// of trainer-run).
+// split into lines, each consumed by a WorkerReport (the worker protocol's parser), then read
+// the way the daemon reads a report: metrics, events and evals taken for the store, progress
+// for the status answer and trainerctl, and the typed start, finish and error events as the
+// cycle's steps read them. Nothing may throw, crash, leak or hit undefined behaviour. Seeds:
+// corpus/worker_report/ (event streams of trainer-run).
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -21,41 +20,33 @@ namespace {
 
 using Json = nlohmann::json;
 
-// The reads of daemon/src/nightly_cycle.cc (FillFromReport, DescribeFailure, PublishModel,
-// the exit classification): keep them in step.
+// The reads of the cycle's steps (daemon/src/cycle/: the train step's FillFromReport and
+// DescribeFailure, the release step's Publish, the exit classification): keep them in step.
 std::size_t ReadLikeTheNightlyCycle(const daemon::WorkerReport& report) {
   std::size_t bytes = 0;
-  const Json& start = report.start();
-  if (start.is_object()) {
-    const Json software = start.value("software", Json::object());
-    bytes += software.value("torch_version", "").size();
-    bytes += software.value("blas", "").size();
-    bytes += software.value("compiler", "").size();
-    bytes += Json{{"model", start.value("model", Json::object())},
-                  {"effective_batch", start.value("effective_batch", 0)}}
+  if (const std::optional<StartEvent>& start = report.start()) {
+    bytes += start->software.torch_version.size() + start->software.blas.size() +
+             start->software.compiler.size();
+    bytes += Json{{"model", ToJson(start->model)}, {"effective_batch", start->effective_batch}}
                  .dump()
                  .size();
-    bytes += Json{{"training", start.value("seed", 0)}}.dump().size();
-    bytes += start.value("data", Json::object()).value("fingerprint", "").size();
+    bytes += Json{{"training", start->seed}}.dump().size();
+    bytes += start->data.fingerprint.size();
   }
-  const Json& fin = report.finish();
-  if (fin.is_object()) {
-    bytes += fin.value("throughput_method", "").size();
-    double sum = 0;
-    for (const char* key : {"samples_per_second", "tokens_per_second", "mfu", "final_train_loss"}) {
-      const auto it = fin.find(key);
-      if (it != fin.end() && it->is_number()) sum += it->get<double>();
-    }
-    sum += static_cast<double>(fin.value("peak_bytes", std::int64_t{0}));
-    const int resumed_from = start.is_object() ? start.value("resumed_from_update", 0) : 0;
-    sum += static_cast<double>(fin.value("updates", 0) - resumed_from);
-    sum += fin.value("elapsed_seconds", 0.0);
-    bytes += fin.value("model_sha256", "").size() + fin.value("model_path", "").size();
+  if (const std::optional<FinishEvent>& fin = report.finish()) {
+    bytes += fin->throughput_method.size();
+    double sum = fin->samples_per_second.value_or(0) + fin->tokens_per_second.value_or(0) +
+                 fin->mfu.value_or(0) + fin->final_train_loss.value_or(0);
+    sum += static_cast<double>(fin->peak_bytes);
+    const int resumed_from = report.start() ? report.start()->resumed_from_update : 0;
+    sum += static_cast<double>(fin->updates - resumed_from);
+    sum += fin->elapsed_seconds;
+    bytes += fin->model_sha256.hex.size() + fin->model_path.size();
     bytes += std::isnan(sum) ? 1 : 0;
   }
-  const Json& error = report.error();
-  if (error.is_object())
-    bytes += error.value("kind", "").size() + error.value("message", "").size();
+  if (const std::optional<ErrorEvent>& error = report.error()) {
+    bytes += error->kind.size() + error->message.size();
+  }
   return bytes;
 }
 

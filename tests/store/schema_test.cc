@@ -67,7 +67,7 @@ TEST(SchemaTest, MigratesEveryEarlierVersionKeepingItsData) {
     Result<RunRecord> run = migrated.GetRun(1);
     ASSERT_TRUE(IsOk(run));
     EXPECT_EQ(run->status, RunStatus::kSucceeded);
-    EXPECT_EQ(run->plan, (RunPlan{4, 8, {0, 2}, "bf16"}));
+    EXPECT_EQ(run->plan, (PlanSpec{4, 8, {0, 2}, Precision::kBf16}));
     // Run 2 has no plan event: the plan it was created with may be a placeholder.
     EXPECT_EQ(migrated.GetRun(2)->plan, std::nullopt);
     EXPECT_EQ(run->hardware.device_memory_bytes, std::int64_t{80} << 30);
@@ -84,8 +84,8 @@ TEST(SchemaTest, MigratesEveryEarlierVersionKeepingItsData) {
 
     if (version >= 2) {
       // Plans that version 2 kept as placeholders: from the run's last plan event, or none.
-      EXPECT_EQ(migrated.GetRun(3)->plan, (RunPlan{8, 4, {1}, "bf16"}));
-      EXPECT_EQ(migrated.GetRun(4)->plan, (RunPlan{4, 8, {0, 2}, "bf16"}));
+      EXPECT_EQ(migrated.GetRun(3)->plan, (PlanSpec{8, 4, {1}, Precision::kBf16}));
+      EXPECT_EQ(migrated.GetRun(4)->plan, (PlanSpec{4, 8, {0, 2}, Precision::kBf16}));
       EXPECT_EQ(migrated.GetRun(5)->plan, std::nullopt);
       EXPECT_EQ(migrated.GetRun(5)->status, RunStatus::kInterrupted);
       EXPECT_EQ(migrated.CurrentRelease()->value().run_id, 1);

@@ -289,14 +289,14 @@ TEST_F(StoreTest, ARunHasNoPlanUntilOneIsSetAndThenTheOneSet) {
   planned.plan = std::nullopt;
   const std::int64_t second = CreateRun(planned);
   ASSERT_TRUE(IsOk(store_->MarkRunStarted(second, 1'700'000'003)));
-  const RunPlan chosen{16, 2, {1}, "bf16"};
+  const PlanSpec chosen{16, 2, {1}, Precision::kBf16};
   ASSERT_TRUE(IsOk(store_->SetRunPlan(second, chosen)));
   ASSERT_TRUE(IsOk(store_->MarkUnfinishedAsInterrupted(1'700'000'004)));
   EXPECT_EQ(store_->GetRun(second)->plan, chosen);
   // A finished run's plan is history.
-  EXPECT_EQ(store_->SetRunPlan(second, RunPlan{}).code(), Status::Code::kFailedPrecondition);
+  EXPECT_EQ(store_->SetRunPlan(second, PlanSpec{}).code(), Status::Code::kFailedPrecondition);
   EXPECT_EQ(store_->SetRunPlan(9999, chosen).code(), Status::Code::kNotFound);
-  EXPECT_EQ(store_->SetRunPlan(CreateRun(planned), RunPlan{0, 1, {}, "fp32"}).code(),
+  EXPECT_EQ(store_->SetRunPlan(CreateRun(planned), PlanSpec{0, 1, {}, Precision::kFp32}).code(),
             Status::Code::kInvalidArgument);
 }
 
@@ -489,17 +489,17 @@ TEST_F(StoreTest, LastValidatedPlanIsTheNewestSucceededPlanOfConfigAndHardware) 
   EXPECT_FALSE(store_->LastValidatedPlan("cfg-a", SampleHardware())->has_value());
 
   RunRecord old_plan = SampleRun("cfg-a");
-  old_plan.plan = {1, 32, {0, 1, 2, 3}, "fp32"};
+  old_plan.plan = PlanSpec{1, 32, {0, 1, 2, 3}, Precision::kFp32};
   FinishedRunId(old_plan, RunStatus::kSucceeded);
   RunRecord new_plan = SampleRun("cfg-a");
-  new_plan.plan = {8, 4, {}, "bf16"};
+  new_plan.plan = PlanSpec{8, 4, {}, Precision::kBf16};
   FinishedRunId(new_plan, RunStatus::kSucceeded);
   RunRecord failed_plan = SampleRun("cfg-a");
-  failed_plan.plan = {16, 2, {}, "fp16"};
+  failed_plan.plan = PlanSpec{16, 2, {}, Precision::kFp16};
   FinishedRunId(failed_plan, RunStatus::kOom);
   RunRecord small_device = SampleRun("cfg-a");
   small_device.hardware = other_device;
-  small_device.plan = {2, 16, {1}, "bf16"};
+  small_device.plan = PlanSpec{2, 16, {1}, Precision::kBf16};
   FinishedRunId(small_device, RunStatus::kSucceeded);
 
   EXPECT_EQ(store_->LastValidatedPlan("cfg-a", SampleHardware())->value(), new_plan.plan);

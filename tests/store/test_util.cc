@@ -78,7 +78,7 @@ RunRecord SampleRun(const std::string& config_hash) {
   run.created_at = 1'700'000'000.25;
   run.deadline_at = 1'700'021'600.0;
   run.plan = {/*microbatch=*/4, /*accumulation_steps=*/8, /*checkpoint_blocks=*/{0, 2, 5},
-              /*precision=*/"bf16"};
+              /*precision=*/Precision::kBf16};
   run.hardware = SampleHardware();
   run.software = {"0.1.0", "2.1.0", "OpenBLAS 0.3.21", "GCC 12.2.0"};
   run.shapes_json = R"({"sequence_length":128,"hidden":256})";

@@ -1,4 +1,5 @@
-// An EventSink that keeps every event, for assertions on what the trainer reported.
+// An EventSink that keeps every event as the worker protocol writes it (JSON), for assertions
+// on what the trainer reported.
 #pragma once
 
 #include <string>
@@ -10,7 +11,7 @@ namespace trainerd::testing {
 
 class RecordingSink : public EventSink {
  public:
-  void Emit(const nlohmann::json& event) override { events.push_back(event); }
+  void Emit(const WorkerEvent& event) override { events.push_back(ToJson(event)); }
   // Every event of one kind ("update", "eval", ...), in order.
   std::vector<nlohmann::json> Of(const std::string& kind) const {
     std::vector<nlohmann::json> out;

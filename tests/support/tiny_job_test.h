@@ -7,14 +7,15 @@
 #include <memory>
 
 #include "data/text/text_corpus.h"
-#include "tiny_job.h"
+#include "tiny_job_spec.h"
 
 namespace trainerd::testing {
 
 class TinyJobTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    Result<TextCorpus> corpus = TextCorpus::Load(spec_.data, spec_.model.gpt.block_size);
+    Result<TextCorpus> corpus =
+        TextCorpus::Load(spec_.data.options.get<TextDataKeys>(), spec_.model.block_size);
     ASSERT_TRUE(corpus.ok()) << corpus.status().message();
     corpus_ = std::make_unique<TextCorpus>(std::move(corpus).value());
     torch::set_num_threads(1);

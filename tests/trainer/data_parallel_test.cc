@@ -13,7 +13,7 @@
 
 #include "../support/child_process.h"
 #include "../support/temp_dir.h"
-#include "../support/tiny_job.h"
+#include "../support/tiny_job_spec.h"
 #include "trainerd/trainer/data/dataset.h"
 #include "trainerd/trainer/loop/event_sink.h"
 #include "trainerd/trainer/loop/trainer.h"
@@ -27,7 +27,7 @@ constexpr int kUpdates = 3;
 // `effective_batch` over `ranks`, each rank's share in microbatches of `microbatch`.
 JobSpec ParallelJob(int effective_batch, int ranks, int microbatch) {
   JobSpec spec = testing::TinyGptJob();
-  spec.model.gpt.dropout = 0.1;
+  spec.model.options["dropout"] = 0.1;
   spec.training.effective_batch = effective_batch;
   spec.training.updates = kUpdates;
   spec.distributed.ranks = ranks;
@@ -39,7 +39,7 @@ JobSpec ParallelJob(int effective_batch, int ranks, int microbatch) {
 
 // Every update's gradients before clipping, then the parameters after the last step.
 std::vector<torch::Tensor> TrainAndRecord(const JobSpec& spec, DataParallelGroup* group) {
-  Result<std::unique_ptr<Dataset>> corpus = LoadDataset(spec.data, spec.model.gpt.block_size, "");
+  Result<std::unique_ptr<Dataset>> corpus = LoadDataset(spec.data, spec.model.block_size, "");
   TORCH_CHECK(corpus.ok(), corpus.status().message());
   NullEventSink discard;
   Trainer trainer(spec, **corpus, &discard, group);

@@ -4,7 +4,7 @@
 #include <torch/torch.h>
 
 #include "../support/cuda_test.h"
-#include "../support/tiny_job.h"
+#include "../support/tiny_job_spec.h"
 #include "data/text/text_corpus.h"
 #include "trainerd/trainer/loop/trainer.h"
 
@@ -38,10 +38,11 @@ TEST_F(DeviceMemoryTest, AllocationBeyondTheLimitIsAnOutOfMemoryErrorAndLeavesNo
 
 TEST_F(DeviceMemoryTest, AnUpdateThatOomsReleasesEverythingItAllocated) {
   JobSpec spec = testing::TinyGptJob();
-  Result<TextCorpus> corpus = TextCorpus::Load(spec.data, spec.model.gpt.block_size);
+  Result<TextCorpus> corpus =
+      TextCorpus::Load(spec.data.options.get<TextDataKeys>(), spec.model.block_size);
   ASSERT_TRUE(corpus.ok());
   class Discard : public EventSink {
-    void Emit(const nlohmann::json&) override {}
+    void Emit(const WorkerEvent&) override {}
   } discard;
   Trainer trainer(spec, *corpus, &discard);
   trainer.TrainUpdate(0);  // gradients and optimizer state exist from here on

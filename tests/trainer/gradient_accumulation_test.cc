@@ -10,6 +10,7 @@
 #include "models/gpt/gpt.h"
 #include "models/mlp/mlp_classifier.h"
 #include "trainerd/trainer/loop/trainer.h"
+#include "trainerd/trainer/models/build_model.h"
 #include "trainerd/trainer/semantics/lr_schedule.h"
 
 namespace trainerd {
@@ -24,7 +25,7 @@ class GradientAccumulationTest : public testing::TinyJobTest {
  protected:
   std::shared_ptr<TrainableModel> Model(std::uint64_t seed = 11) {
     torch::manual_seed(seed);
-    return BuildModel(spec_.model, 2);
+    return BuildModel(spec_.model, 2, "test");
   }
   // Samples [0, n) split at the given sizes, with a fraction of targets masked per piece.
   std::vector<Batch> Split(const std::vector<int>& sizes, const std::vector<double>& masked,
@@ -154,8 +155,7 @@ TEST_F(GradientAccumulationTest, AccumulationKeepsTheScheduleAndTheLossCurve) {
 }
 
 TEST_F(GradientAccumulationTest, BatchNormWarnsAndIsNotEquivalentToALargeBatch) {
-  spec_.model.kind = ModelKind::kMlpClassifier;
-  spec_.model.mlp = {16, 2, /*batch_norm=*/true, 0.0};
+  spec_.model = MlpModelSpec({16, 2, /*batch_norm=*/true, 0.0}, spec_.model.block_size);
   const std::vector<Batch> pieces = Split({4, 4}, {}, SampleFormat::kSliceOfWindow);
   auto accumulated = Model();
   auto large = Model();
@@ -164,14 +164,14 @@ TEST_F(GradientAccumulationTest, BatchNormWarnsAndIsNotEquivalentToALargeBatch) 
   EXPECT_GT(MaxGradDifference(*accumulated, *large), 1e-4);
 
   // Control: without BatchNorm the same comparison holds to rounding.
-  spec_.model.mlp.batch_norm = false;
+  spec_.model.options["batch_norm"] = false;
   auto plain_accumulated = Model();
   auto plain_large = Model();
   AccumulateGradients(*plain_accumulated, pieces, {});
   AccumulateGradients(*plain_large, {Concat(pieces)}, {});
   EXPECT_LE(MaxGradDifference(*plain_accumulated, *plain_large), 1e-6);
 
-  spec_.model.mlp.batch_norm = true;
+  spec_.model.options["batch_norm"] = true;
   spec_.training.updates = 1;
   spec_.plan = {4, 2, {}, Precision::kFp32};
   RecordingSink sink;

@@ -10,13 +10,14 @@
 #include "trainerd/trainer/loop/leak_detector.h"
 #include "trainerd/trainer/loop/throughput.h"
 #include "trainerd/trainer/loop/trainer.h"
+#include "trainerd/trainer/models/build_model.h"
 
 namespace trainerd {
 namespace {
 
 class Discard : public EventSink {
  public:
-  void Emit(const nlohmann::json& /*event*/) override {}
+  void Emit(const WorkerEvent& /*event*/) override {}
 };
 
 TEST(LeakDetectorTest, FlatMemoryIsNoLeakSustainedGrowthIs) {
@@ -57,7 +58,8 @@ TEST_F(TrainerLeakTest, ARetainedLossGraphIsCaughtAndStopsTheRun) {
   ASSERT_TRUE(outcome.ok()) << outcome.status().message();
   EXPECT_EQ(outcome->kind, TrainOutcome::Kind::kLeak);
   EXPECT_LT(outcome->updates_done, 15);
-  EXPECT_GT(outcome->details["growth_bytes"].get<std::int64_t>(), 64 << 10);
+  ASSERT_TRUE(outcome->details.has_value());
+  EXPECT_GT(outcome->details->growth_bytes.value_or(0), 64 << 10);
 }
 
 TEST_F(TrainerLeakTest, ACleanRunIsNotFlagged) {
@@ -79,13 +81,15 @@ TEST(ThroughputTest, AchievedAbovePeakIsAnInvalidMeasurementNotASpeedup) {
 }
 
 TEST(ThroughputTest, ModelFlopsFollowTheSixNRule) {
-  ModelSpec model;
-  model.gpt = {2, 2, 32, 16, 256, 0.0, true};
-  EXPECT_DOUBLE_EQ(*ModelFlopsPerSample(model, 1000).value, (6.0 * 1000 + 12.0 * 2 * 16 * 32) * 16);
+  const ModelSpec spec = GptModelSpec({2, 2, 32, 16, 256, 0.0, true});
+  const std::shared_ptr<TrainableModel> model = BuildModel(spec, 1, "test");
+  const double parameters = static_cast<double>(CountParameters(*model));
+  EXPECT_DOUBLE_EQ(*TrainingFlopsPerSample(*model, spec).value,
+                   (6.0 * parameters + 12.0 * 2 * 16 * 32) * 16);
 }
 
 TEST(ThroughputTest, TheDeviceDescriptionOfTheCpuNamesItAndItsMemory) {
-  const nlohmann::json d = DeviceDescription(torch::kCPU);
+  const nlohmann::json d = ToJson(DeviceDescription(torch::kCPU));
   EXPECT_EQ(d["type"], "cpu");
   EXPECT_FALSE(d["name"].get<std::string>().empty());
   EXPECT_GT(d["total_memory_bytes"].get<std::int64_t>(), 1LL << 30);
@@ -106,7 +110,7 @@ TEST(ThroughputTest, PeakProbeIsCachedPerFingerprint) {
 class CudaThroughputTest : public testing::CudaTest {};
 
 TEST_F(CudaThroughputTest, TheDeviceDescriptionNamesTheGpu) {
-  const nlohmann::json d = DeviceDescription(cuda_);
+  const nlohmann::json d = ToJson(DeviceDescription(cuda_));
   EXPECT_EQ(d["type"], "cuda");
   EXPECT_FALSE(d["name"].get<std::string>().empty());
   EXPECT_GT(d["total_memory_bytes"].get<std::int64_t>(), 1LL << 30);
@@ -123,7 +127,7 @@ TEST_F(CudaThroughputTest, ThePeakProbeRunsOnTheGpuAndIsCachedUnderItsName) {
   std::ifstream in(cache);
   const nlohmann::json entries = nlohmann::json::parse(in);
   ASSERT_EQ(entries.size(), 1u);
-  const std::string name = DeviceDescription(cuda_)["name"];
+  const std::string name = DeviceDescription(cuda_).name;
   EXPECT_NE(entries.begin().key().find(name), std::string::npos) << entries.begin().key();
 }
 

@@ -6,7 +6,7 @@
 #include "../support/tiny_job_test.h"
 #include "trainerd/trainer/loop/gradient_accumulation.h"
 #include "trainerd/trainer/loop/model_state_bytes.h"
-#include "trainerd/trainer/models/model.h"
+#include "trainerd/trainer/models/build_model.h"
 
 namespace trainerd {
 namespace {
@@ -19,7 +19,7 @@ TEST_F(MemoryLedgerTest, StaticCategoriesEqualTheAnalyticBytes) {
   Result<MemoryLedger> ledger = MeasureLedger(spec_, *corpus_);
   ASSERT_TRUE(ledger.ok()) << ledger.status().message();
   torch::manual_seed(0);
-  const std::int64_t parameters = CountParameters(*BuildModel(spec_.model, 2));
+  const std::int64_t parameters = CountParameters(*BuildModel(spec_.model, 2, "test"));
   EXPECT_EQ(ledger->parameters_bytes, parameters * 4);       // fp32
   EXPECT_EQ(ledger->gradients_bytes, parameters * 4);        // one fp32 gradient each
   EXPECT_EQ(ledger->optimizer_state_bytes, parameters * 8);  // AdamW exp_avg + exp_avg_sq
@@ -33,7 +33,7 @@ TEST_F(MemoryLedgerTest, StaticCategoriesEqualTheAnalyticBytes) {
                 ledger->inputs_bytes + ledger->activations_bytes,
             ledger->peak_bytes);
   EXPECT_EQ(ledger->usable_bytes, spec_.memory.usable_bytes());
-  const nlohmann::json json = ledger->ToJson();
+  const nlohmann::json json = ToJson(*ledger);
   for (const char* key : {"parameters_bytes", "gradients_bytes", "optimizer_state_bytes",
                           "activations_bytes", "temporaries_bytes", "inputs_bytes", "peak_bytes",
                           "budget_bytes", "usable_bytes", "blocks"}) {
@@ -43,7 +43,7 @@ TEST_F(MemoryLedgerTest, StaticCategoriesEqualTheAnalyticBytes) {
 
 TEST_F(MemoryLedgerTest, GradientBytesDoNotDependOnWhetherGradientsAreAllocated) {
   torch::manual_seed(0);
-  auto model = BuildModel(spec_.model, 2);
+  auto model = BuildModel(spec_.model, 2, "test");
   const std::int64_t expected = CountParameters(*model) * 4;
   EXPECT_EQ(GradientBytes(*model), expected);  // before any backward
   torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-3));
@@ -70,7 +70,7 @@ TEST_F(MemoryLedgerTest, CheckpointingLowersMeasuredActivations) {
 TEST_F(MemoryLedgerTest, TableListsCategoriesLargestFirst) {
   Result<MemoryLedger> ledger = MeasureLedger(spec_, *corpus_);
   ASSERT_TRUE(ledger.ok());
-  const std::string table = ledger->ToTable();
+  const std::string table = LedgerTable(*ledger);
   const auto activations = table.find("activations");
   const auto inputs = table.find("inputs");
   ASSERT_NE(activations, std::string::npos);

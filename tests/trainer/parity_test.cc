@@ -20,11 +20,11 @@ class ParityTest : public testing::TinyJobTest {
     EXPECT_TRUE(report.ok()) << report.status().message();
     return report.ok() ? *report : ParityReport{};
   }
-  std::string Json(const ParityReport& report) { return report.ToJson(spec_.plan).dump(); }
+  std::string Json(const ParityReport& report) { return ToJson(report).dump(); }
 };
 
 TEST_F(ParityTest, Fp32PlanWithCheckpointingAccumulationAndDropoutPasses) {
-  spec_.model.gpt.dropout = 0.1;
+  spec_.model.options["dropout"] = 0.1;
   spec_.plan = {2, 4, {0, 1}, Precision::kFp32};
   const ParityReport report = Check(3);
   EXPECT_TRUE(report.pass) << Json(report);
@@ -35,17 +35,17 @@ TEST_F(ParityTest, Fp32PlanWithCheckpointingAccumulationAndDropoutPasses) {
   for (const ParityUpdate& u : report.updates) {
     EXPECT_LE(u.gradient_diff, 1e-5);
     EXPECT_LE(u.step_diff, 1e-3);
-    EXPECT_GT(u.reference_grad_norm, 0.0);
+    EXPECT_GT(u.grad_norm.reference, 0.0);
   }
   EXPECT_TRUE(report.reduction.empty());
-  const nlohmann::json json = report.ToJson(spec_.plan);
+  const nlohmann::json json = ToJson(report);
   for (const char* key : {"pass", "failures", "tolerances", "checked_plan", "updates"}) {
     EXPECT_TRUE(json.contains(key)) << key;
   }
 }
 
 TEST_F(ParityTest, Bf16AndFp16PlansPassWithinTheirTolerances) {
-  spec_.model.gpt.dropout = 0.1;
+  spec_.model.options["dropout"] = 0.1;
   for (const Precision precision : {Precision::kBf16, Precision::kFp16}) {
     spec_.plan = {4, 2, {0}, precision};
     const ParityReport report = Check(4);
@@ -61,7 +61,7 @@ TEST_F(ParityTest, Bf16AndFp16PlansPassWithinTheirTolerances) {
 // gradient exceed the limit, dropout gives the recompute masks to get wrong, warm-up makes
 // the learning rate move between updates.
 TEST_F(ParityTest, RejectsEveryClassicBug) {
-  spec_.model.gpt.dropout = 0.1;
+  spec_.model.options["dropout"] = 0.1;
   spec_.training.grad_clip = 0.05;
   spec_.plan = {2, 4, {0, 1}, Precision::kFp32};
   ASSERT_TRUE(Check(3).pass) << "the correct plan must pass for the faults to mean anything";
@@ -80,7 +80,7 @@ TEST_F(ParityTest, ANonFiniteGradientFailsEvenWhenTheLossIsFinite) {
   const ParityReport report = Check(2, TrainingFault::kInfGradient);
   EXPECT_FALSE(report.pass);
   ASSERT_EQ(report.updates.size(), 2u);
-  EXPECT_TRUE(std::isfinite(report.updates[1].plan_loss));
+  EXPECT_TRUE(std::isfinite(report.updates[1].loss.plan));
   EXPECT_NE(Json(report).find("not finite"), std::string::npos) << Json(report);
 }
 
@@ -105,7 +105,7 @@ class CudaParityTest : public testing::CudaTestOf<ParityTest> {};
 // recompute is still caught.
 TEST_F(CudaParityTest, DropoutPlanPassesAndAFreshRecomputeFailsOnCuda) {
   spec_.runtime.device = "cuda";
-  spec_.model.gpt.dropout = 0.1;
+  spec_.model.options["dropout"] = 0.1;
   spec_.plan = {2, 4, {0, 1}, Precision::kFp32};
   const ParityReport correct = Check(3);
   EXPECT_TRUE(correct.pass) << Json(correct);

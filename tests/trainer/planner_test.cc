@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "../support/tiny_job_test.h"
+#include "models/mlp/mlp_spec.h"
 #include "trainerd/trainer/plan/memory_ledger.h"
 
 namespace trainerd {
@@ -45,7 +46,7 @@ TEST_F(PlannerTest, MeasuredPeakNeverExceedsUsableAcrossBudgets) {
     if (fraction < 1.0) {
       // The full batch without checkpointing needs more than usable: it cannot be chosen.
       EXPECT_TRUE(plan->plan.microbatch < 8 || !plan->plan.checkpoint_blocks.empty())
-          << plan->ToJson().dump();
+          << ToJson(*plan).dump();
     }
   }
 }
@@ -57,7 +58,7 @@ TEST_F(PlannerTest, PredictedPeakIsWithin15PercentOfMeasured) {
   const double error =
       std::fabs(static_cast<double>(plan->predicted_peak_bytes - plan->measured_peak_bytes)) /
       static_cast<double>(plan->measured_peak_bytes);
-  EXPECT_LE(error, 0.15) << plan->ToJson().dump();
+  EXPECT_LE(error, 0.15) << ToJson(*plan).dump();
 }
 
 TEST_F(PlannerTest, ABudgetBelowTheNamedBaselineDoesNotFit) {
@@ -75,8 +76,8 @@ TEST_F(PlannerTest, ReportsWhenNoPlanFitsTheWindow) {
   Result<ChosenPlan> plan = PlanJob(spec_, *corpus_);
   ASSERT_TRUE(plan.ok());
   EXPECT_FALSE(plan->fits_window);
-  EXPECT_NE(plan->ToText().find("NO PLAN FITS THE WINDOW"), std::string::npos);
-  const nlohmann::json json = plan->ToJson();
+  EXPECT_NE(PlanText(*plan).find("NO PLAN FITS THE WINDOW"), std::string::npos);
+  const nlohmann::json json = ToJson(*plan);
   for (const char* key :
        {"microbatch", "accumulation_steps", "checkpoint_blocks", "precision",
         "predicted_peak_bytes", "measured_peak_bytes", "usable_bytes", "predicted_update_seconds",
@@ -123,11 +124,11 @@ TEST_F(PlannerTest, TimesFinalistsInRoundsAndChoosesWithinTheNoiseOfTheFastest) 
   spec_.window_seconds = 6 * 3600;
   Result<ChosenPlan> plan = PlanJob(spec_, *corpus_);
   ASSERT_TRUE(plan.ok()) << plan.status().message();
-  ASSERT_FALSE(plan->timed.empty());
-  double fastest = plan->timed.front().MedianSeconds();
+  ASSERT_FALSE(plan->selection.timed.empty());
+  double fastest = plan->selection.timed.front().MedianSeconds();
   bool chosen_was_timed = false;
-  for (const TimedPlan& t : plan->timed) {
-    EXPECT_EQ(t.update_seconds.size(), plan->timed.size() > 1 ? 5u : 1u);
+  for (const TimedPlan& t : plan->selection.timed) {
+    EXPECT_EQ(t.update_seconds.size(), plan->selection.timed.size() > 1 ? 5u : 1u);
     fastest = std::min(fastest, t.MedianSeconds());
     if (t.plan.microbatch == plan->plan.microbatch &&
         t.plan.checkpoint_blocks == plan->plan.checkpoint_blocks) {
@@ -135,9 +136,9 @@ TEST_F(PlannerTest, TimesFinalistsInRoundsAndChoosesWithinTheNoiseOfTheFastest) 
       EXPECT_DOUBLE_EQ(t.MedianSeconds(), plan->measured_update_seconds);
     }
   }
-  EXPECT_TRUE(chosen_was_timed) << plan->ToJson().dump();
-  EXPECT_LE(plan->measured_update_seconds, fastest * (1 + plan->tie_band));
-  EXPECT_LE(plan->tie_band, kMaxTieBand);
+  EXPECT_TRUE(chosen_was_timed) << ToJson(*plan).dump();
+  EXPECT_LE(plan->measured_update_seconds, fastest * (1 + plan->selection.tie_band));
+  EXPECT_LE(plan->selection.tie_band, kMaxTieBand);
   EXPECT_DOUBLE_EQ(plan->predicted_duration_seconds,
                    plan->measured_update_seconds * spec_.training.updates);
   // Every finalist that lost says why, with its timings behind it.
@@ -149,8 +150,9 @@ TEST_F(PlannerTest, TimesFinalistsInRoundsAndChoosesWithinTheNoiseOfTheFastest) 
       ++finalists_rejected;
     }
   }
-  EXPECT_EQ(finalists_rejected, static_cast<int>(plan->timed.size()) - 1) << plan->ToJson().dump();
-  EXPECT_EQ(plan->ToJson()["selection"]["timed"].size(), plan->timed.size());
+  EXPECT_EQ(finalists_rejected, static_cast<int>(plan->selection.timed.size()) - 1)
+      << ToJson(*plan).dump();
+  EXPECT_EQ(ToJson(*plan)["selection"]["timed"].size(), plan->selection.timed.size());
 }
 
 // A search budget (2% of the window) too small for rounds still screens three plans once.
@@ -159,24 +161,23 @@ TEST_F(PlannerTest, ATinyWindowLeavesNoTimeForRounds) {
   spec_.window_seconds = 1e-3;
   Result<ChosenPlan> plan = PlanJob(spec_, *corpus_);
   ASSERT_TRUE(plan.ok()) << plan.status().message();
-  int screened = static_cast<int>(plan->timed.size());
-  for (const TimedPlan& t : plan->timed) EXPECT_EQ(t.update_seconds.size(), 1u);
+  int screened = static_cast<int>(plan->selection.timed.size());
+  for (const TimedPlan& t : plan->selection.timed) EXPECT_EQ(t.update_seconds.size(), 1u);
   for (const RejectedPlan& r : plan->rejected) {
     if (r.reason.find("screened") != std::string::npos) ++screened;
   }
-  EXPECT_EQ(screened, 3) << plan->ToJson().dump();
+  EXPECT_EQ(screened, 3) << ToJson(*plan).dump();
 }
 
 // A BatchNorm model trains another job when its batch is split: the planner keeps the whole
 // batch (with checkpointing if memory needs it) unless the job allows accumulation.
 TEST_F(PlannerTest, DoesNotChooseAccumulationForBatchNormUnlessTheJobAllowsIt) {
-  spec_.model.kind = ModelKind::kMlpClassifier;
-  spec_.model.mlp = {64, 2, /*batch_norm=*/true, 0.0};
+  spec_.model = MlpModelSpec({64, 2, /*batch_norm=*/true, 0.0}, spec_.model.block_size);
   spec_.planner.probe_microbatches = {2, 4};
   spec_.memory.budget_bytes = 1LL << 30;  // everything fits: speed alone would pick freely
   Result<ChosenPlan> plan = PlanJob(spec_, *corpus_);
   ASSERT_TRUE(plan.ok()) << plan.status().message();
-  EXPECT_EQ(plan->plan.accumulation_steps, 1) << plan->ToJson().dump();
+  EXPECT_EQ(plan->plan.accumulation_steps, 1) << ToJson(*plan).dump();
   EXPECT_EQ(NamedBaselinePlan(spec_).accumulation_steps, 1);
 
   spec_.training.allow_batch_norm_accumulation = true;

@@ -8,6 +8,7 @@
 #include "trainerd/trainer/loop/gradient_accumulation.h"
 #include "trainerd/trainer/loop/trainer.h"
 #include "trainerd/trainer/loop/training_checkpoint.h"
+#include "trainerd/trainer/models/build_model.h"
 #include "trainerd/trainer/semantics/loss_scaler.h"
 #include "trainerd/trainer/semantics/lr_schedule.h"
 
@@ -67,7 +68,7 @@ TEST(LossScalerTest, GrowsAfterTheIntervalOfCleanUpdates) {
 TEST_F(PrecisionTest, Fp16StepThroughTheLoopSkipsOnOverflow) {
   spec_.plan = {8, 1, {}, Precision::kFp16};
   torch::manual_seed(1);
-  auto model = BuildModel(spec_.model, 2);
+  auto model = BuildModel(spec_.model, 2, "test");
   torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-3));
   DynamicLossScaler scaler;
   const PrecisionContext context{Precision::kFp16, &scaler};
@@ -130,8 +131,9 @@ TEST_F(PrecisionTest, AnInfiniteGradientInFp32OrBf16TakesNoStep) {
 class StopAfterUpdate : public EventSink {
  public:
   StopAfterUpdate(int at, std::atomic<bool>* stop) : at_(at), stop_(stop) {}
-  void Emit(const nlohmann::json& event) override {
-    if (event.value("event", "") == "update" && event.value("update", 0) == at_) *stop_ = true;
+  void Emit(const WorkerEvent& event) override {
+    const auto* update = std::get_if<UpdateEvent>(&event);
+    if (update != nullptr && update->update == at_) *stop_ = true;
   }
 
  private:
@@ -172,7 +174,7 @@ TEST_F(PrecisionTest, ResumeRestoresTheLossScaler) {
 TEST_F(PrecisionTest, LossScalerStateSurvivesACheckpoint) {
   testing::TempDir dir;
   torch::manual_seed(1);
-  auto model = BuildModel(spec_.model, 2);
+  auto model = BuildModel(spec_.model, 2, "test");
   torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-3));
   const CheckpointState saved{3, "job", 1024.0, 7};
   ASSERT_TRUE(SaveTrainingCheckpoint(dir.File("c.pt"), *model, optimizer, saved, torch::kCPU).ok());

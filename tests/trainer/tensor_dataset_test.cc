@@ -12,9 +12,10 @@
 
 #include "../support/child_process.h"
 #include "../support/temp_dir.h"
+#include "models/gpt/gpt_spec.h"
 #include "models/torchscript/torchscript_model.h"
 #include "trainerd/trainer/loop/trainer.h"
-#include "trainerd/trainer/models/own_model.h"
+#include "trainerd/trainer/models/resolve_model.h"
 #include "trainerd/trainer/plan/parity.h"
 #include "trainerd/trainer/spec/exit_codes.h"
 #include "trainerd/trainer/spec/job_spec_parser.h"
@@ -50,14 +51,14 @@ class TensorDatasetTest : public ::testing::Test {
     return spec.ok() ? *spec : JobSpec{};
   }
   Result<std::unique_ptr<TensorDataset>> Load(const DataSpec& spec) const {
-    return TensorDataset::Load(spec, "");
+    return TensorDataset::Load(spec.options.get<TensorDataKeys>(), "");
   }
   // The job resolved against its model file and data, as trainer-run does; the error otherwise.
   Status Resolve(JobSpec* spec) {
     Result<std::unique_ptr<TensorDataset>> data = Load(spec->data);
     if (!data.ok()) return data.status();
     data_ = std::move(*data);
-    Status s = ResolveOwnModel(spec, *data_);
+    Status s = ResolveModel(spec, *data_);
     return s.ok() ? CheckModelFitsData(spec->model, spec->source_path, *data_) : s;
   }
 
@@ -142,22 +143,22 @@ TEST_F(TensorDatasetTest, BadArrayFilesAreErrorsNamingTheFile) {
   EXPECT_NE(unsigned16.find(inputs + ": element type '<u2' is not one of"), std::string::npos)
       << unsigned16;
   DataSpec fortran = spec.data;
-  fortran.train = dir_.File("wide");
+  fortran.options["train"] = dir_.File("wide");
   std::filesystem::copy_file(dir_.File("train/targets.npy"), dir_.File("wide/targets.npy"));
   EXPECT_NE(error_of(fortran).find("Fortran-ordered array"), std::string::npos)
       << error_of(fortran);
 
   DataSpec renamed = spec.data;
-  renamed.train = dir_.File("val.safetensors");
-  renamed.targets_name = "labels";
+  renamed.options["train"] = dir_.File("val.safetensors");
+  renamed.options["targets"] = "labels";
   EXPECT_NE(error_of(renamed).find(dir_.File("val.safetensors") +
                                    ": no tensor 'labels' (data.targets); it holds inputs, targets"),
             std::string::npos)
       << error_of(renamed);
 
   DataSpec missing = renamed;
-  missing.targets_name = "targets";
-  missing.eval = {dir_.File("test")};
+  missing.options["targets"] = "targets";
+  missing.options["eval"] = {dir_.File("test")};
   EXPECT_NE(error_of(missing).find(dir_.File("test") + ": expected a .safetensors file or a "
                                                        "directory holding inputs.npy and "
                                                        "targets.npy"),
@@ -193,9 +194,9 @@ TEST_F(TensorDatasetTest, AModulesOwnLossTrainsTheSameJobAsTheBuiltInOne) {
 TEST_F(TensorDatasetTest, TheFlopsOfAModuleAreCountedOverItsMatrixProducts) {
   JobSpec spec = Job("rows.yaml", dir_);
   ASSERT_TRUE(Resolve(&spec).ok());
-  ASSERT_TRUE(spec.model.own.counted_flops_per_sample.has_value())
-      << spec.model.own.flops_unknown_reason;
-  EXPECT_DOUBLE_EQ(*spec.model.own.counted_flops_per_sample,
+  ASSERT_TRUE(spec.model.loaded->counted_flops_per_sample.has_value())
+      << spec.model.loaded->flops_unknown_reason;
+  EXPECT_DOUBLE_EQ(*spec.model.loaded->counted_flops_per_sample,
                    3 * 2.0 * (16 * 64 + 64 * 64 + 64 * 4));
 }
 
@@ -212,10 +213,10 @@ TEST_F(TensorDatasetTest, AccumulationPassesParityAndTheClassicBugFailsItForEach
     spec.plan = {8, 4, {}, Precision::kFp32};
     Result<ParityReport> report = CheckParity(spec, *data_, 2);
     ASSERT_TRUE(report.ok()) << report.status().message();
-    EXPECT_TRUE(report->pass) << name << " " << report->ToJson(spec.plan).dump();
+    EXPECT_TRUE(report->pass) << name << " " << ToJson(*report).dump();
     Result<ParityReport> broken = CheckParity(spec, *data_, 2, TrainingFault::kLossPerMicrobatch);
     ASSERT_TRUE(broken.ok());
-    EXPECT_FALSE(broken->pass) << name << " " << broken->ToJson(spec.plan).dump();
+    EXPECT_FALSE(broken->pass) << name << " " << ToJson(*broken).dump();
   }
 }
 
@@ -242,9 +243,9 @@ TEST_F(TensorDatasetTest, OutputsThatDoNotMatchTheTargetsAreRefusedBeforeTrainin
       << classes.message();
   // The built-in GPT cannot read rows.
   JobSpec gpt = Job("rows.yaml", dir_);
-  gpt.model.kind = ModelKind::kGpt;
+  gpt.model = GptModelSpec({});
   const Status built_in = CheckModelFitsData(gpt.model, gpt.source_path, **Load(gpt.data));
-  EXPECT_NE(built_in.message().find("data.format: tensors needs model.kind: torchscript"),
+  EXPECT_NE(built_in.message().find("data.format: tensors needs model.kind: plugin or torchscript"),
             std::string::npos)
       << built_in.message();
 }

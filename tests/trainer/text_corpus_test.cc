@@ -6,19 +6,21 @@
 #include <string>
 
 #include "../support/temp_dir.h"
-#include "../support/tiny_job.h"
+#include "../support/tiny_job_spec.h"
 
 namespace trainerd {
 namespace {
 
-DataSpec Files(std::vector<std::string> files) {
-  DataSpec spec;
-  spec.files = std::move(files);
-  return spec;
+TextDataKeys Files(std::vector<std::string> files) {
+  TextDataKeys keys;
+  keys.files = std::move(files);
+  return keys;
 }
 
+TextDataKeys TinyJobFiles() { return testing::TinyGptJob().data.options.get<TextDataKeys>(); }
+
 TEST(TextCorpusTest, LoadsRealTextWithOneSlicePerFile) {
-  Result<TextCorpus> corpus = TextCorpus::Load(testing::TinyGptJob().data, 32);
+  Result<TextCorpus> corpus = TextCorpus::Load(TinyJobFiles(), 32);
   ASSERT_TRUE(corpus.ok()) << corpus.status().message();
   ASSERT_EQ(corpus->slices().size(), 2u);
   EXPECT_EQ(corpus->slices()[0].name, "GPL-3");
@@ -35,7 +37,7 @@ TEST(TextCorpusTest, SymlinksToTheSameFileCountOnce) {
 }
 
 TEST(TextCorpusTest, BatchesAreAPureFunctionOfSeedAndSampleIndex) {
-  Result<TextCorpus> corpus = TextCorpus::Load(testing::TinyGptJob().data, 32);
+  Result<TextCorpus> corpus = TextCorpus::Load(TinyJobFiles(), 32);
   ASSERT_TRUE(corpus.ok());
   const Batch a = corpus->TrainingSamples(7, 0, 8, SampleFormat::kNextToken);
   const Batch b = corpus->TrainingSamples(7, 0, 8, SampleFormat::kNextToken);
@@ -54,8 +56,7 @@ TEST(TextCorpusTest, TrainingWindowsNeverReachTheHeldOutPart) {
   testing::TempDir dir;
   // 'a' for the training part, 'z' for the held-out tail: a leak would show a 'z'.
   const std::string path = dir.Write("ab.txt", std::string(900, 'a') + std::string(100, 'z'));
-  DataSpec spec = Files({path});
-  Result<TextCorpus> corpus = TextCorpus::Load(spec, 16);
+  Result<TextCorpus> corpus = TextCorpus::Load(Files({path}), 16);
   ASSERT_TRUE(corpus.ok()) << corpus.status().message();
   const Batch batch = corpus->TrainingSamples(1, 0, 2000, SampleFormat::kNextToken);
   EXPECT_EQ(batch.inputs.eq('z').sum().item<int64_t>(), 0);
@@ -110,7 +111,7 @@ TEST(TextCorpusTest, BadDataGivesErrorsNamingTheFile) {
 }
 
 TEST(TextCorpusTest, ClassifierSamplesAreByteHistogramsLabelledBySlice) {
-  Result<TextCorpus> corpus = TextCorpus::Load(testing::TinyGptJob().data, 32);
+  Result<TextCorpus> corpus = TextCorpus::Load(TinyJobFiles(), 32);
   ASSERT_TRUE(corpus.ok());
   const Batch batch = corpus->TrainingSamples(3, 0, 16, SampleFormat::kSliceOfWindow);
   EXPECT_EQ(batch.inputs.sizes(), (std::vector<std::int64_t>{16, 256}));

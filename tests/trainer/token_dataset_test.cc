@@ -12,9 +12,10 @@
 
 #include "../support/child_process.h"
 #include "../support/temp_dir.h"
-#include "../support/tiny_job.h"
+#include "../support/tiny_job_spec.h"
+#include "models/mlp/mlp_spec.h"
 #include "trainerd/trainer/loop/trainer.h"
-#include "trainerd/trainer/models/model.h"
+#include "trainerd/trainer/models/resolve_model.h"
 #include "trainerd/trainer/plan/parity.h"
 #include "trainerd/trainer/spec/exit_codes.h"
 
@@ -37,12 +38,7 @@ std::string WriteIds(const testing::TempDir& dir, const std::string& name, std::
 class TokenDatasetTest : public ::testing::Test {
  protected:
   DataSpec Spec(int bytes = 2) const {
-    DataSpec spec;
-    spec.format = DataFormat::kTokens;
-    spec.train = dir_.File("train.bin");
-    spec.eval = {dir_.File("val.bin")};
-    spec.token_bytes = bytes;
-    return spec;
+    return TokenDataSpec({dir_.File("train.bin"), {dir_.File("val.bin")}, bytes});
   }
   void WriteBoth(int bytes = 2, std::int64_t modulo = 1000) {
     WriteIds(dir_, "train.bin", 5000, bytes, 0, modulo);
@@ -100,18 +96,18 @@ TEST_F(TokenDatasetTest, Uint32IdsBeyondSixteenBitsAreRead) {
 TEST_F(TokenDatasetTest, BadFilesAreErrorsNamingTheFile) {
   WriteBoth();
   DataSpec missing = Spec();
-  missing.eval = {dir_.File("absent.bin")};
+  missing.options["eval"] = {dir_.File("absent.bin")};
   EXPECT_NE(Error(missing).find("data file " + dir_.File("absent.bin")), std::string::npos);
   dir_.Write("odd.bin", std::string(2001, 'x'));
   DataSpec truncated = Spec();
-  truncated.train = dir_.File("odd.bin");
+  truncated.options["train"] = dir_.File("odd.bin");
   EXPECT_NE(Error(truncated).find(dir_.File("odd.bin") +
                                   ": 2001 bytes is not a whole number of uint16 token ids"),
             std::string::npos)
       << Error(truncated);
   WriteIds(dir_, "short.bin", kWindow, 2);
   DataSpec short_file = Spec();
-  short_file.eval = {dir_.File("short.bin")};
+  short_file.options["eval"] = {dir_.File("short.bin")};
   EXPECT_NE(Error(short_file).find("16 token ids, fewer than one window of block_size + 1 = 17"),
             std::string::npos)
       << Error(short_file);
@@ -169,10 +165,9 @@ TEST_F(TokenDatasetTest, AModelMustCoverTheDatasTokenIdsAndHistogramsNeedText) {
   EXPECT_EQ(small.message(),
             "job.yaml: model.vocab_size: the data's token ids go up to 999: expected at least "
             "1000, got 256");
-  gpt.gpt.vocab_size = 1000;
+  gpt.options["vocab_size"] = 1000;
   EXPECT_TRUE(CheckModelFitsData(gpt, "job.yaml", *data).ok());
-  ModelSpec mlp;
-  mlp.kind = ModelKind::kMlpClassifier;
+  const ModelSpec mlp = MlpModelSpec({});
   EXPECT_NE(CheckModelFitsData(mlp, "job.yaml", *data).message().find("use data.format: text"),
             std::string::npos);
 }
@@ -181,8 +176,8 @@ TEST_F(TokenDatasetTest, AGptTrainsOnTokenDataAndAnAccumulatedCheckpointedPlanPa
   WriteBoth();
   JobSpec spec = testing::TinyGptJob();
   spec.data = Spec();
-  spec.model.gpt.block_size = kWindow;
-  spec.model.gpt.vocab_size = 1000;
+  spec.model.block_size = kWindow;
+  spec.model.options["vocab_size"] = 1000;
   spec.plan = {4, 2, {1}, Precision::kFp32};
   std::unique_ptr<Dataset> data = Load(spec.data);
   {
@@ -192,7 +187,7 @@ TEST_F(TokenDatasetTest, AGptTrainsOnTokenDataAndAnAccumulatedCheckpointedPlanPa
   }
   Result<ParityReport> parity = CheckParity(spec, *data, 2);
   ASSERT_TRUE(parity.ok()) << parity.status().message();
-  EXPECT_TRUE(parity->pass) << parity->ToJson(spec.plan).dump();
+  EXPECT_TRUE(parity->pass) << ToJson(*parity).dump();
 }
 
 TEST_F(TokenDatasetTest, TrainerRunExitsThreeWhenTheVocabularyDoesNotCoverTheData) {

@@ -18,7 +18,7 @@
 #include "data/text/text_corpus.h"
 #include "trainerd/common/sha256.h"
 #include "trainerd/trainer/loop/trainer.h"
-#include "trainerd/trainer/models/own_model.h"
+#include "trainerd/trainer/models/resolve_model.h"
 #include "trainerd/trainer/plan/memory_ledger.h"
 #include "trainerd/trainer/plan/parity.h"
 #include "trainerd/trainer/plan/planner.h"
@@ -60,10 +60,11 @@ class TorchScriptModelTest : public ::testing::Test {
 
   // Resolves the job against its file and corpus, as trainer-run does.
   Status Resolve(JobSpec* spec) {
-    Result<TextCorpus> corpus = TextCorpus::Load(spec->data, spec->model.gpt.block_size);
+    Result<TextCorpus> corpus =
+        TextCorpus::Load(spec->data.options.get<TextDataKeys>(), spec->model.block_size);
     EXPECT_TRUE(corpus.ok()) << corpus.status().message();
     corpus_ = std::make_unique<TextCorpus>(std::move(corpus).value());
-    return ResolveOwnModel(spec, *corpus_);
+    return ResolveModel(spec, *corpus_);
   }
   JobSpec Resolved(JobSpec spec) {
     Status s = Resolve(&spec);
@@ -78,11 +79,12 @@ class TorchScriptModelTest : public ::testing::Test {
 
 TEST_F(TorchScriptModelTest, TheBlockProtocolRunsStagedAndEqualsTheModulesOwnForward) {
   const JobSpec spec = Resolved(*Job("lm"));
-  EXPECT_EQ(spec.model.own.num_blocks, 2);
-  EXPECT_EQ(spec.model.own.sha256.size(), 64u);
-  TorchScriptModel model(spec.model.torchscript, spec.model.own.inputs);
+  EXPECT_EQ(spec.model.loaded->blocks, 2);
+  EXPECT_EQ(spec.model.loaded->file_sha256.size(), 64u);
+  const TorchScriptKeys keys = spec.model.options.get<TorchScriptKeys>();
+  TorchScriptModel model(keys, spec.model.inputs);
   ASSERT_TRUE(model.has_block_protocol()) << model.missing_protocol();
-  torch::jit::Module reference = torch::jit::load(spec.model.torchscript.path);
+  torch::jit::Module reference = torch::jit::load(keys.path);
   model.eval();
   reference.eval();
   const torch::Tensor tokens = torch::randint(0, 256, {3, kBlockSize}, torch::kLong);
@@ -98,7 +100,7 @@ TEST_F(TorchScriptModelTest, CheckpointedBlocksWithAccumulationPassParityWithIts
   spec.plan = {4, 4, {0, 1}, Precision::kFp32};
   Result<ParityReport> report = CheckParity(spec, *corpus_, 2);
   ASSERT_TRUE(report.ok()) << report.status().message();
-  EXPECT_TRUE(report->pass) << report->ToJson(spec.plan).dump();
+  EXPECT_TRUE(report->pass) << ToJson(*report).dump();
   EXPECT_EQ(report->own_dropout_switched_off, 2);  // the two blocks' nn.Dropout
   // And it still catches the classic accumulation bug on this model.
   Result<ParityReport> broken = CheckParity(spec, *corpus_, 2, TrainingFault::kLossPerMicrobatch);
@@ -135,8 +137,8 @@ TEST_F(TorchScriptModelTest, TheTrainedModelLoadsInPythonAndGivesTheWorkersOutpu
                                  "tokens", "--block-size", block_size},
         std::vector<std::string>{
             "/usr/bin/env", std::string("PYTHONPATH=") + TRAINERD_TEST_PYTHONPATH,
-            TRAINERD_TEST_PYTHON, evaluate, spec.model.torchscript.path, "--inputs", "tokens",
-            "--block-size", block_size, "--weights", files["weights"]}}) {
+            TRAINERD_TEST_PYTHON, evaluate, spec.model.options["path"].get<std::string>(),
+            "--inputs", "tokens", "--block-size", block_size, "--weights", files["weights"]}}) {
     int code = 0;
     const std::string out = RunToEnd(python, &code);
     ASSERT_EQ(code, 0) << out;
@@ -145,7 +147,7 @@ TEST_F(TorchScriptModelTest, TheTrainedModelLoadsInPythonAndGivesTheWorkersOutpu
     EXPECT_LT((mine - torch::tensor(theirs)).abs().max().item<float>(), 1e-5) << python.back();
   }
   // Trained: the weights moved away from the exported ones.
-  torch::jit::Module exported = torch::jit::load(spec.model.torchscript.path);
+  torch::jit::Module exported = torch::jit::load(spec.model.options["path"].get<std::string>());
   exported.eval();
   EXPECT_FALSE(torch::allclose(exported.forward({tokens}).toTensor().flatten(), mine));
   // The description names every tensor the module has, with its shape.
@@ -194,7 +196,7 @@ TEST_F(TorchScriptModelTest, ThePlannerFitsTheModelIntoABudgetItsNaivePlanExceed
 
 TEST_F(TorchScriptModelTest, AModuleWithoutTheProtocolTrainsAsOneBlockThatNoPlanCheckpoints) {
   JobSpec spec = Resolved(*Job("classifier"));
-  EXPECT_EQ(spec.model.own.num_blocks, 0);
+  EXPECT_EQ(spec.model.loaded->blocks, 0);
   NullEventSink sink;
   Trainer trainer(spec, *corpus_, &sink);
   EXPECT_TRUE(std::isfinite(trainer.TrainUpdate(0).loss));

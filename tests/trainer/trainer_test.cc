@@ -20,9 +20,10 @@ using testing::RecordingSink;
 class StoppingSink : public RecordingSink {
  public:
   StoppingSink(std::atomic<bool>* stop, int stop_after) : stop_(stop), stop_after_(stop_after) {}
-  void Emit(const nlohmann::json& event) override {
+  void Emit(const WorkerEvent& event) override {
     RecordingSink::Emit(event);
-    if (event["event"] == "update" && event["update"] == stop_after_) stop_->store(true);
+    const auto* update = std::get_if<UpdateEvent>(&event);
+    if (update != nullptr && update->update == stop_after_) stop_->store(true);
   }
 
  private:
@@ -114,7 +115,7 @@ TEST_F(TrainerTest, EveryUpdateAfterTheFirstStartsFromZeroedGradientsNotReleased
 }
 
 TEST_F(TrainerTest, InterruptedAndResumedRunEqualsUninterruptedRun) {
-  spec_.model.gpt.dropout = 0.1;  // the RNG state must be restored too
+  spec_.model.options["dropout"] = 0.1;  // the RNG state must be restored too
   spec_.training.updates = 10;
   RecordingSink reference_sink;
   Trainer reference(spec_, *corpus_, &reference_sink);
@@ -158,7 +159,7 @@ class CudaTrainerTest : public testing::CudaTestOf<TrainerTest> {
     CudaTestOf<TrainerTest>::SetUp();
     if (IsSkipped()) return;
     spec_.runtime.device = "cuda";
-    spec_.model.gpt.dropout = 0.1;  // the CUDA generator's state matters
+    spec_.model.options["dropout"] = 0.1;  // the CUDA generator's state matters
     spec_.training.updates = 10;
   }
 

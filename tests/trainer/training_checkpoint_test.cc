@@ -10,9 +10,9 @@
 
 #include "../support/cuda_test.h"
 #include "../support/temp_dir.h"
-#include "../support/tiny_job.h"
+#include "../support/tiny_job_spec.h"
 #include "trainerd/trainer/device/torch_compat.h"
-#include "trainerd/trainer/models/model.h"
+#include "trainerd/trainer/models/build_model.h"
 
 namespace trainerd {
 namespace {
@@ -26,7 +26,7 @@ struct Stepped {
 Stepped StepOnce(const torch::Device& device) {
   torch::manual_seed(11);
   Stepped s;
-  s.model = BuildModel(testing::TinyGptJob().model, 2);
+  s.model = BuildModel(testing::TinyGptJob().model, 2, "test");
   s.model->to(device);
   s.optimizer = std::make_unique<torch::optim::AdamW>(s.model->parameters(),
                                                       torch::optim::AdamWOptions(1e-3));
@@ -52,7 +52,7 @@ std::vector<torch::Device> OptimizerStateDevices(const torch::optim::Optimizer& 
 Result<CheckpointState> LoadAndStep(const std::string& path, const torch::Device& device,
                                     Stepped* fresh) {
   torch::manual_seed(12);
-  fresh->model = BuildModel(testing::TinyGptJob().model, 2);
+  fresh->model = BuildModel(testing::TinyGptJob().model, 2, "test");
   fresh->model->to(device);
   fresh->optimizer = std::make_unique<torch::optim::AdamW>(fresh->model->parameters(),
                                                            torch::optim::AdamWOptions(1e-3));

@@ -24,7 +24,7 @@
 #include "trainerd/trainer/loop/event_sink.h"
 #include "trainerd/trainer/loop/initial_weights.h"
 #include "trainerd/trainer/loop/trainer.h"
-#include "trainerd/trainer/models/own_model.h"
+#include "trainerd/trainer/models/resolve_model.h"
 #include "trainerd/trainer/plan/memory_ledger.h"
 #include "trainerd/trainer/plan/parity.h"
 #include "trainerd/trainer/plan/planner.h"
@@ -108,7 +108,8 @@ options:
                        inf_gradient (docs/trainer-run.md, "Parity")
   --what-if            budget arithmetic without a model (sizes: 3.2GB, 512MiB, ...)
   --json               JSON on stdout even on a terminal (default when stdout is not one)
-  --version            print the version and the LibTorch it runs on
+  --version            print the version, the LibTorch it runs on and its worker protocol
+  --protocol-version   print the worker protocol version alone (the daemon checks it)
   --help               this text
 
 data-parallel: a job with distributed.ranks N > 1 trains as N processes started by a launcher,
@@ -281,7 +282,8 @@ int RunWhatIf(const Args& args) {
   return exit_code::kOk;
 }
 
-void PrintParity(const trainerd::ParityReport& report, const trainerd::PlanSpec& plan) {
+void PrintParity(const trainerd::ParityReport& report) {
+  const trainerd::PlanSpec& plan = report.plan;
   const trainerd::PlanSpec& checked = report.checked_plan;
   std::printf(
       "parity of plan microbatch %d x %d, checkpoint %zu blocks, %s against the fp32 "
@@ -300,8 +302,8 @@ void PrintParity(const trainerd::ParityReport& report, const trainerd::PlanSpec&
     const trainerd::ParityUpdate& u = report.updates[i];
     std::printf(
         "  %-7zu %-11.3g %-11.3g %-11.3g %-11.3g %s\n", i + 1,
-        std::fabs(u.plan_loss - u.reference_loss) / std::fabs(u.reference_loss),
-        std::fabs(u.plan_grad_norm - u.reference_grad_norm) / std::fabs(u.reference_grad_norm),
+        std::fabs(u.loss.plan - u.loss.reference) / std::fabs(u.loss.reference),
+        std::fabs(u.grad_norm.plan - u.grad_norm.reference) / std::fabs(u.grad_norm.reference),
         u.gradient_diff, u.step_diff, u.gradient_parameter.c_str());
   }
   std::printf("  %-7s %-11.3g %-11.3g %-11.3g %-11.3g\n", "limit", t.loss, t.grad_norm, t.gradient,
@@ -342,10 +344,8 @@ class Worker {
 
  private:
   int Fail(const char* kind, const std::string& message, int code,
-           const nlohmann::json& details = nullptr) {
-    nlohmann::json event = {{"event", "error"}, {"kind", kind}, {"message", message}};
-    if (!details.is_null()) event["details"] = details;
-    sink_->Emit(event);
+           const std::optional<trainerd::FailureDetails>& details = std::nullopt) {
+    sink_->Emit(trainerd::ErrorEvent{kind, message, details});
     if (args_.json || rank_.rank != 0) std::cerr << RankName() << ": " << message << "\n";
     return code;
   }
@@ -417,12 +417,12 @@ class Worker {
     if (args_.device_info) return std::nullopt;  // needs neither threads nor data
     trainerd::ConfigureRuntime(spec_.runtime, rank_.local_world_size);
     trainerd::Result<std::unique_ptr<trainerd::Dataset>> data = trainerd::LoadDataset(
-        spec_.data, spec_.model.gpt.block_size, trainerd::UserCacheDir() + "/data_digests.json");
+        spec_.data, spec_.model.block_size, trainerd::UserCacheDir() + "/data_digests.json");
     if (!data.ok()) return Fail("data", data.status().message(), exit_code::kBadData);
     corpus_ = std::move(*data);
-    // The team's own model's block count is known from its file: before the plan file that
-    // may name its blocks. Its outputs are checked on a sample of the data.
-    if (trainerd::Status s = trainerd::ResolveOwnModel(&spec_, *corpus_); !s.ok()) {
+    // The model's blocks are known once it is built (the team's own from its file): before the
+    // plan file that may name them. Its outputs are checked on a sample of the data.
+    if (trainerd::Status s = trainerd::ResolveModel(&spec_, *corpus_); !s.ok()) {
       return Fail("model", s.message(), exit_code::kUsage);
     }
     if (trainerd::Status s = trainerd::CheckModelFitsData(spec_.model, args_.config, *corpus_);
@@ -443,16 +443,17 @@ class Worker {
   }
 
   // Every JSON report names the device it was measured on.
-  void PrintReport(nlohmann::json report) const {
-    report["device_info"] = trainerd::DeviceDescription(device_);
-    std::cout << report.dump() << std::endl;
+  template <typename Report>
+  void PrintReport(Report report) const {
+    report.device_info = trainerd::DeviceDescription(device_);
+    std::cout << trainerd::ToJson(report).dump() << std::endl;
   }
 
   // --device-info, --ledger, --plan-only, --profile and --parity print a report and end the
   // invocation; --plan auto replaces the plan with the planner's and goes on to train.
   std::optional<int> Report() {
     if (args_.device_info) {
-      PrintReport(nlohmann::json::object());
+      PrintReport(trainerd::DeviceInfoReport{});
       return exit_code::kOk;
     }
     // The reports plan and measure what one rank trains: its share of the effective batch.
@@ -461,9 +462,9 @@ class Worker {
       trainerd::Result<trainerd::MemoryLedger> ledger = trainerd::MeasureLedger(rank_job, *corpus_);
       if (!ledger.ok()) return Fail("internal", ledger.status().message(), exit_code::kInternal);
       if (args_.json) {
-        PrintReport(ledger->ToJson());
+        PrintReport(*ledger);
       } else {
-        std::cout << ledger->ToTable();
+        std::cout << trainerd::LedgerTable(*ledger);
       }
       return exit_code::kOk;
     }
@@ -476,21 +477,21 @@ class Worker {
       }
       if (args_.plan_only) {
         if (args_.json) {
-          PrintReport(chosen->ToJson());
+          PrintReport(*chosen);
         } else {
-          std::cout << chosen->ToText();
+          std::cout << trainerd::PlanText(*chosen);
         }
         return exit_code::kOk;
       }
       spec_.plan = chosen->plan;
-      sink_->Emit({{"event", "plan"}, {"plan", chosen->ToJson()}});
+      sink_->Emit(trainerd::PlanEvent{*chosen});
     }
     if (args_.profile) {
       trainerd::ProfileOptions options;
       options.updates = args_.profile_updates;
       options.trace_path = args_.profile_trace;
       options.peak_flops_cache = trainerd::DefaultPeakFlopsCache();
-      trainerd::Result<nlohmann::json> profile =
+      trainerd::Result<trainerd::ProfileReport> profile =
           trainerd::ProfileUpdates(rank_job, *corpus_, options);
       if (!profile.ok()) {
         const bool usage = profile.status().code() == trainerd::Status::Code::kInvalidArgument;
@@ -509,9 +510,9 @@ class Worker {
           trainerd::CheckParity(rank_job, *corpus_, args_.parity_updates, args_.fault);
       if (!report.ok()) return Fail("internal", report.status().message(), exit_code::kInternal);
       if (args_.json) {
-        PrintReport(report->ToJson(spec_.plan));
+        PrintReport(*report);
       } else {
-        PrintParity(*report, spec_.plan);
+        PrintParity(*report);
       }
       return report->pass ? exit_code::kOk : exit_code::kParityFailed;
     }
@@ -594,7 +595,12 @@ int main(int argc, char** argv) {
       return exit_code::kOk;
     }
     if (std::string(argv[i]) == "--version") {
-      std::cout << "trainer-run " << TRAINERD_VERSION << " (LibTorch " << TORCH_VERSION << ")\n";
+      std::cout << "trainer-run " << TRAINERD_VERSION << " (LibTorch " << TORCH_VERSION
+                << ", worker protocol " << trainerd::kWorkerProtocolVersion << ")\n";
+      return exit_code::kOk;
+    }
+    if (std::string(argv[i]) == "--protocol-version") {
+      std::cout << trainerd::kWorkerProtocolVersion << "\n";
       return exit_code::kOk;
     }
   }

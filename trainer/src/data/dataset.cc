@@ -1,8 +1,7 @@
 #include "trainerd/trainer/data/dataset.h"
 
-#include "data/tensors/tensor_dataset.h"
-#include "data/text/text_corpus.h"
-#include "data/tokens/token_dataset.h"
+#include <map>
+
 #include "trainerd/common/mix.h"
 
 namespace trainerd {
@@ -26,21 +25,26 @@ std::vector<std::int64_t> EvenlySpaced(std::int64_t n, std::int64_t last) {
   return positions;
 }
 
+namespace {
+
+std::map<std::string, DatasetLoader>& Loaders() {
+  static std::map<std::string, DatasetLoader> loaders;
+  return loaders;
+}
+
+}  // namespace
+
+bool RegisterDatasetLoader(const std::string& format, DatasetLoader loader) {
+  return Loaders().emplace(format, std::move(loader)).second;
+}
+
 Result<std::unique_ptr<Dataset>> LoadDataset(const DataSpec& spec, int window,
                                              const std::string& digest_cache) {
-  if (spec.format == DataFormat::kTensors) {
-    Result<std::unique_ptr<TensorDataset>> rows = TensorDataset::Load(spec, digest_cache);
-    if (!rows.ok()) return rows.status();
-    return std::unique_ptr<Dataset>(std::move(*rows));
+  const auto loader = Loaders().find(spec.format);
+  if (loader == Loaders().end()) {
+    return Status::InvalidArgument("data.format: " + spec.format + ": no such data format");
   }
-  if (spec.format == DataFormat::kTokens) {
-    Result<std::unique_ptr<TokenDataset>> tokens = TokenDataset::Load(spec, window, digest_cache);
-    if (!tokens.ok()) return tokens.status();
-    return std::unique_ptr<Dataset>(std::move(*tokens));
-  }
-  Result<TextCorpus> text = TextCorpus::Load(spec, window);
-  if (!text.ok()) return text.status();
-  return std::unique_ptr<Dataset>(std::make_unique<TextCorpus>(std::move(*text)));
+  return loader->second(spec, window, digest_cache);
 }
 
 }  // namespace trainerd

@@ -53,22 +53,24 @@ double MeasureMatmulFlops(Precision precision, const torch::Device& device) {
 
 }  // namespace
 
-nlohmann::json DeviceDescription(const torch::Device& device) {
+DeviceInfo DeviceDescription(const torch::Device& device) {
 #ifdef TRAINERD_WITH_CUDA
   if (device.is_cuda()) {
     const compat::CudaDeviceDescription d = compat::DescribeCudaDevice(compat::CudaIndexOf(device));
-    return {{"type", "cuda"},
-            {"name", d.name},
-            {"total_memory_bytes", d.total_memory_bytes},
-            {"compute_capability", d.compute_capability},
-            {"driver_version", CudaVersionString(d.driver_version)},
-            {"runtime_version", CudaVersionString(d.runtime_version)}};
+    return {"cuda",
+            d.name,
+            d.total_memory_bytes,
+            d.compute_capability,
+            CudaVersionString(d.driver_version),
+            CudaVersionString(d.runtime_version)};
   }
 #endif
   TORCH_CHECK(device.is_cpu(), "no description for device ", device.str(), " in this build");
-  return {{"type", "cpu"},
-          {"name", ProcValueOrUnknown("/proc/cpuinfo", "model name")},
-          {"total_memory_bytes", HostMemoryBytes()}};
+  DeviceInfo cpu;
+  cpu.type = "cpu";
+  cpu.name = ProcValueOrUnknown("/proc/cpuinfo", "model name");
+  cpu.total_memory_bytes = HostMemoryBytes();
+  return cpu;
 }
 
 std::string HardwareFingerprint() {
@@ -77,7 +79,7 @@ std::string HardwareFingerprint() {
          ProcValueOrUnknown("/proc/meminfo", "MemTotal");
 }
 
-nlohmann::json SoftwareFingerprint() {
+SoftwareInfo SoftwareFingerprint() {
   std::string blas = "unknown";
   std::ifstream maps("/proc/self/maps");
   std::string line;
@@ -91,14 +93,14 @@ nlohmann::json SoftwareFingerprint() {
       break;
     }
   }
-  return {{"torch_version", TORCH_VERSION}, {"blas", blas}, {"compiler", "GCC " __VERSION__}};
+  return {TORCH_VERSION, blas, "GCC " __VERSION__};
 }
 
 std::string DefaultPeakFlopsCache() { return UserCacheDir() + "/peak_flops.json"; }
 
 double PeakFlops(Precision precision, const torch::Device& device, const std::string& cache_file) {
   const std::string device_name =
-      device.is_cpu() ? std::string("cpu") : DeviceDescription(device)["name"].get<std::string>();
+      device.is_cpu() ? std::string("cpu") : DeviceDescription(device).name;
   const std::string key = HardwareFingerprint() + " | " + device_name + " | " +
                           ToString(precision) + " | " + std::to_string(torch::get_num_threads()) +
                           " threads | torch " + TORCH_VERSION;

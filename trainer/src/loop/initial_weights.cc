@@ -10,6 +10,7 @@
 #include "trainerd/common/sha256.h"
 #include "trainerd/trainer/data/array_tensor.h"
 #include "trainerd/trainer/data/mapped_file.h"
+#include "trainerd/trainer/models/build_model.h"
 
 namespace trainerd {
 
@@ -82,7 +83,7 @@ Status ResolveInitialWeights(const std::string& flag, int num_classes, JobSpec* 
   }
   if (init.path.empty()) return Status::Ok();
   init.path = InitialWeightsFile(init.path);
-  std::shared_ptr<TrainableModel> model = BuildModel(spec->model, num_classes);
+  std::shared_ptr<TrainableModel> model = BuildModel(spec->model, num_classes, spec->source_path);
   if (Status s = LoadInitialWeights(init.path, model.get()); !s.ok()) {
     return Status::InvalidArgument(spec->source_path + ": " + s.message());
   }

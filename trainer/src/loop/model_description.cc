@@ -5,40 +5,13 @@
 namespace trainerd {
 
 nlohmann::json ModelConfigJson(const ModelSpec& spec) {
-  nlohmann::json config = {{"kind", ToString(spec.kind)}};
-  switch (spec.kind) {
-    case ModelKind::kGpt:
-      config.update({{"n_layer", spec.gpt.n_layer},
-                     {"n_head", spec.gpt.n_head},
-                     {"n_embd", spec.gpt.n_embd},
-                     {"block_size", spec.gpt.block_size},
-                     {"vocab_size", spec.gpt.vocab_size},
-                     {"dropout", spec.gpt.dropout},
-                     {"bias", spec.gpt.bias}});
-      break;
-    case ModelKind::kMlpClassifier:
-      config.update({{"hidden", spec.mlp.hidden},
-                     {"layers", spec.mlp.layers},
-                     {"batch_norm", spec.mlp.batch_norm},
-                     {"dropout", spec.mlp.dropout},
-                     {"block_size", spec.gpt.block_size}});
-      break;
-    case ModelKind::kTorchScript:
-      config.update({{"path", spec.torchscript.path},
-                     {"sha256", spec.own.sha256},
-                     {"inputs", ToString(spec.own.inputs)},
-                     {"blocks", spec.own.num_blocks},
-                     {"block_size", spec.gpt.block_size}});
-      break;
-    case ModelKind::kPlugin:
-      config.update({{"library", spec.plugin.library},
-                     {"name", spec.plugin.name},
-                     {"options", spec.plugin.options},
-                     {"sha256", spec.own.sha256},
-                     {"inputs", ToString(spec.own.inputs)},
-                     {"blocks", spec.own.num_blocks},
-                     {"block_size", spec.gpt.block_size}});
-      break;
+  nlohmann::json config = spec.options;
+  config["kind"] = spec.kind;
+  config["block_size"] = spec.block_size;
+  config["inputs"] = ToString(spec.inputs);
+  if (spec.loaded) {
+    config["blocks"] = spec.loaded->blocks;
+    if (!spec.loaded->file_sha256.empty()) config["sha256"] = spec.loaded->file_sha256;
   }
   config["loss"] = {{"kind", ToString(spec.loss.kind)}};
   if (spec.loss.kind == LossKind::kCrossEntropy) {

@@ -18,7 +18,8 @@ nlohmann::json DescribeModel(const JobSpec& spec, const TrainableModel& model,
                              const std::string& job_identity, const std::string& data_fingerprint,
                              const nlohmann::json& files);
 
-// The model's configuration as the job gave it (per kind), with its loss.
+// The model's configuration as the job gave it: its kind and the kind's options, the keys
+// every kind shares, with what loading it told (its blocks, its file's SHA-256).
 nlohmann::json ModelConfigJson(const ModelSpec& spec);
 
 }  // namespace trainerd

@@ -2,25 +2,17 @@
 
 namespace trainerd {
 
-FlopsPerSample ModelFlopsPerSample(const ModelSpec& model, std::int64_t parameters) {
-  if (model.kind == ModelKind::kTorchScript || model.kind == ModelKind::kPlugin) {
-    const OwnModelOptions& ts = model.own;
-    if (ts.flops_per_sample) return {ts.flops_per_sample, "given: model.flops_per_sample"};
-    if (ts.counted_flops_per_sample) {
-      return {ts.counted_flops_per_sample,
-              "counted: 3 x the matrix-product FLOPs of one forward (forward + backward)"};
-    }
-    return {std::nullopt, "FLOPs per sample unknown for this model (" + ts.flops_unknown_reason +
-                              "): give model.flops_per_sample"};
+FlopsPerSample TrainingFlopsPerSample(const TrainableModel& model, const ModelSpec& spec) {
+  if (spec.flops_per_sample) return {spec.flops_per_sample, "given: model.flops_per_sample"};
+  if (std::optional<FlopsPerSample> own = model.TrainingFlops()) return *own;
+  if (spec.loaded && spec.loaded->counted_flops_per_sample) {
+    return {spec.loaded->counted_flops_per_sample,
+            "counted: 3 x the matrix-product FLOPs of one forward (forward + backward)"};
   }
-  if (model.kind == ModelKind::kMlpClassifier) {
-    return {6.0 * static_cast<double>(parameters), "formula: 6 x parameters"};
-  }
-  const GptOptions& g = model.gpt;
-  const double per_token = 6.0 * static_cast<double>(parameters) +
-                           12.0 * g.n_layer * g.block_size * static_cast<double>(g.n_embd);
-  return {per_token * g.block_size,
-          "formula: (6 x parameters + 12 x n_layer x block_size x n_embd) per token"};
+  const std::string why =
+      spec.loaded ? spec.loaded->flops_unknown_reason : "it was not run on a sample to count them";
+  return {std::nullopt,
+          "FLOPs per sample unknown for this model (" + why + "): give model.flops_per_sample"};
 }
 
 ThroughputAssessment AssessThroughput(std::optional<double> achieved, double peak_flops,

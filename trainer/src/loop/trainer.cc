@@ -22,7 +22,9 @@
 #include "trainerd/trainer/loop/model_state_bytes.h"
 #include "trainerd/trainer/loop/throughput.h"
 #include "trainerd/trainer/loop/training_checkpoint.h"
+#include "trainerd/trainer/models/build_model.h"
 #include "trainerd/trainer/semantics/lr_schedule.h"
+#include "trainerd/trainer/spec/job_identity.h"
 #include "trainerd/trainer/spec/units.h"
 
 namespace trainerd {
@@ -35,12 +37,6 @@ using Clock = std::chrono::steady_clock;
 constexpr int kWarmupUpdates = 2;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-nlohmann::json SlicesJson(const std::vector<SliceLoss>& slices) {
-  nlohmann::json out = nlohmann::json::array();
-  for (const auto& s : slices) out.push_back({{"name", s.name}, {"loss", s.loss}});
-  return out;
-}
 
 double MeanLoss(const std::vector<SliceLoss>& slices) {
   double total = 0;
@@ -69,7 +65,7 @@ Trainer::Trainer(const JobSpec& spec, const Dataset& corpus, EventSink* sink,
       share_(ShareOfRank(spec.training.effective_batch, world_size(), group ? group->rank() : 0)),
       device_(spec.runtime.device == "cuda" ? torch::kCUDA : torch::kCPU) {
   torch::manual_seed(spec_.training.seed);
-  model_ = BuildModel(spec_.model, static_cast<int>(corpus_.slices().size()));
+  model_ = BuildModel(spec_.model, static_cast<int>(corpus_.slices().size()), spec_.source_path);
   if (!spec_.init_from.path.empty()) {  // trainer-run checked the file (ResolveInitialWeights)
     const Status loaded = LoadInitialWeights(spec_.init_from.path, model_.get());
     TORCH_CHECK(loaded.ok(), loaded.message());
@@ -90,54 +86,48 @@ PrecisionContext Trainer::precision_context() {
   return {spec_.plan.precision, scaler_ ? &*scaler_ : nullptr};
 }
 
-nlohmann::json Trainer::LedgerSnapshot() const {
+MemorySnapshot Trainer::LedgerSnapshot() const {
   const DeviceMemory& memory = MemoryOf(device_);
-  std::int64_t parameters = 0;
-  for (const auto& p : model_->parameters()) parameters += static_cast<std::int64_t>(p.nbytes());
-  return {{"parameters_bytes", parameters},
-          {"gradients_bytes", GradientBytes(*model_)},
-          {"optimizer_state_bytes", AdamWStateBytes(*optimizer_)},
-          {"live_bytes", memory.live_bytes()},
-          {"peak_bytes", memory.peak_bytes()},
-          {"reserved_bytes", memory.reserved_bytes()},
-          {"limit_bytes", memory.limit()},
-          {"budget_bytes", spec_.memory.budget_bytes},
-          {"usable_bytes", spec_.memory.usable_bytes()}};
+  MemorySnapshot snapshot;
+  for (const auto& p : model_->parameters()) snapshot.parameters_bytes += TensorBytes(p);
+  snapshot.gradients_bytes = GradientBytes(*model_);
+  snapshot.optimizer_state_bytes = AdamWStateBytes(*optimizer_);
+  snapshot.live_bytes = memory.live_bytes();
+  snapshot.peak_bytes = memory.peak_bytes();
+  snapshot.reserved_bytes = memory.reserved_bytes();
+  snapshot.limit_bytes = memory.limit();
+  snapshot.budget_bytes = spec_.memory.budget_bytes;
+  snapshot.usable_bytes = spec_.memory.usable_bytes();
+  return snapshot;
 }
 
-nlohmann::json Trainer::StartEvent(int resumed_from) const {
-  nlohmann::json slices = nlohmann::json::array();
-  for (const auto& s : corpus_.slices()) {
-    slices.push_back(
-        {{"name", s.name}, {"train_bytes", s.train_bytes}, {"holdout_bytes", s.holdout_bytes}});
+StartEvent Trainer::Start(int resumed_from) const {
+  StartEvent start;
+  start.protocol_version = kWorkerProtocolVersion;
+  start.config = spec_.source_path;
+  start.job_identity = job_identity_;
+  start.model = {spec_.model.kind, CountParameters(*model_), model_->num_blocks(),
+                 spec_.model.block_size};
+  start.plan = spec_.plan;
+  start.effective_batch = spec_.training.effective_batch;
+  start.updates = spec_.training.updates;
+  start.seed = spec_.training.seed;
+  start.resumed_from_update = resumed_from;
+  start.distributed.world_size = world_size();
+  if (group_) start.distributed.backend = group_->backend();
+  start.distributed.rank_batch = share_.count;
+  start.threads = torch::get_num_threads();
+  start.device = spec_.runtime.device;
+  start.device_info = DeviceDescription(device_);
+  start.torch_version = TORCH_VERSION;
+  start.software = SoftwareFingerprint();
+  start.budget_bytes = spec_.memory.budget_bytes;
+  start.usable_bytes = spec_.memory.usable_bytes();
+  start.data.fingerprint = corpus_.fingerprint();
+  for (const DataSlice& s : corpus_.slices()) {
+    start.data.slices.push_back({s.name, s.train_bytes, s.holdout_bytes});
   }
-  return {
-      {"event", "start"},
-      {"config", spec_.source_path},
-      {"job_identity", job_identity_},
-      {"model",
-       {{"kind", ToString(spec_.model.kind)},
-        {"parameters", CountParameters(*model_)},
-        {"blocks", model_->num_blocks()},
-        {"block_size", spec_.model.gpt.block_size}}},
-      {"plan", ToJson(spec_.plan)},
-      {"effective_batch", spec_.training.effective_batch},
-      {"updates", spec_.training.updates},
-      {"seed", spec_.training.seed},
-      {"resumed_from_update", resumed_from},
-      {"distributed",
-       {{"world_size", world_size()},
-        {"backend", group_ ? nlohmann::json(group_->backend()) : nlohmann::json(nullptr)},
-        {"rank_batch", share_.count}}},
-      {"threads", torch::get_num_threads()},
-      {"device", spec_.runtime.device},
-      {"device_info", DeviceDescription(device_)},
-      {"torch_version", TORCH_VERSION},
-      {"software", SoftwareFingerprint()},
-      {"budget_bytes", spec_.memory.budget_bytes},
-      {"usable_bytes", spec_.memory.usable_bytes()},
-      {"data", {{"fingerprint", corpus_.fingerprint()}, {"slices", slices}}},
-  };
+  return start;
 }
 
 std::vector<Batch> Trainer::Microbatches(int update) const {
@@ -228,9 +218,8 @@ Result<Trainer::ResumePoint> Trainer::ResumeFrom(const TrainerOptions& options) 
       !state.ok() && (state.status().code() == Status::Code::kNotFound ||
                       state.status().code() == Status::Code::kFailedPrecondition);
   if (options.resume == Resume::kIfCompatible && ignorable) {
-    point.warnings.push_back({{"event", "warning"},
-                              {"kind", "checkpoint_ignored"},
-                              {"message", state.status().message() + "; starting from update 0"}});
+    point.warnings.push_back(
+        {"checkpoint_ignored", state.status().message() + "; starting from update 0"});
     return point;
   }
   // A damaged checkpoint would fail every later attempt the same way (each night's too):
@@ -242,10 +231,8 @@ Result<Trainer::ResumePoint> Trainer::ResumeFrom(const TrainerOptions& options) 
     std::error_code ec;
     std::filesystem::rename(options.checkpoint_path, kept, ec);
     if (ec) return state.status();
-    point.warnings.push_back(
-        {{"event", "warning"},
-         {"kind", "checkpoint_corrupt"},
-         {"message", state.status().message() + "; kept as " + kept + ", starting from update 0"}});
+    point.warnings.push_back({"checkpoint_corrupt", state.status().message() + "; kept as " + kept +
+                                                        ", starting from update 0"});
     return point;
   }
   if (!state.ok()) return state.status();
@@ -254,12 +241,11 @@ Result<Trainer::ResumePoint> Trainer::ResumeFrom(const TrainerOptions& options) 
   if (scaler_ && state->loss_scale) scaler_->Restore(*state->loss_scale, state->clean_updates);
   const std::string here = c10::DeviceTypeName(device_.type(), /*lower_case=*/true);
   if (state->written_on != here) {
-    point.warnings.push_back(
-        {{"event", "warning"},
-         {"kind", "checkpoint_device_changed"},
-         {"message", "checkpoint written on " + state->written_on + ", resumed on " + here +
-                         ": parameters and AdamW state moved to " + here +
-                         "; dropout masks from here on come from the " + here + " generator"}});
+    point.warnings.push_back({"checkpoint_device_changed",
+                              "checkpoint written on " + state->written_on + ", resumed on " +
+                                  here + ": parameters and AdamW state moved to " + here +
+                                  "; dropout masks from here on come from the " + here +
+                                  " generator"});
   }
   return point;
 }
@@ -297,18 +283,17 @@ struct Trainer::RunTiming {
 };
 
 void Trainer::EmitStart(const ResumePoint& resumed) {
-  sink_->Emit(StartEvent(resumed.updates_done));
-  for (const nlohmann::json& warning : resumed.warnings) sink_->Emit(warning);
+  sink_->Emit(Start(resumed.updates_done));
+  for (const WarningEvent& warning : resumed.warnings) sink_->Emit(warning);
   if (model_->has_batch_statistics() && spec_.plan.accumulation_steps > 1) {
-    sink_->Emit({{"event", "warning"},
-                 {"kind", "batch_norm_accumulation"},
-                 {"message", "the model normalises over each microbatch (BatchNorm): with " +
+    sink_->Emit(WarningEvent{"batch_norm_accumulation",
+                             "the model normalises over each microbatch (BatchNorm): with " +
                                  std::to_string(spec_.plan.accumulation_steps) +
                                  " accumulation steps its statistics cover " +
                                  std::to_string(spec_.plan.microbatch) +
                                  " samples, not the effective batch of " +
                                  std::to_string(spec_.training.effective_batch) +
-                                 ", so accumulation is not equivalent to one large batch"}});
+                                 ", so accumulation is not equivalent to one large batch"});
   }
 }
 
@@ -322,10 +307,7 @@ Status Trainer::SaveCheckpoint(const TrainerOptions& options, int updates_done,
   }
   Status s = SaveTrainingCheckpoint(options.checkpoint_path, *model_, *optimizer_, state, device_);
   if (s.ok()) {
-    sink_->Emit({{"event", "checkpoint"},
-                 {"update", updates_done},
-                 {"path", options.checkpoint_path},
-                 {"reason", reason}});
+    sink_->Emit(CheckpointEvent{updates_done, options.checkpoint_path, reason});
   }
   return s;
 }
@@ -337,30 +319,25 @@ void Trainer::EmitUpdate(const UpdateStats& stats, int updates_done, double upda
                                  ? timing.measured_seconds / timing.measured_updates
                                  : update_seconds;
   const double samples_per_second = spec_.training.effective_batch / update_seconds;
-  sink_->Emit({{"event", "update"},
-               {"update", updates_done},
-               {"updates", updates},
-               {"loss", stats.loss},
-               {"lr", stats.lr},
-               {"grad_norm", std::isfinite(stats.grad_norm) ? nlohmann::json(stats.grad_norm)
-                                                            : nlohmann::json(nullptr)},
-               {"skipped", stats.skipped},
-               {"update_seconds", update_seconds},
-               {"samples_per_second", samples_per_second},
-               {"tokens_per_second", samples_per_second * corpus_.window()},
-               {"live_bytes", MemoryOf(device_).live_bytes()},
-               {"elapsed_seconds", timing.ElapsedSeconds()},
-               {"eta_seconds", mean_update * (updates - updates_done)}});
+  UpdateEvent event;
+  event.update = updates_done;
+  event.updates = updates;
+  event.loss = stats.loss;
+  event.lr = stats.lr;
+  if (std::isfinite(stats.grad_norm)) event.grad_norm = stats.grad_norm;
+  event.skipped = stats.skipped;
+  event.update_seconds = update_seconds;
+  event.samples_per_second = samples_per_second;
+  event.tokens_per_second = samples_per_second * corpus_.window();
+  event.live_bytes = MemoryOf(device_).live_bytes();
+  event.elapsed_seconds = timing.ElapsedSeconds();
+  event.eta_seconds = mean_update * (updates - updates_done);
+  sink_->Emit(event);
 }
 
 void Trainer::EmitInitialEval() {
   const std::vector<SliceLoss> losses = Evaluate();
-  sink_->Emit({{"event", "eval"},
-               {"update", 0},
-               {"initial", true},
-               {"init_from", spec_.init_from.path},
-               {"slices", SlicesJson(losses)},
-               {"mean_loss", MeanLoss(losses)}});
+  sink_->Emit(EvalEvent{0, /*initial=*/true, spec_.init_from.path, losses, MeanLoss(losses)});
 }
 
 Status Trainer::EvaluateAndCheckpoint(const TrainerOptions& options, TrainOutcome* outcome) {
@@ -369,10 +346,8 @@ Status Trainer::EvaluateAndCheckpoint(const TrainerOptions& options, TrainOutcom
   const bool last = outcome->updates_done == t.updates;
   if (last || outcome->updates_done % t.eval_interval == 0) {
     outcome->eval = Evaluate();
-    sink_->Emit({{"event", "eval"},
-                 {"update", outcome->updates_done},
-                 {"slices", SlicesJson(outcome->eval)},
-                 {"mean_loss", MeanLoss(outcome->eval)}});
+    sink_->Emit(EvalEvent{outcome->updates_done, /*initial=*/false, std::nullopt, outcome->eval,
+                          MeanLoss(outcome->eval)});
   }
   if (last || outcome->updates_done % t.checkpoint_interval == 0) {
     return SaveCheckpoint(options, outcome->updates_done, last ? "final" : "interval");
@@ -380,8 +355,8 @@ Status Trainer::EvaluateAndCheckpoint(const TrainerOptions& options, TrainOutcom
   return Status::Ok();
 }
 
-Result<nlohmann::json> Trainer::WriteModelFiles(const TrainerOptions& options,
-                                                TrainOutcome* outcome) {
+Result<FinishEvent::ModelFiles> Trainer::WriteModelFiles(const TrainerOptions& options,
+                                                         TrainOutcome* outcome) {
   TemporaryFile temporary(options.model_path);
   model_->SaveArtifact(temporary.path());
   if (Status s = temporary.Commit(); !s.ok()) return s;
@@ -392,13 +367,11 @@ Result<nlohmann::json> Trainer::WriteModelFiles(const TrainerOptions& options,
   const std::filesystem::path dir = std::filesystem::path(options.model_path).parent_path();
   const std::string weights = (dir / "model.safetensors").string();
   const std::string description = (dir / "model.json").string();
-  const bool scripted = spec_.model.kind == ModelKind::kTorchScript;
   const nlohmann::json files = {
       {"weights", "model.safetensors"},
-      {scripted ? "module" : "state", std::filesystem::path(options.model_path).filename()}};
-  if (Status s =
-          WriteSafetensors(weights, model_->StateDict(),
-                           {{"format", "pt"}, {"trainerd_model", ToString(spec_.model.kind)}});
+      {model_->artifact_role(), std::filesystem::path(options.model_path).filename()}};
+  if (Status s = WriteSafetensors(weights, model_->StateDict(),
+                                  {{"format", "pt"}, {"trainerd_model", spec_.model.kind}});
       !s.ok()) {
     return s;
   }
@@ -407,28 +380,28 @@ Result<nlohmann::json> Trainer::WriteModelFiles(const TrainerOptions& options,
   const nlohmann::json about =
       DescribeModel(spec_, *model_, job_identity_, corpus_.fingerprint(), files);
   if (Status s = WriteFileAtomically(description, about.dump(2) + "\n"); !s.ok()) return s;
-  return nlohmann::json{
-      {"weights", weights}, {"weights_sha256", *weights_hash}, {"description", description}};
+  return FinishEvent::ModelFiles{weights, {*weights_hash}, description};
 }
 
 Status Trainer::Finish(const TrainerOptions& options, const RunTiming& timing,
                        TrainOutcome* outcome) {
-  Result<nlohmann::json> model_files = WriteModelFiles(options, outcome);
+  Result<FinishEvent::ModelFiles> model_files = WriteModelFiles(options, outcome);
   if (!model_files.ok()) return model_files.status();
   const TrainingSpec& t = spec_.training;
   const double elapsed = timing.ElapsedSeconds();
-  // No update ran in this process: no loss or throughput to report (null, never 0).
+  // No update ran in this process: no loss or throughput to report (none, never 0).
   const bool trained = outcome->updates_done > timing.first;
-  const auto measured_or_null = [trained](double value) {
-    return trained ? nlohmann::json(value) : nlohmann::json(nullptr);
+  const auto measured = [trained](double value) {
+    return trained ? std::optional<double>(value) : std::nullopt;
   };
   // Too short a run to exclude warm-up: fall back to the whole elapsed time.
-  const bool measured = timing.measured_updates > 0;
-  const double throughput_seconds = measured ? timing.measured_seconds : elapsed;
-  const int throughput_updates = measured ? timing.measured_updates : t.updates - timing.first;
+  const bool timed = timing.measured_updates > 0;
+  const double throughput_seconds = timed ? timing.measured_seconds : elapsed;
+  const int throughput_updates = timed ? timing.measured_updates : t.updates - timing.first;
   const double samples_per_second =
       throughput_updates * static_cast<double>(t.effective_batch) / throughput_seconds;
   DeviceMemory& memory = MemoryOf(device_);
+  // The training's peaks, read before the FLOP/s probe allocates its matrices.
   const std::int64_t peak_bytes = memory.peak_bytes();
   const std::int64_t reserved_peak_bytes = memory.peak_reserved_bytes();
   double peak_flops = 0;
@@ -436,49 +409,45 @@ Status Trainer::Finish(const TrainerOptions& options, const RunTiming& timing,
     ScopedMemoryLimit lifted(memory, 0);  // the probe's matrices are not the job's memory
     peak_flops = PeakFlops(spec_.plan.precision, device_, options.peak_flops_cache);
   }
-  const FlopsPerSample per_sample = ModelFlopsPerSample(spec_.model, CountParameters(*model_));
-  const std::optional<double> flops_per_sample = per_sample.value;
+  const FlopsPerSample per_sample = TrainingFlopsPerSample(*model_, spec_.model);
   // The peak is one rank's (this process's device and threads): MFU compares it with a
   // rank's share of the job's FLOP/s.
   const int world_size = this->world_size();
   const ThroughputAssessment flops = AssessThroughput(
-      flops_per_sample ? std::optional<double>(samples_per_second * *flops_per_sample / world_size)
+      per_sample.value ? std::optional<double>(samples_per_second * *per_sample.value / world_size)
                        : std::nullopt,
       peak_flops, per_sample.method);
-  sink_->Emit(
-      {{"event", "finish"},
-       {"updates", outcome->updates_done},
-       {"updates_trained", outcome->updates_done - timing.first},
-       {"final_train_loss", measured_or_null(outcome->final_train_loss)},
-       {"eval_slices", SlicesJson(outcome->eval)},
-       {"eval_mean_loss", MeanLoss(outcome->eval)},
-       {"model_path", options.model_path},
-       {"model_sha256", outcome->model_sha256},
-       {"model_files", *model_files},
-       {"elapsed_seconds", elapsed},
-       {"samples_per_second", measured_or_null(samples_per_second)},
-       {"world_size", world_size},
-       {"samples_per_second_per_rank", measured_or_null(samples_per_second / world_size)},
-       {"tokens_per_second", measured_or_null(samples_per_second * corpus_.window())},
-       {"throughput_method",
-        "wall clock per optimizer update after device synchronization, evaluation and "
-        "checkpoints excluded, first " +
-            std::to_string(kWarmupUpdates) + " updates excluded as warm-up"},
-       {"peak_bytes", peak_bytes},
-       {"reserved_peak_bytes", reserved_peak_bytes},
-       {"memory_method", memory.method()},
-       {"model_flops_per_sample",
-        flops_per_sample ? nlohmann::json(*flops_per_sample) : nlohmann::json(nullptr)},
-       {"flops_method", per_sample.method},
-       {"model_flops_per_second", flops_per_sample
-                                      ? nlohmann::json(flops.achieved_flops * world_size)
-                                      : nlohmann::json(nullptr)},
-       {"peak_flops_per_second", flops.peak_flops},
-       {"mfu", trained && flops.valid ? nlohmann::json(flops.mfu) : nlohmann::json(nullptr)},
-       {"measurement_valid", trained && flops.valid},
-       {"measurement_note",
-        trained ? flops.note : "resumed at the job's last update: nothing trained"},
-       {"hardware", HardwareFingerprint()}});
+  FinishEvent finish;
+  finish.updates = outcome->updates_done;
+  finish.updates_trained = outcome->updates_done - timing.first;
+  finish.final_train_loss = measured(outcome->final_train_loss);
+  finish.eval_slices = outcome->eval;
+  finish.eval_mean_loss = MeanLoss(outcome->eval);
+  finish.model_path = options.model_path;
+  finish.model_sha256 = {outcome->model_sha256};
+  finish.model_files = *model_files;
+  finish.elapsed_seconds = elapsed;
+  finish.samples_per_second = measured(samples_per_second);
+  finish.world_size = world_size;
+  finish.samples_per_second_per_rank = measured(samples_per_second / world_size);
+  finish.tokens_per_second = measured(samples_per_second * corpus_.window());
+  finish.throughput_method =
+      "wall clock per optimizer update after device synchronization, evaluation and "
+      "checkpoints excluded, first " +
+      std::to_string(kWarmupUpdates) + " updates excluded as warm-up";
+  finish.peak_bytes = peak_bytes;
+  finish.reserved_peak_bytes = reserved_peak_bytes;
+  finish.memory_method = memory.method();
+  finish.model_flops_per_sample = per_sample.value;
+  finish.flops_method = per_sample.method;
+  if (per_sample.value) finish.model_flops_per_second = flops.achieved_flops * world_size;
+  finish.peak_flops_per_second = flops.peak_flops;
+  if (trained && flops.valid) finish.mfu = flops.mfu;
+  finish.measurement_valid = trained && flops.valid;
+  finish.measurement_note =
+      trained ? flops.note : "resumed at the job's last update: nothing trained";
+  finish.hardware = HardwareFingerprint();
+  sink_->Emit(finish);
   return Status::Ok();
 }
 
@@ -512,9 +481,8 @@ Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
         outcome.message = "live memory grew by " + FormatBytes(leaks.growth_bytes()) +
                           " over the last updates and keeps growing: a tensor that holds a "
                           "graph is being retained across updates";
-        outcome.details = {{"update", update + 1},
-                           {"growth_bytes", leaks.growth_bytes()},
-                           {"ledger", LedgerSnapshot()}};
+        outcome.details =
+            FailureDetails{update + 1, std::nullopt, leaks.growth_bytes(), LedgerSnapshot()};
         return outcome;
       }
       const DeviceTimer update_timer(device_);
@@ -552,9 +520,8 @@ Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
   } catch (const c10::OutOfMemoryError& e) {
     outcome.kind = TrainOutcome::Kind::kOutOfMemory;
     outcome.message = e.what_without_backtrace();
-    outcome.details = {{"update", outcome.updates_done + 1},
-                       {"plan", ToJson(spec_.plan)},
-                       {"ledger", LedgerSnapshot()}};
+    outcome.details =
+        FailureDetails{outcome.updates_done + 1, spec_.plan, std::nullopt, LedgerSnapshot()};
     return outcome;
   } catch (const c10::Error& e) {
     return Status::Internal(std::string("LibTorch: ") + e.what_without_backtrace());

@@ -3,11 +3,9 @@
 #include <torch/serialize.h>
 
 #include <filesystem>
-#include <sstream>
 
 #include "loop/zip_check.h"
 #include "trainerd/common/atomic_file.h"
-#include "trainerd/common/sha256.h"
 #include "trainerd/trainer/device/torch_compat.h"
 
 namespace trainerd {
@@ -16,27 +14,6 @@ namespace {
 constexpr std::int64_t kFormatVersion = 1;
 
 }  // namespace
-
-std::string JobIdentity(const JobSpec& spec, const std::string& data_fingerprint) {
-  std::ostringstream canonical;
-  canonical.precision(17);
-  const GptOptions& g = spec.model.gpt;
-  const MlpOptions& m = spec.model.mlp;
-  const OptimizerSpec& o = spec.optimizer;
-  const TrainingSpec& t = spec.training;
-  canonical << "model " << ToString(spec.model.kind) << ' ' << g.n_layer << ' ' << g.n_head << ' '
-            << g.n_embd << ' ' << g.block_size << ' ' << g.vocab_size << ' ' << g.dropout << ' '
-            << g.bias << ' ' << m.hidden << ' ' << m.layers << ' ' << m.batch_norm << ' '
-            << m.dropout << ' ' << spec.model.own.sha256 << ' ' << spec.model.torchscript.blocks
-            << ' ' << spec.model.torchscript.embed << ' ' << spec.model.torchscript.head << ' '
-            << static_cast<int>(spec.model.own.inputs) << ' ' << spec.model.plugin.name << ' '
-            << spec.model.plugin.options.dump() << "\ninit " << spec.init_from.sha256 << "\ndata "
-            << data_fingerprint << ' ' << spec.data.holdout_fraction << "\nadamw " << o.lr << ' '
-            << o.beta1 << ' ' << o.beta2 << ' ' << o.weight_decay << ' ' << o.eps << "\nschedule "
-            << spec.schedule.warmup_updates << ' ' << spec.schedule.min_lr << "\ntraining "
-            << t.effective_batch << ' ' << t.updates << ' ' << t.grad_clip << ' ' << t.seed << '\n';
-  return Sha256Hex(canonical.str());
-}
 
 Status SaveTrainingCheckpoint(const std::string& path, torch::nn::Module& model,
                               torch::optim::Optimizer& optimizer, const CheckpointState& state,

@@ -92,35 +92,11 @@ Result<MemoryLedger> MeasureLedger(const JobSpec& spec, const Dataset& corpus) {
   return ledger;
 }
 
-nlohmann::json MemoryLedger::ToJson() const {
-  nlohmann::json block_list = nlohmann::json::array();
-  for (const BlockActivation& b : blocks) {
-    block_list.push_back({{"index", b.index},
-                          {"activation_bytes", b.activation_bytes},
-                          {"checkpointed_activation_bytes", b.checkpointed_activation_bytes},
-                          {"forward_seconds", b.forward_seconds}});
-  }
-  return {{"parameters_bytes", parameters_bytes},
-          {"gradients_bytes", gradients_bytes},
-          {"optimizer_state_bytes", optimizer_state_bytes},
-          {"activations_bytes", activations_bytes},
-          {"temporaries_bytes", temporaries_bytes},
-          {"inputs_bytes", inputs_bytes},
-          {"peak_bytes", peak_bytes},
-          {"reserved_peak_bytes", reserved_peak_bytes},
-          {"budget_bytes", budget_bytes},
-          {"usable_bytes", usable_bytes},
-          {"plan", trainerd::ToJson(plan)},
-          {"method", method},
-          {"blocks", block_list},
-          {"blocks_note", blocks_note}};
-}
-
-std::string MemoryLedger::ToTable() const {
+std::string LedgerTable(const MemoryLedger& ledger) {
   std::vector<std::pair<std::string, std::int64_t>> rows = {
-      {"parameters", parameters_bytes},           {"gradients", gradients_bytes},
-      {"optimizer state", optimizer_state_bytes}, {"activations", activations_bytes},
-      {"temporaries", temporaries_bytes},         {"inputs", inputs_bytes}};
+      {"parameters", ledger.parameters_bytes},           {"gradients", ledger.gradients_bytes},
+      {"optimizer state", ledger.optimizer_state_bytes}, {"activations", ledger.activations_bytes},
+      {"temporaries", ledger.temporaries_bytes},         {"inputs", ledger.inputs_bytes}};
   std::stable_sort(rows.begin(), rows.end(),
                    [](const auto& a, const auto& b) { return a.second > b.second; });
   std::string out;
@@ -128,27 +104,29 @@ std::string MemoryLedger::ToTable() const {
   std::snprintf(line, sizeof(line), "%-18s %12s %7s\n", "category", "size", "share");
   out += line;
   for (const auto& [name, bytes] : rows) {
-    std::snprintf(
-        line, sizeof(line), "%-18s %12s %6.1f%%\n", name.c_str(), FormatBytes(bytes).c_str(),
-        peak_bytes > 0 ? 100.0 * static_cast<double>(bytes) / static_cast<double>(peak_bytes)
-                       : 0.0);
+    std::snprintf(line, sizeof(line), "%-18s %12s %6.1f%%\n", name.c_str(),
+                  FormatBytes(bytes).c_str(),
+                  ledger.peak_bytes > 0
+                      ? 100.0 * static_cast<double>(bytes) / static_cast<double>(ledger.peak_bytes)
+                      : 0.0);
     out += line;
   }
   std::snprintf(line, sizeof(line), "%-18s %12s\n%-18s %12s %s\n%-18s %12s\n", "peak",
-                FormatBytes(peak_bytes).c_str(), "usable", FormatBytes(usable_bytes).c_str(),
-                peak_bytes <= usable_bytes ? "(fits)" : "(DOES NOT FIT)", "budget",
-                FormatBytes(budget_bytes).c_str());
+                FormatBytes(ledger.peak_bytes).c_str(), "usable",
+                FormatBytes(ledger.usable_bytes).c_str(),
+                ledger.peak_bytes <= ledger.usable_bytes ? "(fits)" : "(DOES NOT FIT)", "budget",
+                FormatBytes(ledger.budget_bytes).c_str());
   out += line;
-  if (reserved_peak_bytes != peak_bytes) {  // a caching allocator (CUDA) holds more
+  if (ledger.reserved_peak_bytes != ledger.peak_bytes) {  // a caching allocator (CUDA) holds more
     std::snprintf(line, sizeof(line), "%-18s %12s\n", "reserved peak",
-                  FormatBytes(reserved_peak_bytes).c_str());
+                  FormatBytes(ledger.reserved_peak_bytes).c_str());
     out += line;
   }
-  if (!blocks_note.empty()) return out + "\n" + blocks_note + "\n";
+  if (!ledger.blocks_note.empty()) return out + "\n" + ledger.blocks_note + "\n";
   std::snprintf(line, sizeof(line), "\n%-6s %14s %14s %12s\n", "block", "activations",
                 "checkpointed", "forward");
   out += line;
-  for (const BlockActivation& b : blocks) {
+  for (const BlockActivation& b : ledger.blocks) {
     std::snprintf(line, sizeof(line), "%-6d %14s %14s %11.1fms\n", b.index,
                   FormatBytes(b.activation_bytes).c_str(),
                   FormatBytes(b.checkpointed_activation_bytes).c_str(), b.forward_seconds * 1e3);

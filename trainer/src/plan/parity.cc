@@ -139,10 +139,10 @@ void CompareUpdate(int update, const Side& plan, const Side& reference, const Up
                    const UpdateStats& r, ParityReport* report) {
   const ParityTolerances& tol = report->tolerances;
   ParityUpdate u;
-  u.plan_loss = p.loss, u.reference_loss = r.loss;
-  u.plan_lr = p.lr, u.reference_lr = r.lr;
-  u.plan_grad_norm = p.grad_norm, u.reference_grad_norm = r.grad_norm;
-  u.plan_skipped = p.skipped, u.reference_skipped = r.skipped;
+  u.loss = {p.loss, r.loss};
+  u.lr = {p.lr, r.lr};
+  u.grad_norm = {p.grad_norm, r.grad_norm};
+  u.skipped = {p.skipped, r.skipped};
   Comparison check(update, report);
   check.Scalar("the loss", p.loss, r.loss, tol.loss);
   check.Scalar("the learning rate", p.lr, r.lr, tol.learning_rate);
@@ -166,16 +166,16 @@ void CompareUpdate(int update, const Side& plan, const Side& reference, const Up
     diff_squares += diff * diff;
     step_squares += step * step;
     const double relative = diff == 0 ? 0 : step == 0 ? kInf : diff / step;
-    if (u.parameter_name.empty() || !(relative <= u.worst_tensor_step_diff)) {
+    if (u.worst_tensor_step_parameter.empty() || !(relative <= u.worst_tensor_step_diff)) {
       u.worst_tensor_step_diff = relative;
-      u.parameter_name = name;
+      u.worst_tensor_step_parameter = name;
     }
   }
   u.step_diff = diff_squares == 0 ? 0 : std::sqrt(diff_squares / step_squares);
   if (!(u.step_diff <= tol.step)) {
     check.Fail("the optimizer step differs by " + Comparison::Number(u.step_diff) +
                " relative over all parameters (tolerance " + Comparison::Number(tol.step) +
-               "; worst tensor " + u.parameter_name + ")");
+               "; worst tensor " + u.worst_tensor_step_parameter + ")");
   }
   report->updates.push_back(u);
 }
@@ -221,38 +221,10 @@ ParityTolerances ToleranceFor(Precision precision, bool fp16_computes_in_fp32) {
   return {2e-3, 1e-12, 2e-2, 1e-1, 0.3};
 }
 
-nlohmann::json ParityReport::ToJson(const PlanSpec& plan) const {
-  nlohmann::json per_update = nlohmann::json::array();
-  for (const ParityUpdate& u : updates) {
-    per_update.push_back({{"loss", {u.plan_loss, u.reference_loss}},
-                          {"lr", {u.plan_lr, u.reference_lr}},
-                          {"grad_norm", {u.plan_grad_norm, u.reference_grad_norm}},
-                          {"skipped", {u.plan_skipped, u.reference_skipped}},
-                          {"gradient_diff", u.gradient_diff},
-                          {"gradient_parameter", u.gradient_parameter},
-                          {"step_diff", u.step_diff},
-                          {"worst_tensor_step_diff", u.worst_tensor_step_diff},
-                          {"worst_tensor_step_parameter", u.parameter_name}});
-  }
-  return {{"pass", pass},
-          {"failures", failures},
-          {"tolerances",
-           {{"loss", tolerances.loss},
-            {"learning_rate", tolerances.learning_rate},
-            {"grad_norm", tolerances.grad_norm},
-            {"gradient", tolerances.gradient},
-            {"step", tolerances.step}}},
-          {"plan", trainerd::ToJson(plan)},
-          {"checked_plan", trainerd::ToJson(checked_plan)},
-          {"checked_effective_batch", checked_effective_batch},
-          {"reduction", reduction},
-          {"own_dropout_switched_off", own_dropout_switched_off},
-          {"updates", per_update}};
-}
-
 Result<ParityReport> CheckParity(const JobSpec& spec, const Dataset& corpus, int updates,
                                  TrainingFault fault) {
   ParityReport report;
+  report.plan = spec.plan;
   JobSpec plan_spec;
   Result<JobSpec> reference_spec = ReferenceShape(spec, corpus, &plan_spec, &report.reduction);
   if (!reference_spec.ok()) return reference_spec.status();

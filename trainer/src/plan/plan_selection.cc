@@ -5,17 +5,13 @@
 #include <cstdio>
 #include <tuple>
 
+#include "trainerd/common/median.h"
+
 namespace trainerd {
 namespace {
 
 bool EvenSplit(const PlanSpec& plan, int effective_batch) {
   return effective_batch % plan.microbatch == 0;
-}
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
 std::string Percent(double fraction) {
@@ -25,8 +21,6 @@ std::string Percent(double fraction) {
 }
 
 }  // namespace
-
-double TimedPlan::MedianSeconds() const { return Median(update_seconds); }
 
 bool PreferredOnTie(const PlanSpec& a, const PlanSpec& b, int effective_batch) {
   const auto key = [effective_batch](const PlanSpec& p) {

@@ -392,13 +392,14 @@ std::vector<TimedCandidate> TimeFinalists(const JobSpec& spec, const Dataset& co
 void ChooseTimed(const JobSpec& spec, const std::vector<TimedCandidate>& finalists,
                  ChosenPlan* result, std::vector<RejectedPlan>* rejected) {
   const int batch = spec.training.effective_batch;
-  for (const TimedCandidate& f : finalists) result->timed.push_back(f.timing);
-  const PlanSelection selection = SelectFastestPlan(result->timed, batch);
+  for (const TimedCandidate& f : finalists) result->selection.timed.push_back(f.timing);
+  const PlanSelection selection = SelectFastestPlan(result->selection.timed, batch);
   for (std::size_t i = 0; i < finalists.size(); ++i) {
     if (i == selection.chosen) continue;
     const Candidate& c = finalists[i].candidate;
     rejected->push_back({c.plan, c.peak, c.duration,
-                         WhyNotChosen(selection, result->timed, i, batch), /*validated=*/true});
+                         WhyNotChosen(selection, result->selection.timed, i, batch),
+                         /*validated=*/true});
   }
   const TimedCandidate& chosen = finalists[selection.chosen];
   result->plan = chosen.candidate.plan;
@@ -406,8 +407,8 @@ void ChooseTimed(const JobSpec& spec, const std::vector<TimedCandidate>& finalis
   result->predicted_peak_bytes = chosen.candidate.peak;
   result->predicted_update_seconds = chosen.candidate.update_seconds;
   result->measured_update_seconds = chosen.timing.MedianSeconds();
-  result->timing_noise = selection.noise;
-  result->tie_band = selection.tie_band;
+  result->selection.noise = selection.noise;
+  result->selection.tie_band = selection.tie_band;
   result->fits_memory = true;
 }
 
@@ -427,7 +428,7 @@ Status ValidateBaseline(const JobSpec& spec, const Dataset& corpus, ChosenPlan* 
   result->measured_peak_bytes = result->predicted_peak_bytes = baseline.measured_peak;
   result->measured_update_seconds = result->predicted_update_seconds =
       baseline.timing.update_seconds[0];
-  result->timed = {baseline.timing};
+  result->selection.timed = {baseline.timing};
   result->fits_memory = true;
   return Status::Ok();
 }
@@ -486,59 +487,29 @@ std::vector<RejectedPlan> FasterAlternatives(const std::vector<RejectedPlan>& re
   return faster;
 }
 
-nlohmann::json ChosenPlan::ToJson() const {
-  nlohmann::json rejected_json = nlohmann::json::array();
-  for (const RejectedPlan& r : rejected) {
-    nlohmann::json entry = trainerd::ToJson(r.plan);
-    entry["predicted_peak_bytes"] = r.predicted_peak_bytes;
-    entry["predicted_duration_seconds"] = r.predicted_duration_seconds;
-    entry["reason"] = r.reason;
-    rejected_json.push_back(entry);
-  }
-  nlohmann::json out = trainerd::ToJson(plan);
-  out["predicted_peak_bytes"] = predicted_peak_bytes;
-  out["measured_peak_bytes"] = measured_peak_bytes;
-  out["usable_bytes"] = usable_bytes;
-  out["predicted_update_seconds"] = predicted_update_seconds;
-  out["measured_update_seconds"] = measured_update_seconds;
-  out["predicted_duration_seconds"] = predicted_duration_seconds;
-  out["window_seconds"] =
-      window_seconds ? nlohmann::json(*window_seconds) : nlohmann::json(nullptr);
-  out["fits_memory"] = fits_memory;
-  out["fits_window"] = fits_window;
-  out["probe_seconds"] = probe_seconds;
-  out["rejected"] = rejected_json;
-  nlohmann::json timed_json = nlohmann::json::array();
-  for (const TimedPlan& t : timed) {
-    nlohmann::json entry = trainerd::ToJson(t.plan);
-    entry["update_seconds"] = t.update_seconds;
-    entry["median_update_seconds"] = t.MedianSeconds();
-    timed_json.push_back(entry);
-  }
-  out["selection"] = {{"timed", timed_json}, {"noise", timing_noise}, {"tie_band", tie_band}};
-  return out;
-}
-
-std::string ChosenPlan::ToText() const {
+std::string PlanText(const ChosenPlan& chosen) {
   std::string out;
   char line[256];
-  std::snprintf(line, sizeof(line), "plan: %s\n", Describe(plan).c_str());
+  std::snprintf(line, sizeof(line), "plan: %s\n", Describe(chosen.plan).c_str());
   out += line;
   std::snprintf(line, sizeof(line), "  peak: predicted %s, measured %s, usable %s\n",
-                FormatBytes(predicted_peak_bytes).c_str(), FormatBytes(measured_peak_bytes).c_str(),
-                FormatBytes(usable_bytes).c_str());
+                FormatBytes(chosen.predicted_peak_bytes).c_str(),
+                FormatBytes(chosen.measured_peak_bytes).c_str(),
+                FormatBytes(chosen.usable_bytes).c_str());
   out += line;
-  std::snprintf(line, sizeof(line), "  time: %.3fs per update (median of %zu timed), job %s",
-                measured_update_seconds, timed.empty() ? 0 : timed.front().update_seconds.size(),
-                FormatDuration(predicted_duration_seconds).c_str());
+  std::snprintf(
+      line, sizeof(line), "  time: %.3fs per update (median of %zu timed), job %s",
+      chosen.measured_update_seconds,
+      chosen.selection.timed.empty() ? 0 : chosen.selection.timed.front().update_seconds.size(),
+      FormatDuration(chosen.predicted_duration_seconds).c_str());
   out += line;
-  if (window_seconds) {
-    out += " against a window of " + FormatDuration(*window_seconds) +
-           (fits_window ? " (fits)" : " -- NO PLAN FITS THE WINDOW");
+  if (chosen.window_seconds) {
+    out += " against a window of " + FormatDuration(*chosen.window_seconds) +
+           (chosen.fits_window ? " (fits)" : " -- NO PLAN FITS THE WINDOW");
   }
-  out += "\n  probe and validation took " + FormatDuration(probe_seconds) + "\n";
-  if (!rejected.empty()) out += "rejected alternatives:\n";
-  for (const RejectedPlan& r : rejected) {
+  out += "\n  probe and validation took " + FormatDuration(chosen.probe_seconds) + "\n";
+  if (!chosen.rejected.empty()) out += "rejected alternatives:\n";
+  for (const RejectedPlan& r : chosen.rejected) {
     out += "  " + Describe(r.plan) + ": " + r.reason + "\n";
   }
   return out;

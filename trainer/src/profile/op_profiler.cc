@@ -48,24 +48,6 @@ struct OpProfiler::Frame {
   double input_bytes = 0;
 };
 
-std::string_view ToString(OpGroup group) {
-  switch (group) {
-    case OpGroup::kMatrixProducts:
-      return "matrix products";
-    case OpGroup::kAttention:
-      return "attention";
-    case OpGroup::kDropout:
-      return "dropout";
-    case OpGroup::kNormalisation:
-      return "normalisation";
-    case OpGroup::kOptimizer:
-      return "optimizer";
-    case OpGroup::kOther:
-      break;
-  }
-  return "other";
-}
-
 OpGroup GroupOf(std::string_view name, std::string_view scope) {
   if (scope == kOptimizerScope) return OpGroup::kOptimizer;
   if (scope == kDropoutScope) return OpGroup::kDropout;

@@ -19,17 +19,22 @@
 #include <string_view>
 #include <vector>
 
+#include "trainerd/common/enum_names.h"
 #include "trainerd/trainer/device/op_scopes.h"
 
 namespace trainerd {
 
 enum class OpGroup { kMatrixProducts, kAttention, kDropout, kNormalisation, kOptimizer, kOther };
-inline constexpr OpGroup kOpGroups[] = {OpGroup::kMatrixProducts, OpGroup::kAttention,
-                                        OpGroup::kDropout,        OpGroup::kNormalisation,
-                                        OpGroup::kOptimizer,      OpGroup::kOther};
-
-// "matrix products", "attention", "dropout", "normalisation", "optimizer", "other".
-std::string_view ToString(OpGroup group);
+// Every group in report order, with its name.
+inline constexpr EnumNames<OpGroup, 6> kOpGroupNames{{{
+    {OpGroup::kMatrixProducts, "matrix products"},
+    {OpGroup::kAttention, "attention"},
+    {OpGroup::kDropout, "dropout"},
+    {OpGroup::kNormalisation, "normalisation"},
+    {OpGroup::kOptimizer, "optimizer"},
+    {OpGroup::kOther, "other"},
+}}};
+inline std::string_view ToString(OpGroup group) { return kOpGroupNames.Name(group); }
 
 // The group of op `name` run inside user scope `scope` (the innermost trainerd:: scope, or ""):
 // the scope's group, else by name (mm, addmm, bmm, baddbmm, matmul, linear and their backward

@@ -26,8 +26,8 @@ struct GroupTotals {
   double self_seconds = 0, flops = 0, bytes = 0;
 };
 
-nlohmann::json GroupsJson(const std::vector<OpStats>& ops, const Roof& roof, double updates,
-                          double update_seconds) {
+std::vector<ProfileReport::Group> Groups(const std::vector<OpStats>& ops, const Roof& roof,
+                                         double updates, double update_seconds) {
   std::map<OpGroup, GroupTotals> totals;
   for (const OpStats& op : ops) {
     GroupTotals& t = totals[op.group];
@@ -36,30 +36,23 @@ nlohmann::json GroupsJson(const std::vector<OpStats>& ops, const Roof& roof, dou
     t.flops += op.flops;
     t.bytes += op.bytes;
   }
-  nlohmann::json groups = nlohmann::json::array();
-  for (const OpGroup group : kOpGroups) {
+  std::vector<ProfileReport::Group> groups;
+  for (const OpGroup group : kOpGroupNames.Values()) {
     const GroupTotals& t = totals[group];
     const RooflinePoint p = PlaceOnRoofline(roof, t.flops, t.bytes, t.self_seconds);
-    groups.push_back({{"group", std::string(ToString(group))},
-                      {"self_seconds", t.self_seconds / updates},
-                      {"share", update_seconds > 0 ? t.self_seconds / updates / update_seconds : 0},
-                      {"calls", static_cast<double>(t.calls) / updates},
-                      {"flops", t.flops / updates},
-                      {"bytes", t.bytes / updates},
-                      {"intensity", p.intensity},
-                      {"achieved_flops", p.achieved_flops},
-                      {"achieved_bytes_per_second", p.achieved_bytes_per_second},
-                      {"attainable_flops", p.attainable_flops},
-                      {"fraction_of_bound", p.fraction_of_bound},
-                      {"bound", p.bound}});
+    groups.push_back({std::string(ToString(group)), t.self_seconds / updates,
+                      update_seconds > 0 ? t.self_seconds / updates / update_seconds : 0,
+                      static_cast<double>(t.calls) / updates, t.flops / updates, t.bytes / updates,
+                      p.intensity, p.achieved_flops, p.achieved_bytes_per_second,
+                      p.attainable_flops, p.fraction_of_bound, p.bound});
   }
   return groups;
 }
 
 }  // namespace
 
-Result<nlohmann::json> ProfileUpdates(const JobSpec& spec, const Dataset& corpus,
-                                      const ProfileOptions& options) {
+Result<ProfileReport> ProfileUpdates(const JobSpec& spec, const Dataset& corpus,
+                                     const ProfileOptions& options) {
   if (spec.runtime.device != "cpu") {
     return Status::InvalidArgument(
         "--profile times ops on the host, which for a CUDA op is its launch, not its work: "
@@ -95,42 +88,38 @@ Result<nlohmann::json> ProfileUpdates(const JobSpec& spec, const Dataset& corpus
       roof.peak_flops = PeakFlops(spec.plan.precision, device, options.peak_flops_cache);
       roof.bandwidth_bytes_per_second = MeasureMemoryBandwidth(device);
     }
+    ProfileReport report;
     double in_ops = 0;
-    nlohmann::json top = nlohmann::json::array();
     for (const OpStats& op : ops) {
       in_ops += op.self_seconds / updates;
-      if (top.size() < kTopOps) {
-        top.push_back({{"name", op.name},
-                       {"group", std::string(ToString(op.group))},
-                       {"calls", static_cast<double>(op.calls) / updates},
-                       {"self_seconds", op.self_seconds / updates},
-                       {"share", op.self_seconds / updates / update_seconds}});
+      if (report.top_ops.size() < kTopOps) {
+        report.top_ops.push_back(
+            {op.name, std::string(ToString(op.group)), static_cast<double>(op.calls) / updates,
+             op.self_seconds / updates, op.self_seconds / updates / update_seconds});
       }
     }
     if (!options.trace_path.empty()) {
       if (Status s = WriteFileAtomically(options.trace_path, trace.dump()); !s.ok()) return s;
     }
-    return nlohmann::json{
-        {"updates", options.updates},
-        {"warmup_updates", 1},
-        {"update_seconds", update_seconds},
-        {"unprofiled_update_seconds", unprofiled_update_seconds},
-        {"outside_ops_seconds", std::max(0.0, update_seconds - in_ops)},
-        {"precision", ToString(spec.plan.precision)},
-        {"peak_flops", roof.peak_flops},
-        {"memory_bandwidth_bytes_per_second", roof.bandwidth_bytes_per_second},
-        {"ridge_intensity", roof.RidgeIntensity()},
-        {"groups", GroupsJson(ops, roof, updates, update_seconds)},
-        {"top_ops", top},
-        {"trace_path",
-         options.trace_path.empty() ? nlohmann::json(nullptr) : nlohmann::json(options.trace_path)},
-        {"method",
-         "LibTorch RecordFunction observers on the training thread: each op's self time (its "
-         "duration less the ops it called), FLOPs of matrix products from their input shapes "
-         "and bytes in and out of each aten op called from outside another; per update, after 1 "
-         "warm-up update and as many unobserved ones (unprofiled_update_seconds: the "
-         "observers' cost is the difference); roofline from the matmul peak probe and a "
-         "copy/triad bandwidth probe"}};
+    report.updates = options.updates;
+    report.warmup_updates = 1;
+    report.update_seconds = update_seconds;
+    report.unprofiled_update_seconds = unprofiled_update_seconds;
+    report.outside_ops_seconds = std::max(0.0, update_seconds - in_ops);
+    report.precision = ToString(spec.plan.precision);
+    report.peak_flops = roof.peak_flops;
+    report.memory_bandwidth_bytes_per_second = roof.bandwidth_bytes_per_second;
+    report.ridge_intensity = roof.RidgeIntensity();
+    report.groups = Groups(ops, roof, updates, update_seconds);
+    if (!options.trace_path.empty()) report.trace_path = options.trace_path;
+    report.method =
+        "LibTorch RecordFunction observers on the training thread: each op's self time (its "
+        "duration less the ops it called), FLOPs of matrix products from their input shapes "
+        "and bytes in and out of each aten op called from outside another; per update, after 1 "
+        "warm-up update and as many unobserved ones (unprofiled_update_seconds: the "
+        "observers' cost is the difference); roofline from the matmul peak probe and a "
+        "copy/triad bandwidth probe";
+    return report;
   } catch (const c10::Error& e) {
     return Status::Internal(std::string("profile: ") + e.what_without_backtrace());
   }

@@ -1,12 +1,11 @@
 #include "trainerd/trainer/semantics/training_fault.h"
 
-#include <array>
-#include <utility>
+#include "trainerd/common/enum_names.h"
 
 namespace trainerd {
 namespace {
 
-constexpr std::array<std::pair<TrainingFault, std::string_view>, 7> kNames = {{
+constexpr EnumNames<TrainingFault, 7> kNames{{{
     {TrainingFault::kNone, "none"},
     {TrainingFault::kLossPerMicrobatch, "loss_per_microbatch"},
     {TrainingFault::kStepPerMicrobatch, "step_per_microbatch"},
@@ -14,22 +13,14 @@ constexpr std::array<std::pair<TrainingFault, std::string_view>, 7> kNames = {{
     {TrainingFault::kLrPerMicrobatch, "lr_per_microbatch"},
     {TrainingFault::kRecomputeFreshRng, "recompute_fresh_rng"},
     {TrainingFault::kInfGradient, "inf_gradient"},
-}};
+}}};
 
 }  // namespace
 
 std::optional<TrainingFault> ParseTrainingFault(std::string_view name) {
-  for (const auto& [fault, text] : kNames) {
-    if (text == name) return fault;
-  }
-  return std::nullopt;
+  return kNames.Parse(name);
 }
 
-std::string_view ToString(TrainingFault fault) {
-  for (const auto& [value, text] : kNames) {
-    if (value == fault) return text;
-  }
-  return "unknown";
-}
+std::string_view ToString(TrainingFault fault) { return kNames.Name(fault); }
 
 }  // namespace trainerd

@@ -2,69 +2,14 @@
 
 #include <algorithm>
 
+#include "trainerd/trainer/spec/model_kind.h"
+
 namespace trainerd {
 
-const char* ToString(ModelKind kind) {
-  switch (kind) {
-    case ModelKind::kGpt:
-      return "gpt";
-    case ModelKind::kMlpClassifier:
-      return "mlp";
-    case ModelKind::kTorchScript:
-      return "torchscript";
-    case ModelKind::kPlugin:
-      return "plugin";
-  }
-  return "?";
-}
-
-const char* ToString(ModelInputs inputs) {
-  switch (inputs) {
-    case ModelInputs::kTokens:
-      return "tokens";
-    case ModelInputs::kByteHistogram:
-      return "byte_histogram";
-    case ModelInputs::kRows:
-      return "rows";
-  }
-  return "?";
-}
-
-const char* ToString(LossKind kind) {
-  switch (kind) {
-    case LossKind::kCrossEntropy:
-      return "cross_entropy";
-    case LossKind::kMse:
-      return "mse";
-    case LossKind::kModule:
-      return "module";
-  }
-  return "?";
-}
-
-const char* ToString(Precision precision) {
-  switch (precision) {
-    case Precision::kFp32:
-      return "fp32";
-    case Precision::kBf16:
-      return "bf16";
-    case Precision::kFp16:
-      return "fp16";
-  }
-  return "?";
-}
-
-const char* ToString(Launcher launcher) {
-  switch (launcher) {
-    case Launcher::kLocal:
-      return "local";
-    case Launcher::kTorchrun:
-      return "torchrun";
-    case Launcher::kSlurm:
-      return "slurm";
-  }
-  return "?";
-}
+const char* ToString(ModelInputs inputs) { return kModelInputsNames.Name(inputs); }
+const char* ToString(LossKind kind) { return kLossKindNames.Name(kind); }
+const char* ToString(Precision precision) { return kPrecisionNames.Name(precision); }
+const char* ToString(Launcher launcher) { return kLauncherNames.Name(launcher); }
 
 RankShare ShareOfRank(int effective_batch, int ranks, int rank) {
   const int base = effective_batch / ranks;
@@ -80,37 +25,18 @@ JobSpec RankJob(const JobSpec& job) {
   return rank;
 }
 
-nlohmann::json ToJson(const PlanSpec& plan) {
-  return {{"microbatch", plan.microbatch},
-          {"accumulation_steps", plan.accumulation_steps},
-          {"checkpoint_blocks", plan.checkpoint_blocks},
-          {"precision", ToString(plan.precision)}};
+int NumBlocks(const ModelSpec& model) {
+  if (model.loaded) return model.loaded->blocks;
+  return ModelKindOf(model).DeclaredBlocks(model).value_or(0);
 }
 
-int NumBlocks(const ModelSpec& model) {
-  switch (model.kind) {
-    case ModelKind::kGpt:
-      return model.gpt.n_layer;
-    case ModelKind::kMlpClassifier:
-      return model.mlp.layers;
-    case ModelKind::kTorchScript:
-    case ModelKind::kPlugin:
-      return model.own.num_blocks;
-  }
-  return 0;
+bool BlocksKnown(const ModelSpec& model) {
+  return model.loaded || ModelKindOf(model).DeclaredBlocks(model).has_value();
 }
 
 bool HasBatchStatistics(const ModelSpec& model) {
-  switch (model.kind) {
-    case ModelKind::kGpt:
-      return false;
-    case ModelKind::kMlpClassifier:
-      return model.mlp.batch_norm;
-    case ModelKind::kTorchScript:
-    case ModelKind::kPlugin:
-      return model.own.has_batch_statistics;
-  }
-  return false;
+  if (model.loaded) return model.loaded->batch_statistics;
+  return ModelKindOf(model).DeclaredBatchStatistics(model).value_or(false);
 }
 
 }  // namespace trainerd

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "trainerd/trainer/spec/data_format.h"
+#include "trainerd/trainer/spec/model_kind.h"
 #include "trainerd/trainer/spec/yaml_reader.h"
 
 namespace trainerd {
@@ -14,157 +16,23 @@ namespace {
 
 constexpr int kMaxCount = 1 << 24;
 
-Precision PrecisionNamed(const std::string& name) {
-  return name == "bf16" ? Precision::kBf16 : name == "fp16" ? Precision::kFp16 : Precision::kFp32;
-}
-
-std::filesystem::path Absolute(const std::string& file, const std::filesystem::path& base_dir) {
-  std::filesystem::path p(file);
-  return p.is_relative() ? (base_dir / p).lexically_normal() : p;
-}
-
-void ReadGpt(YamlReader& model, GptOptions* gpt) {
-  model.Int("n_layer", &gpt->n_layer, 1, 1024);
-  model.Int("n_head", &gpt->n_head, 1, 1024);
-  model.Int("n_embd", &gpt->n_embd, 1, 65536);
-  model.Int("block_size", &gpt->block_size, 1, 65536);
-  model.Int("vocab_size", &gpt->vocab_size, 1, kMaxCount);
-  model.Double("dropout", &gpt->dropout, 0.0, 0.99);
-  model.Bool("bias", &gpt->bias);
-  std::string kernels = "fused";
-  model.String("kernels", &kernels, {"fused", "explicit"});
-  gpt->kernels = kernels == "explicit" ? GptKernels::kExplicit : GptKernels::kFused;
-  if (model.ok() && gpt->n_embd % gpt->n_head != 0) {
-    model.Fail("n_head",
-               "an integer that divides model.n_embd (" + std::to_string(gpt->n_embd) + ")",
-               std::to_string(gpt->n_head));
-  }
-}
-
-void ReadMlp(YamlReader& model, ModelSpec* spec) {
-  MlpOptions& mlp = spec->mlp;
-  model.Int("hidden", &mlp.hidden, 1, 65536);
-  model.Int("layers", &mlp.layers, 1, 1024);
-  model.Bool("batch_norm", &mlp.batch_norm);
-  model.Double("dropout", &mlp.dropout, 0.0, 0.99);
-  // The classifier reads windows of this many bytes; shared with the GPT's context length.
-  model.Int("block_size", &spec->gpt.block_size, 1, 65536);
-}
-
-void ReadLoss(YamlReader& model, LossSpec* loss) {
-  std::string kind = "cross_entropy";
-  model.String("loss", &kind, {"cross_entropy", "mse", "module"});
-  loss->kind = kind == "mse"      ? LossKind::kMse
-               : kind == "module" ? LossKind::kModule
-                                  : LossKind::kCrossEntropy;
-  if (model.Has("ignore_index")) {
-    int ignore_index = 0;
-    model.Int("ignore_index", &ignore_index, -(1 << 30), 1 << 30);
-    loss->ignore_index = ignore_index;
-  }
-}
-
-// What the team's own model reads (by default the rows of tensors data, else tokens), its
-// loss, FLOPs and window: the keys torchscript and plugin models share.
-void ReadOwnModel(YamlReader& model, const DataSpec& data, ModelSpec* spec) {
-  OwnModelOptions& own = spec->own;
-  std::string inputs = data.format == DataFormat::kTensors ? "rows" : "tokens";
-  model.String("inputs", &inputs, {"tokens", "byte_histogram", "rows"});
-  own.inputs = inputs == "byte_histogram" ? ModelInputs::kByteHistogram
-               : inputs == "rows"         ? ModelInputs::kRows
-                                          : ModelInputs::kTokens;
-  ReadLoss(model, &spec->loss);
-  if (model.Has("flops_per_sample")) {
-    double flops = 0;
-    model.Double("flops_per_sample", &flops, 0.0, 1e30, /*min_open=*/true);
-    own.flops_per_sample = flops;
-  }
-  // Token windows (inputs: tokens) or the window a histogram is taken over.
-  model.Int("block_size", &spec->gpt.block_size, 1, 65536);
-}
-
-void ReadTorchScript(YamlReader& model, const std::filesystem::path& base_dir,
-                     TorchScriptOptions* ts) {
-  model.String("path", &ts->path, {});
-  if (!model.Has("path")) {
-    model.Fail("path", "the TorchScript file (.pt) the model was exported to", "nothing");
-  }
-  ts->path = Absolute(ts->path, base_dir).string();
-  ts->protocol_named = model.Has("blocks") || model.Has("embed") || model.Has("head");
-  model.String("blocks", &ts->blocks, {});
-  model.String("embed", &ts->embed, {});
-  model.String("head", &ts->head, {});
-}
-
-void ReadPlugin(YamlReader& model, const std::filesystem::path& base_dir, PluginOptions* plugin) {
-  model.String("library", &plugin->library, {});
-  if (!model.Has("library")) {
-    model.Fail("library",
-               "the plugin's shared library (.so, built with find_package(trainerd); "
-               "docs/bring-your-own-model.md)",
-               "nothing");
-  }
-  plugin->library = Absolute(plugin->library, base_dir).string();
-  model.String("name", &plugin->name, {});
-  model.JsonMap("options", &plugin->options);
-}
-
-void ReadModel(YamlReader model, const std::filesystem::path& base_dir, const DataSpec& data,
+void ReadModel(YamlReader model, const std::string& base_dir, const DataSpec& data,
                ModelSpec* spec) {
-  std::string kind = "gpt";
-  model.String("kind", &kind, {"gpt", "mlp", "torchscript", "plugin"});
-  spec->kind = kind == "mlp"           ? ModelKind::kMlpClassifier
-               : kind == "torchscript" ? ModelKind::kTorchScript
-               : kind == "plugin"      ? ModelKind::kPlugin
-                                       : ModelKind::kGpt;
-  switch (spec->kind) {
-    case ModelKind::kGpt:
-      ReadGpt(model, &spec->gpt);
-      break;
-    case ModelKind::kMlpClassifier:
-      ReadMlp(model, spec);
-      break;
-    case ModelKind::kTorchScript:
-      ReadTorchScript(model, base_dir, &spec->torchscript);
-      ReadOwnModel(model, data, spec);
-      break;
-    case ModelKind::kPlugin:
-      ReadPlugin(model, base_dir, &spec->plugin);
-      ReadOwnModel(model, data, spec);
-      break;
+  model.String("kind", &spec->kind, ModelKindNames());
+  if (const ModelKind* kind = FindModelKind(spec->kind)) {
+    model.Int("block_size", &spec->block_size, 1, 65536);
+    const DataFormat* format = FindDataFormat(data.format);
+    const ModelKeysContext context{base_dir,
+                                   format ? format->DefaultInputs() : ModelInputs::kTokens};
+    kind->Read(model, context, spec);
   }
   model.RejectUnknownKeys();
 }
 
-void ReadData(YamlReader data, const std::filesystem::path& base_dir, DataSpec* spec) {
-  std::string format = "text";
-  data.String("format", &format, {"text", "tokens", "tensors"});
-  spec->format = format == "tokens"    ? DataFormat::kTokens
-                 : format == "tensors" ? DataFormat::kTensors
-                                       : DataFormat::kText;
-  const bool tokens = spec->format == DataFormat::kTokens;
-  if (spec->format == DataFormat::kText) {
-    data.StringList("files", &spec->files);
-    if (!data.Has("files")) data.Fail("files", "a non-empty list of text files", "nothing");
-    for (auto& file : spec->files) file = Absolute(file, base_dir).string();
-    data.Double("holdout_fraction", &spec->holdout_fraction, 0.0, 0.5, /*min_open=*/true);
-  } else {
-    const std::string split = tokens ? "token file (train.bin)"
-                                     : "split (a .safetensors file or a directory of .npy files)";
-    data.String("train", &spec->train, {});
-    if (!data.Has("train")) data.Fail("train", "the training " + split, "nothing");
-    spec->train = Absolute(spec->train, base_dir).string();
-    data.StringList("eval", &spec->eval);
-    if (!data.Has("eval")) data.Fail("eval", "a non-empty list of evaluation splits", "nothing");
-    for (auto& file : spec->eval) file = Absolute(file, base_dir).string();
-    if (tokens) {
-      std::string dtype = "uint16";
-      data.String("dtype", &dtype, {"uint16", "uint32"});
-      spec->token_bytes = dtype == "uint32" ? 4 : 2;
-    } else {
-      data.String("inputs", &spec->inputs_name, {});
-      data.String("targets", &spec->targets_name, {});
-    }
+void ReadData(YamlReader data, const std::string& base_dir, DataSpec* spec) {
+  data.String("format", &spec->format, DataFormatNames());
+  if (const DataFormat* format = FindDataFormat(spec->format)) {
+    format->Read(data, base_dir, spec);
   }
   data.Int("eval_windows_per_slice", &spec->eval_windows_per_slice, 1, 4096);
   data.RejectUnknownKeys();
@@ -206,9 +74,9 @@ void ReadTraining(YamlReader training, TrainingSpec* spec) {
 
 // Reads the plan keys of `plan` into `spec`, validated against one rank's share of the job: a
 // microbatch of at most that share, accumulation steps consistent with it, existing block
-// indices.
+// indices. *all_blocks_uncounted: checkpoint_blocks is all, of a model not counted yet.
 void ReadPlan(YamlReader plan, const ModelSpec& model, const TrainingSpec& training,
-              const DistributedSpec& distributed, PlanSpec* spec) {
+              const DistributedSpec& distributed, PlanSpec* spec, bool* all_blocks_uncounted) {
   const int batch = ShareOfRank(training.effective_batch, distributed.ranks, 0).count;
   plan.Int("microbatch", &spec->microbatch, 1, kMaxCount);
   plan.Int("accumulation_steps", &spec->accumulation_steps, 1, kMaxCount);
@@ -234,22 +102,20 @@ void ReadPlan(YamlReader plan, const ModelSpec& model, const TrainingSpec& train
   }
   spec->accumulation_steps = steps;
 
-  // The team's own model's blocks are counted when the worker loads it (ResolveOwnModel
+  // The team's own model's blocks are counted when the worker loads it (ResolveModel
   // checks the indices and expands "all" then; it fills the file's hash too).
-  const bool count_known =
-      (model.kind != ModelKind::kTorchScript && model.kind != ModelKind::kPlugin) ||
-      !model.own.sha256.empty();
+  const bool count_known = BlocksKnown(model);
   const int blocks = NumBlocks(model);
   std::string which;
   if (plan.Has("checkpoint_blocks")) {
     std::vector<int> indices;
     plan.IntListOr("checkpoint_blocks", &indices, &which, {"all", "none"}, 0,
                    count_known ? blocks - 1 : kMaxCount);
-    spec->checkpoint_all_blocks = false;
+    *all_blocks_uncounted = false;
     if (which == "all") {
       indices.clear();
       for (int i = 0; i < blocks; ++i) indices.push_back(i);
-      spec->checkpoint_all_blocks = !count_known;
+      *all_blocks_uncounted = !count_known;
     } else if (which == "none") {
       indices.clear();
     }
@@ -258,8 +124,8 @@ void ReadPlan(YamlReader plan, const ModelSpec& model, const TrainingSpec& train
     spec->checkpoint_blocks = indices;
   }
   std::string precision = ToString(spec->precision);
-  plan.String("precision", &precision, {"fp32", "bf16", "fp16"});
-  spec->precision = PrecisionNamed(precision);
+  plan.String("precision", &precision, kPrecisionNames.Names());
+  spec->precision = kPrecisionNames.Parse(precision).value_or(spec->precision);
   plan.RejectUnknownKeys();
 }
 
@@ -278,10 +144,8 @@ void ReadDistributed(YamlReader distributed, const TrainingSpec& training, Distr
                      std::to_string(spec->ranks));
   }
   std::string launcher = ToString(spec->launcher);
-  distributed.String("launcher", &launcher, {"local", "torchrun", "slurm"});
-  spec->launcher = launcher == "torchrun" ? Launcher::kTorchrun
-                   : launcher == "slurm"  ? Launcher::kSlurm
-                                          : Launcher::kLocal;
+  distributed.String("launcher", &launcher, kLauncherNames.Names());
+  spec->launcher = kLauncherNames.Parse(launcher).value_or(spec->launcher);
   distributed.DurationSeconds("timeout", &spec->timeout_seconds, 0, 86400, /*min_open=*/true);
   distributed.String("launcher_path", &spec->launcher_path, {});
   distributed.StringList("launcher_args", &spec->launcher_args);
@@ -300,11 +164,12 @@ void ReadPlanner(YamlReader planner, PlannerSpec* spec) {
   if (!names.empty()) {
     spec->precisions.clear();
     for (const std::string& name : names) {
-      if (name != "fp32" && name != "bf16" && name != "fp16") {
+      const std::optional<Precision> precision = kPrecisionNames.Parse(name);
+      if (!precision) {
         planner.Fail("precisions", "a list of fp32, bf16, fp16", "'" + name + "'");
         return;
       }
-      spec->precisions.push_back(PrecisionNamed(name));
+      spec->precisions.push_back(*precision);
     }
   }
   std::vector<int> probes;
@@ -321,12 +186,12 @@ void ReadMemory(YamlReader memory, MemorySpec* spec) {
 }
 
 // init_from: current_release, or a release folder or model.safetensors file.
-void ReadInitFrom(YamlReader& top, const std::filesystem::path& base_dir, InitSpec* init) {
+void ReadInitFrom(YamlReader& top, const std::string& base_dir, InitSpec* init) {
   std::string from;
   top.String("init_from", &from, {});
   if (from.empty()) return;
   init->current_release = from == kInitFromCurrentRelease;
-  if (!init->current_release) init->path = Absolute(from, base_dir).string();
+  if (!init->current_release) init->path = AbsolutePath(from, base_dir);
 }
 
 }  // namespace
@@ -339,8 +204,8 @@ Result<JobSpec> ParseJobSpecText(const std::string& yaml_text, const std::string
   JobSpec spec;
   spec.source_path = origin;
   YamlReader top(root, origin, "");
-  const std::filesystem::path base = base_dir.empty() ? std::filesystem::path(origin).parent_path()
-                                                      : std::filesystem::path(base_dir);
+  const std::string base =
+      base_dir.empty() ? std::filesystem::path(origin).parent_path().string() : base_dir;
   ReadData(top.Child("data"), base, &spec.data);
   ReadModel(top.Child("model"), base, spec.data, &spec.model);
   ReadOptimizer(top.Child("optimizer"), &spec.optimizer);
@@ -349,7 +214,8 @@ Result<JobSpec> ParseJobSpecText(const std::string& yaml_text, const std::string
   ReadDistributed(top.Child("distributed"), spec.training, &spec.distributed);
   spec.plan_given = top.Has("plan");
   if (top.ok()) {
-    ReadPlan(top.Child("plan"), spec.model, spec.training, spec.distributed, &spec.plan);
+    ReadPlan(top.Child("plan"), spec.model, spec.training, spec.distributed, &spec.plan,
+             &spec.plan_checkpoints_all_blocks);
   }
   ReadRuntime(top.Child("runtime"), &spec.runtime);
   ReadMemory(top.Child("memory"), &spec.memory);
@@ -374,7 +240,8 @@ Status ApplyPlanFile(const std::string& path, JobSpec* spec) {
   if (!root.ok()) return root.status();
   PlanSpec plan;
   YamlReader reader(*root, path, "");
-  ReadPlan(reader, spec->model, spec->training, spec->distributed, &plan);
+  bool all_blocks_uncounted = false;
+  ReadPlan(reader, spec->model, spec->training, spec->distributed, &plan, &all_blocks_uncounted);
   if (!reader.ok()) return Status::InvalidArgument(reader.first_error());
   spec->plan = plan;
   return Status::Ok();

@@ -38,6 +38,11 @@ Result<YAML::Node> LoadYamlMapping(const std::string& text, const std::string& o
   return root;
 }
 
+std::string AbsolutePath(const std::string& file, const std::string& base_dir) {
+  const std::filesystem::path p(file);
+  return p.is_relative() ? (std::filesystem::path(base_dir) / p).lexically_normal().string() : file;
+}
+
 namespace {
 
 std::string Scalar(const YAML::Node& node) {

@@ -76,18 +76,18 @@ inline constexpr double kReplanBudgetFraction = 0.75;
 
 // The named baseline plan of a job: microbatch 1, `effective_batch` accumulation steps,
 // every one of `blocks` checkpointed, fp32.
-store::RunPlan NamedBaselinePlan(int effective_batch, int blocks);
+PlanSpec NamedBaselinePlan(int effective_batch, int blocks);
 
 struct Attempt {
   std::string config_hash;
   PlanSource source = PlanSource::kPlanner;
-  store::RunPlan plan;
+  PlanSpec plan;
 };
 
 // The attempt's plan is validated for its config version on this hardware, so the parity
 // check is not run again: its source is kValidated, or it equals `validated_plan` (the plan
 // of the newest succeeded run of that config on this hardware, if any).
-bool IsValidatedPlan(const Attempt& attempt, const std::optional<store::RunPlan>& validated_plan);
+bool IsValidatedPlan(const Attempt& attempt, const std::optional<PlanSpec>& validated_plan);
 
 // Everything the fallback rule looks at after a failed attempt.
 struct FallbackInput {
@@ -96,8 +96,8 @@ struct FallbackInput {
   store::ConfigState config_state = store::ConfigState::kCandidate;  // of the failed config
   std::optional<std::string> known_good_hash;  // the last known-good version, if any
   // The last validated plan of the failed config on this hardware, if any.
-  std::optional<store::RunPlan> validated_plan;
-  store::RunPlan baseline_plan;  // NamedBaselinePlan of the failed config's job
+  std::optional<PlanSpec> validated_plan;
+  PlanSpec baseline_plan;  // NamedBaselinePlan of the failed config's job
   int max_attempts = 1;
   double seconds_left = 0;  // until the deadline less the grace period
 };
@@ -113,7 +113,7 @@ struct FallbackDecision {
   // Without a rollback: the next attempt's plan source, and its plan for kValidated and
   // kBaseline (planners plan when the attempt starts).
   PlanSource source = PlanSource::kPlanner;
-  std::optional<store::RunPlan> plan;
+  std::optional<PlanSpec> plan;
   std::string reason;  // one sentence for the event log
 };
 

@@ -1,35 +1,32 @@
-// The training worker's JSON-lines event stream (docs/trainer-run.md), turned into what the
-// store records: per-update metrics, per-slice evals, events, and the start, finish and
-// error objects the run record is filled from.
+// The training worker's event stream (the worker protocol, trainer/spec/worker_protocol.h),
+// turned into what the store records: per-update metrics, per-slice evals, events, and the
+// start, finish and error events the run record is filled from.
 #pragma once
 
 #include <cstdint>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "trainerd/store/records.h"
+#include "trainerd/trainer/spec/worker_protocol.h"
 
 namespace trainerd::daemon {
 
 class WorkerReport {
  public:
-  // Consumes one line of the worker's stdout at time `now`. Lines that are not JSON objects
-  // with an "event" are ignored; so are fields of the wrong type (a string where a number
-  // belongs, a count that is negative or does not fit in an int), each such event adding a
-  // "worker_protocol" warning event. Never throws.
+  // Consumes one line of the worker's stdout at time `now`. Lines that are not worker events
+  // are ignored; fields of the wrong type (a string where a number belongs, a count that is
+  // negative or does not fit in an int, a model hash that is not 64 hex digits) keep their
+  // defaults, each such event adding a "worker_protocol" warning event that names them.
+  // Never throws.
   void Consume(const std::string& line, double now);
 
-  // The last start, finish and error events, null until seen. Every field the daemon reads
-  // from them (docs/trainer-run.md) is absent or has its documented type, so that
-  // value(key, default) does not throw: strings, numbers, the objects start.software and
-  // start.data, and counts (updates, resumed_from_update, effective_batch) in [0, INT_MAX],
-  // finish.peak_bytes in [0, INT64_MAX], start.seed an integer.
-  const nlohmann::json& start() const { return start_; }
-  const nlohmann::json& finish() const { return finish_; }
-  const nlohmann::json& error() const { return error_; }
+  // The last start, finish and error events, empty until seen.
+  const std::optional<StartEvent>& start() const { return start_; }
+  const std::optional<FinishEvent>& finish() const { return finish_; }
+  const std::optional<ErrorEvent>& error() const { return error_; }
   // Metrics not taken yet, in update order; the caller stores them in batches.
   std::vector<store::UpdateMetric> TakeMetrics();
   std::size_t pending_metrics() const { return metrics_.size(); }
@@ -46,9 +43,16 @@ class WorkerReport {
   std::optional<int> last_checkpoint_update() const { return last_checkpoint_update_; }
 
  private:
-  nlohmann::json start_;
-  nlohmann::json finish_;
-  nlohmann::json error_;
+  void Record(const StartEvent& start);
+  void Record(const UpdateEvent& update);
+  void Record(const EvalEvent& eval);
+  void Record(const CheckpointEvent& checkpoint, double now, const std::string& line);
+  void Record(const WarningEvent& warning, double now, const std::string& line);
+  void Record(const ErrorEvent& error, double now, const std::string& line);
+
+  std::optional<StartEvent> start_;
+  std::optional<FinishEvent> finish_;
+  std::optional<ErrorEvent> error_;
   std::vector<store::UpdateMetric> metrics_;
   std::vector<store::Event> events_;
   std::vector<store::SliceEval> evals_;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "trainerd/common/status.h"
+#include "trainerd/trainer/spec/job_spec.h"  // PlanSpec: the one plan type
 
 namespace trainerd::store {
 
@@ -78,16 +79,6 @@ struct ConfigStateChange {
   std::optional<std::int64_t> run_id = std::nullopt;
 };
 
-// How one job spec is executed; see DESIGN.md "Plan".
-struct RunPlan {
-  std::int64_t microbatch = 1;                  // samples per forward/backward pass
-  std::int64_t accumulation_steps = 1;          // microbatches per optimizer update
-  std::vector<std::int64_t> checkpoint_blocks;  // indices of activation-checkpointed blocks
-  std::string precision = "fp32";               // "fp32", "bf16" or "fp16"
-
-  bool operator==(const RunPlan&) const = default;
-};
-
 // Two runs ran on the same machine when every field is equal.
 struct HardwareFingerprint {
   std::string cpu_model;                 // e.g. "AMD EPYC 9654 96-Core Processor"
@@ -142,7 +133,7 @@ struct RunRecord {
   // Empty until the run's plan is chosen (Store::SetRunPlan), then the plan that ran: a run
   // stopped before planning has none. Stored as four NULL columns; every succeeded,
   // regressed, leaking or rejected run has one (the schema checks it).
-  std::optional<RunPlan> plan = std::nullopt;
+  std::optional<PlanSpec> plan = std::nullopt;
   HardwareFingerprint hardware;
   SoftwareFingerprint software;
   std::string shapes_json = "{}";  // JSON object: model and input shapes

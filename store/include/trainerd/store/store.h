@@ -102,7 +102,7 @@ class Store {
   // Records the plan a scheduled or running run has chosen, the moment it is chosen, so
   // that a run interrupted later still names it. NotFound for an unknown id,
   // FailedPrecondition for a finished run.
-  [[nodiscard]] Status SetRunPlan(std::int64_t run_id, const RunPlan& plan);
+  [[nodiscard]] Status SetRunPlan(std::int64_t run_id, const PlanSpec& plan);
   // Appends per-update metrics of a scheduled or running run in one transaction: all of
   // them or none. InvalidArgument when an update index is already stored.
   [[nodiscard]] Status AppendMetrics(std::int64_t run_id, const std::vector<UpdateMetric>& metrics);
@@ -129,7 +129,7 @@ class Store {
   [[nodiscard]] Result<std::vector<UpdateMetric>> GetMetrics(std::int64_t run_id);
   [[nodiscard]] Result<std::vector<SliceEval>> GetSliceEvals(std::int64_t run_id);
   // The plan of the newest succeeded run of `config_hash` on `hardware`; empty if none.
-  [[nodiscard]] Result<std::optional<RunPlan>> LastValidatedPlan(
+  [[nodiscard]] Result<std::optional<PlanSpec>> LastValidatedPlan(
       std::string_view config_hash, const HardwareFingerprint& hardware);
   // The newest succeeded run on `hardware` (the throughput baseline); empty if none.
   [[nodiscard]] Result<std::optional<RunRecord>> LastSucceededRun(

@@ -43,7 +43,7 @@ ChunkScan LargestIn(const MappedFile& file, const ArrayView& array) {
 
 }  // namespace
 
-Result<TensorDataset::Split> TensorDataset::OpenSplit(const DataSpec& spec,
+Result<TensorDataset::Split> TensorDataset::OpenSplit(const TensorDataKeys& keys,
                                                       const std::string& path) {
   Split split;
   const std::filesystem::path p(path);
@@ -56,8 +56,8 @@ Result<TensorDataset::Split> TensorDataset::OpenSplit(const DataSpec& spec,
         ReadSafetensorsHeader(file->data(), file->size(), path);
     if (!arrays.ok()) return arrays.status();
     for (const auto& [key, name, out] :
-         {std::tuple{"data.inputs", spec.inputs_name, &split.inputs},
-          std::tuple{"data.targets", spec.targets_name, &split.targets}}) {
+         {std::tuple{"data.inputs", keys.inputs, &split.inputs},
+          std::tuple{"data.targets", keys.targets, &split.targets}}) {
       const auto found = arrays->find(name);
       if (found == arrays->end()) {
         std::string have;
@@ -70,8 +70,8 @@ Result<TensorDataset::Split> TensorDataset::OpenSplit(const DataSpec& spec,
     split.files.push_back(std::move(*file));
   } else if (std::filesystem::is_directory(p, ec)) {
     for (const auto& [name, out, index] :
-         {std::tuple{spec.inputs_name, &split.inputs, &split.inputs_file},
-          std::tuple{spec.targets_name, &split.targets, &split.targets_file}}) {
+         {std::tuple{keys.inputs, &split.inputs, &split.inputs_file},
+          std::tuple{keys.targets, &split.targets, &split.targets_file}}) {
       const std::string npy = (p / (name + ".npy")).string();
       Result<MappedFile> file = MappedFile::Open(npy, /*access_random=*/true);
       if (!file.ok()) return file.status();
@@ -83,8 +83,8 @@ Result<TensorDataset::Split> TensorDataset::OpenSplit(const DataSpec& spec,
     }
   } else {
     return Status::NotFound("data file " + path +
-                            ": expected a .safetensors file or a directory holding " +
-                            spec.inputs_name + ".npy and " + spec.targets_name + ".npy");
+                            ": expected a .safetensors file or a directory holding " + keys.inputs +
+                            ".npy and " + keys.targets + ".npy");
   }
   const auto& inputs = split.inputs;
   const auto& targets = split.targets;
@@ -98,23 +98,22 @@ Result<TensorDataset::Split> TensorDataset::OpenSplit(const DataSpec& spec,
   return split;
 }
 
-Result<std::unique_ptr<TensorDataset>> TensorDataset::Load(const DataSpec& spec,
+Result<std::unique_ptr<TensorDataset>> TensorDataset::Load(const TensorDataKeys& keys,
                                                            const std::string& digest_cache) {
   std::unique_ptr<TensorDataset> d(new TensorDataset());
   Sha256 hasher;
-  hasher.Update("tensors " + spec.inputs_name + " " + spec.targets_name);
+  hasher.Update("tensors " + keys.inputs + " " + keys.targets);
   const auto add = [&](const std::string& role, const std::string& path) -> Result<Split> {
-    Result<Split> split = OpenSplit(spec, path);
+    Result<Split> split = OpenSplit(keys, path);
     if (!split.ok()) return split;
     const ArrayView& targets = split->targets;
     for (std::size_t f = 0; f < split->files.size(); ++f) {
       const MappedFile& file = split->files[f];
       const bool scan = f == split->targets_file && !IsFloatingPoint(targets.type);
-      const std::string scan_key = scan ? std::string(ToString(targets.type)) + " tensor '" +
-                                              spec.targets_name + "' at bytes " +
-                                              std::to_string(targets.offset) + "+" +
-                                              std::to_string(targets.bytes)
-                                        : "";
+      const std::string scan_key =
+          scan ? std::string(ToString(targets.type)) + " tensor '" + keys.targets + "' at bytes " +
+                     std::to_string(targets.offset) + "+" + std::to_string(targets.bytes)
+               : "";
       Result<FileDigest> digest = DigestFile(
           file.path(), scan_key, scan ? LargestIn(file, targets) : ChunkScan(), digest_cache);
       if (!digest.ok()) return digest.status();
@@ -124,13 +123,13 @@ Result<std::unique_ptr<TensorDataset>> TensorDataset::Load(const DataSpec& spec,
     }
     return split;
   };
-  Result<Split> train = add("train", spec.train);
+  Result<Split> train = add("train", keys.train);
   if (!train.ok()) return train.status();
   d->train_ = std::move(*train);
   const auto kind = [](const ArrayView& a) {
     return IsFloatingPoint(a.type) ? "float" : "integer";
   };
-  for (const std::string& path : spec.eval) {
+  for (const std::string& path : keys.eval) {
     Result<Split> eval = add("eval", path);
     if (!eval.ok()) return eval.status();
     for (const auto& [what, mine, theirs] :
@@ -140,7 +139,7 @@ Result<std::unique_ptr<TensorDataset>> TensorDataset::Load(const DataSpec& spec,
           std::string(kind(*mine)) != std::string(kind(*theirs))) {
         return Status::InvalidArgument("data file " + path + ": " + what + " rows are " +
                                        kind(*mine) + " " + ShapeText(RowShape(*mine)) +
-                                       ", the training split's (" + spec.train + ") " +
+                                       ", the training split's (" + keys.train + ") " +
                                        kind(*theirs) + " " + ShapeText(RowShape(*theirs)));
       }
     }
@@ -182,4 +181,17 @@ Batch TensorDataset::HeldOutSamples(std::size_t index, int windows, SampleFormat
   return Assemble(split, picked);
 }
 
+namespace {
+
+Result<std::unique_ptr<Dataset>> LoadTensors(const DataSpec& spec, int /*window*/,
+                                             const std::string& digest_cache) {
+  Result<std::unique_ptr<TensorDataset>> rows =
+      TensorDataset::Load(spec.options.get<TensorDataKeys>(), digest_cache);
+  if (!rows.ok()) return rows.status();
+  return std::unique_ptr<Dataset>(std::move(*rows));
+}
+
+TRAINERD_REGISTER_DATASET("tensors", LoadTensors);
+
+}  // namespace
 }  // namespace trainerd

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "data/tensors/tensors_spec.h"
 #include "trainerd/common/array_file.h"
 #include "trainerd/trainer/data/dataset.h"
 #include "trainerd/trainer/data/mapped_file.h"
@@ -21,11 +22,11 @@ namespace trainerd {
 
 class TensorDataset : public Dataset {
  public:
-  // Maps and checks every split of `spec`. Errors name the file: missing, not .npy or
+  // Maps and checks every split of `keys`. Errors name the file: missing, not .npy or
   // .safetensors, truncated, an unsupported element type, a tensor name it lacks, inputs and
   // targets of different row counts, no rows, an eval split whose rows differ in shape or
   // kind from the training split's.
-  static Result<std::unique_ptr<TensorDataset>> Load(const DataSpec& spec,
+  static Result<std::unique_ptr<TensorDataset>> Load(const TensorDataKeys& keys,
                                                      const std::string& digest_cache);
 
   const std::vector<DataSlice>& slices() const override { return slices_; }
@@ -54,7 +55,7 @@ class TensorDataset : public Dataset {
     std::int64_t rows = 0;
   };
   TensorDataset() = default;
-  static Result<Split> OpenSplit(const DataSpec& spec, const std::string& path);
+  static Result<Split> OpenSplit(const TensorDataKeys& keys, const std::string& path);
   Batch Assemble(const Split& split, const std::vector<std::int64_t>& rows) const;
 
   Split train_;

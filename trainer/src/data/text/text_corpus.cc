@@ -12,13 +12,13 @@
 
 namespace trainerd {
 
-Result<TextCorpus> TextCorpus::Load(const DataSpec& spec, int window) {
+Result<TextCorpus> TextCorpus::Load(const TextDataKeys& keys, int window) {
   TextCorpus corpus;
   corpus.window_ = window;
   std::set<std::string> seen;
   Sha256 hasher;
   const std::int64_t need = static_cast<std::int64_t>(window) + 1;
-  for (const std::string& file : spec.files) {
+  for (const std::string& file : keys.files) {
     std::error_code ec;
     const auto canonical = std::filesystem::canonical(file, ec);
     if (ec) return Status::NotFound("data file " + file + ": " + ec.message());
@@ -39,7 +39,7 @@ Result<TextCorpus> TextCorpus::Load(const DataSpec& spec, int window) {
     slice.path = canonical.string();
     const auto size = static_cast<std::int64_t>(bytes.size());
     slice.holdout_bytes =
-        static_cast<std::int64_t>(static_cast<double>(size) * spec.holdout_fraction);
+        static_cast<std::int64_t>(static_cast<double>(size) * keys.holdout_fraction);
     slice.train_bytes = size - slice.holdout_bytes;
     if (slice.train_bytes < need || slice.holdout_bytes < need) {
       return Status::InvalidArgument(
@@ -130,4 +130,16 @@ Batch TextCorpus::Assemble(const std::vector<Window>& windows, SampleFormat form
   return batch;
 }
 
+namespace {
+
+Result<std::unique_ptr<Dataset>> LoadText(const DataSpec& spec, int window,
+                                          const std::string& /*digest_cache*/) {
+  Result<TextCorpus> text = TextCorpus::Load(spec.options.get<TextDataKeys>(), window);
+  if (!text.ok()) return text.status();
+  return std::unique_ptr<Dataset>(std::make_unique<TextCorpus>(std::move(*text)));
+}
+
+TRAINERD_REGISTER_DATASET("text", LoadText);
+
+}  // namespace
 }  // namespace trainerd

@@ -14,17 +14,17 @@
 #include <string>
 #include <vector>
 
+#include "data/text/text_spec.h"
 #include "trainerd/common/status.h"
 #include "trainerd/trainer/data/dataset.h"
-#include "trainerd/trainer/spec/job_spec.h"
 
 namespace trainerd {
 
 class TextCorpus : public Dataset {
  public:
-  // Reads every file of `spec`. Errors (missing, unreadable, empty, a part too short for
+  // Reads every file of `keys`. Errors (missing, unreadable, empty, a part too short for
   // `window` + 1 bytes) name the file and the reason.
-  static Result<TextCorpus> Load(const DataSpec& spec, int window);
+  static Result<TextCorpus> Load(const TextDataKeys& keys, int window);
 
   const std::vector<DataSlice>& slices() const override { return slices_; }
   // SHA-256 over every slice's name and bytes, in order: the data's exact version.

@@ -40,12 +40,12 @@ Result<TokenDataset::Mapped> TokenDataset::Map(const std::string& path) const {
   return m;
 }
 
-Result<std::unique_ptr<TokenDataset>> TokenDataset::Load(const DataSpec& spec, int window,
+Result<std::unique_ptr<TokenDataset>> TokenDataset::Load(const TokenDataKeys& keys, int window,
                                                          const std::string& digest_cache) {
   std::unique_ptr<TokenDataset> d(new TokenDataset());
   d->window_ = window;
-  d->token_bytes_ = spec.token_bytes;
-  const int width = spec.token_bytes;
+  d->token_bytes_ = keys.token_bytes;
+  const int width = keys.token_bytes;
   const ChunkScan largest_id = [width](const unsigned char* data, std::size_t size) {
     std::int64_t largest = 0;
     for (std::size_t at = 0; at + static_cast<std::size_t>(width) <= size; at += width) {
@@ -67,10 +67,10 @@ Result<std::unique_ptr<TokenDataset>> TokenDataset::Load(const DataSpec& spec, i
                   digest->sha256);
     return mapped;
   };
-  Result<Mapped> train = add("train", spec.train);
+  Result<Mapped> train = add("train", keys.train);
   if (!train.ok()) return train.status();
   d->train_ = std::move(*train);
-  for (const std::string& path : spec.eval) {
+  for (const std::string& path : keys.eval) {
     Result<Mapped> eval = add("eval", path);
     if (!eval.ok()) return eval.status();
     d->slices_.push_back({std::filesystem::path(path).stem().string(), path, 0,
@@ -118,4 +118,17 @@ Batch TokenDataset::HeldOutSamples(std::size_t index, int windows, SampleFormat 
   return Assemble(file, EvenlySpaced(windows, span));
 }
 
+namespace {
+
+Result<std::unique_ptr<Dataset>> LoadTokens(const DataSpec& spec, int window,
+                                            const std::string& digest_cache) {
+  Result<std::unique_ptr<TokenDataset>> tokens =
+      TokenDataset::Load(spec.options.get<TokenDataKeys>(), window, digest_cache);
+  if (!tokens.ok()) return tokens.status();
+  return std::unique_ptr<Dataset>(std::move(*tokens));
+}
+
+TRAINERD_REGISTER_DATASET("tokens", LoadTokens);
+
+}  // namespace
 }  // namespace trainerd

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "data/tokens/tokens_spec.h"
 #include "trainerd/trainer/data/dataset.h"
 #include "trainerd/trainer/data/mapped_file.h"
 
@@ -17,9 +18,9 @@ namespace trainerd {
 
 class TokenDataset : public Dataset {
  public:
-  // Maps every file of `spec`. Errors name the file: missing, a size that is not a whole
+  // Maps every file of `keys`. Errors name the file: missing, a size that is not a whole
   // number of ids of `data.dtype`, fewer than block_size + 1 ids.
-  static Result<std::unique_ptr<TokenDataset>> Load(const DataSpec& spec, int window,
+  static Result<std::unique_ptr<TokenDataset>> Load(const TokenDataKeys& keys, int window,
                                                     const std::string& digest_cache);
 
   const std::vector<DataSlice>& slices() const override { return slices_; }

@@ -4,6 +4,7 @@
 
 #include "models/gpt/blockwise_attention.h"
 #include "trainerd/trainer/device/torch_compat.h"
+#include "trainerd/trainer/models/model_registry.h"
 
 namespace trainerd {
 namespace {
@@ -132,4 +133,21 @@ torch::Tensor Gpt::forward(const torch::Tensor& tokens) {
   return lm_head_->forward(final_norm_->forward(x));
 }
 
+std::optional<FlopsPerSample> Gpt::TrainingFlops() const {
+  const GptOptions& g = options_;
+  const double per_token = 6.0 * static_cast<double>(CountParameters(*this)) +
+                           12.0 * g.n_layer * g.block_size * static_cast<double>(g.n_embd);
+  return FlopsPerSample{per_token * g.block_size,
+                        "formula: (6 x parameters + 12 x n_layer x block_size x n_embd) per token"};
+}
+
+namespace {
+
+TRAINERD_REGISTER_MODEL("gpt", [](const ModelContext& context) {
+  GptOptions options = context.options.get<GptOptions>();
+  options.block_size = context.block_size;
+  return std::make_shared<Gpt>(options);
+});
+
+}  // namespace
 }  // namespace trainerd

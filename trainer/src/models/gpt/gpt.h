@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "models/gpt/gpt_spec.h"
 #include "trainerd/trainer/models/model.h"
 #include "trainerd/trainer/semantics/sample_dropout.h"
 
@@ -80,6 +81,8 @@ class Gpt : public TrainableModel {
   SampleFormat sample_format() const override { return SampleFormat::kNextToken; }
   int num_blocks() const override { return static_cast<int>(blocks_.size()); }
   bool has_batch_statistics() const override { return false; }
+  // (6 x parameters + 12 x n_layer x block_size x n_embd) per token: nanoGPT's estimate.
+  std::optional<FlopsPerSample> TrainingFlops() const override;
 
   GptBlock& block(int index) { return blocks_.at(static_cast<std::size_t>(index)); }
   const GptOptions& options() const { return options_; }

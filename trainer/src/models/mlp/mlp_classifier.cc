@@ -1,5 +1,6 @@
 #include "models/mlp/mlp_classifier.h"
 
+#include "trainerd/trainer/models/model_registry.h"
 #include "trainerd/trainer/semantics/sample_dropout.h"
 
 namespace trainerd {
@@ -26,4 +27,20 @@ torch::Tensor MlpClassifier::forward(const torch::Tensor& features) {
   return head_->forward(x);
 }
 
+std::optional<FlopsPerSample> MlpClassifier::TrainingFlops() const {
+  return FlopsPerSample{6.0 * static_cast<double>(CountParameters(*this)),
+                        "formula: 6 x parameters"};
+}
+
+namespace {
+
+// Byte histograms in, one logit per data slice out.
+constexpr std::int64_t kHistogramBins = 256;
+
+TRAINERD_REGISTER_MODEL("mlp", [](const ModelContext& context) {
+  return std::make_shared<MlpClassifier>(context.options.get<MlpOptions>(), kHistogramBins,
+                                         context.classes);
+});
+
+}  // namespace
 }  // namespace trainerd

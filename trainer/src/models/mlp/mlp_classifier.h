@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "models/mlp/mlp_spec.h"
 #include "trainerd/trainer/models/model.h"
 
 namespace trainerd {
@@ -19,6 +20,7 @@ class MlpClassifier : public TrainableModel {
   SampleFormat sample_format() const override { return SampleFormat::kSliceOfWindow; }
   int num_blocks() const override { return static_cast<int>(blocks_.size()); }
   bool has_batch_statistics() const override { return options_.batch_norm; }
+  std::optional<FlopsPerSample> TrainingFlops() const override;  // 6 x parameters
 
   torch::nn::Sequential& block(int index) { return blocks_.at(static_cast<std::size_t>(index)); }
 

@@ -6,7 +6,8 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "trainerd/trainer/models/own_model.h"
+#include "trainerd/trainer/models/build_model.h"
+#include "trainerd/trainer/models/model_registry.h"
 
 namespace trainerd {
 namespace {
@@ -38,7 +39,7 @@ std::vector<torch::Tensor> Tensors(const TensorList& list) {
 }
 
 // The block protocol's parts, or why the module lacks them ("" when it has them all).
-std::string MissingProtocol(const torch::jit::Module& module, const TorchScriptOptions& o) {
+std::string MissingProtocol(const torch::jit::Module& module, const BlockProtocol& o) {
   std::string missing;
   const auto add = [&missing](const std::string& what) {
     missing += (missing.empty() ? "" : ", ") + what;
@@ -52,8 +53,8 @@ std::string MissingProtocol(const torch::jit::Module& module, const TorchScriptO
 
 }  // namespace
 
-TorchScriptModel::TorchScriptModel(const TorchScriptOptions& options, ModelInputs inputs)
-    : options_(options), inputs_(inputs), module_(torch::jit::load(options.path)) {
+TorchScriptModel::TorchScriptModel(const TorchScriptKeys& keys, ModelInputs inputs)
+    : keys_(keys), inputs_(inputs), module_(torch::jit::load(keys.path)) {
   // The graph executor's optimisations (differentiable subgraphs built after its profiling
   // runs) change a module's memory after its first calls, so a ledger measured on the first
   // updates would not be the run's (a planned run went over its budget in backward). The
@@ -65,9 +66,10 @@ TorchScriptModel::TorchScriptModel(const TorchScriptOptions& options, ModelInput
   for (const auto& b : module_.named_buffers(/*recurse=*/true)) {
     register_buffer(RegisteredName(b.name), b.value);
   }
-  missing_protocol_ = MissingProtocol(module_, options_);
+  missing_protocol_ = MissingProtocol(module_, keys_.protocol);
   if (!missing_protocol_.empty()) return;
-  for (const torch::jit::Module& block : module_.attr(options_.blocks).toModule().children()) {
+  for (const torch::jit::Module& block :
+       module_.attr(keys_.protocol.blocks).toModule().children()) {
     blocks_.push_back(block);
     block_parameters_.push_back(Tensors(block.parameters()));
     block_buffers_.push_back(Tensors(block.buffers()));
@@ -76,7 +78,7 @@ TorchScriptModel::TorchScriptModel(const TorchScriptOptions& options, ModelInput
 
 torch::Tensor TorchScriptModel::forward(const torch::Tensor& inputs) {
   if (!has_block_protocol()) return module_.forward({inputs}).toTensor();
-  torch::Tensor x = module_.get_method(options_.embed)({inputs}).toTensor();
+  torch::Tensor x = module_.get_method(keys_.protocol.embed)({inputs}).toTensor();
   for (std::size_t i = 0; i < blocks_.size(); ++i) {
     torch::jit::Module block = blocks_[i];
     x = RunBlock(
@@ -84,10 +86,10 @@ torch::Tensor TorchScriptModel::forward(const torch::Tensor& inputs) {
         [block](const torch::Tensor& in) mutable { return block.forward({in}).toTensor(); },
         block_parameters_[i], block_buffers_[i], x);
   }
-  return module_.get_method(options_.head)({x}).toTensor();
+  return module_.get_method(keys_.protocol.head)({x}).toTensor();
 }
 
-SampleFormat TorchScriptModel::sample_format() const { return FormatOf(inputs_); }
+SampleFormat TorchScriptModel::sample_format() const { return SampleFormatOf(inputs_); }
 
 LossTerms TorchScriptModel::Loss(const torch::Tensor& outputs, const torch::Tensor& targets) {
   if (loss().kind != LossKind::kModule) return TrainableModel::Loss(outputs, targets);
@@ -147,31 +149,37 @@ int TorchScriptModel::SwitchOffOwnDropout() {
   return static_cast<int>(own_dropout_.size());
 }
 
-Result<std::shared_ptr<TrainableModel>> LoadTorchScriptModel(const ModelSpec& spec,
-                                                             const std::string& origin) {
-  const TorchScriptOptions& o = spec.torchscript;
-  const std::string where = origin + ": model.path: " + o.path;
+namespace {
+
+// The module of the job's model.path, or ModelLoadError naming the job file, model.path and
+// why: no such file, not TorchScript, a block protocol the job names that the module lacks.
+std::shared_ptr<TrainableModel> LoadTorchScriptModel(const ModelContext& context) {
+  const TorchScriptKeys keys = context.options.get<TorchScriptKeys>();
+  const std::string where = context.origin + ": model.path: " + keys.path;
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(o.path, ec)) {
-    return Status::InvalidArgument(where +
-                                   ": no such file (export the model with "
-                                   "torch.jit.script(model).save(path))");
+  if (!std::filesystem::is_regular_file(keys.path, ec)) {
+    throw ModelLoadError(where +
+                         ": no such file (export the model with "
+                         "torch.jit.script(model).save(path))");
   }
   std::shared_ptr<TorchScriptModel> model;
   try {
-    model = std::make_shared<TorchScriptModel>(o, spec.own.inputs);
+    model = std::make_shared<TorchScriptModel>(keys, context.inputs);
   } catch (const std::exception& e) {
-    return Status::InvalidArgument(where +
-                                   ": not a loadable TorchScript module (export it with "
-                                   "torch.jit.script or torch.jit.trace, then save): " +
-                                   ModelErrorReason(e));
+    throw ModelLoadError(where +
+                         ": not a loadable TorchScript module (export it with torch.jit.script "
+                         "or torch.jit.trace, then save): " +
+                         ModelErrorReason(e));
   }
-  if (o.protocol_named && !model->has_block_protocol()) {
-    return Status::InvalidArgument(
-        where + ": model.blocks/embed/head name the block protocol but the module lacks " +
-        model->missing_protocol());
+  if (keys.protocol_named && !model->has_block_protocol()) {
+    throw ModelLoadError(where +
+                         ": model.blocks/embed/head name the block protocol but the module lacks " +
+                         model->missing_protocol());
   }
-  return std::shared_ptr<TrainableModel>(std::move(model));
+  return model;
 }
 
+TRAINERD_REGISTER_MODEL("torchscript", LoadTorchScriptModel);
+
+}  // namespace
 }  // namespace trainerd

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "trainerd/common/status.h"
+#include "models/torchscript/torchscript_spec.h"
 #include "trainerd/trainer/models/model.h"
 
 namespace trainerd {
@@ -30,9 +30,9 @@ inline constexpr char kLossMethod[] = "loss";
 
 class TorchScriptModel : public TrainableModel {
  public:
-  // Loads options.path (throws c10::Error when it is no TorchScript module); the module reads
-  // `inputs`. LoadTorchScriptModel says why in the job's terms.
-  TorchScriptModel(const TorchScriptOptions& options, ModelInputs inputs);
+  // Loads keys.path (throws c10::Error when it is no TorchScript module); the module reads
+  // `inputs`. The torchscript kind's factory says why in the job's terms.
+  TorchScriptModel(const TorchScriptKeys& keys, ModelInputs inputs);
 
   torch::Tensor forward(const torch::Tensor& inputs) override;
   SampleFormat sample_format() const override;
@@ -42,6 +42,7 @@ class TorchScriptModel : public TrainableModel {
   bool has_batch_statistics() const override;
   void train(bool on = true) override;
   void SaveArtifact(const std::string& path) override;
+  const char* artifact_role() const override { return "module"; }
   // The module's own names ("blocks.0.fc.weight"), which its load_state_dict takes.
   std::vector<std::pair<std::string, torch::Tensor>> StateDict() const override;
 
@@ -56,7 +57,7 @@ class TorchScriptModel : public TrainableModel {
   int SwitchOffOwnDropout() override;
 
  private:
-  TorchScriptOptions options_;
+  TorchScriptKeys keys_;
   ModelInputs inputs_;
   torch::jit::Module module_;
   std::string missing_protocol_;
@@ -64,11 +65,5 @@ class TorchScriptModel : public TrainableModel {
   std::vector<std::vector<torch::Tensor>> block_parameters_, block_buffers_;
   std::vector<torch::jit::Module> own_dropout_;  // switched off: kept in eval mode
 };
-
-// The module of spec.torchscript (reading spec.own.inputs), or InvalidArgument naming `origin`
-// (the job file), model.path and why: no such file, not TorchScript, a block protocol the job
-// names that the module lacks. ResolveOwnModel (own_model.h) checks the rest.
-Result<std::shared_ptr<TrainableModel>> LoadTorchScriptModel(const ModelSpec& spec,
-                                                             const std::string& origin);
 
 }  // namespace trainerd

@@ -9,6 +9,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -68,11 +69,20 @@ class Dataset {
   virtual Batch HeldOutSamples(std::size_t index, int windows, SampleFormat format) const = 0;
 };
 
-// The dataset of `spec.format` with windows of `window` tokens (text, tokens; rows have
-// their own shape). `digest_cache` (a JSON file;
+// Loads the dataset of one data format from its keys (DataSpec::options), with windows of
+// `window` tokens (text, tokens; rows have their own shape). `digest_cache` (a JSON file;
 // empty disables it) keeps the SHA-256 of large files by (path, size, mtime), so a
 // multi-gigabyte dataset is streamed through the hash once, not every night. Errors name the
 // file and the reason.
+using DatasetLoader = std::function<Result<std::unique_ptr<Dataset>>(
+    const DataSpec& spec, int window, const std::string& digest_cache)>;
+
+// Adds the loader of data format `format` (its keys: spec/data_format.h); false when one is
+// registered under that name. Call through TRAINERD_REGISTER_DATASET.
+bool RegisterDatasetLoader(const std::string& format, DatasetLoader loader);
+
+// The dataset of `spec.format`, by its registered loader: the one place that turns a DataSpec
+// into a Dataset.
 Result<std::unique_ptr<Dataset>> LoadDataset(const DataSpec& spec, int window,
                                              const std::string& digest_cache);
 
@@ -87,3 +97,11 @@ std::vector<std::int64_t> StreamPicks(std::uint64_t seed, std::int64_t first, st
 std::vector<std::int64_t> EvenlySpaced(std::int64_t n, std::int64_t last);
 
 }  // namespace trainerd
+
+#define TRAINERD_DATASET_CONCAT_INNER(a, b) a##b
+#define TRAINERD_DATASET_CONCAT(a, b) TRAINERD_DATASET_CONCAT_INNER(a, b)
+// Registers `loader` (a DatasetLoader) for data format `format` when the program starts (the
+// library holding it is linked whole).
+#define TRAINERD_REGISTER_DATASET(format, loader)                                     \
+  static const bool TRAINERD_DATASET_CONCAT(trainerd_registered_dataset_, __LINE__) = \
+      ::trainerd::RegisterDatasetLoader((format), (loader))

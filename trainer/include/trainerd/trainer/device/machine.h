@@ -9,6 +9,7 @@
 #include <string>
 
 #include "trainerd/trainer/spec/job_spec.h"
+#include "trainerd/trainer/spec/worker_protocol.h"
 
 namespace trainerd {
 
@@ -18,11 +19,11 @@ std::string HardwareFingerprint();
 // The training device for the run record: {"type": "cpu" | "cuda", "name",
 // "total_memory_bytes"}, and on CUDA also "compute_capability" ("9.0"), "driver_version" and
 // "runtime_version" ("13.0"). CPU: the CPU model and the machine's memory.
-nlohmann::json DeviceDescription(const torch::Device& device);
+DeviceInfo DeviceDescription(const torch::Device& device);
 
 // The software a measurement depends on: {"torch_version", "blas" (the BLAS library file
 // mapped into this process, e.g. .../openblas-openmp/libblas.so.3), "compiler"}.
-nlohmann::json SoftwareFingerprint();
+SoftwareInfo SoftwareFingerprint();
 
 // Best FLOP/s of square matrix products in `precision` on `device` (the training device, so
 // MFU compares like with like) on the current thread setting, timed between device

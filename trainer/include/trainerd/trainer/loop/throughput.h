@@ -7,21 +7,18 @@
 #include <optional>
 #include <string>
 
+#include "trainerd/trainer/models/model.h"
 #include "trainerd/trainer/spec/job_spec.h"
 
 namespace trainerd {
 
-// Training FLOPs (forward + backward) per sample: 6 per parameter per token, plus attention
-// 12 * n_layer * block_size * n_embd per token for the GPT (nanoGPT's estimate).
-// Recomputation of checkpointed blocks is not useful work and is not counted. A TorchScript
-// model's is model.flops_per_sample when the job gives it, else 3 x the matrix products of
-// one forward counted when the worker loaded it (matmul_flops.h), else none with the reason
-// (MFU is then null, never a guess).
-struct FlopsPerSample {
-  std::optional<double> value;
-  std::string method;  // how `value` was obtained, or why there is none
-};
-FlopsPerSample ModelFlopsPerSample(const ModelSpec& model, std::int64_t parameters);
+// Training FLOPs (forward + backward) per sample of `model`, built from `spec`: the job's
+// model.flops_per_sample when it gives one, else the model's own formula (TrainingFlops: the
+// GPT's 6 per parameter per token plus attention, nanoGPT's estimate), else 3 x the matrix
+// products of one forward that ResolveModel counted on a sample, else none with the reason
+// (MFU is then null, never a guess). Recomputation of checkpointed blocks is not useful work
+// and is not counted.
+FlopsPerSample TrainingFlopsPerSample(const TrainableModel& model, const ModelSpec& spec);
 
 struct ThroughputAssessment {
   double achieved_flops = 0;  // FLOP/s
@@ -30,8 +27,8 @@ struct ThroughputAssessment {
   bool valid = true;
   std::string note;  // why invalid
 };
-// `achieved_flops` is none when the model's FLOPs per sample are unknown (a TorchScript
-// model without model.flops_per_sample): invalid, and the note says so.
+// `achieved_flops` is none when the model's FLOPs per sample are unknown (the team's model
+// without model.flops_per_sample, counted on no sample): invalid, and the note says so.
 ThroughputAssessment AssessThroughput(
     std::optional<double> achieved_flops, double peak_flops,
     const std::string& unknown_note = "FLOPs per sample unknown for this model");

@@ -53,11 +53,6 @@ struct TrainerOptions {
   bool test_only_retain_loss_graph = false;
 };
 
-struct SliceLoss {
-  std::string name;
-  double loss = 0;
-};
-
 struct TrainOutcome {
   enum class Kind {
     kFinished,     // all updates done, model artifact written
@@ -67,8 +62,8 @@ struct TrainOutcome {
     kLeak,         // live bytes kept growing across updates; `details` has the growth
   };
   Kind kind = Kind::kFinished;
-  std::string message;     // why, when not finished
-  nlohmann::json details;  // for kOutOfMemory and kLeak
+  std::string message;                    // why, when not finished
+  std::optional<FailureDetails> details;  // for kOutOfMemory and kLeak
   int updates_done = 0;
   double final_train_loss = 0;
   std::vector<SliceLoss> eval;  // last evaluation; empty when interrupted before any
@@ -131,7 +126,7 @@ class Trainer {
   // event (a checkpoint ignored, or written on another device type).
   struct ResumePoint {
     int updates_done = 0;
-    std::vector<nlohmann::json> warnings;
+    std::vector<WarningEvent> warnings;
   };
   Result<ResumePoint> ResumeFrom(const TrainerOptions& options);
   // Fails unless every rank resumed from `updates_done` (a data-parallel job's ranks must).
@@ -153,11 +148,12 @@ class Trainer {
   // The model artifact (atomically, with its SHA-256), throughput and MFU, the finish event.
   // model.pt (its hash into *outcome), model.safetensors and model.json beside it: their
   // paths and the weights' hash, for the finish event.
-  Result<nlohmann::json> WriteModelFiles(const TrainerOptions& options, TrainOutcome* outcome);
+  Result<FinishEvent::ModelFiles> WriteModelFiles(const TrainerOptions& options,
+                                                  TrainOutcome* outcome);
   Status Finish(const TrainerOptions& options, const RunTiming& timing, TrainOutcome* outcome);
-  nlohmann::json StartEvent(int resumed_from) const;
+  StartEvent Start(int resumed_from) const;
   // Bytes by category at the moment of a failure: what is exact, and what was live.
-  nlohmann::json LedgerSnapshot() const;
+  MemorySnapshot LedgerSnapshot() const;
   PrecisionContext precision_context();
 
   JobSpec spec_;

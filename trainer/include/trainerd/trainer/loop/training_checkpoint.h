@@ -16,22 +16,16 @@
 #include <string>
 
 #include "trainerd/common/status.h"
-#include "trainerd/trainer/spec/job_spec.h"
 
 namespace trainerd {
 
 struct CheckpointState {
   int updates_done = 0;
-  std::string job_identity;          // JobIdentity() of the job that wrote it
+  std::string job_identity;          // JobIdentity() (spec/job_identity.h) of the job that wrote it
   std::optional<double> loss_scale;  // fp16 dynamic loss scaler state, when the plan had one
   int clean_updates = 0;
   std::string written_on = "cpu";  // device type of the run that wrote it ("cpu", "cuda")
 };
-
-// A hash of what defines the job's training semantics: model, data fingerprint, optimizer,
-// schedule, effective batch, updates, clip and seed. The plan (microbatch and the other
-// memory trades) and runtime are excluded: a run may resume under a different plan.
-std::string JobIdentity(const JobSpec& spec, const std::string& data_fingerprint);
 
 // `device` is the training device: its type is recorded and its generators saved.
 // state.written_on is ignored (the file records `device`).

@@ -1,6 +1,7 @@
-// The models trainerd trains, behind one interface the training loop uses. A model is a
-// sequence of "blocks" (GPT decoder blocks, MLP hidden layers) that a plan may address
-// individually. Not thread-safe (torch modules).
+// The models trainerd trains, behind one interface the training loop, the ledger, the planner
+// and the parity check use: they never ask which kind a model is. A model is a sequence of
+// "blocks" (GPT decoder blocks, MLP hidden layers) that a plan may address individually. Each
+// kind registers how its model is built (model_registry.h). Not thread-safe (torch modules).
 #pragma once
 
 #include <torch/csrc/autograd/grad_mode.h>
@@ -9,6 +10,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +21,13 @@
 #include "trainerd/trainer/spec/job_spec.h"
 
 namespace trainerd {
+
+// Training FLOPs (forward + backward) per sample, and how they were obtained; or none and why
+// (MFU is then null, never a guess).
+struct FlopsPerSample {
+  std::optional<double> value;
+  std::string method;
+};
 
 class TrainableModel : public torch::nn::Module {
  public:
@@ -37,9 +46,16 @@ class TrainableModel : public torch::nn::Module {
   // True when a layer's output depends on the other samples of its microbatch (BatchNorm),
   // so that gradient accumulation is not equivalent to one large batch.
   virtual bool has_batch_statistics() const = 0;
+  // The model's training FLOPs per sample from its own shape (a formula: the GPT's, 6 x
+  // parameters); nullopt when it cannot say, and the job's model.flops_per_sample or a count
+  // on a sample stands in (loop/throughput.h). Recomputation is not useful work.
+  virtual std::optional<FlopsPerSample> TrainingFlops() const { return std::nullopt; }
   // Writes the trained model where the release will be: the module's parameters and buffers
   // (torch::save), or for a TorchScript model the scripted module with the trained weights.
   virtual void SaveArtifact(const std::string& path);
+  // What SaveArtifact writes, as model.json's files name it: "state" (parameters and buffers,
+  // torch::save) or "module" (a module the team's code loads as it is).
+  virtual const char* artifact_role() const { return "state"; }
   // The trained tensors by the names the team's code knows them by (parameters and
   // buffers, dotted as in a PyTorch state_dict): what model.safetensors holds.
   virtual std::vector<std::pair<std::string, torch::Tensor>> StateDict() const;
@@ -88,22 +104,9 @@ class TrainableModel : public torch::nn::Module {
   bool fresh_recompute_ = false;
 };
 
-// Builds the model of `spec` with its loss; `num_classes` is the classifier's output size
-// (slices). The team's own model is loaded from its file or plugin library (ResolveOwnModel,
-// own_model.h, has checked it).
-std::shared_ptr<TrainableModel> BuildModel(const ModelSpec& spec, int num_classes);
-
 std::int64_t CountParameters(const torch::nn::Module& model);
 
-// What a model of `spec` reads (the team's own model: per model.inputs).
-SampleFormat FormatRead(const ModelSpec& spec);
-SampleFormat FormatOf(ModelInputs inputs);
-
-// Whether the model of `spec` can read `data`: the data gives what it reads (a byte
-// histogram needs text, rows need tensors), its vocabulary covers every token id
-// (model.vocab_size, or a TorchScript model's logits), its classes every slice or every
-// integer target (cross_entropy on rows). InvalidArgument naming the job
-// file (`origin`), the key, the value and what the data needs.
-Status CheckModelFitsData(const ModelSpec& spec, const std::string& origin, const Dataset& data);
+// The samples a model reading `inputs` is given.
+SampleFormat SampleFormatOf(ModelInputs inputs);
 
 }  // namespace trainerd

@@ -11,61 +11,20 @@
 //     parameters: ||step_plan - step_ref|| / ||step_ref||.
 // A gradient or parameter missing, NaN or inf on either side fails, as does an fp16 overflow
 // skip on one side only. Tolerances depend on the plan's precision (docs/trainer-run.md,
-// "Parity", gives the measured distributions behind them).
+// "Parity", gives the measured distributions behind them). The report's type is the worker
+// protocol's (spec/worker_protocol.h).
 #pragma once
-
-#include <nlohmann/json.hpp>
-#include <string>
-#include <vector>
 
 #include "trainerd/common/status.h"
 #include "trainerd/trainer/data/dataset.h"
 #include "trainerd/trainer/semantics/training_fault.h"
 #include "trainerd/trainer/spec/job_spec.h"
+#include "trainerd/trainer/spec/worker_protocol.h"
 
 namespace trainerd {
 
-// Relative differences allowed, each at every update of the run.
-struct ParityTolerances {
-  double loss = 0;
-  double learning_rate = 0;
-  double grad_norm = 0;
-  double gradient = 0;  // worst parameter
-  double step = 0;      // all parameters together
-};
-
 // fp32 (and fp16 on the CPU, which computes in fp32) to rounding; bf16 within its precision.
 ParityTolerances ToleranceFor(Precision precision, bool fp16_computes_in_fp32);
-
-// The largest differences of one update of the run.
-struct ParityUpdate {
-  double plan_loss = 0, reference_loss = 0;
-  double plan_lr = 0, reference_lr = 0;
-  double plan_grad_norm = 0, reference_grad_norm = 0;
-  bool plan_skipped = false, reference_skipped = false;
-  double gradient_diff = 0;  // worst parameter's relative gradient difference
-  std::string gradient_parameter;
-  double step_diff = 0;               // the optimizer step, all parameters together
-  double worst_tensor_step_diff = 0;  // the tensor whose step differs most (diagnosis only)
-  std::string parameter_name;
-};
-
-struct ParityReport {
-  bool pass = false;
-  std::vector<std::string> failures;  // one sentence per check that failed, in order
-  ParityTolerances tolerances;
-  std::vector<ParityUpdate> updates;
-  PlanSpec checked_plan;  // the plan as run: the job's, or its reduction (see `reduction`)
-  int checked_effective_batch = 0;
-  // Empty when the real shape ran; else what was reduced, from the job's value to the
-  // checked one: {"effective_batch": [64, 16], "microbatch": [16, 8], ...}.
-  nlohmann::json reduction = nlohmann::json::object();
-  // Dropout modules of a TorchScript model, switched off on both sides: their masks come from
-  // the default generator and would differ with the split (the trainer's own dropout is
-  // split-invariant and stays on).
-  int own_dropout_switched_off = 0;
-  nlohmann::json ToJson(const PlanSpec& plan) const;
-};
 
 // Runs `updates` updates of `spec` with its plan and with the reference. When the reference's
 // measured peak exceeds the job's usable memory, both run at a reduced shape: the effective

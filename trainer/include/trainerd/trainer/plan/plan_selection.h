@@ -12,19 +12,13 @@
 #include <vector>
 
 #include "trainerd/trainer/spec/job_spec.h"
+#include "trainerd/trainer/spec/worker_protocol.h"  // TimedPlan
 
 namespace trainerd {
 
 // A tie-break never gives up more than this fraction of the fastest median, however noisy
 // the rounds were.
 inline constexpr double kMaxTieBand = 0.03;
-
-struct TimedPlan {
-  PlanSpec plan;
-  std::vector<double> update_seconds;  // one optimizer update per round it was timed in
-
-  double MedianSeconds() const;  // REQUIRES: update_seconds not empty
-};
 
 struct PlanSelection {
   std::size_t chosen = 0;         // index into the timed plans

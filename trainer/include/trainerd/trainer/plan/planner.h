@@ -35,34 +35,9 @@
 
 namespace trainerd {
 
-struct RejectedPlan {
-  PlanSpec plan;
-  std::int64_t predicted_peak_bytes = 0;
-  double predicted_duration_seconds = 0;
-  std::string reason;
-  bool validated = false;  // rejected after a real update, not on prediction alone
-};
-
-struct ChosenPlan {
-  PlanSpec plan;
-  std::int64_t predicted_peak_bytes = 0;
-  std::int64_t measured_peak_bytes = 0;
-  std::int64_t usable_bytes = 0;
-  double predicted_update_seconds = 0;    // by the probes' time model
-  double measured_update_seconds = 0;     // median of the chosen plan's timed updates
-  double predicted_duration_seconds = 0;  // measured update x the job's updates
-  std::optional<double> window_seconds;
-  bool fits_memory = false;
-  bool fits_window = true;             // true when the job has no window
-  double probe_seconds = 0;            // time spent probing and validating
-  std::vector<RejectedPlan> rejected;  // faster alternatives and why they were not chosen
-  std::vector<TimedPlan> timed;        // the finalists' timings, round by round
-  double timing_noise = 0;             // median relative spread of a finalist's timings
-  double tie_band = 0;                 // finalists this close to the fastest median were tied
-
-  nlohmann::json ToJson() const;
-  std::string ToText() const;
-};
+// The choice as trainer-run prints it on a terminal: the plan, its peak and time, the
+// rejected alternatives.
+std::string PlanText(const ChosenPlan& chosen);
 
 // Microbatch 1, every block checkpointed, fp32; for a BatchNorm model whose job does not allow
 // accumulation (training.allow_batch_norm_accumulation), the whole effective batch at once.

@@ -9,12 +9,12 @@
 // (InvalidArgument on CUDA: ops are timed on the host, which for a CUDA op is its launch).
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <string>
 
 #include "trainerd/common/status.h"
 #include "trainerd/trainer/data/dataset.h"
 #include "trainerd/trainer/spec/job_spec.h"
+#include "trainerd/trainer/spec/worker_protocol.h"
 
 namespace trainerd {
 
@@ -24,7 +24,7 @@ struct ProfileOptions {
   std::string peak_flops_cache;  // throughput.h's cache; "" measures afresh
 };
 
-Result<nlohmann::json> ProfileUpdates(const JobSpec& spec, const Dataset& corpus,
-                                      const ProfileOptions& options);
+Result<ProfileReport> ProfileUpdates(const JobSpec& spec, const Dataset& corpus,
+                                     const ProfileOptions& options);
 
 }  // namespace trainerd

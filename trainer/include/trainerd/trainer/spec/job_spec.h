@@ -6,120 +6,88 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "trainerd/common/enum_names.h"
+
 namespace trainerd {
 
-// Where the model comes from: built in (gpt, mlp), or the team's own: a TorchScript file or a
-// LibTorch C++ plugin library (model_plugin.h).
-enum class ModelKind { kGpt, kMlpClassifier, kTorchScript, kPlugin };
-
-// How the built-in GPT computes attention and dropout on CPU tensors: kFused with the
-// trainer's own kernels (blockwise_attention.h, dropout masks regenerated from counters in
-// sample_dropout.h); kExplicit with LibTorch's ops, keeping what they keep
-// (model.kernels: explicit).
-enum class GptKernels { kFused, kExplicit };
-
-struct GptOptions {
-  int n_layer = 4;       // decoder blocks
-  int n_head = 4;        // attention heads; must divide n_embd
-  int n_embd = 128;      // model width
-  int block_size = 128;  // context length in tokens
-  int vocab_size = 256;  // token ids [0, vocab_size): 256 for bytes; tokens data may need more
-  double dropout = 0.0;  // probability, [0, 1)
-  bool bias = true;      // biases in Linear and LayerNorm layers
-  GptKernels kernels = GptKernels::kFused;
-};
-
-struct MlpOptions {
-  int hidden = 256;         // width of each hidden layer
-  int layers = 2;           // hidden layers ("blocks")
-  bool batch_norm = false;  // BatchNorm1d after each hidden Linear
-  double dropout = 0.0;
-};
+// JSON of an enum through its names table: the value's name, and back (throwing on a name the
+// table lacks). For the enums of a kind's options (spec/model_kind.h).
+#define TRAINERD_JSON_ENUM(Enum, names)                                             \
+  inline void to_json(nlohmann::json& j, Enum value) { j = (names).Name(value); }   \
+  inline void from_json(const nlohmann::json& j, Enum& value) {                     \
+    const auto parsed = (names).Parse(j.get<std::string>());                        \
+    if (!parsed) throw std::invalid_argument(#Enum ": no value named " + j.dump()); \
+    value = *parsed;                                                                \
+  }
 
 // What a model reads: next-token windows of token ids (GPT-like, logits [B, T, V]), the
 // byte histogram of a text window with its slice as the class (classifier, logits [B, C]), or
 // the rows of data.format: tensors as they are (outputs shaped for model.loss).
 enum class ModelInputs { kTokens, kByteHistogram, kRows };
+inline constexpr EnumNames<ModelInputs, 3> kModelInputsNames{{{
+    {ModelInputs::kTokens, "tokens"},
+    {ModelInputs::kByteHistogram, "byte_histogram"},
+    {ModelInputs::kRows, "rows"},
+}}};
 
 // What the outputs are trained against (loss.h): cross-entropy of logits against class ids
 // (targets equal to ignore_index carry no loss), squared error against targets of the
-// outputs' shape, or the TorchScript module's own exported `loss(outputs, targets) -> (sum,
-// count)`. Every loss is a sum divided by the term count of the whole effective batch.
+// outputs' shape, or the model's own loss (a TorchScript module's exported `loss(outputs,
+// targets) -> (sum, count)`, a plugin's Loss). Every loss is a sum divided by the term count
+// of the whole effective batch.
 enum class LossKind { kCrossEntropy, kMse, kModule };
+inline constexpr EnumNames<LossKind, 3> kLossKindNames{{{
+    {LossKind::kCrossEntropy, "cross_entropy"},
+    {LossKind::kMse, "mse"},
+    {LossKind::kModule, "module"},
+}}};
 
 struct LossSpec {
   LossKind kind = LossKind::kCrossEntropy;
   std::int64_t ignore_index = -100;  // cross_entropy; PyTorch's default
 };
 
-// What the team's own model (TorchScript or plugin) reads and costs, as the job gives it, and
-// what only loading it tells: filled by ResolveOwnModel (own_model.h) in the worker before
-// anything uses them; 0 / false / empty in the daemon.
-struct OwnModelOptions {
-  ModelInputs inputs = ModelInputs::kTokens;
-  std::optional<double> flops_per_sample;  // forward + backward, given by the job
-  // Without flops_per_sample: 3 x the matrix products of one forward (matmul_flops.h), or
-  // none and why (MFU is then null).
+// What only the loaded model tells, filled by ResolveModel (models/resolve_model.h) in the
+// worker before the plan is read or chosen.
+struct LoadedModel {
+  int blocks = 0;                 // blocks a plan may checkpoint
+  bool batch_statistics = false;  // a layer normalises over its microbatch (BatchNorm)
+  std::string file_sha256;        // of the file the model is loaded from; "" for a built-in
+  // The outputs' last dimension on a sample of the data: vocabulary or classes; 0 when the
+  // model was not run on one (its kind declares its outputs).
+  std::int64_t output_size = 0;
+  // Without model.flops_per_sample, for a model that does not count its own FLOPs: 3 x the
+  // matrix products of one forward on a sample (matmul_flops.h), or none and why.
   std::optional<double> counted_flops_per_sample;
   std::string flops_unknown_reason;
-  int num_blocks = 0;
-  bool has_batch_statistics = false;
-  std::string sha256;            // of model.path or model.library
-  std::int64_t output_size = 0;  // the outputs' last dimension: vocabulary or classes
 };
 
-// A module the team exported from Python with torch.jit.script or trace
-// (docs/bring-your-own-model.md). With the block protocol (a ModuleList attribute `blocks`
-// and exported methods `embed` and `head`) it runs as embed -> blocks -> head and a plan may
-// checkpoint its blocks; without it, it runs as one opaque forward.
-struct TorchScriptOptions {
-  std::string path;  // the .pt file, absolute after parsing
-  std::string blocks = "blocks";
-  std::string embed = "embed";
-  std::string head = "head";
-  bool protocol_named = false;  // the job names blocks/embed/head: missing ones are an error
-};
-
-// A model written in LibTorch C++: a shared library built against the installed trainerd
-// package (find_package(trainerd)) that registers its models by name (model_plugin.h).
-struct PluginOptions {
-  std::string library;  // the .so file, absolute after parsing
-  std::string name;     // the registered model; "" = the library's only one
-  nlohmann::json options = nlohmann::json::object();  // model.options, handed to its factory
-};
-
+// The model: a registered model kind (model_kind.h: gpt, mlp, torchscript, plugin, ...) with
+// the keys of its `model:` section, and the keys every kind shares.
 struct ModelSpec {
-  ModelKind kind = ModelKind::kGpt;
-  GptOptions gpt;  // gpt.block_size is also the window of the MLP and a TorchScript model
-  MlpOptions mlp;
-  TorchScriptOptions torchscript;
-  PluginOptions plugin;
-  OwnModelOptions own;  // torchscript and plugin
-  LossSpec loss;        // the built-in models train with cross_entropy
+  std::string kind = "gpt";
+  // The kind's own keys as its reader read them, every default filled in: what its model is
+  // built from, what model.json describes and, less the kind's NonIdentityKeys, what the job
+  // identity hashes. Empty: every default.
+  nlohmann::json options = nlohmann::json::object();
+  int block_size = 128;  // tokens in a window: the context of token inputs, a histogram's window
+  // What the model reads: fixed by a built-in kind, model.inputs for the team's own model.
+  ModelInputs inputs = ModelInputs::kTokens;
+  LossSpec loss;                           // the built-in kinds train with cross_entropy
+  std::optional<double> flops_per_sample;  // forward + backward, given by the job
+  std::optional<LoadedModel> loaded;       // empty until ResolveModel; always in the daemon
 };
 
-enum class DataFormat {
-  kText,     // text files: byte tokens, the tail of each file held out
-  kTokens,   // flat little-endian arrays of token ids (train.bin / val.bin), memory-mapped
-  kTensors,  // inputs and targets arrays (.npy or .safetensors), a sample per row, mmapped
-};
-
+// The data: a registered format (data_format.h: text, tokens, tensors, ...) with the keys of
+// its `data:` section.
 struct DataSpec {
-  DataFormat format = DataFormat::kText;
-  // text: one slice each, named by file name. Symlinks to the same file count once.
-  std::vector<std::string> files;
-  double holdout_fraction = 0.1;  // text: tail of each file held out for evaluation, (0, 0.5]
-  // tokens, tensors: the training split and the evaluation splits (one slice each, named by
-  // stem): token files, or (tensors) .safetensors files or directories of .npy files.
-  std::string train;
-  std::vector<std::string> eval;
-  int token_bytes = 2;  // tokens: 2 (uint16) or 4 (uint32)
-  // tensors: the arrays' names (tensor names in .safetensors, file stems of .npy).
-  std::string inputs_name = "inputs";
-  std::string targets_name = "targets";
+  std::string format = "text";
+  // The format's own keys as its reader read them (paths absolute), every default filled in.
+  nlohmann::json options = nlohmann::json::object();
   int eval_windows_per_slice = 16;  // held-out windows evaluated per slice
 };
 
@@ -141,6 +109,11 @@ enum class Precision {
   kBf16,  // autocast to bf16; fp32 master weights and optimizer state
   kFp16,  // autocast to fp16 where the device has it (CUDA), dynamic loss scaling always
 };
+inline constexpr EnumNames<Precision, 3> kPrecisionNames{{{
+    {Precision::kFp32, "fp32"},
+    {Precision::kBf16, "bf16"},
+    {Precision::kFp16, "fp16"},
+}}};
 
 // How a job is executed. A plan never changes the job: same effective batch, same mean-loss
 // gradient, same number of optimizer updates, same learning-rate schedule.
@@ -149,9 +122,12 @@ struct PlanSpec {
   int accumulation_steps = 0;  // microbatches per update: ceil(effective_batch / microbatch)
   std::vector<int> checkpoint_blocks;  // sorted indices of blocks recomputed in backward
   Precision precision = Precision::kFp32;
-  // checkpoint_blocks: all for a model whose blocks are counted when the worker loads it
-  // (torchscript, plugin): ResolveOwnModel fills checkpoint_blocks and clears this.
-  bool checkpoint_all_blocks = false;
+
+  // Written out: plugins compile this header as C++17 (cmake/trainerdConfig.cmake.in).
+  bool operator==(const PlanSpec& other) const {
+    return microbatch == other.microbatch && accumulation_steps == other.accumulation_steps &&
+           checkpoint_blocks == other.checkpoint_blocks && precision == other.precision;
+  }
 };
 
 struct TrainingSpec {
@@ -186,6 +162,11 @@ enum class Launcher {
   kTorchrun,  // torchrun --no-python --nproc-per-node=ranks
   kSlurm,     // srun --ntasks=ranks, inside the job's allocation
 };
+inline constexpr EnumNames<Launcher, 3> kLauncherNames{{{
+    {Launcher::kLocal, "local"},
+    {Launcher::kTorchrun, "torchrun"},
+    {Launcher::kSlurm, "slurm"},
+}}};
 
 struct DistributedSpec {
   int ranks = 1;
@@ -233,6 +214,9 @@ struct JobSpec {
   TrainingSpec training;
   PlanSpec plan;
   bool plan_given = false;  // the YAML has a `plan:` section (a plan forced by the author)
+  // plan.checkpoint_blocks: all for a model whose blocks are counted when the worker loads it
+  // (torchscript, plugin): ResolveModel fills plan.checkpoint_blocks and clears this.
+  bool plan_checkpoints_all_blocks = false;
   RuntimeSpec runtime;
   DistributedSpec distributed;
   MemorySpec memory;  // per rank
@@ -241,24 +225,26 @@ struct JobSpec {
   InitSpec init_from;
 };
 
-const char* ToString(ModelKind kind);
 const char* ToString(ModelInputs inputs);
 const char* ToString(LossKind kind);
 const char* ToString(Precision precision);
-const char* ToString(Launcher launcher);  // "local", "torchrun", "slurm"
+const char* ToString(Launcher launcher);
 // {microbatch, accumulation_steps, checkpoint_blocks, precision}: the plan as every report
-// (events, ledger, planner, parity) shows it.
+// (events, ledger, planner, parity) and the store show it (worker_protocol.h parses it).
 nlohmann::json ToJson(const PlanSpec& plan);
 
 // What one rank trains of `job`: its largest share as the effective batch, one rank. The
 // planner, the ledger, the parity check and the profile plan and measure this job.
 JobSpec RankJob(const JobSpec& job);
 
-// Blocks a plan may checkpoint: GPT decoder blocks, MLP hidden layers, the blocks of a
-// TorchScript model with the block protocol or of a plugin (0 until resolved, and without
-// the protocol).
+// Blocks a plan may checkpoint: the loaded model's, else as the kind's keys declare them (GPT
+// decoder blocks, MLP hidden layers); 0 for a model whose blocks only loading counts
+// (torchscript, plugin) before ResolveModel.
 int NumBlocks(const ModelSpec& model);
-// True when a layer's output depends on the other samples of its microbatch (BatchNorm).
+// Whether the blocks are known: declared by the keys, or counted by ResolveModel.
+bool BlocksKnown(const ModelSpec& model);
+// True when a layer's output depends on the other samples of its microbatch (BatchNorm): the
+// loaded model's answer, else the keys'.
 bool HasBatchStatistics(const ModelSpec& model);
 
 }  // namespace trainerd

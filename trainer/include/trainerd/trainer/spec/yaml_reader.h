@@ -23,6 +23,8 @@ namespace trainerd {
 Result<std::string> ReadConfigFile(const std::string& path);
 // Parses `text` as YAML whose top level is a mapping; errors name `origin` and the line.
 Result<YAML::Node> LoadYamlMapping(const std::string& text, const std::string& origin);
+// `file` as a config gives it: relative to `base_dir` (the config's folder) unless absolute.
+std::string AbsolutePath(const std::string& file, const std::string& base_dir);
 
 class YamlReader {
  public:
