@@ -9,6 +9,7 @@
 
 #include <exception>
 #include <sstream>
+#include <vector>
 
 namespace trainerd::daemon {
 
@@ -29,13 +30,16 @@ constexpr std::string_view kFallbackReasons[] = {"oom", "crash", "leak", "reject
 constexpr std::string_view kRollbackReasons[] = {
     "oom", "crash", "leak", "rejected", "regression", "invalid_config", "operator"};
 
-Family<Gauge>& GaugeFamily(prometheus::Registry& registry, const std::string& name,
-                           const std::string& help) {
+// Registers a family and records its name in `names`.
+Family<Gauge>& GaugeFamily(prometheus::Registry& registry, std::vector<std::string>& names,
+                           const std::string& name, const std::string& help) {
+  names.push_back(name);
   return BuildGauge().Name(name).Help(help).Register(registry);
 }
 
-Family<Counter>& CounterFamily(prometheus::Registry& registry, const std::string& name,
-                               const std::string& help) {
+Family<Counter>& CounterFamily(prometheus::Registry& registry, std::vector<std::string>& names,
+                               const std::string& name, const std::string& help) {
+  names.push_back(name);
   return BuildCounter().Name(name).Help(help).Register(registry);
 }
 
@@ -43,56 +47,58 @@ Family<Counter>& CounterFamily(prometheus::Registry& registry, const std::string
 
 struct DaemonMetrics::Families {
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
-  Family<Gauge>& build_info =
-      GaugeFamily(*registry, "trainerd_build_info", "trainerd's version, as a label; always 1");
-  Family<Counter>& runs = CounterFamily(*registry, "trainerd_runs_total",
+  std::vector<std::string> names;  // of the families below, in registration order
+  Family<Gauge>& build_info = GaugeFamily(*registry, names, "trainerd_build_info",
+                                          "trainerd's version, as a label; always 1");
+  Family<Counter>& runs = CounterFamily(*registry, names, "trainerd_runs_total",
                                         "Runs that ended, by outcome (the run's status)");
   Family<Gauge>& in_progress =
-      GaugeFamily(*registry, "trainerd_run_in_progress", "1 while a worker attempt runs");
-  Family<Gauge>& last_success = GaugeFamily(*registry, "trainerd_last_success_timestamp_seconds",
-                                            "End of the last succeeded run, Unix seconds");
-  Family<Gauge>& duration =
-      GaugeFamily(*registry, "trainerd_run_duration_seconds", "Wall time of the last finished run");
+      GaugeFamily(*registry, names, "trainerd_run_in_progress", "1 while a worker attempt runs");
+  Family<Gauge>& last_success =
+      GaugeFamily(*registry, names, "trainerd_last_success_timestamp_seconds",
+                  "End of the last succeeded run, Unix seconds");
+  Family<Gauge>& duration = GaugeFamily(*registry, names, "trainerd_run_duration_seconds",
+                                        "Wall time of the last finished run");
   Family<Gauge>& margin = GaugeFamily(
-      *registry, "trainerd_window_margin_seconds",
+      *registry, names, "trainerd_window_margin_seconds",
       "Deadline minus the predicted finish (during a run) or the actual end (after one)");
-  Family<Gauge>& samples = GaugeFamily(*registry, "trainerd_train_samples_per_second",
+  Family<Gauge>& samples = GaugeFamily(*registry, names, "trainerd_train_samples_per_second",
                                        "Training throughput of the last finished run");
   Family<Gauge>& world_size =
-      GaugeFamily(*registry, "trainerd_train_world_size",
+      GaugeFamily(*registry, names, "trainerd_train_world_size",
                   "Ranks that trained the last finished run (distributed.ranks); the "
                   "throughput is the whole job's");
-  Family<Gauge>& train_loss =
-      GaugeFamily(*registry, "trainerd_train_loss", "Training loss of the last run's last update");
-  Family<Gauge>& eval_loss = GaugeFamily(*registry, "trainerd_eval_loss",
+  Family<Gauge>& train_loss = GaugeFamily(*registry, names, "trainerd_train_loss",
+                                          "Training loss of the last run's last update");
+  Family<Gauge>& eval_loss = GaugeFamily(*registry, names, "trainerd_eval_loss",
                                          "Final held-out loss of the last run, by data slice");
   // The peak and its parts are separate series: a sum() over the ledger is its total, and
   // never counts the peak in.
-  Family<Gauge>& peak = GaugeFamily(*registry, "trainerd_memory_peak_bytes",
+  Family<Gauge>& peak = GaugeFamily(*registry, names, "trainerd_memory_peak_bytes",
                                     "Measured peak device memory of the last run");
-  Family<Gauge>& ledger = GaugeFamily(*registry, "trainerd_memory_ledger_bytes",
+  Family<Gauge>& ledger = GaugeFamily(*registry, names, "trainerd_memory_ledger_bytes",
                                       "Last run's memory ledger, by category");
-  Family<Gauge>& budget =
-      GaugeFamily(*registry, "trainerd_memory_budget_bytes", "The job's device memory budget");
-  Family<Gauge>& usable = GaugeFamily(*registry, "trainerd_memory_usable_bytes",
+  Family<Gauge>& budget = GaugeFamily(*registry, names, "trainerd_memory_budget_bytes",
+                                      "The job's device memory budget");
+  Family<Gauge>& usable = GaugeFamily(*registry, names, "trainerd_memory_usable_bytes",
                                       "The budget less its reserve: the training limit");
-  Family<Gauge>& mfu =
-      GaugeFamily(*registry, "trainerd_mfu_ratio", "Model FLOP utilization of the last run, 0-1");
-  Family<Gauge>& cost = GaugeFamily(*registry, "trainerd_cost_per_sample",
+  Family<Gauge>& mfu = GaugeFamily(*registry, names, "trainerd_mfu_ratio",
+                                   "Model FLOP utilization of the last run, 0-1");
+  Family<Gauge>& cost = GaugeFamily(*registry, names, "trainerd_cost_per_sample",
                                     "Device cost per trained sample of the last run");
   Family<Counter>& ooms =
-      CounterFamily(*registry, "trainerd_ooms_total", "Runs that ran out of device memory");
-  Family<Counter>& fallbacks = CounterFamily(*registry, "trainerd_fallbacks_total",
+      CounterFamily(*registry, names, "trainerd_ooms_total", "Runs that ran out of device memory");
+  Family<Counter>& fallbacks = CounterFamily(*registry, names, "trainerd_fallbacks_total",
                                              "Retries with a fallback plan or config, by cause");
-  Family<Counter>& rollbacks = CounterFamily(*registry, "trainerd_rollbacks_total",
+  Family<Counter>& rollbacks = CounterFamily(*registry, names, "trainerd_rollbacks_total",
                                              "Active config rolled back to known-good, by cause");
   Family<Counter>& leaks =
-      CounterFamily(*registry, "trainerd_leaks_total", "Runs stopped for a memory leak");
+      CounterFamily(*registry, names, "trainerd_leaks_total", "Runs stopped for a memory leak");
   Family<Gauge>& microbatch =
-      GaugeFamily(*registry, "trainerd_plan_microbatch", "The last run's plan: microbatch");
-  Family<Gauge>& accumulation = GaugeFamily(*registry, "trainerd_plan_accumulation_steps",
+      GaugeFamily(*registry, names, "trainerd_plan_microbatch", "The last run's plan: microbatch");
+  Family<Gauge>& accumulation = GaugeFamily(*registry, names, "trainerd_plan_accumulation_steps",
                                             "The last run's plan: accumulation steps");
-  Family<Gauge>& checkpointed = GaugeFamily(*registry, "trainerd_plan_checkpointed_blocks",
+  Family<Gauge>& checkpointed = GaugeFamily(*registry, names, "trainerd_plan_checkpointed_blocks",
                                             "The last run's plan: activation-checkpointed blocks");
 };
 
@@ -178,6 +184,8 @@ std::string DaemonMetrics::Exposition() const {
   prometheus::TextSerializer().Serialize(out, f_->registry->Collect());
   return out.str();
 }
+
+const std::vector<std::string>& DaemonMetrics::FamilyNames() const { return f_->names; }
 
 std::shared_ptr<prometheus::Registry> DaemonMetrics::registry() const { return f_->registry; }
 

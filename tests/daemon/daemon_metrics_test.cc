@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <set>
+#include <sstream>
 #include <string>
 
 #include "trainerd/daemon/policy.h"
@@ -112,6 +114,26 @@ TEST(DaemonMetricsTest, OomsLeaksFallbacksAndRollbacksAreCounted) {
   EXPECT_TRUE(Contains(text, R"(trainerd_rollbacks_total{reason="regression"} 1)")) << text;
   // A failed run is no success.
   EXPECT_EQ(text.find("trainerd_last_success_timestamp_seconds "), std::string::npos);
+}
+
+// FamilyNames() is what dashboards and alerts are checked against (tests/deploy): it names
+// exactly the families a daemon with a finished run serves.
+TEST(DaemonMetricsTest, FamilyNamesAreTheFamiliesServedAfterARun) {
+  DaemonMetrics metrics("v");
+  metrics.RunStarted();
+  metrics.Progress(2000, 1900);
+  metrics.RunFinished(FinishedRun(store::RunStatus::kSucceeded), {{"all", 2.5}});
+  metrics.Budget(1 << 30, 1 << 29);
+  std::set<std::string> served;
+  std::istringstream exposition(metrics.Exposition());
+  for (std::string line; std::getline(exposition, line);) {
+    std::istringstream words(line);
+    std::string hash, keyword, name;
+    if (words >> hash >> keyword >> name && hash == "#" && keyword == "TYPE") served.insert(name);
+  }
+  const std::set<std::string> named(metrics.FamilyNames().begin(), metrics.FamilyNames().end());
+  EXPECT_EQ(named, served);
+  EXPECT_EQ(named.size(), metrics.FamilyNames().size()) << "a family is named twice";
 }
 
 TEST(DaemonMetricsTest, RestoringTheLastRunDoesNotCountIt) {

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "../support/child_process.h"
+#include "trainerd/daemon/daemon_metrics.h"
 
 namespace trainerd::deploy::testing {
 namespace {
@@ -72,32 +73,13 @@ const std::set<std::string>& LabelListKeywords() {
 }  // namespace
 
 const std::set<std::string>& ExportedMetrics() {
-  static const auto* const kMetrics = new std::set<std::string>{
-      "up",
-      "trainerd_build_info",
-      "trainerd_runs_total",
-      "trainerd_run_in_progress",
-      "trainerd_last_success_timestamp_seconds",
-      "trainerd_run_duration_seconds",
-      "trainerd_window_margin_seconds",
-      "trainerd_train_samples_per_second",
-      "trainerd_train_world_size",
-      "trainerd_train_loss",
-      "trainerd_eval_loss",
-      "trainerd_memory_peak_bytes",
-      "trainerd_memory_ledger_bytes",
-      "trainerd_memory_budget_bytes",
-      "trainerd_memory_usable_bytes",
-      "trainerd_mfu_ratio",
-      "trainerd_cost_per_sample",
-      "trainerd_ooms_total",
-      "trainerd_fallbacks_total",
-      "trainerd_rollbacks_total",
-      "trainerd_leaks_total",
-      "trainerd_plan_microbatch",
-      "trainerd_plan_accumulation_steps",
-      "trainerd_plan_checkpointed_blocks",
-  };
+  static const auto* const kMetrics = [] {
+    const daemon::DaemonMetrics metrics("test");
+    auto* names =
+        new std::set<std::string>(metrics.FamilyNames().begin(), metrics.FamilyNames().end());
+    names->insert("up");
+    return names;
+  }();
   return *kMetrics;
 }
 

@@ -1,6 +1,5 @@
-// Helpers shared by the deploy/ tests: repository paths, the list of metrics the daemon
-// exports, a PromQL scanner that finds the metric names an expression selects, and a
-// promtool runner.
+// Helpers shared by the deploy/ tests: repository paths, the metrics the daemon exports, a
+// PromQL scanner that finds the metric names an expression selects, and a promtool runner.
 #pragma once
 
 #include <set>
@@ -10,8 +9,9 @@
 
 namespace trainerd::deploy::testing {
 
-// The metric names trainerd's exporter serves (daemon/), plus `up`, which Prometheus adds
-// to every scrape. Dashboards and alerts may select these and nothing else.
+// The metric names trainerd's exporter serves (DaemonMetrics::FamilyNames), plus
+// `up`, which Prometheus adds to every scrape. Dashboards and alerts may select these and
+// nothing else.
 const std::set<std::string>& ExportedMetrics();
 
 // `relative` inside the source tree named by $TRAINERD_SOURCE_DIR (set by ctest). Empty

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "trainerd/common/status.h"
 #include "trainerd/store/records.h"
@@ -45,6 +46,9 @@ class DaemonMetrics {
 
   // The text exposition format, as /metrics serves it.
   std::string Exposition() const;
+  // Every metric family it serves, including those with no series yet (the exposition
+  // leaves a family out until it has one).
+  const std::vector<std::string>& FamilyNames() const;
   std::shared_ptr<prometheus::Registry> registry() const;
 
  private:
