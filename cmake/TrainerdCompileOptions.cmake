@@ -1,7 +1,12 @@
 # Warning, sanitizer and compiler-cache settings shared by every trainerd target.
+# ccache: without the pch_defines and time_macros sloppiness it refuses every translation unit
+# compiled with the precompiled torch header (the whole trainer library), and a warm cache
+# rebuilt none of them. The base directory makes hits independent of where the tree is cloned.
 find_program(TRAINERD_CCACHE ccache)
 if(TRAINERD_CCACHE)
-  set(CMAKE_CXX_COMPILER_LAUNCHER ${TRAINERD_CCACHE})
+  set(CMAKE_CXX_COMPILER_LAUNCHER ${CMAKE_COMMAND} -E env
+    CCACHE_SLOPPINESS=pch_defines,time_macros CCACHE_BASEDIR=${PROJECT_SOURCE_DIR}
+    ${TRAINERD_CCACHE})
 endif()
 
 add_library(trainerd_compile_options INTERFACE)

@@ -13,8 +13,11 @@ source_dir=$(cd "$(dirname "$0")/../.." && pwd)
 # Afresh each time: a cached find_library result of an older package config would stay.
 rm -rf "$out_dir/sdk" "$out_dir/build"
 cmake --install "$build_dir" --component plugin_sdk --prefix "$out_dir/sdk"
+# ccache with the base directory, so that a clone elsewhere hits the same entries.
 launcher=()
-if command -v ccache > /dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+if command -v ccache > /dev/null; then
+  launcher=("-DCMAKE_CXX_COMPILER_LAUNCHER=env;CCACHE_BASEDIR=$source_dir;ccache")
+fi
 cmake -S "$source_dir/tests/trainer/plugins" -B "$out_dir/build" -G Ninja \
   -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$cxx" "${launcher[@]}" \
   -DCMAKE_PREFIX_PATH="$out_dir/sdk" -DTorch_DIR="$torch_dir" \
