@@ -23,12 +23,6 @@ class PluginKind : public ModelKind {
     ReadOwnModelKeys(model, context, spec);
     spec->options = keys;
   }
-  std::optional<int> DeclaredBlocks(const ModelSpec& /*spec*/) const override {
-    return std::nullopt;
-  }
-  std::optional<bool> DeclaredBatchStatistics(const ModelSpec& /*spec*/) const override {
-    return std::nullopt;
-  }
   std::string FileKey() const override { return "library"; }
   std::vector<std::string> NonIdentityKeys() const override { return {"library"}; }
 };

@@ -22,12 +22,6 @@ class TorchScriptKind : public ModelKind {
     ReadOwnModelKeys(model, context, spec);
     spec->options = keys;
   }
-  std::optional<int> DeclaredBlocks(const ModelSpec& /*spec*/) const override {
-    return std::nullopt;
-  }
-  std::optional<bool> DeclaredBatchStatistics(const ModelSpec& /*spec*/) const override {
-    return std::nullopt;
-  }
   std::string FileKey() const override { return "path"; }
   std::string OwnLossHint() const override {
     return "an exported method 'loss(outputs, targets) -> (sum, count)' (@torch.jit.export)";

@@ -32,12 +32,16 @@ class ModelKind {
   // is the team's own also reads the keys of ReadOwnModelKeys. Errors go to `model`.
   virtual void Read(YamlReader& model, const ModelKeysContext& context, ModelSpec* spec) const = 0;
 
-  // Blocks a plan may checkpoint as the keys give them; nullopt when only loading the model
-  // counts them.
-  virtual std::optional<int> DeclaredBlocks(const ModelSpec& spec) const = 0;
-  // Whether a layer normalises over its microbatch (BatchNorm), from the keys; nullopt when
-  // only the loaded model tells.
-  virtual std::optional<bool> DeclaredBatchStatistics(const ModelSpec& spec) const = 0;
+  // Blocks a plan may checkpoint as the keys give them; nullopt (the default) when only
+  // loading the model counts them.
+  virtual std::optional<int> DeclaredBlocks(const ModelSpec& /*spec*/) const {
+    return std::nullopt;
+  }
+  // Whether a layer normalises over its microbatch (BatchNorm), from the keys; nullopt (the
+  // default) when only the loaded model tells.
+  virtual std::optional<bool> DeclaredBatchStatistics(const ModelSpec& /*spec*/) const {
+    return std::nullopt;
+  }
 
   // The key holding the file the model is loaded from ("path", "library"): the team's own
   // model, whose content hash joins the job identity and which reads model.inputs. "" for a
