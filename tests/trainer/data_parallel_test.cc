@@ -14,9 +14,11 @@
 #include "../support/child_process.h"
 #include "../support/temp_dir.h"
 #include "../support/tiny_job_spec.h"
+#include "models/mlp/mlp_spec.h"
 #include "trainerd/trainer/data/dataset.h"
 #include "trainerd/trainer/loop/event_sink.h"
 #include "trainerd/trainer/loop/trainer.h"
+#include "trainerd/trainer/models/resolve_model.h"
 
 namespace trainerd {
 namespace {
@@ -52,6 +54,26 @@ std::vector<torch::Tensor> TrainAndRecord(const JobSpec& spec, DataParallelGroup
   for (const torch::Tensor& p : trainer.model().parameters())
     recorded.push_back(p.detach().clone());
   return recorded;
+}
+
+// BatchNorm's running statistics are each rank's own and never synchronised: data-parallel
+// training of such a model would release rank 0's, another job than the one-process one.
+TEST(DataParallelBatchNormTest, ABatchNormModelIsRefusedWithMoreThanOneRank) {
+  JobSpec spec = testing::TinyGptJob();
+  spec.model = MlpModelSpec({16, 2, /*batch_norm=*/true, 0.0}, spec.model.block_size);
+  Result<std::unique_ptr<Dataset>> corpus = LoadDataset(spec.data, spec.model.block_size, "");
+  ASSERT_TRUE(corpus.ok()) << corpus.status().message();
+  spec.distributed.ranks = 2;
+  const Status refused = ResolveModel(&spec, **corpus);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("BatchNorm"), std::string::npos) << refused.message();
+  EXPECT_NE(refused.message().find("distributed.ranks: 2"), std::string::npos) << refused.message();
+
+  spec.distributed.ranks = 1;
+  EXPECT_TRUE(ResolveModel(&spec, **corpus).ok());
+  spec.model.options["batch_norm"] = false;  // control: the same job without BatchNorm
+  spec.distributed.ranks = 2;
+  EXPECT_TRUE(ResolveModel(&spec, **corpus).ok());
 }
 
 // A rank of the jobs below: runs only when trainer-launch started this executable as one.

@@ -149,6 +149,14 @@ Status ResolveModel(JobSpec* spec, const Dataset& data) {
   LoadedModel loaded;
   loaded.blocks = model->num_blocks();
   loaded.batch_statistics = model->has_batch_statistics();
+  if (loaded.batch_statistics && spec->distributed.ranks > 1) {
+    return Status::InvalidArgument(
+        where + ": the model normalises over its batch (BatchNorm), and with distributed.ranks: " +
+        std::to_string(spec->distributed.ranks) +
+        " each rank would normalise over its own share and keep its own running statistics, "
+        "never synchronised (rank 0's would be released): another job than the one-process "
+        "job. Train it with distributed.ranks: 1");
+  }
   if (const std::string file_key = kind.FileKey(); !file_key.empty()) {
     Result<std::string> hash = Sha256File(m.options.value(file_key, std::string()));
     if (!hash.ok()) return hash.status();

@@ -17,7 +17,9 @@ namespace trainerd {
 // kind declares its outputs (model_kind.h), from one forward of the data's first held-out
 // sample the outputs' last dimension and, unless the job gives FLOPs or the model counts its
 // own, counted FLOPs. Expands plan checkpoint_blocks: all and checks that the plan's block
-// indices exist, that model.loss: module has the model's own loss, and that the sample's
+// indices exist, that a BatchNorm model is not trained data-parallel (its running
+// statistics are never synchronised across ranks), that model.loss: module has the model's
+// own loss, and that the sample's
 // outputs are what model.loss compares with its targets (logits [..., V] for targets [...]
 // with cross_entropy, one shape with mse, a loss the model computes). InvalidArgument naming
 // the job file, the key (model.path, model.library, model.options, model.loss,
