@@ -254,9 +254,9 @@ TEST_F(NightlyCycleTest, ANewPlanPassesTheParityCheckBeforeTrainingAndItsValidat
   EXPECT_EQ(report["pass"], true) << report.dump();
   ASSERT_TRUE(report["wall_seconds"].is_number()) << report.dump();
   EXPECT_GT(report["wall_seconds"].get<double>(), 0);
-  // The check ran parity.updates updates (a count, or one entry per update).
-  const nlohmann::json& updates = report["updates"];
-  EXPECT_EQ(updates.is_array() ? updates.size() : updates.get<std::size_t>(), 2u) << report.dump();
+  // The check ran parity.updates updates (the fp32 plan: one comparison).
+  ASSERT_EQ(report["comparisons"].size(), 1u) << report.dump();
+  EXPECT_EQ(report["comparisons"][0]["updates"].size(), 2u) << report.dump();
   // Checked after the ledger and before training's first event.
   const std::vector<store::Event> ledger = Events(checked, "ledger");
   const std::vector<store::Event> checkpoints = Events(checked, "worker_checkpoint");

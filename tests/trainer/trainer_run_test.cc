@@ -130,12 +130,16 @@ TEST(TrainerRunTest, ParityOfAPlanFilePrintsOneJsonVerdict) {
   ASSERT_EQ(lines.size(), 1u);
   const nlohmann::json report = nlohmann::json::parse(lines[0]);
   EXPECT_EQ(report["pass"], true);
-  ASSERT_EQ(report["updates"].size(), 3u);
-  EXPECT_LE(report["updates"][0]["gradient_diff"].get<double>(), 1e-5);
+  ASSERT_EQ(report["comparisons"].size(), 1u);  // an fp32 plan: its structure is its precision
+  const nlohmann::json& comparison = report["comparisons"][0];
+  EXPECT_EQ(comparison["judges"], "as planned");
+  ASSERT_EQ(comparison["updates"].size(), 3u);
+  EXPECT_LE(comparison["updates"][0]["gradient_diff"].get<double>(), 1e-5);
+  EXPECT_LT(comparison["worst_ratio"].get<double>(), 1.0);
+  EXPECT_TRUE(comparison["tolerances"].contains("tensor_step"));
   EXPECT_EQ(report["plan"]["accumulation_steps"], 4);
   EXPECT_EQ(report["plan"]["checkpoint_blocks"], nlohmann::json::array({0, 1}));
   EXPECT_EQ(report["checked_effective_batch"], 8);
-  EXPECT_TRUE(report["tolerances"].contains("gradient"));
   EXPECT_EQ(report["device_info"]["type"], "cpu");  // which device the verdict is about
 }
 

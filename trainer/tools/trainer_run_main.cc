@@ -105,7 +105,8 @@ options:
                        TEST ONLY: make the trainer commit a known bug (the plan side of
                        --parity, or training): loss_per_microbatch, step_per_microbatch,
                        clip_per_microbatch, lr_per_microbatch, recompute_fresh_rng,
-                       inf_gradient (docs/trainer-run.md, "Parity")
+                       inf_gradient, weight_decay_per_microbatch, frozen_parameter
+                       (docs/trainer-run.md, "Parity check")
   --what-if            budget arithmetic without a model (sizes: 3.2GB, 512MiB, ...)
   --json               JSON on stdout even on a terminal (default when stdout is not one)
   --version            print the version, the LibTorch it runs on and its worker protocol
@@ -287,27 +288,36 @@ void PrintParity(const trainerd::ParityReport& report) {
   const trainerd::PlanSpec& checked = report.checked_plan;
   std::printf(
       "parity of plan microbatch %d x %d, checkpoint %zu blocks, %s against the fp32 "
-      "large-batch reference, %zu updates:\n",
+      "large-batch reference:\n",
       plan.microbatch, plan.accumulation_steps, plan.checkpoint_blocks.size(),
-      trainerd::ToString(plan.precision), report.updates.size());
+      trainerd::ToString(plan.precision));
   if (!report.reduction.empty()) {
     std::printf("  reduced to fit: effective batch %d as %d x %d (%s)\n",
                 report.checked_effective_batch, checked.microbatch, checked.accumulation_steps,
                 report.reduction.value("why", "").c_str());
   }
-  const trainerd::ParityTolerances& t = report.tolerances;
-  std::printf("  %-7s %-11s %-11s %-11s %-11s %s\n", "update", "loss", "grad norm", "gradient",
-              "step", "(relative differences; gradient: worst tensor)");
-  for (std::size_t i = 0; i < report.updates.size(); ++i) {
-    const trainerd::ParityUpdate& u = report.updates[i];
+  for (const trainerd::ParityComparison& c : report.comparisons) {
     std::printf(
-        "  %-7zu %-11.3g %-11.3g %-11.3g %-11.3g %s\n", i + 1,
-        std::fabs(u.loss.plan - u.loss.reference) / std::fabs(u.loss.reference),
-        std::fabs(u.grad_norm.plan - u.grad_norm.reference) / std::fabs(u.grad_norm.reference),
-        u.gradient_diff, u.step_diff, u.gradient_parameter.c_str());
+        "  %s %s, %zu updates (relative differences; gradient, tensor step: worst "
+        "tensor)\n",
+        trainerd::ToString(c.precision), c.judges.c_str(), c.updates.size());
+    std::printf("  %-7s %-10s %-10s %-10s %-10s %-11s %s\n", "update", "loss", "grad norm",
+                "gradient", "step", "tensor step", "worst tensor (gradient, step)");
+    for (std::size_t i = 0; i < c.updates.size(); ++i) {
+      const trainerd::ParityUpdate& u = c.updates[i];
+      std::printf(
+          "  %-7zu %-10.3g %-10.3g %-10.3g %-10.3g %-11.3g %s, %s\n", i + 1,
+          std::fabs(u.loss.plan - u.loss.reference) / std::fabs(u.loss.reference),
+          std::fabs(u.grad_norm.plan - u.grad_norm.reference) / std::fabs(u.grad_norm.reference),
+          u.gradient_diff, u.step_diff, u.worst_tensor_step_diff, u.gradient_parameter.c_str(),
+          u.worst_tensor_step_parameter.c_str());
+    }
+    const trainerd::ParityTolerances& t = c.tolerances;
+    std::printf("  %-7s %-10.3g %-10.3g %-10.3g %-10.3g %-11.3g\n", "limit", t.loss, t.grad_norm,
+                t.gradient, t.step, t.tensor_step);
+    std::printf("  largest difference: %.3g of its limit (%s)\n", c.worst_ratio,
+                c.worst_check.c_str());
   }
-  std::printf("  %-7s %-11.3g %-11.3g %-11.3g %-11.3g\n", "limit", t.loss, t.grad_norm, t.gradient,
-              t.step);
   if (report.own_dropout_switched_off > 0) {
     std::printf(
         "  the model's own %d dropout modules were switched off on both sides (their "

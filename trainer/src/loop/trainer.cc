@@ -44,6 +44,15 @@ double MeanLoss(const std::vector<SliceLoss>& slices) {
   return slices.empty() ? 0 : total / static_cast<double>(slices.size());
 }
 
+// The first of the parameters with the fewest elements.
+torch::Tensor SmallestParameter(TrainableModel& model) {
+  torch::Tensor smallest;
+  for (const torch::Tensor& p : model.parameters()) {
+    if (!smallest.defined() || p.numel() < smallest.numel()) smallest = p;
+  }
+  return smallest;
+}
+
 }  // namespace
 
 int ConfigureRuntime(const RuntimeSpec& runtime, int ranks_on_host) {
@@ -165,15 +174,9 @@ UpdateStats Trainer::TrainUpdate(int update, const AfterForward& after_forward) 
   const std::vector<Batch> microbatches = Microbatches(update);
   ZeroGradients(*optimizer_);
   AccumulationHooks hooks{after_forward, {}, fault_};
-  if (fault_ == TrainingFault::kStepPerMicrobatch || fault_ == TrainingFault::kClipPerMicrobatch) {
+  if (fault_ != TrainingFault::kNone) {
     hooks.after_backward = [&](std::size_t index) {
-      if (index + 1 == microbatches.size()) return;  // the update's own step follows
-      if (fault_ == TrainingFault::kClipPerMicrobatch) {
-        torch::nn::utils::clip_grad_norm_(model_->parameters(), t.grad_clip);
-        return;
-      }
-      UnscaleClipStep(*model_, *optimizer_, t.grad_clip, precision_context());
-      ZeroGradients(*optimizer_);
+      if (index + 1 < microbatches.size()) CommitMicrobatchFault(stats.lr);
     };
   }
   stats.loss = AccumulateGradients(*model_, microbatches, precision_context(), hooks, group_);
@@ -182,14 +185,41 @@ UpdateStats Trainer::TrainUpdate(int update, const AfterForward& after_forward) 
     torch::NoGradGuard no_grad;
     model_->parameters().front().grad().view(-1)[0] = std::numeric_limits<double>::infinity();
   }
+  // kFrozenParameter: the smallest tensor is put back as it was before the step.
+  const torch::Tensor frozen =
+      fault_ == TrainingFault::kFrozenParameter ? SmallestParameter(*model_) : torch::Tensor();
+  const torch::Tensor frozen_value = frozen.defined() ? frozen.detach().clone() : torch::Tensor();
   const StepResult step = [&] {
     RECORD_USER_SCOPE(kOptimizerScope);  // the op profiler's "optimizer" group
     return UnscaleClipStep(*model_, *optimizer_, t.grad_clip, precision_context(), before_clip_);
   }();
+  if (frozen.defined()) {
+    const torch::NoGradGuard no_grad;
+    frozen.copy_(frozen_value);
+  }
   stats.grad_norm = step.grad_norm;
   stats.skipped = step.skipped;
   stats.nonfinite_gradient = step.nonfinite_gradient;
   return stats;
+}
+
+void Trainer::CommitMicrobatchFault(double lr) {
+  switch (fault_) {
+    case TrainingFault::kStepPerMicrobatch:
+      UnscaleClipStep(*model_, *optimizer_, spec_.training.grad_clip, precision_context());
+      ZeroGradients(*optimizer_);
+      return;
+    case TrainingFault::kClipPerMicrobatch:
+      torch::nn::utils::clip_grad_norm_(model_->parameters(), spec_.training.grad_clip);
+      return;
+    case TrainingFault::kWeightDecayPerMicrobatch: {  // what AdamW's step does once
+      const torch::NoGradGuard no_grad;
+      for (torch::Tensor& p : model_->parameters()) p.mul_(1 - lr * spec_.optimizer.weight_decay);
+      return;
+    }
+    default:
+      return;  // the other faults act elsewhere
+  }
 }
 
 std::vector<SliceLoss> Trainer::Evaluate() {

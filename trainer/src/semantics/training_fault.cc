@@ -5,7 +5,7 @@
 namespace trainerd {
 namespace {
 
-constexpr EnumNames<TrainingFault, 7> kNames{{{
+constexpr EnumNames<TrainingFault, 9> kNames{{{
     {TrainingFault::kNone, "none"},
     {TrainingFault::kLossPerMicrobatch, "loss_per_microbatch"},
     {TrainingFault::kStepPerMicrobatch, "step_per_microbatch"},
@@ -13,6 +13,8 @@ constexpr EnumNames<TrainingFault, 7> kNames{{{
     {TrainingFault::kLrPerMicrobatch, "lr_per_microbatch"},
     {TrainingFault::kRecomputeFreshRng, "recompute_fresh_rng"},
     {TrainingFault::kInfGradient, "inf_gradient"},
+    {TrainingFault::kWeightDecayPerMicrobatch, "weight_decay_per_microbatch"},
+    {TrainingFault::kFrozenParameter, "frozen_parameter"},
 }}};
 
 }  // namespace

@@ -273,6 +273,7 @@ void Fields(V& v, ParityTolerances& s) {
   v("grad_norm", s.grad_norm);
   v("gradient", s.gradient);
   v("step", s.step);
+  v("tensor_step", s.tensor_step);
 }
 
 template <typename V>
@@ -289,17 +290,26 @@ void Fields(V& v, ParityUpdate& s) {
 }
 
 template <typename V>
+void Fields(V& v, ParityComparison& s) {
+  v("judges", s.judges);
+  v("precision", s.precision);
+  v("tolerances", s.tolerances);
+  v("updates", s.updates);
+  v("worst_ratio", s.worst_ratio);
+  v("worst_check", s.worst_check);
+}
+
+template <typename V>
 void Fields(V& v, ParityReport& s) {
   v("protocol_version", s.protocol_version);
   v("pass", s.pass);
   v("failures", s.failures);
-  v("tolerances", s.tolerances);
   v("plan", s.plan);
   v("checked_plan", s.checked_plan);
   v("checked_effective_batch", s.checked_effective_batch);
   v("reduction", s.reduction);
   v("own_dropout_switched_off", s.own_dropout_switched_off);
-  v("updates", s.updates);
+  v("comparisons", s.comparisons);
   v("device_info", s.device_info);
 }
 

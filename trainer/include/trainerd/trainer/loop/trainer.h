@@ -155,6 +155,8 @@ class Trainer {
   // Bytes by category at the moment of a failure: what is exact, and what was live.
   MemorySnapshot LedgerSnapshot() const;
   PrecisionContext precision_context();
+  // TEST ONLY: what `fault_` does after a microbatch's backward, when another follows.
+  void CommitMicrobatchFault(double lr);
 
   JobSpec spec_;
   const Dataset& corpus_;

@@ -1,17 +1,20 @@
 // The release check of a plan: a short run of the plan against the reference execution of
 // the same job (no checkpointing, the real large batch, fp32) on the same data and seed. Every
 // update starts both sides from the reference's parameters (each keeps its own optimizer
-// state and schedule) and compares what a bug in accumulation, clipping, scheduling or
-// checkpointing would change, before anything can hide it:
+// state and schedule) and compares what a bug in accumulation, clipping, scheduling, weight
+// decay or checkpointing would change, before anything can hide it:
 //   - the loss of the update;
 //   - the learning rate the update stepped with;
 //   - the global gradient norm BEFORE clipping (after fp16 unscaling);
 //   - every parameter's accumulated gradient before clipping: ||g_plan - g_ref|| / ||g_ref||;
-//   - the optimizer's step (parameters after it less parameters before), over all
-//     parameters: ||step_plan - step_ref|| / ||step_ref||.
-// A gradient or parameter missing, NaN or inf on either side fails, as does an fp16 overflow
-// skip on one side only. Tolerances depend on the plan's precision (docs/trainer-run.md,
-// "Parity", gives the measured distributions behind them). The report's type is the worker
+//   - the optimizer's step (parameters after it less parameters before), for each parameter
+//     and over all parameters: ||step_plan - step_ref|| / ||step_ref||.
+// A gradient or parameter missing, NaN or inf on either side fails, as does a parameter
+// stepped on one side only and an fp16 overflow skip on one side only.
+// Structure is judged apart from rounding: a plan that computes in bf16 (or fp16 on CUDA) is
+// also run with its microbatches, accumulation and checkpointing in fp32 and held to fp32's
+// tolerances, then run as planned and held to its precision's (docs/trainer-run.md, "Parity
+// check", gives the measured differences behind them). The report's type is the worker
 // protocol's (spec/worker_protocol.h).
 #pragma once
 
@@ -23,7 +26,8 @@
 
 namespace trainerd {
 
-// fp32 (and fp16 on the CPU, which computes in fp32) to rounding; bf16 within its precision.
+// fp32 (and fp16 on the CPU, which computes in fp32) to rounding; bf16 (and fp16 on CUDA)
+// within its rounding, each tensor's step only to a sign flip of its elements.
 ParityTolerances ToleranceFor(Precision precision, bool fp16_computes_in_fp32);
 
 // Runs `updates` updates of `spec` with its plan and with the reference. When the reference's

@@ -1,8 +1,8 @@
 // TEST ONLY: bugs the trainer can be told to commit, each a classic mistake of gradient
-// accumulation, clipping, scheduling or checkpointing, so that tests show the parity check
-// rejects every one (`trainer-run --parity --test-only-fault NAME`), and a gradient that is
-// infinite while the loss is finite, to test what the loop does with it. Nothing but
-// trainer-run's --test-only-fault flag and tests sets one.
+// accumulation, clipping, scheduling, weight decay, checkpointing or optimizer setup, so
+// that tests show the parity check rejects every one (`trainer-run --parity --test-only-fault
+// NAME`), and a gradient that is infinite while the loss is finite, to test what the loop does with
+// it. Nothing but trainer-run's --test-only-fault flag and tests sets one.
 #pragma once
 
 #include <optional>
@@ -12,18 +12,23 @@ namespace trainerd {
 
 enum class TrainingFault {
   kNone,
-  kLossPerMicrobatch,  // each microbatch's loss divided by its own valid-target count
-  kStepPerMicrobatch,  // the optimizer steps after every microbatch
-  kClipPerMicrobatch,  // the gradient is clipped after every microbatch's backward too
-  kLrPerMicrobatch,    // the learning-rate schedule advances once per microbatch
-  kRecomputeFreshRng,  // a checkpointed block's recompute draws dropout from whatever state
-                       // the default generator is in, instead of its forward's masks
-  kInfGradient,        // from the second update on, one gradient element is +inf after the
-                       // backward passes while the loss stays finite
+  kLossPerMicrobatch,         // each microbatch's loss divided by its own valid-target count
+  kStepPerMicrobatch,         // the optimizer steps after every microbatch
+  kClipPerMicrobatch,         // the gradient is clipped after every microbatch's backward too
+  kLrPerMicrobatch,           // the learning-rate schedule advances once per microbatch
+  kRecomputeFreshRng,         // a checkpointed block's recompute draws dropout from whatever state
+                              // the default generator is in, instead of its forward's masks
+  kInfGradient,               // from the second update on, one gradient element is +inf after the
+                              // backward passes while the loss stays finite
+  kWeightDecayPerMicrobatch,  // AdamW's decoupled weight decay applied after every
+                              // microbatch's backward too, not once per update
+  kFrozenParameter,           // the smallest parameter tensor gets its gradient but is never
+                              // stepped (as if left out of the optimizer)
 };
 
 // The command-line names: none, loss_per_microbatch, step_per_microbatch,
-// clip_per_microbatch, lr_per_microbatch, recompute_fresh_rng, inf_gradient.
+// clip_per_microbatch, lr_per_microbatch, recompute_fresh_rng, inf_gradient,
+// weight_decay_per_microbatch, frozen_parameter.
 std::optional<TrainingFault> ParseTrainingFault(std::string_view name);
 std::string_view ToString(TrainingFault fault);
 

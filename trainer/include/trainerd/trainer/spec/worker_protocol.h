@@ -29,7 +29,7 @@ namespace trainerd {
 
 // Raised whenever a type below changes its fields: a daemon refuses a worker of another
 // version (trainer-run --protocol-version).
-inline constexpr int kWorkerProtocolVersion = 1;
+inline constexpr int kWorkerProtocolVersion = 2;
 
 // A SHA-256 as 64 lowercase hex digits: it names release files, so nothing else is accepted.
 struct Sha256Digest {
@@ -291,8 +291,9 @@ struct ParityTolerances {
   double loss = 0;
   double learning_rate = 0;
   double grad_norm = 0;
-  double gradient = 0;  // worst parameter
-  double step = 0;      // all parameters together
+  double gradient = 0;     // each parameter's gradient
+  double step = 0;         // the optimizer step, all parameters together
+  double tensor_step = 0;  // the optimizer step, each parameter
 };
 
 // The largest differences of one update of the run.
@@ -304,16 +305,33 @@ struct ParityUpdate {
   double gradient_diff = 0;  // worst parameter's relative gradient difference
   std::string gradient_parameter;
   double step_diff = 0;               // the optimizer step, all parameters together
-  double worst_tensor_step_diff = 0;  // the tensor whose step differs most (diagnosis only)
+  double worst_tensor_step_diff = 0;  // the parameter whose step differs most
   std::string worst_tensor_step_parameter;
+};
+
+// One comparison of the check: the plan, run in `precision`, against the fp32 reference.
+struct ParityComparison {
+  // "structure": the plan's microbatches, accumulation and checkpointing run in fp32 and held
+  // to fp32's tolerances, so rounding hides no bug of the split; "as planned": the plan in its
+  // own precision, held to that precision's tolerances.
+  std::string judges;
+  Precision precision = Precision::kFp32;
+  ParityTolerances tolerances;
+  std::vector<ParityUpdate> updates;
+  // The largest measured difference over its tolerance, any check of any update (below 1
+  // passes; a failing fault shows how far beyond), and what it was: "update 2: the gradient
+  // of block0.ln1.weight". A failure that is no difference (missing, not finite, stepped on
+  // one side only) is in the report's failures alone.
+  double worst_ratio = 0;
+  std::string worst_check;
 };
 
 // trainer-run --parity: the release check of a plan (plan/parity.h).
 struct ParityReport {
   int protocol_version = kWorkerProtocolVersion;
   bool pass = false;
-  std::vector<std::string> failures;  // one sentence per check that failed, in order
-  ParityTolerances tolerances;
+  // One sentence per check that failed, in order: "bf16 as planned, update 2: ...".
+  std::vector<std::string> failures;
   PlanSpec plan;          // the job's
   PlanSpec checked_plan;  // the plan as run: the job's, or its reduction (see `reduction`)
   int checked_effective_batch = 0;
@@ -323,7 +341,9 @@ struct ParityReport {
   // Dropout modules the trainer does not own (a TorchScript model's), switched off on both
   // sides: their masks come from the default generator and would differ with the split.
   int own_dropout_switched_off = 0;
-  std::vector<ParityUpdate> updates;
+  // The structure in fp32 first when the plan computes in another precision, then the plan as
+  // planned; one comparison when the plan computes in fp32.
+  std::vector<ParityComparison> comparisons;
   DeviceInfo device_info;
 };
 
