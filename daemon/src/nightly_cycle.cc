@@ -2,7 +2,6 @@
 
 #include "cycle/cycle_steps.h"
 #include "cycle/fallback.h"
-#include "trainerd/daemon/host_fingerprint.h"
 #include "trainerd/daemon/log.h"
 
 namespace trainerd::daemon {
@@ -42,7 +41,7 @@ asio::awaitable<CycleOutcome> NightlyCycle::Run(Window window, std::string trigg
     context_.Progress("idle");
     co_return outcome;
   }
-  Result<Attempt> first = FirstAttempt(*state.active, state.hardware, context_);
+  Result<Attempt> first = FirstAttempt(state, context_);
   std::optional<Attempt> attempt;
   if (first.ok()) {
     attempt = *first;
@@ -103,7 +102,7 @@ bool NightlyCycle::BeginRun(CycleState& state, std::optional<std::int64_t> fallb
   run.created_at = now;
   run.deadline_at = state.window.deadline;
   run.hardware = state.hardware;
-  run.software.trainerd_version = TrainerdVersion();
+  run.software = state.software;
   run.world_size = active.spec.distributed.ranks;
   Result<std::int64_t> id = context_.store().CreateRun(run);
   if (!id.ok()) {

@@ -381,13 +381,17 @@ Result<std::vector<SliceEval>> Store::GetSliceEvals(std::int64_t run_id) {
 }
 
 Result<std::optional<PlanSpec>> Store::LastValidatedPlan(std::string_view config_hash,
-                                                         const HardwareFingerprint& hardware) {
+                                                         const HardwareFingerprint& hardware,
+                                                         const SoftwareFingerprint& software) {
   return QueryFirst<PlanSpec>(
       *db_,
-      Sql(rows::kSelectPlan, "WHERE r.config_hash = ? AND r.status = ? AND r.hardware_id = " +
-                                 std::string(rows::kHardwareId) + " ORDER BY r.id DESC LIMIT 1"),
+      Sql(rows::kSelectPlan,
+          "JOIN software s ON s.id = r.software_id WHERE r.config_hash = ? AND r.status = ? AND "
+          "s.trainerd_version = ? AND s.libtorch_version = ? AND r.hardware_id = " +
+              std::string(rows::kHardwareId) + " ORDER BY r.id DESC LIMIT 1"),
       [&](Statement& stmt) {
-        stmt.Bind(config_hash, ToString(RunStatus::kSucceeded));
+        stmt.Bind(config_hash, ToString(RunStatus::kSucceeded), software.trainerd_version,
+                  software.libtorch_version);
         rows::BindHardware(stmt, hardware);
       },
       rows::ReadPlan);

@@ -279,6 +279,36 @@ TEST_F(NightlyCycleTest, ANewPlanPassesTheParityCheckBeforeTrainingAndItsValidat
   EXPECT_EQ(store_->GetRun(trusted)->plan, run.plan);
 }
 
+// A plan validated under one trainer and LibTorch is checked again under another: an upgrade
+// may change what the plan computes.
+TEST_F(NightlyCycleTest, AValidatedPlanIsCheckedAgainAfterAnUpgradeOfLibTorch) {
+  config_.regression.throughput_tolerance = 0.95;  // a busy machine is no regression here
+  config_.parity_updates = 1;
+  const CycleOutcome first = RunCycle();
+  ASSERT_TRUE(first.succeeded) << first.summary;
+  ASSERT_EQ(Events(first.run_ids[0], "parity").size(), 1u);
+  const store::RunRecord validated = *store_->GetRun(first.run_ids[0]);
+  EXPECT_FALSE(validated.software.trainerd_version.empty());
+  EXPECT_FALSE(validated.software.libtorch_version.empty());
+
+  // The worker now says it runs another LibTorch.
+  WrapTheFirst(
+      "--version",
+      "\"$real\" \"$@\" | sed 's/\"torch_version\":\"[^\"]*\"/\"torch_version\":\"9.9.9\"/'; "
+      "exit 0");
+  const CycleOutcome upgraded = RunCycle();
+  ASSERT_EQ(upgraded.run_ids.size(), 1u) << upgraded.summary;
+  EXPECT_TRUE(upgraded.succeeded) << upgraded.summary;
+  EXPECT_NE(PlanSource(upgraded.run_ids[0]), "validated");
+  EXPECT_EQ(Events(upgraded.run_ids[0], "parity").size(), 1u) << "the plan trained unchecked";
+
+  // Control: the same worker again, whose plan the first night validated.
+  const CycleOutcome same = RunCycle();
+  ASSERT_EQ(same.run_ids.size(), 1u) << same.summary;
+  EXPECT_EQ(PlanSource(same.run_ids[0]), "validated");
+  EXPECT_TRUE(Events(same.run_ids[0], "parity").empty());
+}
+
 TEST_F(NightlyCycleTest, APlanThatFailsTheParityCheckIsRejectedUntrainedAndTheNextRungRuns) {
   FailTheFirstParityCheckWith(7);
   const CycleOutcome outcome = RunCycle();
@@ -445,7 +475,7 @@ TEST_F(NightlyCycleTest, AStepAddedToTheCycleRunsInEveryAttemptAndEndsOneAsAnySt
 // A worker of another trainerd release (another worker protocol) is refused before the cycle
 // records any run.
 TEST_F(NightlyCycleTest, AWorkerOfAnotherProtocolVersionIsRefusedBeforeAnyRun) {
-  WrapTheFirst("--protocol-version", "echo 99; exit 0");
+  WrapTheFirst("--version", "echo '{\"protocol_version\": 99}'; exit 0");
   const CycleOutcome outcome = RunCycle();
   EXPECT_FALSE(outcome.succeeded);
   EXPECT_TRUE(outcome.run_ids.empty());

@@ -483,10 +483,11 @@ TEST_F(StoreTest, RunsLeftRunningOrScheduledBecomeInterrupted) {
   EXPECT_TRUE(store_->MarkUnfinishedAsInterrupted(101.0)->empty());
 }
 
-TEST_F(StoreTest, LastValidatedPlanIsTheNewestSucceededPlanOfConfigAndHardware) {
+TEST_F(StoreTest, LastValidatedPlanIsTheNewestSucceededPlanOfConfigHardwareAndRelease) {
+  const SoftwareFingerprint software = SampleRun("cfg-a").software;
   HardwareFingerprint other_device = SampleHardware();
   other_device.device_memory_bytes /= 2;
-  EXPECT_FALSE(store_->LastValidatedPlan("cfg-a", SampleHardware())->has_value());
+  EXPECT_FALSE(store_->LastValidatedPlan("cfg-a", SampleHardware(), software)->has_value());
 
   RunRecord old_plan = SampleRun("cfg-a");
   old_plan.plan = PlanSpec{1, 32, {0, 1, 2, 3}, Precision::kFp32};
@@ -502,12 +503,25 @@ TEST_F(StoreTest, LastValidatedPlanIsTheNewestSucceededPlanOfConfigAndHardware) 
   small_device.plan = PlanSpec{2, 16, {1}, Precision::kBf16};
   FinishedRunId(small_device, RunStatus::kSucceeded);
 
-  EXPECT_EQ(store_->LastValidatedPlan("cfg-a", SampleHardware())->value(), new_plan.plan);
-  EXPECT_EQ(store_->LastValidatedPlan("cfg-a", other_device)->value(), small_device.plan);
-  EXPECT_FALSE(store_->LastValidatedPlan("cfg-b", SampleHardware())->has_value());
+  EXPECT_EQ(store_->LastValidatedPlan("cfg-a", SampleHardware(), software)->value(), new_plan.plan);
+  EXPECT_EQ(store_->LastValidatedPlan("cfg-a", other_device, software)->value(), small_device.plan);
+  EXPECT_FALSE(store_->LastValidatedPlan("cfg-b", SampleHardware(), software)->has_value());
   HardwareFingerprint unknown = SampleHardware();
   unknown.cpu_cores = 1;
-  EXPECT_FALSE(store_->LastValidatedPlan("cfg-a", unknown)->has_value());
+  EXPECT_FALSE(store_->LastValidatedPlan("cfg-a", unknown, software)->has_value());
+
+  // After an upgrade of trainerd or of LibTorch no plan is validated yet; a new BLAS or
+  // compiler build of the same versions keeps it.
+  SoftwareFingerprint upgraded = software;
+  upgraded.trainerd_version += "-next";
+  EXPECT_FALSE(store_->LastValidatedPlan("cfg-a", SampleHardware(), upgraded)->has_value());
+  upgraded = software;
+  upgraded.libtorch_version += ".1";
+  EXPECT_FALSE(store_->LastValidatedPlan("cfg-a", SampleHardware(), upgraded)->has_value());
+  upgraded = software;
+  upgraded.blas += " (rebuilt)";
+  upgraded.compiler += " (rebuilt)";
+  EXPECT_EQ(store_->LastValidatedPlan("cfg-a", SampleHardware(), upgraded)->value(), new_plan.plan);
 }
 
 TEST_F(StoreTest, LastSucceededRunOnHardwareIsTheThroughputBaseline) {

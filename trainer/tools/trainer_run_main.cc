@@ -3,6 +3,7 @@
 #include <torch/version.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <csignal>
@@ -15,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "trainerd/common/cache_dir.h"
 #include "trainerd/trainer/data/dataset.h"
@@ -110,7 +112,8 @@ options:
   --what-if            budget arithmetic without a model (sizes: 3.2GB, 512MiB, ...)
   --json               JSON on stdout even on a terminal (default when stdout is not one)
   --version            print the version, the LibTorch it runs on and its worker protocol
-  --protocol-version   print the worker protocol version alone (the daemon checks it)
+                       (with --json: protocol_version, trainer_version and software, which
+                       the daemon checks and keys validated plans by)
   --help               this text
 
 data-parallel: a job with distributed.ranks N > 1 trains as N processes started by a launcher,
@@ -595,6 +598,20 @@ class Worker {
 
 }  // namespace
 
+// --version: a line for people, or with --json the VersionReport the daemon reads.
+int PrintVersion(int argc, char** argv) {
+  if (std::find(argv + 1, argv + argc, std::string_view("--json")) == argv + argc) {
+    std::cout << "trainer-run " << TRAINERD_VERSION << " (LibTorch " << TORCH_VERSION
+              << ", worker protocol " << trainerd::kWorkerProtocolVersion << ")\n";
+    return exit_code::kOk;
+  }
+  trainerd::VersionReport report;
+  report.trainer_version = TRAINERD_VERSION;
+  report.software = trainerd::SoftwareFingerprint();
+  std::cout << trainerd::ToJson(report).dump() << std::endl;
+  return exit_code::kOk;
+}
+
 int main(int argc, char** argv) {
   // A reader that went away (a daemon that died) must not kill the worker mid-checkpoint:
   // writes to the closed pipe fail instead, and SIGTERM still ends the run cleanly.
@@ -604,15 +621,7 @@ int main(int argc, char** argv) {
       std::cout << kUsage;
       return exit_code::kOk;
     }
-    if (std::string(argv[i]) == "--version") {
-      std::cout << "trainer-run " << TRAINERD_VERSION << " (LibTorch " << TORCH_VERSION
-                << ", worker protocol " << trainerd::kWorkerProtocolVersion << ")\n";
-      return exit_code::kOk;
-    }
-    if (std::string(argv[i]) == "--protocol-version") {
-      std::cout << trainerd::kWorkerProtocolVersion << "\n";
-      return exit_code::kOk;
-    }
+    if (std::string(argv[i]) == "--version") return PrintVersion(argc, argv);
   }
   Args args;
   try {

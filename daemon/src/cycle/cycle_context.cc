@@ -138,7 +138,7 @@ WorkerExit ExitOf(const ProcessExit& process, const std::optional<ErrorEvent>& e
 bool IsValidated(const CycleState& state, CycleContext& context) {
   const Attempt& attempt = state.current.attempt;
   const Result<std::optional<PlanSpec>> validated =
-      context.store().LastValidatedPlan(attempt.config_hash, state.hardware);
+      context.store().LastValidatedPlan(attempt.config_hash, state.hardware, state.software);
   return IsValidatedPlan(attempt, validated.ok() ? *validated : std::nullopt);
 }
 

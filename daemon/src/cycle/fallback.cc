@@ -4,10 +4,10 @@
 
 namespace trainerd::daemon {
 
-Result<Attempt> FirstAttempt(const ActiveConfig& config, const store::HardwareFingerprint& hardware,
-                             CycleContext& context) {
+Result<Attempt> FirstAttempt(const CycleState& state, CycleContext& context) {
+  const ActiveConfig& config = *state.active;
   Result<std::optional<PlanSpec>> validated =
-      context.store().LastValidatedPlan(config.version.hash, hardware);
+      context.store().LastValidatedPlan(config.version.hash, state.hardware, state.software);
   if (!validated.ok()) return validated.status();
   Attempt attempt{
       config.version.hash, FirstPlanSource(validated->has_value(), config.spec.plan_given), {}};
@@ -24,7 +24,7 @@ std::optional<Attempt> NextAttempt(CycleState& state, CycleContext& context,
   store::Store& store = context.store();
   Result<std::optional<store::ConfigVersion>> known_good = store.LastKnownGoodConfig();
   Result<std::optional<PlanSpec>> validated =
-      store.LastValidatedPlan(active.version.hash, state.hardware);
+      store.LastValidatedPlan(active.version.hash, state.hardware, state.software);
   Result<store::ConfigVersion> current = store.GetConfigVersion(active.version.hash);
   if (!known_good.ok() || !validated.ok() || !current.ok()) return std::nullopt;
   FallbackInput input;
@@ -78,7 +78,7 @@ std::optional<Attempt> NextAttempt(CycleState& state, CycleContext& context,
     return std::nullopt;
   }
   state.active = std::move(*rolled_back);
-  Result<Attempt> first = FirstAttempt(*state.active, state.hardware, context);
+  Result<Attempt> first = FirstAttempt(state, context);
   if (!first.ok()) return std::nullopt;
   return *first;
 }

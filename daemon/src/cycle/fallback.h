@@ -10,10 +10,9 @@
 
 namespace trainerd::daemon {
 
-// The first attempt of `config` on `hardware`: its last validated plan, else the job's own
-// plan, else the planner.
-Result<Attempt> FirstAttempt(const ActiveConfig& config, const store::HardwareFingerprint& hardware,
-                             CycleContext& context);
+// The first attempt of state.active on this hardware and worker: its last validated plan,
+// else the job's own plan, else the planner.
+Result<Attempt> FirstAttempt(const CycleState& state, CycleContext& context);
 
 // After the current attempt failed with an outcome that calls for a fallback: the next
 // attempt, or none (the ladder, the attempts or the time ran out, the daemon was stopped, or

@@ -1,7 +1,8 @@
 // The cycle's first step: which config version runs tonight (the job file's, recorded as a
-// candidate; or, when it is unreadable, invalid or marked bad, the last known-good one), the
-// hardware the runs are recorded against, and whether the worker speaks this daemon's
-// protocol. Any of them failing ends the cycle before a run is recorded.
+// candidate; or, when it is unreadable, invalid or marked bad, the last known-good one),
+// whether the worker speaks this daemon's protocol and which trainer and LibTorch it runs
+// (validated plans are keyed by them), and the hardware the runs are recorded against. Any
+// of them failing ends the cycle before a run is recorded.
 #include "cycle/cycle_steps.h"
 #include "trainerd/common/sha256.h"
 #include "trainerd/daemon/host_fingerprint.h"
@@ -23,12 +24,14 @@ class ResolveStep : public CycleStep {
       state.failure = active.status().message();
       co_return;
     }
-    if (Status speaks = co_await CheckWorkerProtocol(state, context); !speaks.ok()) {
+    Result<store::SoftwareFingerprint> software = co_await DescribeWorker(state, context);
+    if (!software.ok()) {
       context.Record(std::nullopt, "worker_protocol_mismatch", store::Severity::kError,
-                     speaks.message());
-      state.failure = speaks.message();
+                     software.status().message());
+      state.failure = software.status().message();
       co_return;
     }
+    state.software = *std::move(software);
     state.hardware = co_await DescribeHardware(*active, state, context);
     state.active = std::move(*active);
   }
@@ -88,11 +91,12 @@ class ResolveStep : public CycleStep {
     return LoadConfigVersion(context, (*known_good)->hash);
   }
 
-  // `trainer-run --protocol-version`: a worker of another trainerd release would print (or
-  // read) the protocol's events differently; refused before anything runs.
-  static asio::awaitable<Status> CheckWorkerProtocol(const CycleState& state,
-                                                     CycleContext& context) {
-    const std::vector<std::string> argv = {context.config().worker_path, "--protocol-version"};
+  // `trainer-run --version --json`: a worker of another trainerd release would print (or
+  // read) the protocol's events differently, and is refused before anything runs; else the
+  // trainer and LibTorch it runs, which validated plans are keyed by.
+  static asio::awaitable<Result<store::SoftwareFingerprint>> DescribeWorker(const CycleState& state,
+                                                                            CycleContext& context) {
+    const std::vector<std::string> argv = {context.config().worker_path, "--version", "--json"};
     const std::string log_path = StateLayout(context.config().state_dir).DeviceInfoLog();
     const LaunchSpec launch{argv, log_path};
     const WorkerSupervisor::Limits limits = context.Limits(state.window);
@@ -101,14 +105,20 @@ class ResolveStep : public CycleStep {
       if (printed.empty()) printed = line;
     };
     const Result<ProcessExit> exit = co_await context.supervisor().Run(launch, limits, keep);
-    const std::string expected = std::to_string(kWorkerProtocolVersion);
-    if (exit.ok() && exit->exited && exit->code == 0 && printed == expected) co_return Status::Ok();
+    const nlohmann::json json = nlohmann::json::parse(printed, nullptr, false);
+    const bool reported = exit.ok() && exit->exited && exit->code == 0 && json.is_object() &&
+                          json.contains("protocol_version");
+    const VersionReport report = reported ? Parse<VersionReport>(json) : VersionReport{};
+    if (reported && report.protocol_version == kWorkerProtocolVersion) {
+      co_return store::SoftwareFingerprint{report.trainer_version, report.software.torch_version,
+                                           report.software.blas, report.software.compiler};
+    }
     co_return Status::FailedPrecondition(
         "the worker " + context.config().worker_path + " speaks worker protocol " +
-        (printed.empty() ? std::string("(none it would say: ") +
-                               (exit.ok() ? exit->Describe() : exit.status().message()) + ")"
-                         : printed) +
-        ", this trainerd speaks " + expected +
+        (reported ? std::to_string(report.protocol_version)
+                  : std::string("(none it would say: ") +
+                        (exit.ok() ? exit->Describe() : exit.status().message()) + ")") +
+        ", this trainerd speaks " + std::to_string(kWorkerProtocolVersion) +
         ": install the trainer-run of the same trainerd release (daemon.worker)");
   }
 

@@ -364,6 +364,13 @@ void Fields(V& v, DeviceInfoReport& s) {
 }
 
 template <typename V>
+void Fields(V& v, VersionReport& s) {
+  v("protocol_version", s.protocol_version);
+  v("trainer_version", s.trainer_version);
+  v("software", s.software);
+}
+
+template <typename V>
 void Fields(V& v, PlanEvent& s) {
   v("plan", s.plan);
 }
@@ -639,6 +646,7 @@ TRAINERD_PROTOCOL_TYPE(ChosenPlan)
 TRAINERD_PROTOCOL_TYPE(ParityReport)
 TRAINERD_PROTOCOL_TYPE(ProfileReport)
 TRAINERD_PROTOCOL_TYPE(DeviceInfoReport)
+TRAINERD_PROTOCOL_TYPE(VersionReport)
 #undef TRAINERD_PROTOCOL_TYPE
 
 }  // namespace trainerd

@@ -92,8 +92,9 @@ struct CycleState {
   std::optional<ActiveConfig> active;  // set by the resolve step
   std::string failure;                 // or why the cycle ends before any attempt
   store::HardwareFingerprint hardware;
-  AttemptState current;               // the attempt running now
-  std::vector<std::int64_t> run_ids;  // every run of the cycle, in order
+  store::SoftwareFingerprint software;  // the worker's trainer and LibTorch (resolve step)
+  AttemptState current;                 // the attempt running now
+  std::vector<std::int64_t> run_ids;    // every run of the cycle, in order
 };
 
 // The daemon's services as the steps use them.

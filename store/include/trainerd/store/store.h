@@ -128,9 +128,13 @@ class Store {
   // Metrics of a run by update index; evals by update index, then slice name.
   [[nodiscard]] Result<std::vector<UpdateMetric>> GetMetrics(std::int64_t run_id);
   [[nodiscard]] Result<std::vector<SliceEval>> GetSliceEvals(std::int64_t run_id);
-  // The plan of the newest succeeded run of `config_hash` on `hardware`; empty if none.
+  // The plan of the newest succeeded run of `config_hash` on `hardware` trained by
+  // `software`'s trainerd and LibTorch versions (their BLAS and compiler aside); empty if
+  // none. A plan validated by another release is checked again: an upgrade may change
+  // what a plan computes.
   [[nodiscard]] Result<std::optional<PlanSpec>> LastValidatedPlan(
-      std::string_view config_hash, const HardwareFingerprint& hardware);
+      std::string_view config_hash, const HardwareFingerprint& hardware,
+      const SoftwareFingerprint& software);
   // The newest succeeded run on `hardware` (the throughput baseline); empty if none.
   [[nodiscard]] Result<std::optional<RunRecord>> LastSucceededRun(
       const HardwareFingerprint& hardware);

@@ -28,7 +28,7 @@
 namespace trainerd {
 
 // Raised whenever a type below changes its fields: a daemon refuses a worker of another
-// version (trainer-run --protocol-version).
+// version (trainer-run --version --json).
 inline constexpr int kWorkerProtocolVersion = 2;
 
 // A SHA-256 as 64 lowercase hex digits: it names release files, so nothing else is accepted.
@@ -391,6 +391,14 @@ struct ProfileReport {
 struct DeviceInfoReport {
   int protocol_version = kWorkerProtocolVersion;
   DeviceInfo device_info;
+};
+
+// trainer-run --version --json: what the daemon checks before a cycle runs anything (the
+// protocol) and keys validated plans by (the trainer's and LibTorch's versions).
+struct VersionReport {
+  int protocol_version = kWorkerProtocolVersion;
+  std::string trainer_version;  // e.g. "0.1.0+g1a2b3c4"
+  SoftwareInfo software;
 };
 
 // ---- the wire -----------------------------------------------------------------------------
