@@ -67,6 +67,20 @@ TEST_F(MemoryLedgerTest, CheckpointingLowersMeasuredActivations) {
   }
 }
 
+// Each block's activations are measured as training keeps them, in the batch's sample stream:
+// there, on the CPU, dropout keeps no mask, so a block with dropout keeps what one without it
+// keeps. Outside a stream torch::dropout would keep its masks, which training never does.
+TEST_F(MemoryLedgerTest, BlocksAreMeasuredInTheSampleStreamWhereDropoutKeepsNoMask) {
+  Result<MemoryLedger> without = MeasureLedger(spec_, *corpus_);
+  spec_.model.options["dropout"] = 0.1;
+  Result<MemoryLedger> with = MeasureLedger(spec_, *corpus_);
+  ASSERT_TRUE(without.ok() && with.ok());
+  ASSERT_EQ(with->blocks.size(), without->blocks.size());
+  for (std::size_t i = 0; i < with->blocks.size(); ++i) {
+    EXPECT_EQ(with->blocks[i].activation_bytes, without->blocks[i].activation_bytes) << i;
+  }
+}
+
 TEST_F(MemoryLedgerTest, TableListsCategoriesLargestFirst) {
   Result<MemoryLedger> ledger = MeasureLedger(spec_, *corpus_);
   ASSERT_TRUE(ledger.ok());

@@ -11,14 +11,17 @@
 #include "trainerd/trainer/loop/gradient_accumulation.h"
 #include "trainerd/trainer/loop/model_state_bytes.h"
 #include "trainerd/trainer/loop/trainer.h"
+#include "trainerd/trainer/semantics/sample_dropout.h"
 #include "trainerd/trainer/spec/units.h"
 
 namespace trainerd {
 namespace {
 
-// Live bytes each block leaves behind in one forward with `checkpointed` blocks.
+// Live bytes each block leaves behind in one forward of `batch` with `checkpointed` blocks,
+// in the batch's sample stream as training runs it: dropout there keeps no mask on the CPU
+// (sample_dropout.h), where outside a stream torch::dropout would keep one.
 std::vector<std::pair<std::int64_t, double>> MeasureBlocks(Trainer& trainer, DeviceMemory& memory,
-                                                           const torch::Tensor& inputs,
+                                                           const Batch& batch,
                                                            const std::vector<int>& checkpointed,
                                                            Precision precision) {
   TrainableModel& model = trainer.model();
@@ -36,7 +39,10 @@ std::vector<std::pair<std::int64_t, double>> MeasureBlocks(Trainer& trainer, Dev
     per_block[static_cast<std::size_t>(index)] = {memory.live_bytes() - live_before,
                                                   timer.Seconds()};
   });
-  { torch::Tensor logits = ForwardWithPrecision(model, inputs, precision); }
+  {
+    const SampleStreamScope stream(batch.stream);
+    torch::Tensor logits = ForwardWithPrecision(model, batch.inputs, precision);
+  }
   model.set_block_observer({});
   return per_block;
 }
@@ -76,11 +82,11 @@ Result<MemoryLedger> MeasureLedger(const JobSpec& spec, const Dataset& corpus) {
         0, ledger.peak_bytes - ledger.parameters_bytes - ledger.gradients_bytes -
                ledger.optimizer_state_bytes - ledger.inputs_bytes - ledger.activations_bytes);
 
-    const torch::Tensor inputs = trainer.Microbatches(1).front().inputs;
+    const Batch batch = trainer.Microbatches(1).front();
     std::vector<int> all(static_cast<std::size_t>(trainer.model().num_blocks()));
     for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
-    const auto plain = MeasureBlocks(trainer, memory, inputs, {}, spec.plan.precision);
-    const auto checkpointed = MeasureBlocks(trainer, memory, inputs, all, spec.plan.precision);
+    const auto plain = MeasureBlocks(trainer, memory, batch, {}, spec.plan.precision);
+    const auto checkpointed = MeasureBlocks(trainer, memory, batch, all, spec.plan.precision);
     for (std::size_t i = 0; i < all.size(); ++i) {
       ledger.blocks.push_back(
           {static_cast<int>(i), plain[i].first, checkpointed[i].first, plain[i].second});
