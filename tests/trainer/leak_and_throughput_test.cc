@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <chrono>
 #include <fstream>
 
 #include "../support/cuda_test.h"
@@ -95,16 +96,70 @@ TEST(ThroughputTest, TheDeviceDescriptionOfTheCpuNamesItAndItsMemory) {
   EXPECT_GT(d["total_memory_bytes"].get<std::int64_t>(), 1LL << 30);
 }
 
-TEST(ThroughputTest, PeakProbeIsCachedPerFingerprint) {
+nlohmann::json ReadJson(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+// The cache's one entry (the probes below run on one device, precision and thread count).
+nlohmann::json OnlyEntry(const std::string& cache) {
+  const nlohmann::json entries = ReadJson(cache);
+  EXPECT_EQ(entries.size(), 1u) << entries.dump();
+  return entries.begin().value();
+}
+
+void WriteOnlyEntry(const std::string& cache, const nlohmann::json& entry) {
+  nlohmann::json entries = ReadJson(cache);
+  entries.begin().value() = entry;
+  std::ofstream(cache) << entries.dump();
+}
+
+TEST(ThroughputTest, PeakProbeIsCachedWithHowAndWhenItWasMeasured) {
   testing::TempDir dir;
   const std::string cache = dir.File("peak.json");
   const double first = PeakFlops(Precision::kFp32, torch::kCPU, cache);
   EXPECT_GT(first, 1e8);
-  ASSERT_TRUE(std::filesystem::exists(cache));
-  EXPECT_EQ(PeakFlops(Precision::kFp32, torch::kCPU, cache), first);  // read back, not re-measured
+  const nlohmann::json entry = OnlyEntry(cache);
+  EXPECT_EQ(entry["flops"].get<double>(), first);
+  EXPECT_EQ(entry["probes"], kPeakProbes);
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  EXPECT_NEAR(entry["measured_at"].get<double>(), now, 600);
+  EXPECT_NE(entry["method"].get<std::string>().find("1024 x 1024 x 1024 fp32"), std::string::npos)
+      << entry.dump();
+  // Read back, not re-measured, also after a run well below the peak.
+  EXPECT_EQ(PeakFlops(Precision::kFp32, torch::kCPU, cache), first);
+  EXPECT_EQ(PeakFlops(Precision::kFp32, torch::kCPU, cache, /*achieved=*/first / 2), first);
+  EXPECT_EQ(OnlyEntry(cache)["probes"], kPeakProbes);
+}
+
+// A peak probed while something else ran on the core (here: a hundredth of the real one) is
+// trusted until a run achieves near or above it; then it is probed again and the best kept.
+TEST(ThroughputTest, ARunNearOrAboveTheCachedPeakHasItProbedAgain) {
+  testing::TempDir dir;
+  const std::string cache = dir.File("peak.json");
+  const double real = PeakFlops(Precision::kFp32, torch::kCPU, cache);
+  nlohmann::json poisoned = OnlyEntry(cache);
+  poisoned["flops"] = real / 100;
+  WriteOnlyEntry(cache, poisoned);
+  EXPECT_EQ(PeakFlops(Precision::kFp32, torch::kCPU, cache), real / 100);
+
+  const double revised = PeakFlops(Precision::kFp32, torch::kCPU, cache, /*achieved=*/real / 95);
+  EXPECT_GT(revised, real / 10);
+  const nlohmann::json entry = OnlyEntry(cache);
+  EXPECT_EQ(entry["flops"].get<double>(), revised);
+  EXPECT_EQ(entry["probes"], 2 * kPeakProbes);
+}
+
+TEST(ThroughputTest, AnEntryOfAnotherFormOrACorruptCacheIsMeasuredAnew) {
+  testing::TempDir dir;
+  const std::string cache = dir.File("peak.json");
+  PeakFlops(Precision::kFp32, torch::kCPU, cache);
+  WriteOnlyEntry(cache, 1.0);  // a bare number: the cache of an earlier trainerd
+  EXPECT_GT(PeakFlops(Precision::kFp32, torch::kCPU, cache), 1e8);
+  EXPECT_EQ(OnlyEntry(cache)["probes"], kPeakProbes);
   std::ofstream(cache) << "{ not json";
-  EXPECT_GT(PeakFlops(Precision::kFp32, torch::kCPU, cache),
-            1e8);  // a corrupt cache is re-measured
+  EXPECT_GT(PeakFlops(Precision::kFp32, torch::kCPU, cache), 1e8);
 }
 
 class CudaThroughputTest : public testing::CudaTest {};

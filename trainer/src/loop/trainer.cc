@@ -434,19 +434,20 @@ Status Trainer::Finish(const TrainerOptions& options, const RunTiming& timing,
   // The training's peaks, read before the FLOP/s probe allocates its matrices.
   const std::int64_t peak_bytes = memory.peak_bytes();
   const std::int64_t reserved_peak_bytes = memory.peak_reserved_bytes();
+  const FlopsPerSample per_sample = TrainingFlopsPerSample(*model_, spec_.model);
+  // The peak is one rank's (this process's device and threads): MFU compares it with a
+  // rank's share of the job's FLOP/s, which near or above a cached peak has it probed again.
+  const int world_size = this->world_size();
+  const std::optional<double> achieved =
+      per_sample.value ? std::optional<double>(samples_per_second * *per_sample.value / world_size)
+                       : std::nullopt;
   double peak_flops = 0;
   {
     ScopedMemoryLimit lifted(memory, 0);  // the probe's matrices are not the job's memory
-    peak_flops = PeakFlops(spec_.plan.precision, device_, options.peak_flops_cache);
+    peak_flops =
+        PeakFlops(spec_.plan.precision, device_, options.peak_flops_cache, achieved.value_or(0));
   }
-  const FlopsPerSample per_sample = TrainingFlopsPerSample(*model_, spec_.model);
-  // The peak is one rank's (this process's device and threads): MFU compares it with a
-  // rank's share of the job's FLOP/s.
-  const int world_size = this->world_size();
-  const ThroughputAssessment flops = AssessThroughput(
-      per_sample.value ? std::optional<double>(samples_per_second * *per_sample.value / world_size)
-                       : std::nullopt,
-      peak_flops, per_sample.method);
+  const ThroughputAssessment flops = AssessThroughput(achieved, peak_flops, per_sample.method);
   FinishEvent finish;
   finish.updates = outcome->updates_done;
   finish.updates_trained = outcome->updates_done - timing.first;

@@ -27,9 +27,16 @@ SoftwareInfo SoftwareFingerprint();
 
 // Best FLOP/s of square matrix products in `precision` on `device` (the training device, so
 // MFU compares like with like) on the current thread setting, timed between device
-// synchronisations, measured once and cached in `cache_file` (JSON keyed by machine, device
-// name, precision, threads and LibTorch version). An empty cache_file disables caching.
-double PeakFlops(Precision precision, const torch::Device& device, const std::string& cache_file);
+// synchronisations, and cached in `cache_file`: JSON keyed by machine, device name,
+// precision, threads and LibTorch version, each entry {"flops", "probes", "measured_at" (Unix
+// seconds of the last probe), "method"}. Noise (a build on the other core, a frequency dip)
+// can only slow a probe down, so the best is kept: a first measurement takes the best of
+// kPeakProbes probes, and when `achieved` (a rate a run reached on this device; 0: none) is
+// within 10 % of the cached peak or above it, the peak is probed again and the best of all
+// is kept. An entry of another form is measured anew. An empty cache_file disables caching.
+inline constexpr int kPeakProbes = 3;
+double PeakFlops(Precision precision, const torch::Device& device, const std::string& cache_file,
+                 double achieved = 0);
 
 // Default cache: $XDG_CACHE_HOME/trainerd/peak_flops.json or ~/.cache/trainerd/...
 std::string DefaultPeakFlopsCache();
