@@ -125,7 +125,10 @@ void YamlReader::Fail(const std::string& key, const std::string& expected, const
   errors_->push_back(Where(at, key) + ": expected " + expected + ", got " + got);
 }
 
-bool YamlReader::Has(const std::string& key) const { return node_.IsMap() && node_[key]; }
+bool YamlReader::Has(const std::string& key) {
+  read_keys_.insert(key);
+  return node_.IsMap() && node_[key];
+}
 
 std::optional<YAML::Node> YamlReader::Lookup(const std::string& key) {
   read_keys_.insert(key);

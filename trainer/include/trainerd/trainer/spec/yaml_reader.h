@@ -65,7 +65,8 @@ class YamlReader {
 
   // A nested mapping; absent keys give an empty reader. Errors propagate to this reader.
   YamlReader Child(const std::string& key);
-  bool Has(const std::string& key) const;
+  // Whether `key` is present; it is a known key either way (the unknown-key error lists it).
+  bool Has(const std::string& key);
 
   // Records an error about `key` of this mapping, e.g. for cross-field checks.
   void Fail(const std::string& key, const std::string& expected, const std::string& got);
