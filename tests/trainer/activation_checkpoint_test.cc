@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <optional>
+#include <thread>
 
 #include "../support/cuda_test.h"
 #include "../support/grad_compare.h"
@@ -212,6 +213,27 @@ TEST(ActivationCheckpointTest, CheckpointedGradientsEqualUncheckpointedUnderSamp
     // The recompute reproduces the forward bit for bit, in bf16 too.
     EXPECT_LE(MaxGradDifference(model, reference), bf16 ? 1e-6 : 1e-7) << "bf16 " << bf16;
   }
+}
+
+// LibTorch runs a CUDA graph's backward on its device's own thread, where the forward's
+// thread-local sample stream is not current: the recompute must draw the forward's masks all
+// the same. A backward on another thread shows it on the CPU.
+TEST(ActivationCheckpointTest, TheRecomputeDrawsTheForwardsMasksWhenTheBackwardRunsElsewhere) {
+  torch::manual_seed(3);
+  Gpt reference(DropoutGpt());
+  torch::manual_seed(3);
+  Gpt model(DropoutGpt());
+  const torch::Tensor tokens = torch::randint(0, 256, {4, 10}, torch::kLong);
+  auto loss_of = [&](Gpt& gpt, const std::vector<int>& blocks) {
+    gpt.set_checkpointed_blocks(blocks);
+    const SampleStreamScope stream(SampleStream{5, 40});
+    return torch::nn::functional::cross_entropy(gpt.forward(tokens).reshape({-1, 256}),
+                                                tokens.roll(-1, 1).reshape({-1}));
+  };
+  loss_of(reference, {}).backward();
+  const torch::Tensor loss = loss_of(model, {0, 1, 2});
+  std::thread([&loss] { loss.backward(); }).join();  // no sample stream is current there
+  EXPECT_LE(MaxGradDifference(model, reference), 1e-7);
 }
 
 // A checkpointed BatchNorm block updates its running statistics once per forward, as an

@@ -19,7 +19,10 @@ struct RecomputeRecipe : torch::CustomClassHolder {
   compat::AutocastState autocast;
   bool input_requires_grad = false;
   std::vector<torch::Tensor> buffers;  // updated by the forward: restored after the recompute
-  bool fresh_recompute = false;        // TEST ONLY
+  // The forward's sample stream. Not read at backward time: LibTorch runs a CUDA graph's
+  // backward on its device's own thread, where the forward thread's stream is not current.
+  std::optional<SampleStream> stream;
+  bool fresh_recompute = false;  // TEST ONLY
 };
 
 class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> {
@@ -31,6 +34,7 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
     recipe->block = block;
     recipe->buffers = buffers;
     recipe->fresh_recompute = fresh_recompute;
+    recipe->stream = SampleStreamScope::Current();
     recipe->rng_state = compat::CaptureRng(input.device());
     recipe->device = input.device().type();
     recipe->autocast = compat::GetAutocast(recipe->device);
@@ -56,8 +60,7 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
     std::vector<torch::Tensor> buffers_now;
     for (const torch::Tensor& b : recipe->buffers) buffers_now.push_back(b.clone());
     {
-      const SampleStreamScope stream(recipe->fresh_recompute ? std::nullopt
-                                                             : SampleStreamScope::Current());
+      const SampleStreamScope stream(recipe->fresh_recompute ? std::nullopt : recipe->stream);
       compat::AutocastScope autocast(recipe->device, recipe->autocast);
       torch::AutoGradMode enable_grad(true);
       output = recipe->block(input);
