@@ -208,7 +208,12 @@ TEST_F(ControlTest, EveryCommandAgainstALiveDaemon) {
   EXPECT_GT(ledger.json()["peak_bytes"].get<std::int64_t>(), 0);
   const Ctl plan = Run({"plan", "--json"});
   ASSERT_EQ(plan.code, 0) << plan.err;
-  EXPECT_EQ(plan.json()["microbatch"].get<int>() * plan.json()["accumulation_steps"].get<int>(), 8);
+  // The effective batch of 8 in microbatches, the last one short where the split is uneven (a
+  // microbatch of 3 three times when the planner timed it fastest).
+  const int microbatch = plan.json()["microbatch"].get<int>();
+  ASSERT_TRUE(microbatch >= 1 && microbatch <= 8) << plan.out;
+  EXPECT_EQ(plan.json()["accumulation_steps"].get<int>(), (8 + microbatch - 1) / microbatch)
+      << plan.out;
   const Ctl what_if = Run({"what-if", "--static", "3.2GB", "--act-per-sample", "0.34GB", "--device",
                            "24GB", "--reserve", "10%", "--json"});
   ASSERT_EQ(what_if.code, 0) << what_if.err;

@@ -731,7 +731,9 @@ TEST_F(DaemonTest, AKernelOomKillUnderAMemoryLimitIsClassifiedOomAndFallsBack) {
   daemon.ExitCode();
   std::unique_ptr<store::Store> s = Store();
   ASSERT_NE(s, nullptr) << daemon.ReadAllStderr();
-  const store::RunRecord first = *s->GetRun(1);
+  const Result<store::RunRecord> recorded = s->GetRun(1);
+  ASSERT_TRUE(recorded.ok()) << daemon.ReadAllStderr();
+  const store::RunRecord& first = *recorded;
   EXPECT_EQ(first.status, RunStatus::kOom) << daemon.ReadAllStderr();
   // The policy's answer to an OOM: the next plan down the ladder, or the end of it.
   std::vector<store::Event> fallback = EventsOfKind(*s, first.id, "fallback");
