@@ -18,6 +18,7 @@
 #include "trainerd/daemon/schedule.h"
 #include "trainerd/daemon/state_layout.h"
 #include "trainerd/trainer/spec/job_spec_parser.h"
+#include "trainerd/trainer/spec/worker_protocol.h"
 
 namespace trainerd::daemon {
 
@@ -28,6 +29,21 @@ bool IsTrainerRun(pid_t pid) {
   const std::string text((std::istreambuf_iterator<char>(cmdline)),
                          std::istreambuf_iterator<char>());
   return text.find("trainer-run") != std::string::npos;
+}
+
+// The planner's last choice in the store's recent events, if any.
+std::optional<ChosenPlan> LastPlannerChoice(store::Store& store) {
+  Result<std::vector<store::Event>> events = store.ListRecentEvents(1000);
+  if (!events.ok()) return std::nullopt;
+  for (const store::Event& e : *events) {
+    if (e.kind != "plan") continue;
+    const nlohmann::json details = nlohmann::json::parse(e.details_json, nullptr, false);
+    if (!details.is_object() || !details.contains("planner")) continue;
+    std::vector<std::string> mistyped;
+    ChosenPlan chosen = Parse<ChosenPlan>(details["planner"], &mistyped);
+    if (mistyped.empty()) return chosen;
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -81,6 +97,9 @@ void Daemon::RestoreMetrics() {
   }
   if (Result<JobSpec> job = ParseJobSpecFile(config_.job_path); job.ok()) {
     metrics_->Budget(job->memory.budget_bytes, job->memory.usable_bytes());
+  }
+  if (const std::optional<ChosenPlan> chosen = LastPlannerChoice(*store_)) {
+    metrics_->PlanTimed(chosen->TimeModelError());
   }
   Result<std::vector<store::RunRecord>> success =
       store_->ListRunsByStatus(store::RunStatus::kSucceeded, 1);

@@ -100,6 +100,9 @@ struct DaemonMetrics::Families {
                                             "The last run's plan: accumulation steps");
   Family<Gauge>& checkpointed = GaugeFamily(*registry, names, "trainerd_plan_checkpointed_blocks",
                                             "The last run's plan: activation-checkpointed blocks");
+  Family<Gauge>& time_model_error = GaugeFamily(
+      *registry, names, "trainerd_plan_time_model_error_ratio",
+      "The planner's last choice: its time model's predicted over measured update, less 1");
 };
 
 DaemonMetrics::DaemonMetrics(const std::string& version) : f_(std::make_unique<Families>()) {
@@ -162,6 +165,10 @@ void DaemonMetrics::RunFinished(const store::RunRecord& run,
       if (family->Has({})) family->Remove(&family->Add({}));
     }
   }
+}
+
+void DaemonMetrics::PlanTimed(double time_model_error) {
+  f_->time_model_error.Add({}).Set(time_model_error);
 }
 
 void DaemonMetrics::Budget(std::int64_t budget_bytes, std::int64_t usable_bytes) {

@@ -8,6 +8,7 @@
 
 #include "trainerd/daemon/json_text.h"
 #include "trainerd/daemon/svg_chart.h"
+#include "trainerd/trainer/spec/plan_text.h"
 #include "trainerd/trainer/spec/units.h"
 #include "trainerd/trainer/spec/worker_protocol.h"
 
@@ -69,7 +70,7 @@ std::string PercentText(const Json& fraction) {
 
 std::string BytesTick(double bytes) { return FormatBytes(static_cast<std::int64_t>(bytes)); }
 
-std::string PlanText(const Json& plan) {
+std::string StoredPlanText(const Json& plan) {
   if (!plan.is_object()) return "none chosen";
   const Json blocks = plan.value("checkpoint_blocks", Json::array());
   return std::to_string(plan.value("microbatch", 0)) + " x " +
@@ -116,7 +117,7 @@ std::string PlanSection(const Json& facts) {
       StoredReport<MemoryLedger>(LastEventDetails(facts, "ledger"));
   std::string source = plan_event.is_object() ? plan_event.value("source", "") : "";
   std::string html = "<section id=\"plan\"><h2>Plan</h2>\n<p><b>" +
-                     EscapeHtml(PlanText(run["plan"])) + "</b>" +
+                     EscapeHtml(StoredPlanText(run["plan"])) + "</b>" +
                      (source.empty() ? "" : ", from the " + EscapeHtml(source)) + "</p>\n";
   // Update time: the effective batch at the measured samples/s.
   Json measured_update;
@@ -131,9 +132,13 @@ std::string PlanSection(const Json& facts) {
   html += "<div class=\"card\">" +
           Cell("predicted peak", planner ? BytesText(planner->predicted_peak_bytes) : "-") +
           Cell("measured peak", BytesText(peak)) +
-          Cell("predicted update",
+          Cell("time model's update",
                planner ? NumberText(planner->predicted_update_seconds, "%.3g s") : "-") +
-          Cell("measured update", NumberText(measured_update, "%.3g s")) + "</div>\n";
+          Cell("planner's timed update",
+               planner ? NumberText(planner->measured_update_seconds, "%.3g s") : "-") +
+          Cell("time model error",
+               planner ? NumberText(planner->TimeModelError() * 100, "%+.0f%%") : "-") +
+          Cell("training's update", NumberText(measured_update, "%.3g s")) + "</div>\n";
   if (ledger && ledger->usable_bytes > 0) {
     const double share =
         static_cast<double>(ledger->peak_bytes) / static_cast<double>(ledger->usable_bytes);
@@ -143,18 +148,17 @@ std::string PlanSection(const Json& facts) {
   }
   if (planner) {
     html += "<p>The planner's probes took " + NumberText(planner->probe_seconds, "%.1f s") +
-            "; predicted duration " + NumberText(planner->predicted_duration_seconds, "%.3g s") +
+            "; the job takes " + EscapeHtml(DescribeChosenTiming(*planner)) +
             (planner->window_seconds
-                 ? " of a " + NumberText(*planner->window_seconds, "%.0f s") + " window"
+                 ? ", in a " + NumberText(*planner->window_seconds, "%.0f s") + " window"
                  : std::string()) +
             ".</p>\n";
     if (!planner->rejected.empty()) {
-      html +=
-          "<table id=\"rejected\">" +
-          Row({"faster candidate rejected", "predicted peak", "predicted duration", "why"}, "th");
+      html += "<table id=\"rejected\">" +
+              Row({"faster candidate rejected", "predicted peak", "faster by", "why"}, "th");
       for (const RejectedPlan& r : planner->rejected) {
-        html += Row({EscapeHtml(PlanText(ToJson(r.plan))), BytesText(r.predicted_peak_bytes),
-                     NumberText(r.predicted_duration_seconds, "%.3g s"), EscapeHtml(r.reason)});
+        html += Row({EscapeHtml(StoredPlanText(ToJson(r.plan))), BytesText(r.predicted_peak_bytes),
+                     EscapeHtml(DescribeRejectedTiming(r, *planner)), EscapeHtml(r.reason)});
       }
       html += "</table>\n";
     } else {
@@ -354,7 +358,7 @@ std::string NightSection(const Json& facts) {
                  : "<a href=\"run-" + std::to_string(id) + ".html\">" + std::to_string(id) + "</a>",
              "<span class=\"status-" + EscapeHtml(status) + "\">" + EscapeHtml(status) + "</span>",
              "<code>" + Text(r["config_hash"]).substr(0, 12) + "</code>",
-             EscapeHtml(PlanText(r["plan"])), Text(r["plan_source"]), Text(r["cause"], "")});
+             EscapeHtml(StoredPlanText(r["plan"])), Text(r["plan_source"]), Text(r["cause"], "")});
   }
   html += "</table>\n";
   const Json& release = facts["release"];

@@ -77,6 +77,7 @@ TEST(DaemonMetricsTest, AFinishedRunSetsTheLastRunGaugesAndCountsItsOutcome) {
   EXPECT_TRUE(Contains(metrics.Exposition(), "trainerd_window_margin_seconds 100"));
   metrics.RunFinished(FinishedRun(store::RunStatus::kSucceeded), {{"GPL-3", 2.5}});
   metrics.Budget(1 << 30, 966367641);
+  metrics.PlanTimed(0.25);
   const std::string text = metrics.Exposition();
   EXPECT_TRUE(Contains(text, "trainerd_run_in_progress 0")) << text;
   EXPECT_TRUE(Contains(text, R"(trainerd_runs_total{outcome="succeeded"} 1)")) << text;
@@ -98,6 +99,7 @@ TEST(DaemonMetricsTest, AFinishedRunSetsTheLastRunGaugesAndCountsItsOutcome) {
   EXPECT_TRUE(Contains(text, "trainerd_plan_microbatch 4")) << text;
   EXPECT_TRUE(Contains(text, "trainerd_plan_accumulation_steps 8")) << text;
   EXPECT_TRUE(Contains(text, "trainerd_plan_checkpointed_blocks 3")) << text;
+  EXPECT_TRUE(Contains(text, "trainerd_plan_time_model_error_ratio 0.25")) << text;
 }
 
 TEST(DaemonMetricsTest, OomsLeaksFallbacksAndRollbacksAreCounted) {
@@ -124,6 +126,7 @@ TEST(DaemonMetricsTest, FamilyNamesAreTheFamiliesServedAfterARun) {
   metrics.Progress(2000, 1900);
   metrics.RunFinished(FinishedRun(store::RunStatus::kSucceeded), {{"all", 2.5}});
   metrics.Budget(1 << 30, 1 << 29);
+  metrics.PlanTimed(0.1);
   std::set<std::string> served;
   std::istringstream exposition(metrics.Exposition());
   for (std::string line; std::getline(exposition, line);) {

@@ -99,8 +99,10 @@ class RunReportTest : public ::testing::Test {
         {"precision", "bf16"},
         {"predicted_peak_bytes", 50'000'000},
         {"predicted_update_seconds", 0.125},
+        {"measured_update_seconds", 0.1},
         {"probe_seconds", 2.0},
-        {"predicted_duration_seconds", 150.0},
+        {"predicted_duration_seconds", 120.0},  // measured x 1200 updates
+        {"modelled_duration_seconds", 150.0},   // the time model's x 1200 updates
         {"window_seconds", 21600.0},
         {"rejected",
          {{{"microbatch", 32},
@@ -108,7 +110,7 @@ class RunReportTest : public ::testing::Test {
            {"checkpoint_blocks", Json::array()},
            {"precision", "bf16"},
            {"predicted_peak_bytes", 124'000'000},
-           {"predicted_duration_seconds", 120.0},
+           {"predicted_duration_seconds", 140.0},
            {"reason", "predicted peak <script>alert(1)</script> exceeds usable"}}}}};
     const Json ledger = {{"budget_bytes", kBudget},
                          {"usable_bytes", kUsable},
@@ -266,6 +268,12 @@ TEST_F(RunReportTest, ThePageShowsEverySectionAndItsLedgerBarAddsUpToTheRecorded
   EXPECT_NE(html.find("data-name=\"kept\" data-bytes=\"500000\"", blocks), std::string::npos);
   EXPECT_NE(html.find("data-name=\"recomputed\" data-bytes=\"8500000\"", blocks),
             std::string::npos);
+  // The plan card compares like with like: the rejected candidate, never timed, by the time
+  // model against the time model's 150 s for the chosen plan (not its measured 120 s, which
+  // would make it look slower); and the time model's error on the chosen plan.
+  EXPECT_NE(html.find("time model 2m 20s against 2m 30s for the chosen plan"), std::string::npos);
+  EXPECT_NE(html.find("the time model predicted 2m 30s (+25%)"), std::string::npos);
+  EXPECT_NE(html.find("<b>+25%</b>"), std::string::npos);
   // The rejected candidate and its reason, escaped: the page runs nothing and loads nothing.
   EXPECT_NE(html.find("&lt;script&gt;alert(1)&lt;/script&gt;"), std::string::npos);
   EXPECT_EQ(html.find("<script"), std::string::npos);

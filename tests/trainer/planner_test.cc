@@ -9,6 +9,7 @@
 #include "../support/tiny_job_test.h"
 #include "models/mlp/mlp_spec.h"
 #include "trainerd/trainer/plan/memory_ledger.h"
+#include "trainerd/trainer/spec/plan_text.h"
 
 namespace trainerd {
 namespace {
@@ -95,12 +96,13 @@ TEST(FasterAlternativesTest, ComparesPredictionWithPredictionAndKeepsTheTimedLos
   chosen.predicted_update_seconds = 1.0;
   chosen.measured_update_seconds = 0.5;
   chosen.predicted_duration_seconds = 0.5 * 10;  // measured x updates
+  chosen.modelled_duration_seconds = 1.0 * 10;   // the time model's update x updates
   const std::vector<RejectedPlan> rejected = {
       {{}, 0, 7.0, "predicted peak 3 MiB exceeds usable 2 MiB"},
       {{}, 0, 12.0, "predicted peak 2.5 MiB exceeds usable 2 MiB"},  // slower
       {{}, 0, 15.0, "1.2x the chosen plan's median", /*validated=*/true},
   };
-  const std::vector<RejectedPlan> listed = FasterAlternatives(rejected, chosen, 10);
+  const std::vector<RejectedPlan> listed = FasterAlternatives(rejected, chosen);
   ASSERT_EQ(listed.size(), 2u);
   EXPECT_EQ(listed[0].predicted_duration_seconds, 7.0);
   EXPECT_TRUE(listed[1].validated);
@@ -108,10 +110,10 @@ TEST(FasterAlternativesTest, ComparesPredictionWithPredictionAndKeepsTheTimedLos
 
 TEST(FasterAlternativesTest, ListsTheTenPredictedFastest) {
   ChosenPlan chosen;
-  chosen.predicted_update_seconds = 1.0;
+  chosen.modelled_duration_seconds = 10.0;
   std::vector<RejectedPlan> rejected;
   for (int i = 12; i >= 1; --i) rejected.push_back({{}, 0, 0.5 * i, "exceeds usable"});
-  const std::vector<RejectedPlan> listed = FasterAlternatives(rejected, chosen, 10);
+  const std::vector<RejectedPlan> listed = FasterAlternatives(rejected, chosen);
   ASSERT_EQ(listed.size(), 10u);
   EXPECT_EQ(listed.front().predicted_duration_seconds, 0.5);
   EXPECT_EQ(listed.back().predicted_duration_seconds, 5.0);
@@ -141,12 +143,25 @@ TEST_F(PlannerTest, TimesFinalistsInRoundsAndChoosesWithinTheNoiseOfTheFastest) 
   EXPECT_LE(plan->selection.tie_band, kMaxTieBand);
   EXPECT_DOUBLE_EQ(plan->predicted_duration_seconds,
                    plan->measured_update_seconds * spec_.training.updates);
-  // Every finalist that lost says why, with its timings behind it.
+  // The time model's own figure for the chosen plan, which never-timed candidates compare
+  // with, and its error against the measured update.
+  EXPECT_DOUBLE_EQ(plan->modelled_duration_seconds,
+                   plan->predicted_update_seconds * spec_.training.updates);
+  EXPECT_DOUBLE_EQ(plan->TimeModelError(),
+                   plan->predicted_update_seconds / plan->measured_update_seconds - 1);
+  EXPECT_DOUBLE_EQ(ToJson(*plan)["time_model_error"].get<double>(), plan->TimeModelError());
+  // Every finalist that lost says why, with its timings behind it: the median of its rounds.
   int finalists_rejected = 0;
   for (const RejectedPlan& r : plan->rejected) {
     if (r.reason.find("interleaved round") != std::string::npos ||
         r.reason.find("tied with the chosen plan") != std::string::npos) {
       EXPECT_TRUE(r.validated);
+      const auto timed = std::find_if(
+          plan->selection.timed.begin(), plan->selection.timed.end(),
+          [&](const TimedPlan& t) { return t.plan == r.plan; });
+      ASSERT_NE(timed, plan->selection.timed.end());
+      ASSERT_TRUE(r.measured_update_seconds.has_value());
+      EXPECT_DOUBLE_EQ(*r.measured_update_seconds, timed->MedianSeconds());
       ++finalists_rejected;
     }
   }

@@ -35,6 +35,7 @@
 #include "trainerd/trainer/semantics/training_fault.h"
 #include "trainerd/trainer/spec/exit_codes.h"
 #include "trainerd/trainer/spec/job_spec_parser.h"
+#include "trainerd/trainer/spec/plan_text.h"
 #include "trainerd/trainer/spec/profile_text.h"
 #include "trainerd/trainer/spec/rank_environment.h"
 #include "trainerd/trainer/spec/units.h"

@@ -112,12 +112,6 @@ std::string Format(const char* format, double a, double b) {
   return buffer;
 }
 
-std::string DescribePlan(const PlanSpec& plan) {
-  return std::to_string(plan.microbatch) + " x " + std::to_string(plan.accumulation_steps) + ", " +
-         std::to_string(plan.checkpoint_blocks.size()) + " blocks checkpointed, " +
-         ToString(plan.precision);
-}
-
 std::string DescribeAttemptPlan(const Attempt& attempt) {
   return std::string(ToString(attempt.source)) + " plan " + DescribePlan(attempt.plan);
 }

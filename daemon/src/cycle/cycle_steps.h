@@ -1,5 +1,6 @@
 // The steps of the nightly cycle (cycle_step.h), one file each, and what several of them
-// share: the attempt's end recorded in the store, the worker's exit, plan descriptions.
+// share: the attempt's end recorded in the store, the worker's exit, plan descriptions
+// (DescribePlan: trainer/spec/plan_text.h).
 #pragma once
 
 #include <memory>
@@ -7,6 +8,7 @@
 #include <string>
 
 #include "trainerd/daemon/cycle_step.h"
+#include "trainerd/trainer/spec/plan_text.h"
 
 namespace trainerd::daemon {
 
@@ -28,8 +30,6 @@ Result<ActiveConfig> LoadConfigVersion(CycleContext& context, const std::string&
 std::string Short(const std::string& hash);
 // printf of one or two numbers, for event messages.
 std::string Format(const char* format, double a, double b = 0);
-// "8 x 4, 1 blocks checkpointed, bf16", for event messages.
-std::string DescribePlan(const PlanSpec& plan);
 // "planner plan 8 x 4, ...": the attempt's plan with where it came from.
 std::string DescribeAttemptPlan(const Attempt& attempt);
 

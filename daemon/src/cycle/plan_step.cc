@@ -74,18 +74,18 @@ class PlanStep : public CycleStep {
     const double left = state.window.deadline - context.clock().Now();
     std::string faster;  // why the fastest candidate was not taken: the trade the plan made
     if (!chosen.rejected.empty()) {
+      const RejectedPlan& fastest = chosen.rejected.front();
       faster = "; " + std::to_string(chosen.rejected.size()) +
-               " faster candidates rejected, the fastest " +
-               DescribePlan(chosen.rejected.front().plan) + ": " + chosen.rejected.front().reason;
+               " faster candidates rejected, the fastest " + DescribePlan(fastest.plan) + " (" +
+               DescribeRejectedTiming(fastest, chosen) + "): " + fastest.reason;
     }
-    context.Record(
-        a.run.id, "plan", store::Severity::kInfo,
-        DescribeAttemptPlan(a.attempt) +
-            Format(": predicted %.0f s, %.0f s left in the window",
-                   chosen.predicted_duration_seconds, left) +
-            faster,
-        nlohmann::json{{"source", std::string(ToString(a.attempt.source))}, {"planner", out.report}}
-            .dump());
+    context.Record(a.run.id, "plan", store::Severity::kInfo,
+                   DescribeAttemptPlan(a.attempt) + ": " + DescribeChosenTiming(chosen) +
+                       Format(", %.0f s left in the window", left) + faster,
+                   nlohmann::json{{"source", std::string(ToString(a.attempt.source))},
+                                  {"planner", out.report}}
+                       .dump());
+    if (context.metrics()) context.metrics()->PlanTimed(chosen.TimeModelError());
     if (chosen.predicted_duration_seconds > left) {
       context.Record(a.run.id, "plan_exceeds_window", store::Severity::kWarning,
                      Format("predicted duration %.0f s exceeds the %.0f s left: the run will "

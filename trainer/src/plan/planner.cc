@@ -15,6 +15,7 @@
 #include "trainerd/trainer/loop/trainer.h"
 #include "trainerd/trainer/plan/memory_ledger.h"
 #include "trainerd/trainer/plan/plan_selection.h"
+#include "trainerd/trainer/spec/plan_text.h"
 #include "trainerd/trainer/spec/units.h"
 
 namespace trainerd {
@@ -93,12 +94,6 @@ constexpr const char* kBatchNormAccumulation =
     "accumulation splits the batch BatchNorm normalises over, so the plan would train another "
     "job (training.allow_batch_norm_accumulation is false)";
 
-std::string Describe(const PlanSpec& plan) {
-  return "microbatch " + std::to_string(plan.microbatch) + " x " +
-         std::to_string(plan.accumulation_steps) + ", " +
-         std::to_string(plan.checkpoint_blocks.size()) + " blocks checkpointed, " +
-         ToString(plan.precision);
-}
 
 }  // namespace
 
@@ -374,7 +369,7 @@ std::vector<TimedCandidate> TimeFinalists(const JobSpec& spec, const Dataset& co
                   "screened: its update took %.2fx the fastest screened plan's, not a finalist",
                   ratio);
     rejected->push_back({timed.candidate.plan, timed.candidate.peak, timed.candidate.duration,
-                         reason, /*validated=*/true});
+                         reason, /*validated=*/true, timed.timing.update_seconds[0]});
   }
   for (int round = 2; round <= kRounds; ++round) {
     double round_seconds = 0;
@@ -399,7 +394,7 @@ void ChooseTimed(const JobSpec& spec, const std::vector<TimedCandidate>& finalis
     const Candidate& c = finalists[i].candidate;
     rejected->push_back({c.plan, c.peak, c.duration,
                          WhyNotChosen(selection, result->selection.timed, i, batch),
-                         /*validated=*/true});
+                         /*validated=*/true, finalists[i].timing.MedianSeconds()});
   }
   const TimedCandidate& chosen = finalists[selection.chosen];
   result->plan = chosen.candidate.plan;
@@ -419,7 +414,7 @@ Status ValidateBaseline(const JobSpec& spec, const Dataset& corpus, ChosenPlan* 
   TimedCandidate baseline{{NamedBaselinePlan(spec), 0, 0, 0}, {NamedBaselinePlan(spec), {}}};
   if (!TimeOnce(spec, corpus, &baseline, rejected)) {
     return Status::OutOfMemory(
-        "does not fit: even the named baseline (" + Describe(baseline.candidate.plan) +
+        "does not fit: even the named baseline (" + DescribePlan(baseline.candidate.plan) +
         ") needs more than " + FormatBytes(usable) + " usable (memory.budget " +
         FormatBytes(spec.memory.budget_bytes) + " less " +
         std::to_string(static_cast<int>(spec.memory.reserve_fraction * 100)) + "% reserve)");
@@ -466,53 +461,27 @@ Result<ChosenPlan> PlanJob(const JobSpec& spec, const Dataset& corpus) {
     return s;
   }
   result.predicted_duration_seconds = result.measured_update_seconds * spec.training.updates;
+  result.modelled_duration_seconds = result.predicted_update_seconds * spec.training.updates;
   result.fits_window =
       !spec.window_seconds || result.predicted_duration_seconds <= *spec.window_seconds;
-  result.rejected = FasterAlternatives(rejected, result, spec.training.updates);
+  result.rejected = FasterAlternatives(rejected, result);
   result.probe_seconds = std::chrono::duration<double>(Clock::now() - started).count();
   return result;
 }
 
 std::vector<RejectedPlan> FasterAlternatives(const std::vector<RejectedPlan>& rejected,
-                                             const ChosenPlan& chosen, int updates) {
-  const double chosen_predicted = chosen.predicted_update_seconds * updates;
+                                             const ChosenPlan& chosen) {
   std::vector<RejectedPlan> faster;
   for (const RejectedPlan& r : rejected) {
-    if (r.validated || r.predicted_duration_seconds < chosen_predicted) faster.push_back(r);
+    if (r.validated || r.predicted_duration_seconds < chosen.modelled_duration_seconds) {
+      faster.push_back(r);
+    }
   }
   std::sort(faster.begin(), faster.end(), [](const RejectedPlan& a, const RejectedPlan& b) {
     return a.predicted_duration_seconds < b.predicted_duration_seconds;
   });
   if (faster.size() > 10) faster.resize(10);
   return faster;
-}
-
-std::string PlanText(const ChosenPlan& chosen) {
-  std::string out;
-  char line[256];
-  std::snprintf(line, sizeof(line), "plan: %s\n", Describe(chosen.plan).c_str());
-  out += line;
-  std::snprintf(line, sizeof(line), "  peak: predicted %s, measured %s, usable %s\n",
-                FormatBytes(chosen.predicted_peak_bytes).c_str(),
-                FormatBytes(chosen.measured_peak_bytes).c_str(),
-                FormatBytes(chosen.usable_bytes).c_str());
-  out += line;
-  std::snprintf(
-      line, sizeof(line), "  time: %.3fs per update (median of %zu timed), job %s",
-      chosen.measured_update_seconds,
-      chosen.selection.timed.empty() ? 0 : chosen.selection.timed.front().update_seconds.size(),
-      FormatDuration(chosen.predicted_duration_seconds).c_str());
-  out += line;
-  if (chosen.window_seconds) {
-    out += " against a window of " + FormatDuration(*chosen.window_seconds) +
-           (chosen.fits_window ? " (fits)" : " -- NO PLAN FITS THE WINDOW");
-  }
-  out += "\n  probe and validation took " + FormatDuration(chosen.probe_seconds) + "\n";
-  if (!chosen.rejected.empty()) out += "rejected alternatives:\n";
-  for (const RejectedPlan& r : chosen.rejected) {
-    out += "  " + Describe(r.plan) + ": " + r.reason + "\n";
-  }
-  return out;
 }
 
 }  // namespace trainerd

@@ -231,6 +231,7 @@ void Fields(V& v, RejectedPlan& s) {
   v("predicted_peak_bytes", s.predicted_peak_bytes);
   v("predicted_duration_seconds", s.predicted_duration_seconds);
   v("reason", s.reason);
+  v.Omittable("measured_update_seconds", s.measured_update_seconds);
 }
 
 template <typename V>
@@ -257,6 +258,8 @@ void Fields(V& v, ChosenPlan& s) {
   v("predicted_update_seconds", s.predicted_update_seconds);
   v("measured_update_seconds", s.measured_update_seconds);
   v("predicted_duration_seconds", s.predicted_duration_seconds);
+  v("modelled_duration_seconds", s.modelled_duration_seconds);
+  v.Computed("time_model_error", s.TimeModelError());
   v("window_seconds", s.window_seconds);
   v("fits_memory", s.fits_memory);
   v("fits_window", s.fits_window);
@@ -626,6 +629,11 @@ Result<ParsedEvent> ParseWorkerEvent(std::string_view line) {
 }
 
 double TimedPlan::MedianSeconds() const { return Median(update_seconds); }
+
+double ChosenPlan::TimeModelError() const {
+  if (predicted_update_seconds <= 0 || measured_update_seconds <= 0) return 0;
+  return predicted_update_seconds / measured_update_seconds - 1;
+}
 
 nlohmann::json ToJson(const PlanSpec& plan) { return Writer::Object(plan); }
 

@@ -36,6 +36,8 @@ class DaemonMetrics {
   // final slice losses. `count` false only restores the gauges (start-up).
   void RunFinished(const store::RunRecord& run, const std::map<std::string, double>& evals,
                    bool count = true);
+  // The planner chose a plan: its time model's error on it (predicted / measured update - 1).
+  void PlanTimed(double time_model_error);
   // The active job's memory budget and its usable part.
   void Budget(std::int64_t budget_bytes, std::int64_t usable_bytes);
   void LastSuccess(double ended_at);

@@ -35,22 +35,19 @@
 
 namespace trainerd {
 
-// The choice as trainer-run prints it on a terminal: the plan, its peak and time, the
-// rejected alternatives.
-std::string PlanText(const ChosenPlan& chosen);
-
 // Microbatch 1, every block checkpointed, fp32; for a BatchNorm model whose job does not allow
 // accumulation (training.allow_batch_norm_accumulation), the whole effective batch at once.
 PlanSpec NamedBaselinePlan(const JobSpec& spec);
 
 Result<ChosenPlan> PlanJob(const JobSpec& spec, const Dataset& corpus);
 
-// What ChosenPlan::rejected lists: of the plans that were timed and lost and those the probes
-// predicted faster than `chosen`, the ten predicted fastest. Faster is prediction against
-// prediction: the chosen plan's measured updates (the fastest of several) run below its
-// prediction, and against them the plans the budget ruled out would drop off the plan card.
+// What ChosenPlan::rejected lists: of the plans that were timed and lost and those the time
+// model predicted faster than `chosen` (its modelled_duration_seconds, the same model's
+// figure), the ten predicted fastest. The chosen plan's measured job time is no measure for
+// them: the time model was off by ChosenPlan::TimeModelError() (+58% on the bundled job once),
+// and against the measured time the plans the budget ruled out would drop off the plan card.
 std::vector<RejectedPlan> FasterAlternatives(const std::vector<RejectedPlan>& rejected,
-                                             const ChosenPlan& chosen, int updates);
+                                             const ChosenPlan& chosen);
 
 // Fits y = intercept + slope * x by least squares (one point: slope 0).
 struct LinearFit {

@@ -29,7 +29,7 @@ namespace trainerd {
 
 // Raised whenever a type below changes its fields: a daemon refuses a worker of another
 // version (trainer-run --version --json).
-inline constexpr int kWorkerProtocolVersion = 2;
+inline constexpr int kWorkerProtocolVersion = 3;
 
 // A SHA-256 as 64 lowercase hex digits: it names release files, so nothing else is accepted.
 struct Sha256Digest {
@@ -250,9 +250,11 @@ struct MemoryLedger {
 struct RejectedPlan {
   PlanSpec plan;
   std::int64_t predicted_peak_bytes = 0;
-  double predicted_duration_seconds = 0;
+  double predicted_duration_seconds = 0;  // by the time model
   std::string reason;
   bool validated = false;  // rejected after a real update, not on prediction alone (not sent)
+  // The median of its timed updates, where it was timed and fitted.
+  std::optional<double> measured_update_seconds = std::nullopt;
 };
 
 // A finalist of the planner's rounds.
@@ -272,6 +274,9 @@ struct ChosenPlan {
   double predicted_update_seconds = 0;    // by the probes' time model
   double measured_update_seconds = 0;     // median of the chosen plan's timed updates
   double predicted_duration_seconds = 0;  // measured update x the job's updates
+  // The time model's update x the job's updates: the figure a rejected plan's
+  // predicted_duration_seconds compares with.
+  double modelled_duration_seconds = 0;
   std::optional<double> window_seconds;
   bool fits_memory = false;
   bool fits_window = true;             // true when the job has no window
@@ -284,6 +289,9 @@ struct ChosenPlan {
   };
   Selection selection;
   DeviceInfo device_info;
+  // predicted / measured update - 1 for the chosen plan (0 when either is unknown): how far
+  // the time model that ordered the candidates was off this night.
+  double TimeModelError() const;
 };
 
 // Relative differences allowed, each at every update of the run.

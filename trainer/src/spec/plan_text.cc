@@ -1,0 +1,72 @@
+#include "trainerd/trainer/spec/plan_text.h"
+
+#include <cstdio>
+
+#include "trainerd/trainer/spec/units.h"
+
+namespace trainerd {
+namespace {
+
+std::string Seconds(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g s", seconds);
+  return text;
+}
+
+std::string SignedPercent(double fraction) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%+.0f%%", fraction * 100);
+  return text;
+}
+
+}  // namespace
+
+std::string DescribePlan(const PlanSpec& plan) {
+  const std::size_t blocks = plan.checkpoint_blocks.size();
+  return std::to_string(plan.microbatch) + " x " + std::to_string(plan.accumulation_steps) + ", " +
+         std::to_string(blocks) + (blocks == 1 ? " block" : " blocks") + " checkpointed, " +
+         ToString(plan.precision);
+}
+
+std::string DescribeChosenTiming(const ChosenPlan& chosen) {
+  std::string text = FormatDuration(chosen.predicted_duration_seconds) + " at its measured " +
+                     Seconds(chosen.measured_update_seconds) + " per update";
+  if (chosen.modelled_duration_seconds > 0) {  // unknown in reports stored before it was sent
+    text += "; the time model predicted " + FormatDuration(chosen.modelled_duration_seconds) +
+            " (" + SignedPercent(chosen.TimeModelError()) + ")";
+  }
+  return text;
+}
+
+std::string DescribeRejectedTiming(const RejectedPlan& rejected, const ChosenPlan& chosen) {
+  if (rejected.measured_update_seconds) {
+    return "measured " + Seconds(*rejected.measured_update_seconds) + " per update against " +
+           Seconds(chosen.measured_update_seconds);
+  }
+  return "time model " + FormatDuration(rejected.predicted_duration_seconds) + " against " +
+         FormatDuration(chosen.modelled_duration_seconds) + " for the chosen plan";
+}
+
+std::string PlanText(const ChosenPlan& chosen) {
+  std::string out = "plan: " + DescribePlan(chosen.plan) + "\n";
+  out += "  peak: predicted " + FormatBytes(chosen.predicted_peak_bytes) + ", measured " +
+         FormatBytes(chosen.measured_peak_bytes) + ", usable " + FormatBytes(chosen.usable_bytes) +
+         "\n";
+  const std::size_t timed =
+      chosen.selection.timed.empty() ? 0 : chosen.selection.timed.front().update_seconds.size();
+  out += "  time: job " + DescribeChosenTiming(chosen) + " (median of " + std::to_string(timed) +
+         " timed updates)";
+  if (chosen.window_seconds) {
+    out += " against a window of " + FormatDuration(*chosen.window_seconds) +
+           (chosen.fits_window ? " (fits)" : " -- NO PLAN FITS THE WINDOW");
+  }
+  out += "\n  probe and validation took " + FormatDuration(chosen.probe_seconds) + "\n";
+  if (!chosen.rejected.empty()) out += "rejected alternatives:\n";
+  for (const RejectedPlan& r : chosen.rejected) {
+    out += "  " + DescribePlan(r.plan) + " (" + DescribeRejectedTiming(r, chosen) +
+           "): " + r.reason + "\n";
+  }
+  return out;
+}
+
+}  // namespace trainerd
