@@ -2,6 +2,7 @@
 #include <torch/torch.h>
 
 #include <atomic>
+#include <filesystem>
 
 #include "../support/temp_dir.h"
 #include "../support/tiny_job_test.h"
@@ -169,6 +170,56 @@ TEST_F(PrecisionTest, ResumeRestoresTheLossScaler) {
   EXPECT_EQ(finished->kind, TrainOutcome::Kind::kFinished);
   // Two clean updates since: a fresh scaler would say 65536.
   EXPECT_EQ(resumed.loss_scaler()->scale(), 32768.0);
+}
+
+// An fp16 run whose loss scaler keeps skipping trains nothing: it has diverged (trainer-run exit
+// 6), it has not finished with the weights it started from.
+TEST_F(PrecisionTest, AnFp16RunWhoseScalerSkipsTwentyFourUpdatesInARowHasDiverged) {
+  testing::TempDir dir;
+  spec_.plan = {8, 1, {}, Precision::kFp16};
+  spec_.training.updates = 40;
+  TrainerOptions options;
+  options.checkpoint_path = dir.File("checkpoint.pt");
+  options.model_path = dir.File("model.pt");
+  NullEventSink sink;
+  Trainer trainer(spec_, *corpus_, &sink);
+  trainer.set_test_only_fault(TrainingFault::kInfGradient);  // every update from the second
+  Result<TrainOutcome> outcome = trainer.Run(options);
+  ASSERT_TRUE(outcome.ok()) << outcome.status().message();
+  EXPECT_EQ(outcome->kind, TrainOutcome::Kind::kDiverged);
+  EXPECT_EQ(outcome->updates_done, 24);  // the 25th is the 24th skip in a row
+  EXPECT_NE(outcome->message.find("skipped 24 updates in a row, through update 25"),
+            std::string::npos)
+      << outcome->message;
+  EXPECT_NE(outcome->message.find("nothing was trained since update 1"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(options.model_path));
+}
+
+TEST_F(PrecisionTest, AnFp16RunThatSkipsEveryOneOfItsUpdatesHasDiverged) {
+  testing::TempDir dir;
+  spec_.plan = {8, 1, {}, Precision::kFp16};
+  spec_.training.updates = 4;
+  std::atomic<bool> stop{false};
+  TrainerOptions options;
+  options.checkpoint_path = dir.File("checkpoint.pt");
+  options.model_path = dir.File("model.pt");
+  options.stop_requested = &stop;
+  {
+    StopAfterUpdate sink(1, &stop);  // update 1 steps, then the run stops with a checkpoint
+    Trainer trainer(spec_, *corpus_, &sink);
+    ASSERT_EQ(trainer.Run(options)->kind, TrainOutcome::Kind::kInterrupted);
+  }
+  stop = false;
+  options.resume = Resume::kRequired;
+  NullEventSink sink;
+  Trainer resumed(spec_, *corpus_, &sink);
+  resumed.set_test_only_fault(TrainingFault::kInfGradient);  // updates 2, 3 and 4 overflow
+  Result<TrainOutcome> outcome = resumed.Run(options);
+  ASSERT_TRUE(outcome.ok()) << outcome.status().message();
+  EXPECT_EQ(outcome->kind, TrainOutcome::Kind::kDiverged);
+  EXPECT_NE(outcome->message.find("skipped every one of this run's 3 updates"), std::string::npos)
+      << outcome->message;
+  EXPECT_FALSE(std::filesystem::exists(options.model_path));
 }
 
 TEST_F(PrecisionTest, LossScalerStateSurvivesACheckpoint) {

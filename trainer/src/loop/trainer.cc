@@ -35,6 +35,9 @@ using Clock = std::chrono::steady_clock;
 // Updates excluded from throughput figures: the first ones pay for allocator growth and
 // oneDNN kernel generation.
 constexpr int kWarmupUpdates = 2;
+// fp16 skips in a row that end a run: the scale has fallen from 65536 to 2^-8, so a gradient
+// that still overflows fp16 is above 1.6e7: the job diverged, it is not waiting for a scale.
+constexpr int kMaxSkipsInARow = 24;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -297,6 +300,25 @@ bool Trainer::StopRequested(const TrainerOptions& options) {
 }
 
 // Wall-clock bookkeeping of one Run(): throughput counts the updates after the warm-up.
+std::optional<std::string> Trainer::SkippedTooMuch(int in_a_row, int update, int first,
+                                                   int updates) const {
+  const int scale_exponent = scaler_ ? static_cast<int>(std::log2(scaler_->scale())) : 0;
+  const std::string scale = "its loss scale is now 2^" + std::to_string(scale_exponent);
+  if (in_a_row >= kMaxSkipsInARow) {
+    return "the fp16 loss scaler skipped " + std::to_string(in_a_row) +
+           " updates in a row, through update " + std::to_string(update + 1) + " (" + scale +
+           "): the gradients overflow at every scale, nothing was trained since update " +
+           std::to_string(update + 1 - in_a_row) +
+           ". Lower optimizer.lr, check the data, or train in bf16 or fp32";
+  }
+  if (in_a_row > 0 && update + 1 == updates && in_a_row == updates - first) {
+    return "the fp16 loss scaler skipped every one of this run's " + std::to_string(in_a_row) +
+           " updates (" + scale + "): nothing was trained. Lower optimizer.lr, check the data, "
+           "or train in bf16 or fp32";
+  }
+  return std::nullopt;
+}
+
 struct Trainer::RunTiming {
   explicit RunTiming(int first_update) : first(first_update) {}
   void Count(int update, double seconds) {
@@ -500,6 +522,7 @@ Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
     LeakDetector leaks(options.leak_detection);
     torch::Tensor retained_by_test_hook;
     RunTiming timing(outcome.updates_done);
+    int skipped_in_a_row = 0;
     for (int update = outcome.updates_done; update < spec_.training.updates; ++update) {
       if (StopRequested(options)) {
         if (Status s = SaveCheckpoint(options, outcome.updates_done, "signal"); !s.ok()) return s;
@@ -528,6 +551,13 @@ Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
                  : "training loss is " + std::to_string(stats.loss)) +
             " at update " + std::to_string(update + 1) +
             "; no step was taken and nothing was written. Lower optimizer.lr or check the data";
+        return outcome;
+      }
+      skipped_in_a_row = stats.skipped ? skipped_in_a_row + 1 : 0;
+      if (std::optional<std::string> why =
+              SkippedTooMuch(skipped_in_a_row, update, timing.first, spec_.training.updates)) {
+        outcome.kind = TrainOutcome::Kind::kDiverged;
+        outcome.message = *why;
         return outcome;
       }
       if (options.test_only_retain_loss_graph) {
