@@ -41,6 +41,25 @@ TEST_F(MemoryLedgerTest, StaticCategoriesEqualTheAnalyticBytes) {
   }
 }
 
+// An fp16 job whose first update overflows at the initial loss scale (the scaler skips it, so
+// AdamW has no state yet) is measured at the first update that stepped: its peak holds the
+// optimizer state, as every later update's does.
+TEST_F(MemoryLedgerTest, AnFp16FirstUpdateSkippedForOverflowStillCountsTheOptimizerState) {
+  spec_.plan = {8, 1, {}, Precision::kFp16};
+  Result<MemoryLedger> stepped = MeasureLedger(spec_, *corpus_);
+  Result<MemoryLedger> skipped_first =
+      MeasureLedger(spec_, *corpus_, TrainingFault::kOverflowFirstUpdate);
+  ASSERT_TRUE(stepped.ok()) << stepped.status().message();
+  ASSERT_TRUE(skipped_first.ok()) << skipped_first.status().message();
+  torch::manual_seed(0);
+  const std::int64_t parameters = CountParameters(*BuildModel(spec_.model, 2, "test"));
+  EXPECT_EQ(skipped_first->optimizer_state_bytes, parameters * 8);
+  EXPECT_EQ(skipped_first->optimizer_state_bytes, stepped->optimizer_state_bytes);
+  EXPECT_GE(skipped_first->peak_bytes,
+            skipped_first->parameters_bytes + skipped_first->gradients_bytes +
+                skipped_first->optimizer_state_bytes + skipped_first->activations_bytes);
+}
+
 TEST_F(MemoryLedgerTest, GradientBytesDoNotDependOnWhetherGradientsAreAllocated) {
   torch::manual_seed(0);
   auto model = BuildModel(spec_.model, 2, "test");

@@ -184,7 +184,8 @@ UpdateStats Trainer::TrainUpdate(int update, const AfterForward& after_forward) 
   }
   stats.loss = AccumulateGradients(*model_, microbatches, precision_context(), hooks, group_);
   if (!std::isfinite(stats.loss)) return stats;  // the caller stops; no step on a diverged loss
-  if (fault_ == TrainingFault::kInfGradient && update >= 1) {
+  if ((fault_ == TrainingFault::kInfGradient && update >= 1) ||
+      (fault_ == TrainingFault::kOverflowFirstUpdate && update == 0)) {
     torch::NoGradGuard no_grad;
     model_->parameters().front().grad().view(-1)[0] = std::numeric_limits<double>::infinity();
   }
@@ -300,6 +301,13 @@ bool Trainer::StopRequested(const TrainerOptions& options) {
 }
 
 // Wall-clock bookkeeping of one Run(): throughput counts the updates after the warm-up.
+std::optional<int> Trainer::TrainUntilStepped(int first) {
+  for (int update = first; update < first + kMaxSkipsInARow; ++update) {
+    if (!TrainUpdate(update).skipped) return update + 1;
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> Trainer::SkippedTooMuch(int in_a_row, int update, int first,
                                                    int updates) const {
   const int scale_exponent = scaler_ ? static_cast<int>(std::log2(scaler_->scale())) : 0;

@@ -49,7 +49,8 @@ std::vector<std::pair<std::int64_t, double>> MeasureBlocks(Trainer& trainer, Dev
 
 }  // namespace
 
-Result<MemoryLedger> MeasureLedger(const JobSpec& spec, const Dataset& corpus) {
+Result<MemoryLedger> MeasureLedger(const JobSpec& spec, const Dataset& corpus,
+                                   TrainingFault fault) {
   MemoryLedger ledger;
   ledger.plan = spec.plan;
   ledger.budget_bytes = spec.memory.budget_bytes;
@@ -61,17 +62,24 @@ Result<MemoryLedger> MeasureLedger(const JobSpec& spec, const Dataset& corpus) {
     ledger.method = memory.method();
     ScopedMemoryLimit lifted(memory, 0);
 
-    trainer.TrainUpdate(0);  // AdamW state now exists
+    trainer.set_test_only_fault(fault);
+    // AdamW's state exists from the first update that steps (an fp16 one may be skipped).
+    const std::optional<int> measured = trainer.TrainUntilStepped(0);
+    if (!measured) {
+      return Status::FailedPrecondition(
+          "measuring the ledger: the fp16 loss scaler skipped every update it tried: the "
+          "gradients overflow at every scale");
+    }
     for (const auto& p : trainer.model().parameters()) ledger.parameters_bytes += TensorBytes(p);
     ledger.gradients_bytes = GradientBytes(trainer.model());
     ledger.optimizer_state_bytes = AdamWStateBytes(trainer.optimizer());
-    for (const Batch& b : trainer.Microbatches(1)) {
+    for (const Batch& b : trainer.Microbatches(*measured)) {
       ledger.inputs_bytes += TensorBytes(b.inputs) + TensorBytes(b.targets);
     }
 
     const std::int64_t live_at_start = memory.live_bytes();
     memory.ResetPeak();
-    trainer.TrainUpdate(1, [&](std::size_t index) {
+    trainer.TrainUpdate(*measured, [&](std::size_t index) {
       if (index == 0) {
         ledger.activations_bytes = memory.live_bytes() - live_at_start - ledger.inputs_bytes;
       }
@@ -82,7 +90,7 @@ Result<MemoryLedger> MeasureLedger(const JobSpec& spec, const Dataset& corpus) {
         0, ledger.peak_bytes - ledger.parameters_bytes - ledger.gradients_bytes -
                ledger.optimizer_state_bytes - ledger.inputs_bytes - ledger.activations_bytes);
 
-    const Batch batch = trainer.Microbatches(1).front();
+    const Batch batch = trainer.Microbatches(*measured).front();
     std::vector<int> all(static_cast<std::size_t>(trainer.model().num_blocks()));
     for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
     const auto plain = MeasureBlocks(trainer, memory, batch, {}, spec.plan.precision);

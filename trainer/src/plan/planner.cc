@@ -37,6 +37,7 @@ struct Measurement {
   std::int64_t peak_bytes = 0;
   double update_seconds = 0;
   bool oom = false;
+  bool never_stepped = false;  // an fp16 loss scaler skipped every warm-up update
 };
 
 // Timed updates of one measurement last at least this long together (at most
@@ -61,13 +62,19 @@ Measurement MeasureUpdate(const JobSpec& spec, const Dataset& corpus, const Plan
     DeviceMemory& memory = MemoryOf(trainer.device());
     ScopedMemoryLimit limited(memory, limit);
     DeviceTimer timer(trainer.device());
-    trainer.TrainUpdate(0);
-    const double warm_up = timer.Seconds();
+    // Warm-up until an update steps: the optimizer state is in every timed update's peak.
+    const std::optional<int> stepped = trainer.TrainUntilStepped(0);
+    if (!stepped) {
+      m.never_stepped = true;
+      return m;
+    }
+    const int first = *stepped;
+    const double warm_up = timer.Seconds() / first;
     const int timed =
         std::clamp(static_cast<int>(std::ceil(kMinTimedSeconds / warm_up)), 1, kMaxTimedUpdates);
     memory.ResetPeak();
     m.update_seconds = std::numeric_limits<double>::infinity();
-    for (int update = 1; update <= timed; ++update) {
+    for (int update = first; update < first + timed; ++update) {
       timer.Restart();
       trainer.TrainUpdate(update);
       m.update_seconds = std::min(m.update_seconds, timer.Seconds());
@@ -176,17 +183,21 @@ Result<std::vector<PrecisionModel>> FitPrecisionModels(const JobSpec& spec, cons
   std::vector<PrecisionModel> models;
   for (Precision precision : spec.planner.precisions) {
     std::vector<double> sizes, peak_none, peak_all, sec_none, sec_all;
+    bool never_stepped = false;
     for (int m : spec.planner.probe_microbatches) {
       if (m > spec.training.effective_batch) continue;
       const Measurement none = MeasureUpdate(spec, corpus, MakePlan(spec, m, {}, precision), m, 0);
       const Measurement ckpt = MeasureUpdate(spec, corpus, MakePlan(spec, m, all, precision), m, 0);
-      if (none.oom || ckpt.oom) continue;  // the device itself is too small for this probe
+      never_stepped = never_stepped || none.never_stepped || ckpt.never_stepped;
+      if (none.oom || ckpt.oom || never_stepped) continue;  // the device too small for it
       sizes.push_back(m);
       peak_none.push_back(static_cast<double>(none.peak_bytes));
       peak_all.push_back(static_cast<double>(ckpt.peak_bytes));
       sec_none.push_back(none.update_seconds);
       sec_all.push_back(ckpt.update_seconds);
     }
+    // fp16 whose loss scaler skips every update at this job's start trains nothing: not a plan.
+    if (never_stepped) continue;
     if (sizes.empty())
       return Status::InvalidArgument(
           "planner.probe_microbatches: none <= the effective batch fits on the device");
@@ -318,9 +329,12 @@ bool TimeOnce(const JobSpec& spec, const Dataset& corpus, TimedCandidate* timed,
   const Measurement real =
       MeasureUpdate(spec, corpus, timed->candidate.plan, spec.training.effective_batch, usable);
   timed->visit_seconds = std::chrono::duration<double>(Clock::now() - visit_start).count();
-  if (real.oom || real.peak_bytes > usable) {
+  if (real.oom || real.never_stepped || real.peak_bytes > usable) {
     rejected->push_back({timed->candidate.plan, timed->candidate.peak, timed->candidate.duration,
-                         OverUsableReason(real, usable), /*validated=*/true});
+                         real.never_stepped
+                             ? "the fp16 loss scaler skipped every warm-up update: it trains nothing"
+                             : OverUsableReason(real, usable),
+                         /*validated=*/true});
     return false;
   }
   timed->timing.update_seconds.push_back(real.update_seconds);

@@ -63,18 +63,20 @@ Result<ProfileReport> ProfileUpdates(const JobSpec& spec, const Dataset& corpus,
     NullEventSink discard;
     Trainer trainer(spec, corpus, &discard);
     const torch::Device device = trainer.device();
-    trainer.TrainUpdate(0);  // warm-up: optimizer state, allocator, kernels
+    // Warm-up: the optimizer state (from the first update that steps), allocator, kernels. A
+    // job whose fp16 scaler never steps is profiled as it would run: skipping.
+    const int first = trainer.TrainUntilStepped(0).value_or(1);
     const double updates = options.updates;
     // The same number of updates unobserved first: what the observers themselves cost.
     DeviceTimer plain(device);
-    for (int u = 1; u <= options.updates; ++u) trainer.TrainUpdate(u);
+    for (int u = 0; u < options.updates; ++u) trainer.TrainUpdate(first + u);
     const double unprofiled_update_seconds = plain.Seconds() / updates;
     std::vector<OpStats> ops;
     nlohmann::json trace;
     DeviceTimer timer(device);
     {
       OpProfiler profiler;
-      for (int u = 1; u <= options.updates; ++u) trainer.TrainUpdate(options.updates + u);
+      for (int u = 0; u < options.updates; ++u) trainer.TrainUpdate(first + options.updates + u);
       SynchronizeDevice(device);
       profiler.Stop();
       ops = profiler.Ops();

@@ -5,7 +5,7 @@
 namespace trainerd {
 namespace {
 
-constexpr EnumNames<TrainingFault, 9> kNames{{{
+constexpr EnumNames<TrainingFault, 10> kNames{{{
     {TrainingFault::kNone, "none"},
     {TrainingFault::kLossPerMicrobatch, "loss_per_microbatch"},
     {TrainingFault::kStepPerMicrobatch, "step_per_microbatch"},
@@ -15,6 +15,7 @@ constexpr EnumNames<TrainingFault, 9> kNames{{{
     {TrainingFault::kInfGradient, "inf_gradient"},
     {TrainingFault::kWeightDecayPerMicrobatch, "weight_decay_per_microbatch"},
     {TrainingFault::kFrozenParameter, "frozen_parameter"},
+    {TrainingFault::kOverflowFirstUpdate, "overflow_first_update"},
 }}};
 
 }  // namespace

@@ -101,6 +101,11 @@ class Trainer {
   // returned without stepping. Exposed for the parity check, the ledger and tests;
   // `after_forward` observes each microbatch between its forward and backward.
   UpdateStats TrainUpdate(int update, const AfterForward& after_forward = {});
+  // Trains updates from `first` until one steps (an fp16 loss scaler skips those whose
+  // gradients overflow, halving its scale each time), so that the optimizer state exists and
+  // what follows is measured as training runs. The update after the one that stepped, or
+  // nothing when 24 in a row were skipped (a run stops there as diverged).
+  std::optional<int> TrainUntilStepped(int first);
 
   // Observes every later update's unscaled gradient and norm before clipping (parity).
   void set_before_clip(BeforeClip observer) { before_clip_ = std::move(observer); }

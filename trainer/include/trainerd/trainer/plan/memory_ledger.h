@@ -6,6 +6,7 @@
 
 #include "trainerd/common/status.h"
 #include "trainerd/trainer/data/dataset.h"
+#include "trainerd/trainer/semantics/training_fault.h"
 #include "trainerd/trainer/spec/job_spec.h"
 #include "trainerd/trainer/spec/worker_protocol.h"
 
@@ -15,9 +16,11 @@ namespace trainerd {
 // ledger as trainer-run prints it on a terminal.
 std::string LedgerTable(const MemoryLedger& ledger);
 
-// Two real updates of `spec` (the first creates gradients and optimizer state, the second is
-// measured) plus one forward per checkpointing mode for the blocks. Runs with the device
-// limit lifted, so a plan that needs more than the budget is reported rather than hit.
-Result<MemoryLedger> MeasureLedger(const JobSpec& spec, const Dataset& corpus);
+// Real updates of `spec`: until one steps (it creates gradients and optimizer state; fp16
+// may skip the first ones for overflow), then one measured; plus one forward per
+// checkpointing mode for the blocks. Runs with the device limit lifted, so a plan that needs
+// more than the budget is reported rather than hit. `fault`: TEST ONLY (training_fault.h).
+Result<MemoryLedger> MeasureLedger(const JobSpec& spec, const Dataset& corpus,
+                                   TrainingFault fault = TrainingFault::kNone);
 
 }  // namespace trainerd

@@ -1,8 +1,8 @@
 // TEST ONLY: bugs the trainer can be told to commit, each a classic mistake of gradient
 // accumulation, clipping, scheduling, weight decay, checkpointing or optimizer setup, so
 // that tests show the parity check rejects every one (`trainer-run --parity --test-only-fault
-// NAME`), and a gradient that is infinite while the loss is finite, to test what the loop does with
-// it. Nothing but trainer-run's --test-only-fault flag and tests sets one.
+// NAME`), and a gradient that is infinite while the loss is finite, to test what the loop, the
+// ledger and the planner do with it. Nothing but trainer-run's --test-only-fault flag and tests sets one.
 #pragma once
 
 #include <optional>
@@ -24,11 +24,14 @@ enum class TrainingFault {
                               // microbatch's backward too, not once per update
   kFrozenParameter,           // the smallest parameter tensor gets its gradient but is never
                               // stepped (as if left out of the optimizer)
+  kOverflowFirstUpdate,       // the first update's gradient has a +inf element, as when an fp16
+                              // loss scale is too large for the model at the start: the scaler
+                              // skips that update and the optimizer state does not exist yet
 };
 
 // The command-line names: none, loss_per_microbatch, step_per_microbatch,
 // clip_per_microbatch, lr_per_microbatch, recompute_fresh_rng, inf_gradient,
-// weight_decay_per_microbatch, frozen_parameter.
+// weight_decay_per_microbatch, frozen_parameter, overflow_first_update.
 std::optional<TrainingFault> ParseTrainingFault(std::string_view name);
 std::string_view ToString(TrainingFault fault);
 
