@@ -18,6 +18,14 @@ namespace {
 
 class PrecisionTest : public testing::TinyJobTest {
  protected:
+  // A run whose checkpoint and model go to `dir`, stopping once `stop` is set.
+  static TrainerOptions RunIn(const testing::TempDir& dir, std::atomic<bool>* stop = nullptr) {
+    TrainerOptions options;
+    options.checkpoint_path = dir.File("checkpoint.pt");
+    options.model_path = dir.File("model.pt");
+    options.stop_requested = stop;
+    return options;
+  }
   static std::vector<torch::Tensor> Clone(const std::vector<torch::Tensor>& tensors) {
     std::vector<torch::Tensor> out;
     for (const torch::Tensor& t : tensors) out.push_back(t.detach().clone());
@@ -148,10 +156,7 @@ TEST_F(PrecisionTest, ResumeRestoresTheLossScaler) {
   spec_.plan = {8, 1, {}, Precision::kFp16};
   spec_.training.updates = 4;
   std::atomic<bool> stop{false};
-  TrainerOptions options;
-  options.checkpoint_path = dir.File("checkpoint.pt");
-  options.model_path = dir.File("model.pt");
-  options.stop_requested = &stop;
+  TrainerOptions options = RunIn(dir, &stop);
   {
     StopAfterUpdate sink(2, &stop);
     Trainer trainer(spec_, *corpus_, &sink);
@@ -178,9 +183,7 @@ TEST_F(PrecisionTest, AnFp16RunWhoseScalerSkipsTwentyFourUpdatesInARowHasDiverge
   testing::TempDir dir;
   spec_.plan = {8, 1, {}, Precision::kFp16};
   spec_.training.updates = 40;
-  TrainerOptions options;
-  options.checkpoint_path = dir.File("checkpoint.pt");
-  options.model_path = dir.File("model.pt");
+  const TrainerOptions options = RunIn(dir);
   NullEventSink sink;
   Trainer trainer(spec_, *corpus_, &sink);
   trainer.set_test_only_fault(TrainingFault::kInfGradient);  // every update from the second
@@ -200,10 +203,7 @@ TEST_F(PrecisionTest, AnFp16RunThatSkipsEveryOneOfItsUpdatesHasDiverged) {
   spec_.plan = {8, 1, {}, Precision::kFp16};
   spec_.training.updates = 4;
   std::atomic<bool> stop{false};
-  TrainerOptions options;
-  options.checkpoint_path = dir.File("checkpoint.pt");
-  options.model_path = dir.File("model.pt");
-  options.stop_requested = &stop;
+  TrainerOptions options = RunIn(dir, &stop);
   {
     StopAfterUpdate sink(1, &stop);  // update 1 steps, then the run stops with a checkpoint
     Trainer trainer(spec_, *corpus_, &sink);

@@ -230,13 +230,25 @@ std::vector<SliceLoss> Trainer::Evaluate() {
   torch::NoGradGuard no_grad;
   model_->eval();
   std::vector<SliceLoss> losses;
+  // In microbatches of the plan's size: the whole held-out set at once made the first
+  // evaluation of a large vocabulary the run's peak (its fp32 logits, twice). Sums over
+  // samples, so the split changes nothing but the order of additions.
+  const std::int64_t microbatch = spec_.plan.microbatch;
   for (std::size_t i = 0; i < corpus_.slices().size(); ++i) {
     const Batch batch =
         corpus_.HeldOutSamples(i, spec_.data.eval_windows_per_slice, model_->sample_format());
-    const LossTerms terms =
-        model_->Loss(model_->forward(batch.inputs.to(device_)), batch.targets.to(device_));
-    losses.push_back(
-        {corpus_.slices()[i].name, terms.sum.item<double>() / static_cast<double>(terms.count)});
+    const std::int64_t samples = batch.inputs.size(0);
+    double sum = 0;
+    std::int64_t count = 0;
+    for (std::int64_t start = 0; start < samples; start += microbatch) {
+      const std::int64_t size = std::min(microbatch, samples - start);
+      const LossTerms terms =
+          model_->Loss(model_->forward(batch.inputs.narrow(0, start, size).to(device_)),
+                       batch.targets.narrow(0, start, size).to(device_));
+      sum += terms.sum.item<double>();
+      count += terms.count;
+    }
+    losses.push_back({corpus_.slices()[i].name, sum / static_cast<double>(count)});
   }
   model_->train();
   return losses;

@@ -84,11 +84,17 @@ Result<MemoryLedger> MeasureLedger(const JobSpec& spec, const Dataset& corpus,
         ledger.activations_bytes = memory.live_bytes() - live_at_start - ledger.inputs_bytes;
       }
     });
-    ledger.peak_bytes = memory.peak_bytes();
-    ledger.reserved_peak_bytes = memory.peak_reserved_bytes();
+    const std::int64_t update_peak = memory.peak_bytes();
+    const std::int64_t reserved_peak = memory.peak_reserved_bytes();
     ledger.temporaries_bytes = std::max<std::int64_t>(
-        0, ledger.peak_bytes - ledger.parameters_bytes - ledger.gradients_bytes -
+        0, update_peak - ledger.parameters_bytes - ledger.gradients_bytes -
                ledger.optimizer_state_bytes - ledger.inputs_bytes - ledger.activations_bytes);
+    // The evaluation runs between updates, beside the model's whole state.
+    memory.ResetPeak();
+    trainer.Evaluate();
+    ledger.evaluation_peak_bytes = memory.peak_bytes();
+    ledger.peak_bytes = std::max(update_peak, ledger.evaluation_peak_bytes);
+    ledger.reserved_peak_bytes = std::max(reserved_peak, memory.peak_reserved_bytes());
 
     const Batch batch = trainer.Microbatches(*measured).front();
     std::vector<int> all(static_cast<std::size_t>(trainer.model().num_blocks()));
@@ -130,6 +136,9 @@ std::string LedgerTable(const MemoryLedger& ledger) {
                 FormatBytes(ledger.usable_bytes).c_str(),
                 ledger.peak_bytes <= ledger.usable_bytes ? "(fits)" : "(DOES NOT FIT)", "budget",
                 FormatBytes(ledger.budget_bytes).c_str());
+  out += line;
+  std::snprintf(line, sizeof(line), "%-18s %12s (in the peak when it is the higher)\n",
+                "evaluation peak", FormatBytes(ledger.evaluation_peak_bytes).c_str());
   out += line;
   if (ledger.reserved_peak_bytes != ledger.peak_bytes) {  // a caching allocator (CUDA) holds more
     std::snprintf(line, sizeof(line), "%-18s %12s\n", "reserved peak",

@@ -46,9 +46,9 @@ struct Measurement {
 constexpr double kMinTimedSeconds = 0.5;
 constexpr int kMaxTimedUpdates = 5;
 
-// The fastest of real optimizer updates of `plan` (after one warm-up update, whose time
-// decides how many) under `limit` bytes, and their peak. The fastest, not the median: on a
-// shared machine interference only ever slows an update down. `effective_batch` overrides the
+// The fastest of real optimizer updates of `plan` (after warm-up until one steps, whose time
+// decides how many) under `limit` bytes, and their peak with an evaluation's. The fastest, not
+// the median: on a shared machine interference only ever slows an update down. `effective_batch` overrides the
 // job's, so the probe can time a single microbatch.
 Measurement MeasureUpdate(const JobSpec& spec, const Dataset& corpus, const PlanSpec& plan,
                           int effective_batch, std::int64_t limit) {
@@ -79,6 +79,7 @@ Measurement MeasureUpdate(const JobSpec& spec, const Dataset& corpus, const Plan
       trainer.TrainUpdate(update);
       m.update_seconds = std::min(m.update_seconds, timer.Seconds());
     }
+    trainer.Evaluate();  // in the plan's microbatches: a plan whose evaluation OOMs fails here
     m.peak_bytes = memory.peak_bytes();
   } catch (const c10::OutOfMemoryError&) {
     m.oom = true;

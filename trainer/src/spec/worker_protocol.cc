@@ -214,6 +214,7 @@ void Fields(V& v, MemoryLedger& s) {
   v("activations_bytes", s.activations_bytes);
   v("temporaries_bytes", s.temporaries_bytes);
   v("inputs_bytes", s.inputs_bytes);
+  v("evaluation_peak_bytes", s.evaluation_peak_bytes);
   v("peak_bytes", s.peak_bytes);
   v("reserved_peak_bytes", s.reserved_peak_bytes);
   v("budget_bytes", s.budget_bytes);

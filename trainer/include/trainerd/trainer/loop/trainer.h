@@ -123,7 +123,8 @@ class Trainer {
   // Processes training the job: the group's size, 1 without one.
   int world_size() const { return group_ == nullptr ? 1 : group_->world_size(); }
   const DynamicLossScaler* loss_scaler() const { return scaler_ ? &*scaler_ : nullptr; }
-  // Held-out loss per slice with the current parameters (eval mode, no grad).
+  // Held-out loss per slice with the current parameters (eval mode, no grad), in microbatches of
+  // the plan's size.
   std::vector<SliceLoss> Evaluate();
 
  private:

@@ -29,7 +29,7 @@ namespace trainerd {
 
 // Raised whenever a type below changes its fields: a daemon refuses a worker of another
 // version (trainer-run --version --json).
-inline constexpr int kWorkerProtocolVersion = 3;
+inline constexpr int kWorkerProtocolVersion = 4;
 
 // A SHA-256 as 64 lowercase hex digits: it names release files, so nothing else is accepted.
 struct Sha256Digest {
@@ -236,7 +236,9 @@ struct MemoryLedger {
   std::int64_t activations_bytes = 0;
   std::int64_t temporaries_bytes = 0;
   std::int64_t inputs_bytes = 0;
-  std::int64_t peak_bytes = 0;
+  // An evaluation's peak (in microbatches of the plan's size, beside the model's state).
+  std::int64_t evaluation_peak_bytes = 0;
+  std::int64_t peak_bytes = 0;           // the higher of the update's and the evaluation's
   std::int64_t reserved_peak_bytes = 0;  // the allocator's peak holding (CUDA cache); = peak on CPU
   std::int64_t budget_bytes = 0;
   std::int64_t usable_bytes = 0;
