@@ -13,6 +13,8 @@
 
 #include "../support/cuda_test.h"
 #include "../support/tiny_job_test.h"
+#include "trainerd/trainer/device/device_memory.h"
+#include "trainerd/trainer/plan/memory_ledger.h"
 
 namespace trainerd {
 namespace {
@@ -162,6 +164,23 @@ TEST_F(ParityTest, AReducedReferenceKeepsThePlansStructure) {
   EXPECT_EQ(report.reduction["effective_batch"],
             nlohmann::json::array({8, report.checked_effective_batch}));
   EXPECT_TRUE(report.pass) << Json(report);
+}
+
+// The check holds the plan's trainer beside the reference's: on a device where the reference
+// alone fits, it runs out of memory there. That is an OOM (trainer-run exits 4, and the daemon
+// falls back as for one), not an internal error the daemon records as a crash.
+TEST_F(ParityTest, RunningOutOfMemoryIsAnOutOfMemoryError) {
+  spec_.plan = {4, 2, {1}, Precision::kFp32};
+  JobSpec reference = spec_;
+  reference.plan = {8, 1, {}, Precision::kFp32};
+  Result<MemoryLedger> alone = MeasureLedger(reference, *corpus_);
+  ASSERT_TRUE(alone.ok()) << alone.status().message();
+  const ScopedMemoryLimit device(MemoryOf(torch::Device(torch::kCPU)), alone->peak_bytes);
+  Result<ParityReport> report = CheckParity(spec_, *corpus_, 2);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), Status::Code::kOutOfMemory) << report.status().message();
+  EXPECT_NE(report.status().message().find("the parity check ran out of memory"),
+            std::string::npos);
 }
 
 class CudaParityTest : public testing::CudaTestOf<ParityTest> {};

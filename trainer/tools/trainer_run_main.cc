@@ -364,6 +364,13 @@ class Worker {
     return code;
   }
 
+  // A planner's or parity check's failure: out of memory (exit 4) or internal (exit 1).
+  int FailMeasuring(const trainerd::Status& status) {
+    const bool oom = status.code() == trainerd::Status::Code::kOutOfMemory;
+    return Fail(oom ? "oom" : "internal", status.message(),
+                oom ? exit_code::kOutOfMemory : exit_code::kInternal);
+  }
+
   std::string RankName() const {
     if (rank_.world_size == 1) return "trainer-run";
     return "trainer-run rank " + std::to_string(rank_.rank) + "/" +
@@ -484,11 +491,7 @@ class Worker {
     }
     if (args_.plan_only || args_.plan == "auto") {
       trainerd::Result<trainerd::ChosenPlan> chosen = trainerd::PlanJob(rank_job, *corpus_);
-      if (!chosen.ok()) {
-        const bool oom = chosen.status().code() == trainerd::Status::Code::kOutOfMemory;
-        return Fail(oom ? "oom" : "internal", chosen.status().message(),
-                    oom ? exit_code::kOutOfMemory : exit_code::kInternal);
-      }
+      if (!chosen.ok()) return FailMeasuring(chosen.status());
       if (args_.plan_only) {
         if (args_.json) {
           PrintReport(*chosen);
@@ -522,7 +525,7 @@ class Worker {
     if (args_.parity) {
       trainerd::Result<trainerd::ParityReport> report =
           trainerd::CheckParity(rank_job, *corpus_, args_.parity_updates, args_.fault);
-      if (!report.ok()) return Fail("internal", report.status().message(), exit_code::kInternal);
+      if (!report.ok()) return FailMeasuring(report.status());
       if (args_.json) {
         PrintReport(*report);
       } else {

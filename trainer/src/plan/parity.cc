@@ -319,6 +319,11 @@ Result<ParityReport> CheckParity(const JobSpec& spec, const Dataset& corpus, int
       }
       if (!finite) break;  // nothing left to compare
     }
+  } catch (const c10::OutOfMemoryError& e) {
+    // The check holds every side's trainer at once: on a device its reference alone fits,
+    // this is where it runs out (trainer-run exits 4, and the daemon falls back as for an OOM).
+    return Status::OutOfMemory(std::string("the parity check ran out of memory: ") +
+                               e.what_without_backtrace());
   } catch (const c10::Error& e) {
     return Status::Internal(std::string("parity run: ") + e.what_without_backtrace());
   }
