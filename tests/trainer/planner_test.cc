@@ -156,9 +156,8 @@ TEST_F(PlannerTest, TimesFinalistsInRoundsAndChoosesWithinTheNoiseOfTheFastest) 
     if (r.reason.find("interleaved round") != std::string::npos ||
         r.reason.find("tied with the chosen plan") != std::string::npos) {
       EXPECT_TRUE(r.validated);
-      const auto timed = std::find_if(
-          plan->selection.timed.begin(), plan->selection.timed.end(),
-          [&](const TimedPlan& t) { return t.plan == r.plan; });
+      const auto timed = std::find_if(plan->selection.timed.begin(), plan->selection.timed.end(),
+                                      [&](const TimedPlan& t) { return t.plan == r.plan; });
       ASSERT_NE(timed, plan->selection.timed.end());
       ASSERT_TRUE(r.measured_update_seconds.has_value());
       EXPECT_DOUBLE_EQ(*r.measured_update_seconds, timed->MedianSeconds());

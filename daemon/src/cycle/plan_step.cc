@@ -79,12 +79,12 @@ class PlanStep : public CycleStep {
                " faster candidates rejected, the fastest " + DescribePlan(fastest.plan) + " (" +
                DescribeRejectedTiming(fastest, chosen) + "): " + fastest.reason;
     }
-    context.Record(a.run.id, "plan", store::Severity::kInfo,
-                   DescribeAttemptPlan(a.attempt) + ": " + DescribeChosenTiming(chosen) +
-                       Format(", %.0f s left in the window", left) + faster,
-                   nlohmann::json{{"source", std::string(ToString(a.attempt.source))},
-                                  {"planner", out.report}}
-                       .dump());
+    context.Record(
+        a.run.id, "plan", store::Severity::kInfo,
+        DescribeAttemptPlan(a.attempt) + ": " + DescribeChosenTiming(chosen) +
+            Format(", %.0f s left in the window", left) + faster,
+        nlohmann::json{{"source", std::string(ToString(a.attempt.source))}, {"planner", out.report}}
+            .dump());
     if (context.metrics()) context.metrics()->PlanTimed(chosen.TimeModelError());
     if (chosen.predicted_duration_seconds > left) {
       context.Record(a.run.id, "plan_exceeds_window", store::Severity::kWarning,

@@ -333,7 +333,8 @@ std::optional<std::string> Trainer::SkippedTooMuch(int in_a_row, int update, int
   }
   if (in_a_row > 0 && update + 1 == updates && in_a_row == updates - first) {
     return "the fp16 loss scaler skipped every one of this run's " + std::to_string(in_a_row) +
-           " updates (" + scale + "): nothing was trained. Lower optimizer.lr, check the data, "
+           " updates (" + scale +
+           "): nothing was trained. Lower optimizer.lr, check the data, "
            "or train in bf16 or fp32";
   }
   return std::nullopt;

@@ -48,8 +48,8 @@ constexpr int kMaxTimedUpdates = 5;
 
 // The fastest of real optimizer updates of `plan` (after warm-up until one steps, whose time
 // decides how many) under `limit` bytes, and their peak with an evaluation's. The fastest, not
-// the median: on a shared machine interference only ever slows an update down. `effective_batch` overrides the
-// job's, so the probe can time a single microbatch.
+// the median: on a shared machine interference only ever slows an update down. `effective_batch`
+// overrides the job's, so the probe can time a single microbatch.
 Measurement MeasureUpdate(const JobSpec& spec, const Dataset& corpus, const PlanSpec& plan,
                           int effective_batch, std::int64_t limit) {
   JobSpec job = spec;
@@ -101,7 +101,6 @@ bool ForbidsAccumulation(const JobSpec& spec) {
 constexpr const char* kBatchNormAccumulation =
     "accumulation splits the batch BatchNorm normalises over, so the plan would train another "
     "job (training.allow_batch_norm_accumulation is false)";
-
 
 }  // namespace
 
@@ -331,11 +330,11 @@ bool TimeOnce(const JobSpec& spec, const Dataset& corpus, TimedCandidate* timed,
       MeasureUpdate(spec, corpus, timed->candidate.plan, spec.training.effective_batch, usable);
   timed->visit_seconds = std::chrono::duration<double>(Clock::now() - visit_start).count();
   if (real.oom || real.never_stepped || real.peak_bytes > usable) {
-    rejected->push_back({timed->candidate.plan, timed->candidate.peak, timed->candidate.duration,
-                         real.never_stepped
-                             ? "the fp16 loss scaler skipped every warm-up update: it trains nothing"
-                             : OverUsableReason(real, usable),
-                         /*validated=*/true});
+    rejected->push_back(
+        {timed->candidate.plan, timed->candidate.peak, timed->candidate.duration,
+         real.never_stepped ? "the fp16 loss scaler skipped every warm-up update: it trains nothing"
+                            : OverUsableReason(real, usable),
+         /*validated=*/true});
     return false;
   }
   timed->timing.update_seconds.push_back(real.update_seconds);

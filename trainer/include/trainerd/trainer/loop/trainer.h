@@ -142,8 +142,7 @@ class Trainer {
   // Why the run has diverged when its fp16 loss scaler skipped `in_a_row` updates in a row
   // through `update` (0-based), in a run from `first` to `updates`: too many in a row, or
   // every update of the run. Nothing otherwise.
-  std::optional<std::string> SkippedTooMuch(int in_a_row, int update, int first,
-                                            int updates) const;
+  std::optional<std::string> SkippedTooMuch(int in_a_row, int update, int first, int updates) const;
   // The steps of Run(), in order.
   struct RunTiming;
   void EmitStart(const ResumePoint& resumed);

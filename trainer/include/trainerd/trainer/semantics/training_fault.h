@@ -2,7 +2,8 @@
 // accumulation, clipping, scheduling, weight decay, checkpointing or optimizer setup, so
 // that tests show the parity check rejects every one (`trainer-run --parity --test-only-fault
 // NAME`), and a gradient that is infinite while the loss is finite, to test what the loop, the
-// ledger and the planner do with it. Nothing but trainer-run's --test-only-fault flag and tests sets one.
+// ledger and the planner do with it. Nothing but trainer-run's --test-only-fault flag and tests
+// sets one.
 #pragma once
 
 #include <optional>
