@@ -189,7 +189,7 @@ Result<std::vector<PrecisionModel>> FitPrecisionModels(const JobSpec& spec, cons
       const Measurement none = MeasureUpdate(spec, corpus, MakePlan(spec, m, {}, precision), m, 0);
       const Measurement ckpt = MeasureUpdate(spec, corpus, MakePlan(spec, m, all, precision), m, 0);
       never_stepped = never_stepped || none.never_stepped || ckpt.never_stepped;
-      if (none.oom || ckpt.oom || never_stepped) continue;  // the device too small for it
+      if (none.oom || ckpt.oom || never_stepped) continue;  // too big for the device, or no step
       sizes.push_back(m);
       peak_none.push_back(static_cast<double>(none.peak_bytes));
       peak_all.push_back(static_cast<double>(ckpt.peak_bytes));
