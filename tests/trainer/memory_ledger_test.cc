@@ -89,8 +89,7 @@ TEST_F(MemoryLedgerTest, ALargeVocabularysEvaluationRunsInThePlansMicrobatchesUn
   EXPECT_GE(two->peak_bytes, two->evaluation_peak_bytes);
 
   // A budget 10% below the one-piece evaluation's peak, which the 2 x 4 plan's ledger fits
-  // with room to spare. (Room: the same update's measured peak differs with what the process
-  // ran before, 51 to 68 MB here; docs/memory-ledger.md.)
+  // with room to spare.
   by_two.memory.reserve_fraction = 0;
   by_two.memory.budget_bytes = whole->evaluation_peak_bytes * 9 / 10;
   ASSERT_GT(by_two.memory.usable_bytes(), two->peak_bytes * 5 / 4);

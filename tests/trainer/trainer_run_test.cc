@@ -118,6 +118,36 @@ TEST(TrainerRunTest, TwoRunsOfOneJobWriteByteIdenticalModels) {
   EXPECT_EQ(hashes[0], hashes[1]) << "model.pt depends on something besides the weights";
 }
 
+// Memory accounting in a fresh process: the model's parameters are built after the counting
+// allocator is installed, so the live bytes trainer-run reports (and budgets) hold them.
+// Before, the allocator was installed at its first use, after the model was built: live
+// bytes, every ledger peak and the training limit left the parameters out.
+TEST(TrainerRunTest, LiveBytesHoldTheParametersGradientsAndOptimizerState) {
+  testing::TempDir dir;
+  const std::string config = dir.Write("job.yaml", testing::TinyGptYaml(3));
+  ChildProcess ledger({TRAINER_RUN_PATH, "--config", config, "--ledger", "--json"});
+  const std::vector<std::string> lines = ledger.ReadAllLines();
+  ASSERT_EQ(ledger.ExitCode(), 0);
+  ASSERT_EQ(lines.size(), 1u);
+  const nlohmann::json measured = nlohmann::json::parse(lines[0]);
+  const std::int64_t state = measured["parameters_bytes"].get<std::int64_t>() +
+                             measured["gradients_bytes"].get<std::int64_t>() +
+                             measured["optimizer_state_bytes"].get<std::int64_t>();
+  // The update's peak holds that state, the inputs and the activations at once.
+  EXPECT_GE(measured["peak_bytes"].get<std::int64_t>(),
+            state + measured["inputs_bytes"].get<std::int64_t>() +
+                measured["activations_bytes"].get<std::int64_t>());
+  ChildProcess training({TRAINER_RUN_PATH, "--config", config, "--output-dir", dir.File("out")});
+  int updates = 0;
+  for (const nlohmann::json& event : Events(training.ReadAllLines())) {
+    if (event["event"] != "update") continue;
+    ++updates;
+    EXPECT_GE(event["live_bytes"].get<std::int64_t>(), state) << event.dump();
+  }
+  EXPECT_EQ(training.ExitCode(), 0);
+  EXPECT_EQ(updates, 3);
+}
+
 TEST(TrainerRunTest, ParityOfAPlanFilePrintsOneJsonVerdict) {
   testing::TempDir dir;
   const std::string config = dir.Write("job.yaml", testing::TinyGptYaml(5));

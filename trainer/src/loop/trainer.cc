@@ -76,6 +76,9 @@ Trainer::Trainer(const JobSpec& spec, const Dataset& corpus, EventSink* sink,
       group_(group),
       share_(ShareOfRank(spec.training.effective_batch, world_size(), group ? group->rank() : 0)),
       device_(spec.runtime.device == "cuda" ? torch::kCUDA : torch::kCPU) {
+  // On the CPU the first call installs the counting allocator: before the model's tensors
+  // exist, or live bytes, every peak and the budget's limit would leave them out.
+  MemoryOf(device_);
   torch::manual_seed(spec_.training.seed);
   model_ = BuildModel(spec_.model, static_cast<int>(corpus_.slices().size()), spec_.source_path);
   if (!spec_.init_from.path.empty()) {  // trainer-run checked the file (ResolveInitialWeights)

@@ -56,7 +56,8 @@ class ScopedMemoryLimit {
 };
 
 // The memory of `device`. For the CPU the first call installs the counting allocator for the
-// whole process (tensors allocated before are not counted). Lives until the process exits.
+// whole process (tensors allocated before are not counted: the Trainer calls it before it
+// builds its model). Lives until the process exits.
 DeviceMemory& MemoryOf(const torch::Device& device);
 
 }  // namespace trainerd
