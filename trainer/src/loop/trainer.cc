@@ -315,7 +315,6 @@ bool Trainer::StopRequested(const TrainerOptions& options) {
   return group_ == nullptr ? here : group_->Any(here);
 }
 
-// Wall-clock bookkeeping of one Run(): throughput counts the updates after the warm-up.
 std::optional<int> Trainer::TrainUntilStepped(int first) {
   for (int update = first; update < first + kMaxSkipsInARow; ++update) {
     if (!TrainUpdate(update).skipped) return update + 1;
@@ -343,6 +342,7 @@ std::optional<std::string> Trainer::SkippedTooMuch(int in_a_row, int update, int
   return std::nullopt;
 }
 
+// Wall-clock bookkeeping of one Run(): throughput counts the updates after the warm-up.
 struct Trainer::RunTiming {
   explicit RunTiming(int first_update) : first(first_update) {}
   void Count(int update, double seconds) {
