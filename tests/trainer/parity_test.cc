@@ -152,6 +152,41 @@ TEST_F(ParityTest, ANonFiniteGradientFailsEvenWhenTheLossIsFinite) {
   EXPECT_NE(Json(report).find("not finite"), std::string::npos) << Json(report);
 }
 
+// A correct fp16 plan skips the updates whose scaled gradient overflows; the fp32 reference
+// has no such overflow. The reference replays the skip (computes the update, takes no step),
+// so both sides keep the same optimizer state, and the check runs one update longer.
+TEST_F(ParityTest, AnFp16OverflowSkipIsReplayedAndTheCheckJudgesAsManyStepsAsAsked) {
+  spec_.plan = {4, 2, {1}, Precision::kFp16};
+  const ParityReport report = Check(2, TrainingFault::kOverflowFirstUpdate);
+  EXPECT_TRUE(report.pass) << Json(report);
+  ASSERT_EQ(report.comparisons.size(), 1u);
+  const std::vector<ParityUpdate>& updates = report.comparisons[0].updates;
+  ASSERT_EQ(updates.size(), 3u) << "the skipped update does not count: " << Json(report);
+  EXPECT_TRUE(updates[0].skipped);
+  EXPECT_TRUE(std::isinf(updates[0].grad_norm.plan));
+  EXPECT_EQ(updates[0].step_diff, 0.0) << "no side moved a parameter";
+  for (std::size_t i = 1; i < updates.size(); ++i) {
+    EXPECT_FALSE(updates[i].skipped);
+    EXPECT_GT(updates[i].grad_norm.reference, 0.0);
+    EXPECT_LE(updates[i].gradient_diff, 1e-5) << "update " << i + 1;
+  }
+}
+
+// A plan whose loss scaler skips every update trains nothing: the check stops where a run
+// would, at 24 skips in a row.
+TEST_F(ParityTest, AnFp16PlanSkippingEveryUpdateFails) {
+  spec_.plan = {4, 2, {}, Precision::kFp16};
+  const ParityReport report = Check(2, TrainingFault::kInfGradient);  // from update 2 on
+  EXPECT_FALSE(report.pass);
+  ASSERT_EQ(report.comparisons.size(), 1u);
+  EXPECT_EQ(report.comparisons[0].updates.size(), 25u) << Json(report);
+  ASSERT_FALSE(report.failures.empty());
+  EXPECT_TRUE(
+      report.failures.back().starts_with("fp16 as planned, update 25: the fp16 loss "
+                                         "scaler skipped 24 updates in a row"))
+      << Json(report);
+}
+
 TEST_F(ParityTest, AReducedReferenceKeepsThePlansStructure) {
   spec_.plan = {4, 2, {1}, Precision::kFp32};
   spec_.memory.reserve_fraction = 0.0;
@@ -195,6 +230,25 @@ TEST_F(CudaParityTest, DropoutPlanPassesAndAFreshRecomputeFailsOnCuda) {
   const ParityReport correct = Check(3);
   EXPECT_TRUE(correct.pass) << Json(correct);
   EXPECT_FALSE(Check(3, TrainingFault::kRecomputeFreshRng).pass);
+}
+
+// On the GPU fp16 computes in fp16: the plan is also run in fp32 (its structure), and both
+// that run and the reference replay the plan's overflow skip; the structure run's gradient of
+// the skipped update is still judged.
+TEST_F(CudaParityTest, AnFp16OverflowSkipIsReplayedByTheStructureRunAndTheReferenceOnCuda) {
+  spec_.runtime.device = "cuda";
+  spec_.model.options["dropout"] = 0.1;
+  spec_.plan = {2, 4, {0}, Precision::kFp16};
+  const ParityReport report = Check(2, TrainingFault::kOverflowFirstUpdate);
+  EXPECT_TRUE(report.pass) << Json(report);
+  ASSERT_EQ(report.comparisons.size(), 2u) << Json(report);
+  const ParityComparison& structure = report.comparisons[0];
+  ASSERT_EQ(structure.updates.size(), 3u) << Json(report);
+  EXPECT_TRUE(structure.updates[0].skipped);
+  EXPECT_GT(structure.updates[0].grad_norm.plan, 0.0) << "the replayed update is judged";
+  EXPECT_LE(structure.updates[0].gradient_diff, structure.tolerances.gradient);
+  EXPECT_EQ(report.comparisons[1].updates.size(), 3u);
+  EXPECT_TRUE(report.comparisons[1].updates[0].skipped);
 }
 
 }  // namespace

@@ -310,11 +310,12 @@ void PrintParity(const trainerd::ParityReport& report) {
     for (std::size_t i = 0; i < c.updates.size(); ++i) {
       const trainerd::ParityUpdate& u = c.updates[i];
       std::printf(
-          "  %-7zu %-10.3g %-10.3g %-10.3g %-10.3g %-11.3g %s, %s\n", i + 1,
+          "  %-7zu %-10.3g %-10.3g %-10.3g %-10.3g %-11.3g %s%s, %s\n", i + 1,
           std::fabs(u.loss.plan - u.loss.reference) / std::fabs(u.loss.reference),
           std::fabs(u.grad_norm.plan - u.grad_norm.reference) / std::fabs(u.grad_norm.reference),
-          u.gradient_diff, u.step_diff, u.worst_tensor_step_diff, u.gradient_parameter.c_str(),
-          u.worst_tensor_step_parameter.c_str());
+          u.gradient_diff, u.step_diff, u.worst_tensor_step_diff,
+          u.skipped ? "(the plan's fp16 loss scaler skipped it; replayed, no step) " : "",
+          u.gradient_parameter.c_str(), u.worst_tensor_step_parameter.c_str());
     }
     const trainerd::ParityTolerances& t = c.tolerances;
     std::printf("  %-7s %-10.3g %-10.3g %-10.3g %-10.3g %-11.3g\n", "limit", t.loss, t.grad_norm,

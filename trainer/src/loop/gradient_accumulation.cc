@@ -123,6 +123,15 @@ double GlobalGradNorm(const std::vector<torch::Tensor>& parameters) {
   return torch::stack(norms).norm().item<double>();
 }
 
+StepResult MeasureWithoutStep(TrainableModel& model, const BeforeClip& before_clip) {
+  StepResult result;
+  result.skipped = true;
+  result.grad_norm = GlobalGradNorm(model.parameters());
+  result.nonfinite_gradient = !std::isfinite(result.grad_norm);
+  if (before_clip && !result.nonfinite_gradient) before_clip(result.grad_norm);
+  return result;
+}
+
 StepResult UnscaleClipStep(TrainableModel& model, torch::optim::Optimizer& optimizer,
                            double grad_clip, const PrecisionContext& precision,
                            const BeforeClip& before_clip) {

@@ -169,6 +169,15 @@ void Trainer::set_test_only_fault(TrainingFault fault) {
 }
 
 UpdateStats Trainer::TrainUpdate(int update, const AfterForward& after_forward) {
+  return Update(update, after_forward, /*take_step=*/true);
+}
+
+UpdateStats Trainer::ReplaySkip(int update) {
+  TORCH_CHECK(!scaler_, "ReplaySkip: a trainer with a loss scaler skips by its own overflows");
+  return Update(update, {}, /*take_step=*/false);
+}
+
+UpdateStats Trainer::Update(int update, const AfterForward& after_forward, bool take_step) {
   const TrainingSpec& t = spec_.training;
   UpdateStats stats;
   const int schedule_step =
@@ -198,7 +207,9 @@ UpdateStats Trainer::TrainUpdate(int update, const AfterForward& after_forward) 
   const torch::Tensor frozen_value = frozen.defined() ? frozen.detach().clone() : torch::Tensor();
   const StepResult step = [&] {
     RECORD_USER_SCOPE(kOptimizerScope);  // the op profiler's "optimizer" group
-    return UnscaleClipStep(*model_, *optimizer_, t.grad_clip, precision_context(), before_clip_);
+    return take_step ? UnscaleClipStep(*model_, *optimizer_, t.grad_clip, precision_context(),
+                                       before_clip_)
+                     : MeasureWithoutStep(*model_, before_clip_);
   }();
   if (frozen.defined()) {
     const torch::NoGradGuard no_grad;
@@ -322,24 +333,30 @@ std::optional<int> Trainer::TrainUntilStepped(int first) {
   return std::nullopt;
 }
 
+std::optional<std::string> Trainer::TooManySkipsInARow(int in_a_row, int update) const {
+  if (in_a_row < kMaxSkipsInARow) return std::nullopt;
+  return "the fp16 loss scaler skipped " + std::to_string(in_a_row) +
+         " updates in a row, through update " + std::to_string(update + 1) + " (" + LossScaleNow() +
+         "): the gradients overflow at every scale, nothing was trained since " + "update " +
+         std::to_string(update + 1 - in_a_row) +
+         ". Lower optimizer.lr, check the data, or train in bf16 or fp32";
+}
+
 std::optional<std::string> Trainer::SkippedTooMuch(int in_a_row, int update, int first,
                                                    int updates) const {
-  const int scale_exponent = scaler_ ? static_cast<int>(std::log2(scaler_->scale())) : 0;
-  const std::string scale = "its loss scale is now 2^" + std::to_string(scale_exponent);
-  if (in_a_row >= kMaxSkipsInARow) {
-    return "the fp16 loss scaler skipped " + std::to_string(in_a_row) +
-           " updates in a row, through update " + std::to_string(update + 1) + " (" + scale +
-           "): the gradients overflow at every scale, nothing was trained since update " +
-           std::to_string(update + 1 - in_a_row) +
-           ". Lower optimizer.lr, check the data, or train in bf16 or fp32";
-  }
+  if (std::optional<std::string> why = TooManySkipsInARow(in_a_row, update)) return why;
   if (in_a_row > 0 && update + 1 == updates && in_a_row == updates - first) {
     return "the fp16 loss scaler skipped every one of this run's " + std::to_string(in_a_row) +
-           " updates (" + scale +
+           " updates (" + LossScaleNow() +
            "): nothing was trained. Lower optimizer.lr, check the data, "
            "or train in bf16 or fp32";
   }
   return std::nullopt;
+}
+
+std::string Trainer::LossScaleNow() const {
+  const int exponent = scaler_ ? static_cast<int>(std::log2(scaler_->scale())) : 0;
+  return "its loss scale is now 2^" + std::to_string(exponent);
 }
 
 // Wall-clock bookkeeping of one Run(): throughput counts the updates after the warm-up.

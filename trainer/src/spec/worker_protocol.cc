@@ -422,8 +422,7 @@ class Writer {
       return ToString(value);
     } else if constexpr (std::is_same_v<T, Sha256Digest>) {
       return value.hex;
-    } else if constexpr (std::is_same_v<T, PlanAndReference> ||
-                         std::is_same_v<T, PlanAndReferenceFlags>) {
+    } else if constexpr (std::is_same_v<T, PlanAndReference>) {
       return nlohmann::json::array({value.plan, value.reference});
     } else if constexpr (std::is_arithmetic_v<T> || std::is_same_v<T, std::string> ||
                          std::is_same_v<T, nlohmann::json>) {
@@ -525,8 +524,7 @@ class Reader {
     } else if constexpr (std::is_same_v<T, Sha256Digest>) {
       if (!json.is_string() || !IsSha256Hex(json.get<std::string>())) return false;
       out.hex = json.get<std::string>();
-    } else if constexpr (std::is_same_v<T, PlanAndReference> ||
-                         std::is_same_v<T, PlanAndReferenceFlags>) {
+    } else if constexpr (std::is_same_v<T, PlanAndReference>) {
       if (!json.is_array() || json.size() != 2) return false;
       T pair;
       if (!Read(json[0], path, pair.plan) || !Read(json[1], path, pair.reference)) return false;

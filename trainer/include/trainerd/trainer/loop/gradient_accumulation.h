@@ -67,7 +67,7 @@ double AccumulateGradients(TrainableModel& model, const std::vector<Batch>& micr
                            DataParallelGroup* group = nullptr);
 
 struct StepResult {
-  bool skipped = false;  // fp16 overflow: no step taken
+  bool skipped = false;  // no step taken: an fp16 overflow, or MeasureWithoutStep
   // fp32/bf16: the gradient norm is NaN or inf (the loss may be finite): no step taken.
   bool nonfinite_gradient = false;
   double grad_norm = 0;  // global L2 norm of the unscaled gradient, before clipping
@@ -81,6 +81,11 @@ using BeforeClip = std::function<void(double grad_norm)>;
 StepResult UnscaleClipStep(TrainableModel& model, torch::optim::Optimizer& optimizer,
                            double grad_clip, const PrecisionContext& precision,
                            const BeforeClip& before_clip = {});
+
+// What UnscaleClipStep measures of an update whose step is skipped without an overflow (the
+// parity check's replay of another side's skip): the gradient norm, seen by `before_clip` when
+// finite, and no step. For a model without a loss scaler: the gradients are not unscaled.
+StepResult MeasureWithoutStep(TrainableModel& model, const BeforeClip& before_clip);
 
 // The global L2 norm of the gradients of `parameters` (those that have one).
 double GlobalGradNorm(const std::vector<torch::Tensor>& parameters);

@@ -75,9 +75,9 @@ struct UpdateStats {
   double loss = 0;  // mean over the effective batch; non-finite means diverged
   double lr = 0;
   double grad_norm = 0;  // before clipping; inf when an fp16 overflow skipped the step
-  // fp16 overflow: no optimizer step. The update still counts (the next one is update + 1)
-  // and the schedule still advances, as with PyTorch's GradScaler and a scheduler stepped
-  // every iteration.
+  // fp16 overflow (or ReplaySkip): no optimizer step. The update still counts (the next one
+  // is update + 1) and the schedule still advances, as with PyTorch's GradScaler and a
+  // scheduler stepped every iteration.
   bool skipped = false;
   // fp32/bf16: a NaN or inf gradient with a finite loss. No step: the caller stops.
   bool nonfinite_gradient = false;
@@ -101,11 +101,19 @@ class Trainer {
   // returned without stepping. Exposed for the parity check, the ledger and tests;
   // `after_forward` observes each microbatch between its forward and backward.
   UpdateStats TrainUpdate(int update, const AfterForward& after_forward = {});
+  // Update `update` computed as TrainUpdate computes it, up to the gradient and the norm the
+  // before-clip observer sees, and then skipped as an fp16 overflow skips it: no step, the
+  // schedule still advancing. The parity check replays the plan's skips with it on its sides
+  // that have no loss scaler (fp32), so that every side's optimizer state stays comparable.
+  UpdateStats ReplaySkip(int update);
   // Trains updates from `first` until one steps (an fp16 loss scaler skips those whose
   // gradients overflow, halving its scale each time), so that the optimizer state exists and
   // what follows is measured as training runs. The update after the one that stepped, or
   // nothing when 24 in a row were skipped (a run stops there as diverged).
   std::optional<int> TrainUntilStepped(int first);
+  // Why a run has diverged when its fp16 loss scaler skipped `in_a_row` updates in a row
+  // through `update` (0-based): 24 in a row, the scale fallen from 2^16 to 2^-8. Nothing below.
+  std::optional<std::string> TooManySkipsInARow(int in_a_row, int update) const;
 
   // Observes every later update's unscaled gradient and norm before clipping (parity).
   void set_before_clip(BeforeClip observer) { before_clip_ = std::move(observer); }
@@ -140,9 +148,13 @@ class Trainer {
   // Whether this update is where the run stops: a stop requested of any rank.
   bool StopRequested(const TrainerOptions& options);
   // Why the run has diverged when its fp16 loss scaler skipped `in_a_row` updates in a row
-  // through `update` (0-based), in a run from `first` to `updates`: too many in a row, or
-  // every update of the run. Nothing otherwise.
+  // through `update` (0-based), in a run from `first` to `updates`: too many in a row
+  // (TooManySkipsInARow), or every update of the run. Nothing otherwise.
   std::optional<std::string> SkippedTooMuch(int in_a_row, int update, int first, int updates) const;
+  // "its loss scale is now 2^N", for the sentences of a run skipping too much.
+  std::string LossScaleNow() const;
+  // TrainUpdate, with the optimizer step taken or, for ReplaySkip, skipped.
+  UpdateStats Update(int update, const AfterForward& after_forward, bool take_step);
   // The steps of Run(), in order.
   struct RunTiming;
   void EmitStart(const ResumePoint& resumed);

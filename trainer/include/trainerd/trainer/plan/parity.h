@@ -10,7 +10,10 @@
 //   - the optimizer's step (parameters after it less parameters before), for each parameter
 //     and over all parameters: ||step_plan - step_ref|| / ||step_ref||.
 // A gradient or parameter missing, NaN or inf on either side fails, as does a parameter
-// stepped on one side only and an fp16 overflow skip on one side only.
+// stepped on one side only. An update the plan's fp16 loss scaler skips (an overflow) is
+// replayed by the other sides, which compute it without stepping; the check then runs one
+// update longer, so that `updates` updates are judged with their step, and fails when the
+// plan skips 24 in a row, as a run stops there.
 // Structure is judged apart from rounding: a plan that computes in bf16 (or fp16 on CUDA) is
 // also run with its microbatches, accumulation and checkpointing in fp32 and held to fp32's
 // tolerances, then run as planned and held to its precision's (docs/trainer-run.md, "Parity
@@ -30,7 +33,8 @@ namespace trainerd {
 // within its rounding, each tensor's step only to a sign flip of its elements.
 ParityTolerances ToleranceFor(Precision precision, bool fp16_computes_in_fp32);
 
-// Runs `updates` updates of `spec` with its plan and with the reference. When the reference's
+// Runs `updates` updates (plus the plan's fp16 skips) of `spec` with its plan and with the
+// reference. When the reference's
 // measured peak exceeds the job's usable memory, both run at a reduced shape: the effective
 // batch halved until the reference fits, the plan keeping its structure (at least two
 // microbatches when it accumulates, the same checkpointed blocks, the same precision).

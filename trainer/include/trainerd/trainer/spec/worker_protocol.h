@@ -29,7 +29,7 @@ namespace trainerd {
 
 // Raised whenever a type below changes its fields: a daemon refuses a worker of another
 // version (trainer-run --version --json).
-inline constexpr int kWorkerProtocolVersion = 4;
+inline constexpr int kWorkerProtocolVersion = 5;
 
 // A SHA-256 as 64 lowercase hex digits: it names release files, so nothing else is accepted.
 struct Sha256Digest {
@@ -41,10 +41,6 @@ struct Sha256Digest {
 struct PlanAndReference {
   double plan = 0;
   double reference = 0;
-};
-struct PlanAndReferenceFlags {
-  bool plan = false;
-  bool reference = false;
 };
 
 // The training device: {"type": "cpu" | "cuda", "name", "total_memory_bytes"}, on CUDA also
@@ -311,7 +307,9 @@ struct ParityUpdate {
   PlanAndReference loss;
   PlanAndReference lr;
   PlanAndReference grad_norm;
-  PlanAndReferenceFlags skipped;
+  // The plan's fp16 loss scaler skipped this update (an overflow): the other sides computed it
+  // without stepping, its gradient is not compared, and no side may have moved a parameter.
+  bool skipped = false;
   double gradient_diff = 0;  // worst parameter's relative gradient difference
   std::string gradient_parameter;
   double step_diff = 0;               // the optimizer step, all parameters together
