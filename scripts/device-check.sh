@@ -17,7 +17,8 @@
 #   config        configs/default.yaml copied with runtime.device: cuda, model.dropout: 0.1 and
 #                 12 updates (6 in rehearsal), plus plan files (fp32, bf16, fp16 with
 #                 accumulation and checkpointed blocks; the naive plan)
-#   parity_*      trainer-run --parity --json per precision: verdict and max diffs
+#   parity_*      trainer-run --parity --json per precision: verdict and max diffs; the
+#                 check's measured peak must stay within its prediction
 #   ledger        trainer-run --ledger --json (naive plan): every peak field it reports
 #   budget_*      --plan-only, then --plan auto training, at --budget = 60% of the naive
 #                 ledger peak: the finish event's peak_bytes must stay under usable bytes
@@ -512,9 +513,14 @@ def cmd_parity(a):
         failures.append("no JSON object on stdout")
     else:
         for k in ("pass", "failures", "comparisons", "plan", "checked_plan",
-                  "checked_effective_batch", "reduction"):
+                  "checked_effective_batch", "reduction", "memory"):
             r[k] = obj.get(k)
         check_report_device(obj, r, failures)
+        # The whole check is fitted to the usable memory from a prediction (parity.h).
+        m = obj.get("memory") or {}
+        if m.get("measured_peak_bytes", 0) > m.get("predicted_peak_bytes", 0):
+            failures.append("the check's measured peak %s exceeds its prediction %s"
+                            % (m.get("measured_peak_bytes"), m.get("predicted_peak_bytes")))
         if obj.get("pass") is not True:
             failures.append("parity verdict is not pass")
         if want and not _plan_equal(obj.get("plan"), want):
@@ -755,7 +761,7 @@ def cmd_summary(a):
         steps["budget_training"].get("torch_version")
     failed = [n for n, s in steps.items() if s.get("status") == "fail"]
     parity = {p: {k: steps["parity_" + p].get(k) for k in
-                  ("status", "pass", "failures")}
+                  ("status", "pass", "failures", "memory")}
               for p in ("fp32", "bf16", "fp16")}
     tp, bt, lg = steps["throughput"], steps["budget_training"], steps["ledger"]
     summary = {

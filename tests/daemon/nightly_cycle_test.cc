@@ -357,8 +357,9 @@ TEST_F(NightlyCycleTest, AnOomDuringTheParityCheckIsAnOomAndFallsBack) {
 }
 
 TEST_F(NightlyCycleTest, APlanWhoseLedgerExceedsTheUsableBudgetIsRejectedBeforeTraining) {
-  // The ledger of microbatch 8 peaks near 2.5 MiB; a re-plan at 75% of the budget fits.
-  WriteJob("plan: {microbatch: 8}\nmemory: {budget: 1.5MiB, reserve: 0}\n");
+  // The ledger of microbatch 8 peaks near 2.5 MiB; a re-plan at 75% of the budget fits, and
+  // the parity check's two trainers fit at a reduced batch.
+  WriteJob("plan: {microbatch: 8}\nmemory: {budget: 2MiB, reserve: 0}\n");
   const CycleOutcome outcome = RunCycle();
   ASSERT_GE(outcome.run_ids.size(), 2u) << outcome.summary;
   const store::RunRecord rejected = *store_->GetRun(outcome.run_ids[0]);
@@ -370,8 +371,8 @@ TEST_F(NightlyCycleTest, APlanWhoseLedgerExceedsTheUsableBudgetIsRejectedBeforeT
   ASSERT_EQ(over.size(), 1u);
   EXPECT_EQ(over[0].severity, store::Severity::kWarning);
   const nlohmann::json details = nlohmann::json::parse(over[0].details_json);
-  EXPECT_EQ(details["usable_bytes"], 1572864);
-  EXPECT_GT(details["peak_bytes"].get<std::int64_t>(), 1572864);
+  EXPECT_EQ(details["usable_bytes"], 2097152);
+  EXPECT_GT(details["peak_bytes"].get<std::int64_t>(), 2097152);
   EXPECT_EQ(details["plan"]["microbatch"], 8);
   // Refused before the parity check too: nothing more was run for it.
   EXPECT_TRUE(Events(rejected.id, "parity").empty());
@@ -391,7 +392,7 @@ TEST_F(NightlyCycleTest, APlanWhoseLedgerExceedsTheUsableBudgetIsRejectedBeforeT
 TEST_F(NightlyCycleTest, ALedgerThatCannotBeMeasuredRefusesNothingAndThePlanIsCheckedAndTrains) {
   // The plan is over its budget, but no ledger says so: it trains under the budget (and
   // the budget stops it), as before the check existed.
-  WriteJob("plan: {microbatch: 8}\nmemory: {budget: 1.5MiB, reserve: 0}\n");
+  WriteJob("plan: {microbatch: 8}\nmemory: {budget: 2MiB, reserve: 0}\n");
   WrapTheFirst("--ledger", "echo 'trainer-run: cannot measure' >&2; exit 1");
   const CycleOutcome outcome = RunCycle();
   ASSERT_FALSE(outcome.run_ids.empty()) << outcome.summary;

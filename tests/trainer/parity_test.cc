@@ -1,7 +1,8 @@
 // The parity check (parity.h): correct plans pass in every precision, with and without
 // dropout; every classic accumulation, clipping, scheduling, weight-decay, checkpointing and
 // optimizer bug (the test-only faults of training_fault.h) is rejected in every precision, by
-// at least three times its tolerance; a reduced reference keeps the plan's structure.
+// at least three times its tolerance; an fp16 plan's overflow skips are replayed; the whole
+// check is fitted to the usable memory, keeping the plan's structure, or refused as an OOM.
 #include "trainerd/trainer/plan/parity.h"
 
 #include <gtest/gtest.h>
@@ -187,35 +188,68 @@ TEST_F(ParityTest, AnFp16PlanSkippingEveryUpdateFails) {
       << Json(report);
 }
 
-TEST_F(ParityTest, AReducedReferenceKeepsThePlansStructure) {
-  spec_.plan = {4, 2, {1}, Precision::kFp32};
+// The whole check is budgeted: its trainers (two, three for bf16) each hold the model's
+// state, and on a CPU the judge's snapshots share the memory. At a budget the reference alone
+// fits at the job's shape but the whole check does not, it runs at a reduced shape, predicted
+// before it runs, within the usable memory as a limit, the plan keeping its structure.
+TEST_F(ParityTest, TheWholeCheckIsFittedToTheUsableMemory) {
+  spec_.plan = {4, 2, {1}, Precision::kBf16};
   spec_.memory.reserve_fraction = 0.0;
-  spec_.memory.budget_bytes = 1536 << 10;  // the full-batch reference needs more
-  const ParityReport report = Check(2);
-  ASSERT_FALSE(report.reduction.empty()) << Json(report);
-  EXPECT_LT(report.checked_effective_batch, 8);
-  EXPECT_GE(report.checked_plan.accumulation_steps, 2) << "the reduction dropped accumulation";
-  EXPECT_EQ(report.checked_plan.checkpoint_blocks, std::vector<int>{1});
-  EXPECT_EQ(report.reduction["effective_batch"],
-            nlohmann::json::array({8, report.checked_effective_batch}));
-  EXPECT_TRUE(report.pass) << Json(report);
-}
-
-// The check holds the plan's trainer beside the reference's: on a device where the reference
-// alone fits, it runs out of memory there. That is an OOM (trainer-run exits 4, and the daemon
-// falls back as for one), not an internal error the daemon records as a crash.
-TEST_F(ParityTest, RunningOutOfMemoryIsAnOutOfMemoryError) {
-  spec_.plan = {4, 2, {1}, Precision::kFp32};
+  const ParityReport unlimited = Check(2);
+  ASSERT_TRUE(unlimited.reduction.empty()) << Json(unlimited);
+  const ParityMemory& full = unlimited.memory;
+  EXPECT_EQ(full.trainers, 3);
+  EXPECT_GT(full.measured_peak_bytes, 0);
+  EXPECT_LE(full.measured_peak_bytes, full.predicted_peak_bytes) << Json(unlimited);
   JobSpec reference = spec_;
   reference.plan = {8, 1, {}, Precision::kFp32};
   Result<MemoryLedger> alone = MeasureLedger(reference, *corpus_);
   ASSERT_TRUE(alone.ok()) << alone.status().message();
-  const ScopedMemoryLimit device(MemoryOf(torch::Device(torch::kCPU)), alone->peak_bytes);
+  // Between the reference alone and the whole check, nearer the whole check: the reference
+  // at the job's shape fits, the check does not, and at half the batch it does.
+  spec_.memory.budget_bytes =
+      full.predicted_peak_bytes - full.snapshot_bytes - full.model_state_bytes / 4;
+  ASSERT_GT(spec_.memory.budget_bytes, alone->peak_bytes);
+
+  const ParityReport report = Check(2);
+  EXPECT_TRUE(report.pass) << Json(report);
+  ASSERT_FALSE(report.reduction.empty()) << Json(report);
+  EXPECT_EQ(report.checked_effective_batch, 4);
+  EXPECT_EQ(report.checked_plan.accumulation_steps, 2) << "the reduction dropped accumulation";
+  EXPECT_EQ(report.checked_plan.checkpoint_blocks, std::vector<int>{1});
+  EXPECT_EQ(report.checked_plan.precision, Precision::kBf16);
+  EXPECT_EQ(report.reduction["effective_batch"], nlohmann::json::array({8, 4}));
+  EXPECT_TRUE(report.reduction["why"].get<std::string>().starts_with(
+      "the whole check at effective batch 8 (3 trainers) is predicted at "))
+      << Json(report);
+  const ParityMemory& m = report.memory;
+  EXPECT_EQ(m.limit_bytes, m.usable_bytes + m.snapshot_bytes) << "on a CPU";
+  EXPECT_LE(m.predicted_peak_bytes, m.limit_bytes);
+  EXPECT_LE(m.measured_peak_bytes, m.predicted_peak_bytes);
+}
+
+// When even the smallest shape cannot hold the check's trainers, it is refused before any of
+// them is built, as an out-of-memory error (trainer-run exits 4, and the daemon falls back as
+// for an OOM) that says what would not fit.
+TEST_F(ParityTest, ACheckThatCannotFitIsAnOutOfMemoryErrorBeforeItRuns) {
+  spec_.plan = {4, 2, {1}, Precision::kFp32};
+  spec_.memory.reserve_fraction = 0.0;
+  JobSpec reference = spec_;
+  reference.plan = {8, 1, {}, Precision::kFp32};
+  Result<MemoryLedger> alone = MeasureLedger(reference, *corpus_);
+  ASSERT_TRUE(alone.ok()) << alone.status().message();
+  // One trainer's state and a half: never two trainers, whatever the batch.
+  spec_.memory.budget_bytes =
+      3 * (alone->parameters_bytes + alone->gradients_bytes + alone->optimizer_state_bytes) / 2;
   Result<ParityReport> report = CheckParity(spec_, *corpus_, 2);
   ASSERT_FALSE(report.ok());
   EXPECT_EQ(report.status().code(), Status::Code::kOutOfMemory) << report.status().message();
-  EXPECT_NE(report.status().message().find("the parity check ran out of memory"),
-            std::string::npos);
+  EXPECT_TRUE(
+      report.status().message().starts_with("the parity check does not fit the usable memory ("))
+      << report.status().message();
+  EXPECT_NE(report.status().message().find("even at effective batch 2: it is predicted at "),
+            std::string::npos)
+      << report.status().message();
 }
 
 class CudaParityTest : public testing::CudaTestOf<ParityTest> {};

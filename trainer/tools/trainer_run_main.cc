@@ -95,7 +95,9 @@ options:
                        reference (no checkpointing, real large batch, fp32), same data and
                        seed; compares every update's loss, learning rate, gradient norm and
                        gradients before clipping, and parameters after the step; prints
-                       the worst differences, what failed, and a verdict (exit 7 on FAIL)
+                       the worst differences, what failed, and a verdict (exit 7 on FAIL);
+                       the whole check is fitted to the usable memory, at a reduced batch
+                       when it must (exit 4 when even the smallest does not fit)
   --parity-updates N   updates in the parity run (default 5)
   --profile            where an update of the plan spends its time (CPU jobs): N updates
                        after a warm-up, each LibTorch op's self time grouped as matrix

@@ -12,8 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "trainerd/trainer/device/device_memory.h"
 #include "trainerd/trainer/loop/trainer.h"
 #include "trainerd/trainer/plan/memory_ledger.h"
+#include "trainerd/trainer/spec/units.h"
 
 namespace trainerd {
 namespace {
@@ -51,7 +53,7 @@ Tensors Snapshot(TrainableModel& model, bool gradients) {
   return out;
 }
 
-// One side of the comparison: a trainer and what it saw before clipping.
+// One side of the comparison: a trainer, and what its update saw before clipping and left.
 struct Side {
   Side(const JobSpec& spec, const Dataset& corpus, EventSink* sink) : trainer(spec, corpus, sink) {
     trainer.set_before_clip([this](double) { gradients = Snapshot(trainer.model(), true); });
@@ -67,21 +69,22 @@ struct Side {
       const auto found = parameters.find(item.key());
       if (found != parameters.end()) item.value().copy_(found->second);
     }
-    after = Snapshot(trainer.model(), false);
   }
   // Trains update `update`, or with `replay_skip` computes it and skips its step as the plan's
   // fp16 loss scaler did.
   UpdateStats Update(int update, bool replay_skip) {
-    gradients.clear();
-    // Nothing moves the parameters between updates: the last update's `after` is `before`.
-    before = after.empty() ? Snapshot(trainer.model(), false) : std::move(after);
     const UpdateStats stats =
         replay_skip ? trainer.ReplaySkip(update) : trainer.TrainUpdate(update);
     after = Snapshot(trainer.model(), false);
     return stats;
   }
+  // Frees the snapshots once judged.
+  void Forget() {
+    gradients.clear();
+    after.clear();
+  }
   Trainer trainer;
-  Tensors gradients, before, after;
+  Tensors gradients, after;
   int own_dropout_switched_off = 0;
 };
 
@@ -94,8 +97,9 @@ class Judge {
         failures_(failures),
         label_(std::string(ToString(comparison->precision)) + " " + comparison->judges) {}
 
-  void CompareUpdate(int update, const Side& plan, const Side& reference, const UpdateStats& p,
-                     const UpdateStats& r) {
+  // `start`: the parameters every side started the update from.
+  void CompareUpdate(int update, const Tensors& start, const Side& plan, const Side& reference,
+                     const UpdateStats& p, const UpdateStats& r) {
     const ParityTolerances& tol = comparison_->tolerances;
     update_ = update;
     ParityUpdate u;
@@ -112,7 +116,7 @@ class Judge {
       Scalar("the gradient norm before clipping", p.grad_norm, r.grad_norm, tol.grad_norm);
       Gradients(plan.gradients, reference.gradients, &u);
     }
-    Steps(plan, reference, &u);  // after a skip, a parameter stepped on either side fails
+    Steps(start, plan, reference, &u);  // after a skip, a parameter stepped on a side fails
     comparison_->updates.push_back(u);
   }
 
@@ -189,12 +193,12 @@ class Judge {
   // What the optimizer did with the gradient (the parameters after the step less before),
   // judged for each parameter and over all of them together; a parameter stepped on one side
   // only fails whatever its size.
-  void Steps(const Side& plan, const Side& reference, ParityUpdate* u) {
+  void Steps(const Tensors& start, const Side& plan, const Side& reference, ParityUpdate* u) {
     double diff_squares = 0, step_squares = 0;
     for (const auto& [name, after] : reference.after) {
       if (!plan.after.contains(name)) continue;  // reported by the gradient comparison
-      const torch::Tensor reference_step = after - reference.before.at(name);
-      const torch::Tensor plan_step = plan.after.at(name) - plan.before.at(name);
+      const torch::Tensor reference_step = after - start.at(name);
+      const torch::Tensor plan_step = plan.after.at(name) - start.at(name);
       const double diff = Norm(plan_step - reference_step), step = Norm(reference_step);
       diff_squares += diff * diff;
       step_squares += step * step;
@@ -223,41 +227,193 @@ class Judge {
   int update_ = 0;
 };
 
-// The shape both runs use: the job's, or the effective batch halved until the reference's
-// measured peak fits the usable memory, the plan keeping at least two microbatches when it
-// accumulates.
-Result<JobSpec> ReferenceShape(const JobSpec& spec, const Dataset& corpus, JobSpec* plan,
-                               nlohmann::json* reduction) {
-  JobSpec reference = spec;
-  const bool accumulates = spec.plan.accumulation_steps > 1;
-  const int smallest = accumulates ? 2 : 1;
-  for (;;) {
-    reference.plan = PlanSpec{reference.training.effective_batch, 1, {}, Precision::kFp32};
-    Result<MemoryLedger> ledger = MeasureLedger(reference, corpus);
-    if (!ledger.ok()) return ledger.status();
-    if (ledger->peak_bytes <= spec.memory.usable_bytes() ||
-        reference.training.effective_batch / 2 < smallest) {
-      break;
-    }
-    reference.training.effective_batch /= 2;
-  }
-  *plan = spec;
-  const int batch = reference.training.effective_batch;
-  if (batch == spec.training.effective_batch) return reference;
-  PlanSpec& p = plan->plan;
-  plan->training.effective_batch = batch;
-  p.microbatch = std::min(p.microbatch, accumulates ? (batch + 1) / 2 : batch);
-  p.accumulation_steps = (batch + p.microbatch - 1) / p.microbatch;
-  *reduction = {{"effective_batch", {spec.training.effective_batch, batch}},
-                {"microbatch", {spec.plan.microbatch, p.microbatch}},
-                {"accumulation_steps", {spec.plan.accumulation_steps, p.accumulation_steps}},
-                {"why", "the reference (the real large batch) does not fit the usable memory"}};
-  return reference;
-}
-
 // fp16 on the CPU computes in fp32 (there is no CPU fp16 autocast): only its loss scaler runs.
 bool ComputesInFp32(Precision precision, bool fp16_computes_in_fp32) {
   return precision == Precision::kFp32 || (precision == Precision::kFp16 && fp16_computes_in_fp32);
+}
+
+// Where the check runs: its sides' specs at one shape, and what it is predicted to hold.
+struct CheckShape {
+  JobSpec reference;
+  std::vector<JobSpec> plans;  // the structure run first, where there is one; then as planned
+  ParityMemory memory;
+};
+
+// The plan's sides: its structure in fp32 first, when it computes in another precision; then
+// the plan as planned.
+std::vector<JobSpec> PlanSides(const JobSpec& plan, bool fp16_computes_in_fp32) {
+  std::vector<JobSpec> sides = {plan};
+  if (!ComputesInFp32(plan.plan.precision, fp16_computes_in_fp32)) {
+    sides.insert(sides.begin(), plan);
+    sides.front().plan.precision = Precision::kFp32;
+  }
+  return sides;
+}
+
+// The check at effective batch `batch` (at most the job's), the plan keeping its structure:
+// at least two microbatches when it accumulates, the same checkpointed blocks and precision.
+// Its memory is predicted from the reference's ledger there: the sides' updates run one at a
+// time, each side holding the same model's state; the reference's update (the whole batch in
+// one fp32 microbatch, nothing checkpointed) bounds each plan side's; on a CPU the judge's
+// fp32 snapshots share the memory (the parameters the update starts from, and the gradients
+// and parameters after it of the reference and of the side being judged: five copies), and
+// the limit grows by them: the budget bounds the trainers, as on a GPU, not the judge.
+Result<CheckShape> ShapeAt(const JobSpec& spec, const Dataset& corpus, int batch) {
+  CheckShape shape;
+  shape.reference = spec;
+  shape.reference.training.effective_batch = batch;
+  shape.reference.plan = PlanSpec{batch, 1, {}, Precision::kFp32};
+  JobSpec plan = spec;
+  if (batch != spec.training.effective_batch) {
+    PlanSpec& p = plan.plan;
+    plan.training.effective_batch = batch;
+    p.microbatch = std::min(p.microbatch, p.accumulation_steps > 1 ? (batch + 1) / 2 : batch);
+    p.accumulation_steps = (batch + p.microbatch - 1) / p.microbatch;
+  }
+  const bool on_cpu = spec.runtime.device != "cuda";
+  shape.plans = PlanSides(plan, /*fp16_computes_in_fp32=*/on_cpu);
+  Result<MemoryLedger> ledger = MeasureLedger(shape.reference, corpus);
+  if (!ledger.ok()) return ledger.status();
+  ParityMemory& m = shape.memory;
+  m.usable_bytes = spec.memory.usable_bytes();
+  m.trainers = static_cast<int>(shape.plans.size()) + 1;
+  m.model_state_bytes =
+      ledger->parameters_bytes + ledger->gradients_bytes + ledger->optimizer_state_bytes;
+  m.snapshot_bytes = 5 * ledger->parameters_bytes;
+  const std::int64_t shared = on_cpu ? m.snapshot_bytes : 0;
+  m.limit_bytes = m.usable_bytes + shared;
+  m.predicted_peak_bytes = ledger->peak_bytes + (m.trainers - 1) * m.model_state_bytes + shared;
+  return shape;
+}
+
+// The largest shape, from the job's effective batch down by halves, whose whole check is
+// predicted to fit its limit; the smallest (one sample, two when the plan accumulates) when
+// none is. `why` is what made the job's shape too large.
+Result<CheckShape> ShapeThatFits(const JobSpec& spec, const Dataset& corpus, std::string* why) {
+  const int smallest = spec.plan.accumulation_steps > 1 ? 2 : 1;  // so that it still accumulates
+  for (int batch = spec.training.effective_batch;; batch /= 2) {
+    Result<CheckShape> shape = ShapeAt(spec, corpus, batch);
+    if (!shape.ok() || shape->memory.predicted_peak_bytes <= shape->memory.limit_bytes ||
+        batch / 2 < smallest) {
+      return shape;
+    }
+    if (why->empty()) {
+      *why = "the whole check at effective batch " + std::to_string(batch) + " (" +
+             std::to_string(shape->memory.trainers) + " trainers) is predicted at " +
+             FormatBytes(shape->memory.predicted_peak_bytes) + ", more than its limit of " +
+             FormatBytes(shape->memory.limit_bytes);
+    }
+  }
+}
+
+// The report of a check at `shape`, before it runs: the plan as checked, what was reduced
+// and why, the comparisons it will fill and its predicted memory.
+ParityReport NewReport(const JobSpec& spec, const CheckShape& shape, const std::string& why) {
+  ParityReport report;
+  report.plan = spec.plan;
+  report.checked_plan = shape.plans.back().plan;
+  report.checked_effective_batch = shape.reference.training.effective_batch;
+  if (report.checked_effective_batch != spec.training.effective_batch) {
+    report.reduction = {
+        {"effective_batch", {spec.training.effective_batch, report.checked_effective_batch}},
+        {"microbatch", {spec.plan.microbatch, report.checked_plan.microbatch}},
+        {"accumulation_steps",
+         {spec.plan.accumulation_steps, report.checked_plan.accumulation_steps}},
+        {"why", why}};
+  }
+  const bool fp16_computes_in_fp32 = spec.runtime.device != "cuda";
+  for (const JobSpec& side : shape.plans) {
+    ParityComparison comparison;
+    comparison.judges = &side == &shape.plans.back() ? "as planned" : "structure";
+    comparison.precision = side.plan.precision;
+    comparison.tolerances = ToleranceFor(side.plan.precision, fp16_computes_in_fp32);
+    report.comparisons.push_back(std::move(comparison));
+  }
+  report.memory = shape.memory;
+  return report;
+}
+
+// Why the check cannot run within its limit at its smallest shape.
+std::string DoesNotFit(const CheckShape& shape) {
+  const ParityMemory& m = shape.memory;
+  const bool on_cpu = shape.reference.runtime.device != "cuda";
+  return "the parity check does not fit the usable memory (" + FormatBytes(m.usable_bytes) +
+         (on_cpu ? ", plus the judge's snapshots: " + FormatBytes(m.snapshot_bytes) : "") +
+         ") even at effective batch " + std::to_string(shape.reference.training.effective_batch) +
+         ": it is predicted at " + FormatBytes(m.predicted_peak_bytes) + ", its " +
+         std::to_string(m.trainers) + " trainers each holding the model's state (" +
+         FormatBytes(m.model_state_bytes) +
+         ") beside one update at a time. Raise memory.budget, or set parity.updates: 0 to "
+         "train unchecked";
+}
+
+// Runs the check at `shape` under its limit, filling `report`'s comparisons,
+// failures, verdict and measured peak. OutOfMemory when it ran out.
+Status RunCheck(const CheckShape& shape, const Dataset& corpus, int updates, TrainingFault fault,
+                ParityReport* report) {
+  DeviceMemory& memory = MemoryOf(
+      torch::Device(shape.reference.runtime.device == "cuda" ? torch::kCUDA : torch::kCPU));
+  const ScopedMemoryLimit limited(memory, shape.memory.limit_bytes);
+  memory.ResetPeak();
+  NullEventSink discard;
+  try {
+    std::vector<std::unique_ptr<Side>> plans;
+    std::vector<Judge> judges;
+    for (std::size_t i = 0; i < shape.plans.size(); ++i) {
+      plans.push_back(std::make_unique<Side>(shape.plans[i], corpus, &discard));
+      plans.back()->trainer.set_test_only_fault(fault);
+      judges.emplace_back(&report->comparisons[i], &report->failures);
+    }
+    Side reference(shape.reference, corpus, &discard);
+    report->own_dropout_switched_off = plans.back()->own_dropout_switched_off;
+    Side& as_planned = *plans.back();
+    Tensors start = Snapshot(reference.trainer.model(), false);
+    int stepped = 0, skipped_in_a_row = 0;
+    for (int update = 0; stepped < updates; ++update) {
+      // Each update is judged from the same parameters: AdamW's first steps normalise each
+      // element, so a gradient element within rounding of zero takes a visibly different step
+      // on each side (seen: 0.4% of position_embedding's step at update 1), and left alone that
+      // would compound into later gradients beyond their tolerance. The optimizer's state and
+      // the schedule stay each side's own, so a fault of either still shows.
+      for (const std::unique_ptr<Side>& plan : plans) plan->StartFrom(start);
+      // The plan as planned first: when its fp16 loss scaler skips the update (an overflow),
+      // the other sides replay the skip, so that no side's optimizer state runs a step ahead,
+      // and the check runs one update longer: `updates` updates are judged with their step.
+      // Each side is judged as soon as the reference has run, and its snapshots freed.
+      const UpdateStats p = as_planned.Update(update, false);
+      const bool skip = p.skipped;
+      const UpdateStats r = reference.Update(update, skip);
+      judges.back().CompareUpdate(update, start, as_planned, reference, p, r);
+      as_planned.Forget();
+      bool finite = std::isfinite(r.loss) && std::isfinite(p.loss);
+      for (std::size_t i = 0; i + 1 < plans.size(); ++i) {
+        const UpdateStats structure = plans[i]->Update(update, skip);
+        judges[i].CompareUpdate(update, start, *plans[i], reference, structure, r);
+        plans[i]->Forget();
+        finite = finite && std::isfinite(structure.loss);
+      }
+      start = std::move(reference.after);
+      reference.Forget();
+      if (!finite) break;  // nothing left to compare
+      skipped_in_a_row = skip ? skipped_in_a_row + 1 : 0;
+      stepped += skip ? 0 : 1;
+      if (const std::optional<std::string> diverged =
+              as_planned.trainer.TooManySkipsInARow(skipped_in_a_row, update)) {
+        judges.back().Fail(*diverged);
+        break;
+      }
+    }
+  } catch (const c10::OutOfMemoryError& e) {
+    // An OOM (trainer-run exits 4, and the daemon falls back as for one), not an internal
+    // error the daemon would record as a crash.
+    return Status::OutOfMemory(std::string("the parity check ran out of memory: ") +
+                               e.what_without_backtrace());
+  } catch (const c10::Error& e) {
+    return Status::Internal(std::string("parity run: ") + e.what_without_backtrace());
+  }
+  report->memory.measured_peak_bytes = memory.peak_bytes();
+  report->pass = report->failures.empty();
+  return Status::Ok();
 }
 
 }  // namespace
@@ -273,80 +429,15 @@ ParityTolerances ToleranceFor(Precision precision, bool fp16_computes_in_fp32) {
 
 Result<ParityReport> CheckParity(const JobSpec& spec, const Dataset& corpus, int updates,
                                  TrainingFault fault) {
-  ParityReport report;
-  report.plan = spec.plan;
-  JobSpec plan_spec;
-  Result<JobSpec> reference_spec = ReferenceShape(spec, corpus, &plan_spec, &report.reduction);
-  if (!reference_spec.ok()) return reference_spec.status();
-  report.checked_plan = plan_spec.plan;
-  report.checked_effective_batch = plan_spec.training.effective_batch;
-  // The plan's structure in fp32 first, when it computes in another precision; then as planned.
-  const bool fp16_computes_in_fp32 = spec.runtime.device != "cuda";
-  std::vector<JobSpec> plan_specs = {plan_spec};
-  if (!ComputesInFp32(plan_spec.plan.precision, fp16_computes_in_fp32)) {
-    plan_specs.insert(plan_specs.begin(), plan_spec);
-    plan_specs.front().plan.precision = Precision::kFp32;
+  std::string why;  // what reduced the shape, when something did
+  Result<CheckShape> shape = ShapeThatFits(spec, corpus, &why);
+  if (!shape.ok()) return shape.status();
+  if (shape->memory.predicted_peak_bytes > shape->memory.limit_bytes) {
+    return Status::OutOfMemory(DoesNotFit(*shape));
   }
-  for (const JobSpec& side : plan_specs) {
-    ParityComparison comparison;
-    comparison.judges = &side == &plan_specs.back() ? "as planned" : "structure";
-    comparison.precision = side.plan.precision;
-    comparison.tolerances = ToleranceFor(side.plan.precision, fp16_computes_in_fp32);
-    report.comparisons.push_back(std::move(comparison));
-  }
-  NullEventSink discard;
-  try {
-    std::vector<std::unique_ptr<Side>> plans;
-    std::vector<Judge> judges;
-    for (std::size_t i = 0; i < plan_specs.size(); ++i) {
-      plans.push_back(std::make_unique<Side>(plan_specs[i], corpus, &discard));
-      plans.back()->trainer.set_test_only_fault(fault);
-      judges.emplace_back(&report.comparisons[i], &report.failures);
-    }
-    Side reference(*reference_spec, corpus, &discard);
-    report.own_dropout_switched_off = plans.back()->own_dropout_switched_off;
-    Side& as_planned = *plans.back();
-    int stepped = 0, skipped_in_a_row = 0;
-    for (int update = 0; stepped < updates; ++update) {
-      // Each update is judged from the same parameters: AdamW's first steps normalise each
-      // element, so a gradient element within rounding of zero takes a visibly different step
-      // on each side (seen: 0.4% of position_embedding's step at update 1), and left alone that
-      // would compound into later gradients beyond their tolerance. The optimizer's state and
-      // the schedule stay each side's own, so a fault of either still shows.
-      if (update > 0) {
-        for (const std::unique_ptr<Side>& plan : plans) plan->StartFrom(reference.after);
-      }
-      // The plan as planned first: when its fp16 loss scaler skips the update (an overflow),
-      // the other sides replay the skip, so that no side's optimizer state runs a step ahead,
-      // and the check runs one update longer: `updates` updates are judged with their step.
-      std::vector<UpdateStats> stats(plans.size());
-      stats.back() = as_planned.Update(update, false);
-      const bool skip = stats.back().skipped;
-      for (std::size_t i = 0; i + 1 < plans.size(); ++i) stats[i] = plans[i]->Update(update, skip);
-      const UpdateStats r = reference.Update(update, skip);
-      bool finite = std::isfinite(r.loss);
-      for (std::size_t i = 0; i < plans.size(); ++i) {
-        judges[i].CompareUpdate(update, *plans[i], reference, stats[i], r);
-        finite = finite && std::isfinite(stats[i].loss);
-      }
-      if (!finite) break;  // nothing left to compare
-      skipped_in_a_row = skip ? skipped_in_a_row + 1 : 0;
-      stepped += skip ? 0 : 1;
-      if (const std::optional<std::string> diverged =
-              as_planned.trainer.TooManySkipsInARow(skipped_in_a_row, update)) {
-        judges.back().Fail(*diverged);
-        break;
-      }
-    }
-  } catch (const c10::OutOfMemoryError& e) {
-    // The check holds every side's trainer at once: on a device its reference alone fits,
-    // this is where it runs out (trainer-run exits 4, and the daemon falls back as for an OOM).
-    return Status::OutOfMemory(std::string("the parity check ran out of memory: ") +
-                               e.what_without_backtrace());
-  } catch (const c10::Error& e) {
-    return Status::Internal(std::string("parity run: ") + e.what_without_backtrace());
-  }
-  report.pass = report.failures.empty();
+  ParityReport report = NewReport(spec, *shape, why);
+  const Status run = RunCheck(*shape, corpus, updates, fault, &report);
+  if (!run.ok()) return run;
   return report;
 }
 

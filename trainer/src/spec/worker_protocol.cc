@@ -304,6 +304,17 @@ void Fields(V& v, ParityComparison& s) {
 }
 
 template <typename V>
+void Fields(V& v, ParityMemory& s) {
+  v("usable_bytes", s.usable_bytes);
+  v("trainers", s.trainers);
+  v("model_state_bytes", s.model_state_bytes);
+  v("snapshot_bytes", s.snapshot_bytes);
+  v("limit_bytes", s.limit_bytes);
+  v("predicted_peak_bytes", s.predicted_peak_bytes);
+  v("measured_peak_bytes", s.measured_peak_bytes);
+}
+
+template <typename V>
 void Fields(V& v, ParityReport& s) {
   v("protocol_version", s.protocol_version);
   v("pass", s.pass);
@@ -314,6 +325,7 @@ void Fields(V& v, ParityReport& s) {
   v("reduction", s.reduction);
   v("own_dropout_switched_off", s.own_dropout_switched_off);
   v("comparisons", s.comparisons);
+  v("memory", s.memory);
   v("device_info", s.device_info);
 }
 

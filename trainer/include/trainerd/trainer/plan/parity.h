@@ -34,11 +34,15 @@ namespace trainerd {
 ParityTolerances ToleranceFor(Precision precision, bool fp16_computes_in_fp32);
 
 // Runs `updates` updates (plus the plan's fp16 skips) of `spec` with its plan and with the
-// reference. When the reference's
-// measured peak exceeds the job's usable memory, both run at a reduced shape: the effective
-// batch halved until the reference fits, the plan keeping its structure (at least two
+// reference. The whole check is fitted to the job's usable memory and runs under it as a
+// limit: its trainers (two, three with a structure run) each hold the model's state, their
+// updates run one at a time, and on a CPU the judge's snapshots share the memory. Predicted
+// from the reference's ledger, the check runs at the job's shape or, when that would not fit,
+// at the effective batch halved until it does, the plan keeping its structure (at least two
 // microbatches when it accumulates, the same checkpointed blocks, the same precision).
-// `fault` (TEST ONLY) is committed by the plan's trainer.
+// OutOfMemory, before any side is built, when even the smallest shape does not fit; and when
+// the check runs out regardless.
+// `fault` (TEST ONLY) is committed by the plan's trainers.
 Result<ParityReport> CheckParity(const JobSpec& spec, const Dataset& corpus, int updates,
                                  TrainingFault fault = TrainingFault::kNone);
 

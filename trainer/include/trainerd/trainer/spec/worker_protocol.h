@@ -335,6 +335,23 @@ struct ParityComparison {
 };
 
 // trainer-run --parity: the release check of a plan (plan/parity.h).
+// What the parity check holds at once on the job's device, and the limit it runs under. Its
+// sides' updates run one at a time, each side holding the model's state beside them; the
+// prediction is made from the reference's ledger before any side is built (parity.h).
+struct ParityMemory {
+  std::int64_t usable_bytes = 0;       // the job's
+  int trainers = 0;                    // the reference and the plan's one or two sides
+  std::int64_t model_state_bytes = 0;  // one trainer's parameters, gradients and optimizer state
+  // The judge's fp32 copies at most (the parameters an update starts from, and the gradients
+  // and parameters after it of the reference and of the side judged). Host memory: beside a
+  // GPU they are off the device; on a CPU they share its memory, counted in the prediction
+  // and added to the limit (the budget bounds the trainers, not the judge's copies).
+  std::int64_t snapshot_bytes = 0;
+  std::int64_t limit_bytes = 0;  // usable bytes, plus the snapshots on a CPU
+  std::int64_t predicted_peak_bytes = 0;
+  std::int64_t measured_peak_bytes = 0;  // the device's peak over the check as run
+};
+
 struct ParityReport {
   int protocol_version = kWorkerProtocolVersion;
   bool pass = false;
@@ -352,6 +369,7 @@ struct ParityReport {
   // The structure in fp32 first when the plan computes in another precision, then the plan as
   // planned; one comparison when the plan computes in fp32.
   std::vector<ParityComparison> comparisons;
+  ParityMemory memory;
   DeviceInfo device_info;
 };
 
