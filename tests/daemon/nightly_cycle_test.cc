@@ -386,6 +386,16 @@ TEST_F(NightlyCycleTest, APlanWhoseLedgerExceedsTheUsableBudgetIsRejectedBeforeT
   EXPECT_EQ(PlanSource(retry.id), "replan-smaller-budget");
   EXPECT_NE(retry.plan, rejected.plan);
   EXPECT_TRUE(Events(retry.id, "plan_over_budget").empty());
+  // Its parity check was fitted to the budget too, and the event says at which batch.
+  const std::vector<store::Event> parity = Events(retry.id, "parity");
+  ASSERT_EQ(parity.size(), 1u);
+  const nlohmann::json checked = nlohmann::json::parse(parity[0].details_json);
+  ASSERT_FALSE(checked["reduction"].empty()) << checked.dump();
+  EXPECT_NE(
+      parity[0].message.find("at the reduced effective batch " +
+                             std::to_string(checked["checked_effective_batch"].get<int>()) + ", "),
+      std::string::npos)
+      << parity[0].message;
   EXPECT_EQ(retry.status, store::RunStatus::kSucceeded) << outcome.summary;
 }
 
@@ -403,6 +413,24 @@ TEST_F(NightlyCycleTest, ALedgerThatCannotBeMeasuredRefusesNothingAndThePlanIsCh
   // It trained, and the budget stopped it there: a training OOM.
   EXPECT_EQ(store_->GetRun(run)->status, store::RunStatus::kOom);
   EXPECT_EQ(Events(run, "run_oom").size(), 1u);
+}
+
+TEST_F(NightlyCycleTest, AnFp16PlansOverflowSkipIsReplayedAndTheParityEventCountsIt) {
+  config_.parity_updates = 2;
+  WriteJob("plan: {microbatch: 4, precision: fp16}\n");
+  // The check's plan overflows its first update, as a real fp16 plan does on a GPU while its
+  // loss scale falls (fault injection through the real worker).
+  WrapTheFirst("--parity", "exec \"$real\" \"$@\" --test-only-fault overflow_first_update");
+  const CycleOutcome outcome = RunCycle();
+  ASSERT_FALSE(outcome.run_ids.empty()) << outcome.summary;
+  const std::vector<store::Event> parity = Events(outcome.run_ids[0], "parity");
+  ASSERT_EQ(parity.size(), 1u) << outcome.summary;
+  EXPECT_EQ(parity[0].severity, store::Severity::kInfo) << parity[0].message;
+  EXPECT_NE(parity[0].message.find(
+                "matches the reference (3 updates, 1 skipped by the fp16 loss scaler, "),
+            std::string::npos)
+      << parity[0].message;
+  EXPECT_TRUE(outcome.succeeded) << outcome.summary;
 }
 
 TEST_F(NightlyCycleTest, WithTheParityCheckDisabledANewPlanTrainsUncheckedAndSaysSo) {

@@ -11,12 +11,30 @@
 namespace trainerd::daemon {
 namespace {
 
+// " (3 updates, 1 skipped by the fp16 loss scaler, at the reduced effective batch 4, 2.1 s)":
+// what the check ran. Its updates are the configured count, more when it replayed the plan's
+// fp16 skips; the batch is named when the check was reduced to fit the memory.
+std::string DescribeCheckRun(const ParityReport& report, int configured, double seconds) {
+  std::size_t ran = static_cast<std::size_t>(configured), skipped = 0;
+  if (!report.comparisons.empty()) {
+    const std::vector<ParityUpdate>& updates = report.comparisons.back().updates;
+    ran = updates.size();
+    skipped = static_cast<std::size_t>(std::count_if(
+        updates.begin(), updates.end(), [](const ParityUpdate& u) { return u.skipped; }));
+  }
+  std::string text = " (" + std::to_string(ran) + " updates";
+  if (skipped > 0) text += ", " + std::to_string(skipped) + " skipped by the fp16 loss scaler";
+  if (!report.reduction.empty()) {
+    text += ", at the reduced effective batch " + std::to_string(report.checked_effective_batch);
+  }
+  return text + Format(", %.1f s)", seconds);
+}
+
 // The parity event's message: what the check of `plan` found.
 std::string DescribeParity(AttemptOutcome outcome, const std::string& plan, int updates,
                            double seconds, const ProcessExit& exit, const ParityReport& report,
                            const std::optional<ErrorEvent>& error) {
-  const std::string took =
-      " (" + std::to_string(updates) + " updates" + Format(", %.1f s)", seconds);
+  const std::string took = DescribeCheckRun(report, updates, seconds);
   switch (outcome) {
     case AttemptOutcome::kSucceeded:
       return plan + " matches the reference" + took;
