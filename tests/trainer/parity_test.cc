@@ -165,6 +165,14 @@ TEST_F(ParityTest, AnFp16OverflowSkipIsReplayedAndTheCheckJudgesAsManyStepsAsAsk
   ASSERT_EQ(updates.size(), 3u) << "the skipped update does not count: " << Json(report);
   EXPECT_TRUE(updates[0].skipped);
   EXPECT_TRUE(std::isinf(updates[0].grad_norm.plan));
+  // The overflowed gradient norm travels to the daemon as null and comes back not finite.
+  std::vector<std::string> mistyped;
+  const ParityReport read =
+      Parse<ParityReport>(nlohmann::json::parse(ToJson(report).dump()), &mistyped);
+  EXPECT_TRUE(mistyped.empty()) << ::testing::PrintToString(mistyped);
+  ASSERT_EQ(read.comparisons.size(), 1u);
+  EXPECT_TRUE(std::isnan(read.comparisons[0].updates[0].grad_norm.plan));
+  EXPECT_EQ(read.comparisons[0].updates[0].grad_norm.reference, updates[0].grad_norm.reference);
   EXPECT_EQ(updates[0].step_diff, 0.0) << "no side moved a parameter";
   for (std::size_t i = 1; i < updates.size(); ++i) {
     EXPECT_FALSE(updates[i].skipped);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <limits>
 #include <type_traits>
 
 #include "trainerd/common/median.h"
@@ -502,6 +503,14 @@ class Reader {
   }
 
  private:
+  // A figure that may not be finite: JSON has no inf or NaN, so such a figure (an fp16
+  // overflow's gradient norm, a diverged loss) is written null, and is read back as NaN.
+  bool ReadFigure(const nlohmann::json& json, const std::string& path, double& out) {
+    if (!json.is_null()) return Read(json, path, out);
+    out = std::numeric_limits<double>::quiet_NaN();
+    return true;
+  }
+
   // Reads `json` into `out`; false (out untouched) when it has another type.
   template <typename T>
   bool Read(const nlohmann::json& json, const std::string& path, T& out) {
@@ -539,7 +548,9 @@ class Reader {
     } else if constexpr (std::is_same_v<T, PlanAndReference>) {
       if (!json.is_array() || json.size() != 2) return false;
       T pair;
-      if (!Read(json[0], path, pair.plan) || !Read(json[1], path, pair.reference)) return false;
+      if (!ReadFigure(json[0], path, pair.plan) || !ReadFigure(json[1], path, pair.reference)) {
+        return false;
+      }
       out = pair;
     } else if constexpr (IsOptional<T>::value) {
       if (json.is_null()) {
