@@ -13,7 +13,9 @@
 
 #include "trainerd/common/atomic_file.h"
 #include "trainerd/common/cache_dir.h"
+#include "trainerd/common/cpu_isa.h"
 #include "trainerd/common/proc_file.h"
+#include "trainerd/trainer/device/blas_kernel.h"
 #include "trainerd/trainer/device/device_timer.h"
 #include "trainerd/trainer/device/torch_compat.h"
 
@@ -95,6 +97,12 @@ DeviceInfo DeviceDescription(const torch::Device& device) {
   cpu.type = "cpu";
   cpu.name = ProcValueOrUnknown("/proc/cpuinfo", "model name");
   cpu.total_memory_bytes = HostMemoryBytes();
+  const CpuIsa isa = ThisCpuIsa();
+  const BlasKernel blas = DescribeThisBlas();
+  cpu.isa = isa.Description();
+  cpu.blas = blas.library;
+  cpu.blas_core = blas.core;
+  cpu.blas_below_cpu = BlasBelowTheCpu(blas, isa);
   return cpu;
 }
 

@@ -376,8 +376,12 @@ struct Trainer::RunTiming {
 };
 
 void Trainer::EmitStart(const ResumePoint& resumed) {
-  sink_->Emit(Start(resumed.updates_done));
+  const StartEvent start = Start(resumed.updates_done);
+  sink_->Emit(start);
   for (const WarningEvent& warning : resumed.warnings) sink_->Emit(warning);
+  if (start.device_info.blas_below_cpu) {
+    sink_->Emit(WarningEvent{"blas_below_cpu", *start.device_info.blas_below_cpu});
+  }
   if (model_->has_batch_statistics() && spec_.plan.accumulation_steps > 1) {
     sink_->Emit(WarningEvent{"batch_norm_accumulation",
                              "the model normalises over each microbatch (BatchNorm): with " +

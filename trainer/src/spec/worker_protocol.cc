@@ -31,6 +31,10 @@ void Fields(V& v, DeviceInfo& s) {
   v.Omittable("compute_capability", s.compute_capability);
   v.Omittable("driver_version", s.driver_version);
   v.Omittable("runtime_version", s.runtime_version);
+  v.Omittable("isa", s.isa);
+  v.Omittable("blas", s.blas);
+  v.Omittable("blas_core", s.blas_core);
+  v.Omittable("blas_below_cpu", s.blas_below_cpu);
 }
 
 template <typename V>

@@ -18,7 +18,8 @@ std::string HardwareFingerprint();
 
 // The training device for the run record: {"type": "cpu" | "cuda", "name",
 // "total_memory_bytes"}, and on CUDA also "compute_capability" ("9.0"), "driver_version" and
-// "runtime_version" ("13.0"). CPU: the CPU model and the machine's memory.
+// "runtime_version" ("13.0"). CPU: the CPU model, the machine's memory, the CPU's
+// instruction sets and the BLAS with the kernels it chose (device/blas_kernel.h).
 DeviceInfo DeviceDescription(const torch::Device& device);
 
 // The software a measurement depends on: {"torch_version", "blas" (the BLAS library file

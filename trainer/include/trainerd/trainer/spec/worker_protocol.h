@@ -29,7 +29,7 @@ namespace trainerd {
 
 // Raised whenever a type below changes its fields: a daemon refuses a worker of another
 // version (trainer-run --version --json).
-inline constexpr int kWorkerProtocolVersion = 5;
+inline constexpr int kWorkerProtocolVersion = 6;
 
 // A SHA-256 as 64 lowercase hex digits: it names release files, so nothing else is accepted.
 struct Sha256Digest {
@@ -52,6 +52,14 @@ struct DeviceInfo {
   std::optional<std::string> compute_capability;
   std::optional<std::string> driver_version;
   std::optional<std::string> runtime_version;
+  // CPU: its instruction sets ("AVX2", "AVX-512 with bf16 and AMX"), the BLAS that multiplies
+  // its matrices ("OpenBLAS 0.3.21", MKL's version) and the kernels it chose ("Zen",
+  // "Prescott"; "unknown" for a BLAS that names none), and why they run below the CPU when
+  // they do (device/blas_kernel.h).
+  std::optional<std::string> isa;
+  std::optional<std::string> blas;
+  std::optional<std::string> blas_core;
+  std::optional<std::string> blas_below_cpu;
 };
 
 // The software a measurement depends on.

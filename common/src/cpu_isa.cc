@@ -1,0 +1,56 @@
+#include "trainerd/common/cpu_isa.h"
+
+#include <set>
+#include <sstream>
+
+#include "trainerd/common/proc_file.h"
+
+namespace trainerd {
+
+const char* ToString(IsaLevel level) {
+  switch (level) {
+    case IsaLevel::kSse:
+      return "SSE";
+    case IsaLevel::kAvx:
+      return "AVX";
+    case IsaLevel::kAvx2:
+      return "AVX2";
+    case IsaLevel::kAvx512:
+      return "AVX-512";
+    case IsaLevel::kUnknown:
+      break;
+  }
+  return "unknown";
+}
+
+std::string CpuIsa::Description() const {
+  std::string text = ToString(level);
+  if (avx512_bf16 && amx_bf16) return text + " with bf16 and AMX";
+  if (avx512_bf16) return text + " with bf16";
+  if (amx_bf16) return text + " with AMX";
+  return text;
+}
+
+CpuIsa ParseCpuIsa(std::string_view flags) {
+  std::set<std::string> names;
+  std::istringstream words{std::string(flags)};
+  for (std::string word; words >> word;) names.insert(word);
+  const auto has = [&](const char* name) { return names.contains(name); };
+  CpuIsa isa;
+  if (has("avx512f")) {
+    isa.level = IsaLevel::kAvx512;
+  } else if (has("avx2") && has("fma")) {
+    isa.level = IsaLevel::kAvx2;
+  } else if (has("avx")) {
+    isa.level = IsaLevel::kAvx;
+  } else if (has("sse2")) {
+    isa.level = IsaLevel::kSse;
+  }
+  isa.avx512_bf16 = has("avx512_bf16");
+  isa.amx_bf16 = has("amx_bf16");
+  return isa;
+}
+
+CpuIsa ThisCpuIsa() { return ParseCpuIsa(ProcFileValue("/proc/cpuinfo", "flags")); }
+
+}  // namespace trainerd
