@@ -84,12 +84,14 @@ DeviceInfo DeviceDescription(const torch::Device& device) {
 #ifdef TRAINERD_WITH_CUDA
   if (device.is_cuda()) {
     const compat::CudaDeviceDescription d = compat::DescribeCudaDevice(compat::CudaIndexOf(device));
-    return {"cuda",
-            d.name,
-            d.total_memory_bytes,
-            d.compute_capability,
-            CudaVersionString(d.driver_version),
-            CudaVersionString(d.runtime_version)};
+    DeviceInfo gpu;
+    gpu.type = "cuda";
+    gpu.name = d.name;
+    gpu.total_memory_bytes = d.total_memory_bytes;
+    gpu.compute_capability = d.compute_capability;
+    gpu.driver_version = CudaVersionString(d.driver_version);
+    gpu.runtime_version = CudaVersionString(d.runtime_version);
+    return gpu;
   }
 #endif
   TORCH_CHECK(device.is_cpu(), "no description for device ", device.str(), " in this build");
