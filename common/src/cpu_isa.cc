@@ -3,24 +3,20 @@
 #include <set>
 #include <sstream>
 
+#include "trainerd/common/enum_names.h"
 #include "trainerd/common/proc_file.h"
 
 namespace trainerd {
 
 const char* ToString(IsaLevel level) {
-  switch (level) {
-    case IsaLevel::kSse:
-      return "SSE";
-    case IsaLevel::kAvx:
-      return "AVX";
-    case IsaLevel::kAvx2:
-      return "AVX2";
-    case IsaLevel::kAvx512:
-      return "AVX-512";
-    case IsaLevel::kUnknown:
-      break;
-  }
-  return "unknown";
+  static constexpr EnumNames<IsaLevel, 5> kNames{{{
+      {IsaLevel::kUnknown, "unknown"},
+      {IsaLevel::kSse, "SSE"},
+      {IsaLevel::kAvx, "AVX"},
+      {IsaLevel::kAvx2, "AVX2"},
+      {IsaLevel::kAvx512, "AVX-512"},
+  }}};
+  return kNames.Name(level);
 }
 
 std::string CpuIsa::Description() const {
