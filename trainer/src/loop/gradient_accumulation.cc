@@ -123,36 +123,44 @@ double GlobalGradNorm(const std::vector<torch::Tensor>& parameters) {
   return torch::stack(norms).norm().item<double>();
 }
 
-StepResult MeasureWithoutStep(TrainableModel& model, const BeforeClip& before_clip) {
+namespace {
+
+// The unscaled gradient's global norm, marked when it is not finite, and shown to
+// `before_clip` when it is.
+StepResult MeasureGradient(const std::vector<torch::Tensor>& parameters,
+                           const BeforeClip& before_clip) {
   StepResult result;
-  result.skipped = true;
-  result.grad_norm = GlobalGradNorm(model.parameters());
+  result.grad_norm = GlobalGradNorm(parameters);
   result.nonfinite_gradient = !std::isfinite(result.grad_norm);
   if (before_clip && !result.nonfinite_gradient) before_clip(result.grad_norm);
+  return result;
+}
+
+}  // namespace
+
+StepResult MeasureWithoutStep(TrainableModel& model, const BeforeClip& before_clip) {
+  StepResult result = MeasureGradient(model.parameters(), before_clip);
+  result.skipped = true;
   return result;
 }
 
 StepResult UnscaleClipStep(TrainableModel& model, torch::optim::Optimizer& optimizer,
                            double grad_clip, const PrecisionContext& precision,
                            const BeforeClip& before_clip) {
-  StepResult result;
   const std::vector<torch::Tensor> parameters = model.parameters();
   if (precision.precision == Precision::kFp16) {
     const bool overflow = precision.scaler->UnscaleAndCheckOverflow(parameters);
     precision.scaler->Update(overflow);
     if (overflow) {
-      result.skipped = true;
-      result.grad_norm = std::numeric_limits<double>::infinity();
-      return result;
+      StepResult skipped;
+      skipped.skipped = true;
+      skipped.grad_norm = std::numeric_limits<double>::infinity();
+      return skipped;
     }
   }
-  result.grad_norm = GlobalGradNorm(parameters);
   // clip_grad_norm_ would multiply every gradient by NaN here: measure first, then decide.
-  if (!std::isfinite(result.grad_norm)) {
-    result.nonfinite_gradient = true;
-    return result;
-  }
-  if (before_clip) before_clip(result.grad_norm);
+  const StepResult result = MeasureGradient(parameters, before_clip);
+  if (result.nonfinite_gradient) return result;
   const double coefficient = grad_clip / (result.grad_norm + 1e-6);
   if (grad_clip > 0 && coefficient < 1) {
     torch::NoGradGuard no_grad;

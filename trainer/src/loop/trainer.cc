@@ -337,7 +337,7 @@ std::optional<std::string> Trainer::TooManySkipsInARow(int in_a_row, int update)
   if (in_a_row < kMaxSkipsInARow) return std::nullopt;
   return "the fp16 loss scaler skipped " + std::to_string(in_a_row) +
          " updates in a row, through update " + std::to_string(update + 1) + " (" + LossScaleNow() +
-         "): the gradients overflow at every scale, nothing was trained since " + "update " +
+         "): the gradients overflow at every scale, nothing was trained since update " +
          std::to_string(update + 1 - in_a_row) +
          ". Lower optimizer.lr, check the data, or train in bf16 or fp32";
 }

@@ -342,7 +342,6 @@ struct ParityComparison {
   std::string worst_check;
 };
 
-// trainer-run --parity: the release check of a plan (plan/parity.h).
 // What the parity check holds at once on the job's device, and the limit it runs under. Its
 // sides' updates run one at a time, each side holding the model's state beside them; the
 // prediction is made from the reference's ledger before any side is built (parity.h).
@@ -360,6 +359,7 @@ struct ParityMemory {
   std::int64_t measured_peak_bytes = 0;  // the device's peak over the check as run
 };
 
+// trainer-run --parity: the release check of a plan (plan/parity.h).
 struct ParityReport {
   int protocol_version = kWorkerProtocolVersion;
   bool pass = false;
