@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepared check of trainerd's CUDA path, for a machine with an NVIDIA GPU and a Python
-# torch 2.x. NOT YET RUN ON A GPU: only its CPU rehearsal has run (docs/device-check.md).
+# torch 2.x. Run on an NVIDIA H200 with --bundle (docs/device-check.md, "First runs on a GPU").
 #
 #   scripts/device-check.sh [--build-dir DIR] [--out DIR] [--time-limit SECONDS]
 #                           [--threads N|auto] [--updates N]

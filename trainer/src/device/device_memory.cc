@@ -68,7 +68,7 @@ class CountingCpuAllocator final : public compat::CpuAllocatorBase, public Devic
 #ifdef TRAINERD_WITH_CUDA
 class CudaMemory final : public DeviceMemory {
  public:
-  explicit CudaMemory(c10::DeviceIndex index) : index_(index) {}
+  explicit CudaMemory(c10::DeviceIndex index) : index_(index) { compat::InitCuda(); }
   std::int64_t live_bytes() const override { return Bytes().allocated; }
   std::int64_t peak_bytes() const override { return Bytes().allocated_peak; }
   std::int64_t reserved_bytes() const override { return Bytes().reserved; }

@@ -20,6 +20,7 @@
 #include <string>
 
 #ifdef TRAINERD_WITH_CUDA
+#include <ATen/Context.h>
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -235,6 +236,17 @@ struct CudaAllocatorBytes {
   std::int64_t reserved = 0;
   std::int64_t reserved_peak = 0;
 };
+
+// Initialises CUDA and its caching allocator once. Until then LibTorch 2.x's allocator has no
+// device (its statistics fail "Allocator not initialized for device", seen on an H200): a
+// process that asks for them before its first CUDA tensor must call this first.
+inline void InitCuda() {
+#if TRAINERD_TORCH_AT_LEAST(2, 6)
+  at::globalContext().lazyInitDevice(at::kCUDA);
+#else
+  at::globalContext().lazyInitCUDA();
+#endif
+}
 
 // The statistics moved from c10::cuda::CUDACachingAllocator to c10::CachingDeviceAllocator
 // (DeviceStats) and c10::CachingAllocator (Stat, StatType) in 2.5.
