@@ -18,7 +18,8 @@ struct TinyGptYamlOptions {
   int checkpoint_interval = 10;
   double lr = 3e-3;
   double min_lr = 1e-6;
-  std::string extra;  // more top-level YAML (plan:, memory:)
+  bool fix_blas_core = true;  // runtime.fix_blas_core
+  std::string extra;          // more top-level YAML (plan:, memory:)
 };
 
 inline std::string TinyGptYaml(const TinyGptYamlOptions& o) {
@@ -31,7 +32,7 @@ inline std::string TinyGptYaml(const TinyGptYamlOptions& o) {
        << "training: {effective_batch: 8, updates: " << o.updates
        << ", seed: 7, eval_interval: " << o.eval_interval
        << ", checkpoint_interval: " << o.checkpoint_interval << "}\n"
-       << "runtime: {threads: 1}\n"
+       << "runtime: {threads: 1" << (o.fix_blas_core ? "" : ", fix_blas_core: false") << "}\n"
        << o.extra;
   return yaml.str();
 }

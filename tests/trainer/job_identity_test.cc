@@ -88,6 +88,7 @@ const std::map<std::string, KeyCase>& Cases() {
       {"plan.precision", {"bf16", Effect::kNotTrained}},
       {"runtime.threads", {"2", Effect::kNotTrained}},
       {"runtime.device", {"cuda", Effect::kNotTrained}},
+      {"runtime.fix_blas_core", {"false", Effect::kNotTrained}},
       {"distributed.ranks", {"2", Effect::kNotTrained}},
       {"distributed.launcher", {"slurm", Effect::kNotTrained}},
       {"distributed.timeout", {"10m", Effect::kNotTrained}},

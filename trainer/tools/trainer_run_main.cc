@@ -19,7 +19,9 @@
 #include <string_view>
 
 #include "trainerd/common/cache_dir.h"
+#include "trainerd/common/cpu_isa.h"
 #include "trainerd/trainer/data/dataset.h"
+#include "trainerd/trainer/device/blas_core_fix.h"
 #include "trainerd/trainer/device/device_memory.h"
 #include "trainerd/trainer/device/machine.h"
 #include "trainerd/trainer/distributed/data_parallel.h"
@@ -53,6 +55,7 @@ constexpr const char* kUsage = R"(usage:
   trainer-run --config FILE [--plan FILE] --parity [--parity-updates N] [--json]
   trainer-run --config FILE [--plan FILE] --profile [--profile-updates N]
               [--profile-trace FILE] [--json]
+  trainer-run --check-blas
   trainer-run ... --test-only-fault NAME
   trainer-run --what-if --static SIZE --act-per-sample SIZE --device SIZE [--reserve 10%]
               [--microbatch N --blocks N] [--json]
@@ -106,6 +109,15 @@ options:
                        peak and memory bandwidth), and the top ops
   --profile-updates N  updates profiled (default 3)
   --profile-trace FILE also write the profiled updates as a Chrome trace (Perfetto opens it)
+  --check-blas         multiply a 256 x 256 fp32 product with this process's BLAS against a
+                       float64 reference computed without it, time a 1024^3 one on one
+                       thread, and print {blas, blas_core, max_error, tolerance, ok,
+                       gflops_one_thread} (exit 0 when within tolerance, 1 otherwise). A
+                       worker whose OpenBLAS chose kernels below the CPU (Prescott on an
+                       AVX-512 Xeon) runs it under OPENBLAS_CORETYPE set to the CPU's core
+                       and restarts itself with that setting when it passes; the start
+                       event's device_info.blas_core_fix says what was done and measured.
+                       runtime.fix_blas_core: false turns this off
   --test-only-fault NAME
                        TEST ONLY: make the trainer commit a known bug (the plan side of
                        --parity, or training): loss_per_microbatch, step_per_microbatch,
@@ -172,6 +184,7 @@ struct Args {
   trainerd::TrainingFault fault = trainerd::TrainingFault::kNone;
   bool what_if = false;
   std::map<std::string, std::string> what_if_values;  // --static, --act-per-sample, ...
+  std::vector<std::string> argv;  // the whole command line, to restart with (FixBlasCore)
 };
 
 class UsageError : public std::runtime_error {
@@ -431,6 +444,7 @@ class Worker {
       }
       spec_.memory.budget_bytes = *budget;
     }
+    FixBlasCore();
     if (spec_.runtime.device == "cuda" && !torch::cuda::is_available()) {
       return Fail("config",
                   args_.config + ": runtime.device: cuda requested but this LibTorch (" +
@@ -464,6 +478,15 @@ class Worker {
       }
     }
     return std::nullopt;
+  }
+
+  // Before the job's data is read: the worker may restart itself with better BLAS kernels.
+  void FixBlasCore() const {
+    if (!spec_.runtime.fix_blas_core) return;
+    if (const std::optional<std::string> why_not = trainerd::FixBlasCore(
+            "/proc/self/exe", args_.argv, trainerd::DescribeThisBlas(), trainerd::ThisCpuIsa())) {
+      std::cerr << RankName() << ": warning: " << *why_not << "\n";
+    }
   }
 
   // Every JSON report names the device it was measured on.
@@ -619,6 +642,17 @@ int PrintVersion(int argc, char** argv) {
   return exit_code::kOk;
 }
 
+// `trainer-run --check-blas`: this process's matrix product against float64, as JSON.
+int CheckBlas(int argc) {
+  if (argc != 2) {
+    std::cerr << "trainer-run: --check-blas takes no other argument\n\n" << kUsage;
+    return exit_code::kUsage;
+  }
+  const trainerd::BlasProductCheck check = trainerd::CheckBlasProduct();
+  std::cout << trainerd::BlasProductCheckJson(check) << std::endl;
+  return check.ok() ? exit_code::kOk : exit_code::kInternal;
+}
+
 int main(int argc, char** argv) {
   // A reader that went away (a daemon that died) must not kill the worker mid-checkpoint:
   // writes to the closed pipe fail instead, and SIGTERM still ends the run cleanly.
@@ -629,10 +663,12 @@ int main(int argc, char** argv) {
       return exit_code::kOk;
     }
     if (std::string(argv[i]) == "--version") return PrintVersion(argc, argv);
+    if (std::string(argv[i]) == "--check-blas") return CheckBlas(argc);
   }
   Args args;
   try {
     args = ParseArgs(argc, argv);
+    args.argv.assign(argv, argv + argc);
     if (!::isatty(STDOUT_FILENO)) args.json = true;
     if (args.what_if) return RunWhatIf(args);
   } catch (const UsageError& e) {

@@ -40,10 +40,6 @@ IsaLevel LevelOfCore(const std::string& core) {
   return found == kCores.end() ? IsaLevel::kUnknown : found->second;
 }
 
-// The core OpenBLAS 0.3.21 accepts in OPENBLAS_CORETYPE for a CPU of `level` (it cannot be
-// made to choose Cooperlake: its force_coretype stops one name short).
-const char* CoreFor(IsaLevel level) { return level == IsaLevel::kAvx512 ? "SkylakeX" : "Haswell"; }
-
 // The first `count` words of `text`.
 std::string FirstWords(const std::string& text, int count) {
   std::istringstream words(text);
@@ -53,6 +49,22 @@ std::string FirstWords(const std::string& text, int count) {
 }
 
 }  // namespace
+
+const char* CoreServing(IsaLevel level) {
+  switch (level) {
+    case IsaLevel::kAvx512:
+      return "SkylakeX";
+    case IsaLevel::kAvx2:
+      return "Haswell";
+    case IsaLevel::kAvx:
+      return "Sandybridge";
+    case IsaLevel::kSse:
+      return "Prescott";
+    case IsaLevel::kUnknown:
+      break;
+  }
+  return "unknown";
+}
 
 BlasKernel DescribeBlas(const SymbolLookup& lookup) {
   BlasKernel blas;
@@ -83,8 +95,8 @@ std::optional<std::string> BlasBelowTheCpu(const BlasKernel& blas, const CpuIsa&
   return blas.library + " chose its " + blas.core + " kernels (" + ToString(core) +
          ") on a CPU with " + ToString(isa.level) +
          ": its matrix products run below what the CPU can do. OPENBLAS_CORETYPE=" +
-         CoreFor(isa.level) + " in the workers' environment makes it choose kernels for " +
-         ToString(isa.level);
+         CoreServing(isa.level) + " makes it choose kernels for " + ToString(isa.level) +
+         " (runtime.fix_blas_core, on by default, sets it once they pass a check)";
 }
 
 }  // namespace trainerd

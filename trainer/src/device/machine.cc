@@ -15,6 +15,7 @@
 #include "trainerd/common/cache_dir.h"
 #include "trainerd/common/cpu_isa.h"
 #include "trainerd/common/proc_file.h"
+#include "trainerd/trainer/device/blas_core_fix.h"
 #include "trainerd/trainer/device/blas_kernel.h"
 #include "trainerd/trainer/device/device_timer.h"
 #include "trainerd/trainer/device/torch_compat.h"
@@ -105,6 +106,7 @@ DeviceInfo DeviceDescription(const torch::Device& device) {
   cpu.blas = blas.library;
   cpu.blas_core = blas.core;
   cpu.blas_below_cpu = BlasBelowTheCpu(blas, isa);
+  cpu.blas_core_fix = BlasCoreFixRecord();
   return cpu;
 }
 
@@ -115,19 +117,23 @@ std::string HardwareFingerprint() {
 }
 
 SoftwareInfo SoftwareFingerprint() {
-  std::string blas = "unknown";
+  std::string file;
   std::ifstream maps("/proc/self/maps");
   std::string line;
   while (std::getline(maps, line)) {
     const auto slash = line.find('/');
     if (slash == std::string::npos) continue;
-    const std::string file = line.substr(slash);
-    const std::string name = std::filesystem::path(file).filename().string();
+    const std::string mapped = line.substr(slash);
+    const std::string name = std::filesystem::path(mapped).filename().string();
     if (name.find("blas") != std::string::npos) {
-      blas = file;
+      file = mapped;
       break;
     }
   }
+  const BlasKernel kernel = DescribeThisBlas();
+  std::string blas = kernel.library;
+  if (kernel.core != "unknown") blas += ", " + kernel.core + " kernels";
+  if (!file.empty()) blas += ", " + file;
   return {TORCH_VERSION, blas, "GCC " __VERSION__};
 }
 
@@ -135,8 +141,8 @@ std::string DefaultPeakFlopsCache() { return UserCacheDir() + "/peak_flops.json"
 
 double PeakFlops(Precision precision, const torch::Device& device, const std::string& cache_file,
                  double achieved) {
-  const std::string device_name =
-      device.is_cpu() ? std::string("cpu") : DeviceDescription(device).name;
+  const std::string device_name = device.is_cpu() ? "cpu, " + DescribeThisBlas().core + " kernels"
+                                                  : DeviceDescription(device).name;
   const std::string key = HardwareFingerprint() + " | " + device_name + " | " +
                           ToString(precision) + " | " + std::to_string(torch::get_num_threads()) +
                           " threads | torch " + TORCH_VERSION;
@@ -164,6 +170,17 @@ double PeakFlops(Precision precision, const torch::Device& device, const std::st
     (void)WriteFileAtomically(cache_file, cache.dump(2));  // a cache: failure only costs a re-probe
   }
   return best;
+}
+
+std::optional<IsaPeak> IsaRoof(Precision precision, const torch::Device& device) {
+  if (!device.is_cpu() || precision != Precision::kFp32) return std::nullopt;
+  const IsaPeak roof = Fp32IsaPeak(ThisCpuIsa(), torch::get_num_threads(), ThisCpuClockHz());
+  if (!(roof.flops_per_second > 0)) return std::nullopt;
+  return roof;
+}
+
+std::optional<std::string> PeakBelowTheIsaRoof(double measured, const IsaPeak& roof) {
+  return PeakBelowTheIsa(measured, roof, BlasBelowTheCpu(DescribeThisBlas(), ThisCpuIsa()));
 }
 
 }  // namespace trainerd

@@ -540,6 +540,13 @@ Status Trainer::Finish(const TrainerOptions& options, const RunTiming& timing,
   finish.flops_method = per_sample.method;
   if (per_sample.value) finish.model_flops_per_second = flops.achieved_flops * world_size;
   finish.peak_flops_per_second = flops.peak_flops;
+  if (const std::optional<IsaPeak> isa = IsaRoof(spec_.plan.precision, device_)) {
+    finish.isa_peak_flops_per_second = isa->flops_per_second;
+    finish.isa_peak_method = isa->how;
+    if (std::optional<std::string> below = PeakBelowTheIsaRoof(flops.peak_flops, *isa)) {
+      sink_->Emit(WarningEvent{"peak_below_isa", *below});
+    }
+  }
   if (trained && flops.valid) finish.mfu = flops.mfu;
   finish.measurement_valid = trained && flops.valid;
   finish.measurement_note =

@@ -110,6 +110,10 @@ Result<ProfileReport> ProfileUpdates(const JobSpec& spec, const Dataset& corpus,
     report.outside_ops_seconds = std::max(0.0, update_seconds - in_ops);
     report.precision = ToString(spec.plan.precision);
     report.peak_flops = roof.peak_flops;
+    if (const std::optional<IsaPeak> isa = IsaRoof(spec.plan.precision, device)) {
+      report.isa_peak_flops = isa->flops_per_second;
+      report.isa_peak_method = isa->how;
+    }
     report.memory_bandwidth_bytes_per_second = roof.bandwidth_bytes_per_second;
     report.ridge_intensity = roof.RidgeIntensity();
     report.groups = Groups(ops, roof, updates, update_seconds);

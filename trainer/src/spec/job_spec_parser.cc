@@ -132,6 +132,7 @@ void ReadPlan(YamlReader plan, const ModelSpec& model, const TrainingSpec& train
 void ReadRuntime(YamlReader runtime, RuntimeSpec* spec) {
   runtime.IntOrAuto("threads", &spec->threads, 1, 1024);
   runtime.String("device", &spec->device, {"cpu", "cuda"});
+  runtime.Bool("fix_blas_core", &spec->fix_blas_core);
   runtime.RejectUnknownKeys();
 }
 

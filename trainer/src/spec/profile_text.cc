@@ -17,6 +17,13 @@ std::string ProfileText(const ProfileReport& p) {
                 "roofline: peak %.3g FLOP/s, memory bandwidth %.3g B/s, ridge %.3g FLOP/B\n",
                 p.peak_flops, p.memory_bandwidth_bytes_per_second, p.ridge_intensity);
   out += line;
+  if (p.isa_peak_flops) {
+    std::snprintf(line, sizeof line,
+                  "instruction set's roof: %.3g FLOP/s (%s); measured peak %.0f%% of it\n",
+                  *p.isa_peak_flops, p.isa_peak_method.value_or("").c_str(),
+                  100 * p.peak_flops / *p.isa_peak_flops);
+    out += line;
+  }
   std::snprintf(line, sizeof line, "  %-16s %9s %6s %8s %10s %10s %9s  %s\n", "group", "self s",
                 "share", "calls", "FLOP/B", "FLOP/s", "of bound", "bound");
   out += line;

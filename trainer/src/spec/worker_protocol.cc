@@ -35,6 +35,7 @@ void Fields(V& v, DeviceInfo& s) {
   v.Omittable("blas", s.blas);
   v.Omittable("blas_core", s.blas_core);
   v.Omittable("blas_below_cpu", s.blas_below_cpu);
+  v.Omittable("blas_core_fix", s.blas_core_fix);
 }
 
 template <typename V>
@@ -168,6 +169,8 @@ void Fields(V& v, FinishEvent& s) {
   v("flops_method", s.flops_method);
   v("model_flops_per_second", s.model_flops_per_second);
   v("peak_flops_per_second", s.peak_flops_per_second);
+  v.Omittable("isa_peak_flops_per_second", s.isa_peak_flops_per_second);
+  v.Omittable("isa_peak_method", s.isa_peak_method);
   v("mfu", s.mfu);
   v("measurement_valid", s.measurement_valid);
   v("measurement_note", s.measurement_note);
@@ -369,6 +372,8 @@ void Fields(V& v, ProfileReport& s) {
   v("outside_ops_seconds", s.outside_ops_seconds);
   v("precision", s.precision);
   v("peak_flops", s.peak_flops);
+  v.Omittable("isa_peak_flops", s.isa_peak_flops);
+  v.Omittable("isa_peak_method", s.isa_peak_method);
   v("memory_bandwidth_bytes_per_second", s.memory_bandwidth_bytes_per_second);
   v("ridge_intensity", s.ridge_intensity);
   v("groups", s.groups);

@@ -25,7 +25,8 @@ struct CpuIsa {
 // writes them); unknown when it names none.
 CpuIsa ParseCpuIsa(std::string_view flags);
 
-// This machine's, from the first "flags" line of /proc/cpuinfo; unknown without one.
+// This machine's, from the first "flags" line of /proc/cpuinfo; unknown without one. TEST
+// ONLY: TRAINERD_TEST_ONLY_CPU_FLAGS, when set, replaces that line (a CPU this one is not).
 CpuIsa ThisCpuIsa();
 
 }  // namespace trainerd

@@ -27,6 +27,11 @@ BlasKernel DescribeBlas(const SymbolLookup& lookup);
 // This process's BLAS.
 BlasKernel DescribeThisBlas();
 
+// The OpenBLAS core whose kernels serve a CPU of `level`: SkylakeX (AVX-512), Haswell (AVX2),
+// Sandybridge (AVX), Prescott (SSE3). OpenBLAS 0.3.21 cannot be
+// made to choose Cooperlake, its bf16 core: its OPENBLAS_CORETYPE list stops one name short.
+const char* CoreServing(IsaLevel level);
+
 // Why matrix products run below what the CPU can do: OpenBLAS chose a core whose kernels use
 // a narrower instruction set than `isa` has (seen: Debian's OpenBLAS 0.3.21 picks Prescott,
 // SSE3, on Xeons it does not know, at a quarter of the AVX-512 kernels' rate). Nothing when

@@ -150,6 +150,10 @@ struct PlannerSpec {
 struct RuntimeSpec {
   int threads = 0;             // intra-op threads; 0 = auto (the CPUs this process may use)
   std::string device = "cpu";  // "cpu" or "cuda" (where LibTorch has CUDA)
+  // Where OpenBLAS chose kernels below the CPU's instruction set, restart the worker with
+  // OPENBLAS_CORETYPE naming the CPU's core once its product passes a check
+  // (device/blas_core_fix.h).
+  bool fix_blas_core = true;
 };
 
 // Data-parallel training (docs/distributed.md): `ranks` processes train the job together, each

@@ -29,7 +29,7 @@ namespace trainerd {
 
 // Raised whenever a type below changes its fields: a daemon refuses a worker of another
 // version (trainer-run --version --json).
-inline constexpr int kWorkerProtocolVersion = 6;
+inline constexpr int kWorkerProtocolVersion = 7;
 
 // A SHA-256 as 64 lowercase hex digits: it names release files, so nothing else is accepted.
 struct Sha256Digest {
@@ -55,11 +55,13 @@ struct DeviceInfo {
   // CPU: its instruction sets ("AVX2", "AVX-512 with bf16 and AMX"), the BLAS that multiplies
   // its matrices ("OpenBLAS 0.3.21", MKL's version) and the kernels it chose ("Zen",
   // "Prescott"; "unknown" for a BLAS that names none), and why they run below the CPU when
-  // they do (device/blas_kernel.h).
+  // they do (device/blas_kernel.h); where the worker restarted itself with other kernels, what
+  // it did and measured (device/blas_core_fix.h).
   std::optional<std::string> isa;
   std::optional<std::string> blas;
   std::optional<std::string> blas_core;
   std::optional<std::string> blas_below_cpu;
+  std::optional<std::string> blas_core_fix;
 };
 
 // The software a measurement depends on.
@@ -181,6 +183,10 @@ struct FinishEvent {
   std::string flops_method;
   std::optional<double> model_flops_per_second;
   double peak_flops_per_second = 0;
+  // CPU, fp32: the instruction set's roof beside the measured peak, and how it was counted
+  // (common/isa_peak.h); absent where the clock or the instruction set is unknown.
+  std::optional<double> isa_peak_flops_per_second;
+  std::optional<std::string> isa_peak_method;
   std::optional<double> mfu;
   bool measurement_valid = false;
   std::string measurement_note;
@@ -412,6 +418,8 @@ struct ProfileReport {
   double outside_ops_seconds = 0;
   std::string precision;
   double peak_flops = 0;
+  std::optional<double> isa_peak_flops;  // as FinishEvent's, for an fp32 profile
+  std::optional<std::string> isa_peak_method;
   double memory_bandwidth_bytes_per_second = 0;
   double ridge_intensity = 0;
   std::vector<Group> groups;
