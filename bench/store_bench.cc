@@ -61,7 +61,8 @@ RunRecord BenchRun() {
   RunRecord run;
   run.config_hash = "cfg";
   run.plan = trainerd::PlanSpec{4, 8, {0, 1, 2, 3}, trainerd::Precision::kBf16};
-  run.hardware = {"Bench CPU", 16, std::int64_t{64} << 30, "Bench GPU", std::int64_t{80} << 30};
+  run.hardware = {"Bench CPU", 16, std::int64_t{64} << 30, "Bench GPU", std::int64_t{80} << 30,
+                  "AVX-512"};
   run.software = {"0.1.0", "2.1.0", "OpenBLAS", "GCC 12"};
   run.shapes_json = R"({"sequence_length":512})";
   return run;

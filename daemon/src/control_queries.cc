@@ -56,6 +56,7 @@ nlohmann::json RunJson(const store::RunRecord& run) {
       {"hardware",
        {{"cpu_model", run.hardware.cpu_model},
         {"cpu_cores", run.hardware.cpu_cores},
+        {"isa", run.hardware.isa},
         {"memory_bytes", run.hardware.memory_bytes},
         {"device", run.hardware.device},
         {"device_memory_bytes", run.hardware.device_memory_bytes}}},

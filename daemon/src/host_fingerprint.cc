@@ -3,6 +3,7 @@
 #include <fstream>
 #include <thread>
 
+#include "trainerd/common/cpu_isa.h"
 #include "trainerd/common/proc_file.h"
 #include "trainerd/trainer/spec/worker_protocol.h"
 
@@ -14,6 +15,7 @@ store::HardwareFingerprint HostHardware(const std::string& device) {
   if (hw.cpu_model.empty()) hw.cpu_model = "unknown";
   hw.cpu_cores = std::thread::hardware_concurrency();
   hw.memory_bytes = HostMemoryBytes();
+  hw.isa = ThisCpuIsa().Description();
   hw.device = device;
   hw.device_memory_bytes = device == "cpu" ? hw.memory_bytes : 0;
   return hw;

@@ -402,7 +402,9 @@ std::string ProvenanceSection(const Json& run) {
          Row({"data fingerprint", "<code>" + Text(run["data_fingerprint"]) + "</code>"}) +
          Row({"seeds", "<code>" + Text(run["seeds"]) + "</code>"}) +
          Row({"shapes", "<code>" + Text(run["shapes"]) + "</code>"}) +
-         Row({"hardware", Text(hw["cpu_model"]) + ", " + Text(hw["cpu_cores"]) + " cores, " +
+         Row({"hardware", Text(hw["cpu_model"]) +
+                              (hw.value("isa", "").empty() ? "" : " (" + Text(hw["isa"]) + ")") +
+                              ", " + Text(hw["cpu_cores"]) + " cores, " +
                               BytesText(hw["memory_bytes"]) + "; device " + Text(hw["device"]) +
                               " " + BytesText(hw["device_memory_bytes"])}) +
          Row({"software", "trainerd " + Text(sw["trainerd_version"]) + ", LibTorch " +

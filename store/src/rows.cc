@@ -83,6 +83,11 @@ void BindHardware(sqlite::Statement& stmt, const HardwareFingerprint& hardware) 
             hardware.device_memory_bytes);
 }
 
+void BindHardwareRow(sqlite::Statement& stmt, const HardwareFingerprint& hardware) {
+  BindHardware(stmt, hardware);
+  stmt.Bind(hardware.isa);
+}
+
 void BindSoftware(sqlite::Statement& stmt, const SoftwareFingerprint& software) {
   stmt.Bind(software.trainerd_version, software.libtorch_version, software.blas, software.compiler);
 }
@@ -93,6 +98,7 @@ const std::string_view kSelectRun =
     "SELECT r.id, r.config_hash, r.fallback_of, r.status, r.created_at, r.started_at, "
     "r.ended_at, r.deadline_at, r.microbatch, r.accumulation_steps, r.checkpoint_blocks, "
     "r.precision, h.cpu_model, h.cpu_cores, h.memory_bytes, h.device, h.device_memory_bytes, "
+    "h.isa, "
     "s.trainerd_version, s.libtorch_version, s.blas, s.compiler, r.shapes, r.seeds, "
     "r.data_fingerprint, r.throughput_method, r.parameters_bytes, r.gradients_bytes, "
     "r.optimizer_state_bytes, r.activations_bytes, r.temporaries_bytes, r.inputs_bytes, "
@@ -125,6 +131,7 @@ Result<RunRecord> ReadRun(sqlite::Statement& stmt) {
   run.hardware.memory_bytes = stmt.ReadInt64();
   run.hardware.device = stmt.ReadText();
   run.hardware.device_memory_bytes = stmt.ReadInt64();
+  run.hardware.isa = stmt.ReadText();
   run.software.trainerd_version = stmt.ReadText();
   run.software.libtorch_version = stmt.ReadText();
   run.software.blas = stmt.ReadText();

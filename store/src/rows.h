@@ -27,12 +27,14 @@ void BindConfigStateChange(sqlite::Statement& stmt, const ConfigStateChange& cha
 [[nodiscard]] Result<ConfigStateChange> ReadConfigStateChange(sqlite::Statement& stmt);
 
 // --- Fingerprints ----------------------------------------------------------------------
-// Each returns the id of the matching row, inserting it first when there is none.
+// Each returns the id of the matching row, inserting it first when there is none. A hardware
+// row takes the instruction set it is met with when it had none (recorded before schema 6).
 inline constexpr std::string_view kUpsertHardware =
-    "INSERT INTO hardware (cpu_model, cpu_cores, memory_bytes, device, device_memory_bytes) "
-    "VALUES (?, ?, ?, ?, ?) "
+    "INSERT INTO hardware (cpu_model, cpu_cores, memory_bytes, device, device_memory_bytes, isa) "
+    "VALUES (?, ?, ?, ?, ?, ?) "
     "ON CONFLICT (cpu_model, cpu_cores, memory_bytes, device, device_memory_bytes) "
-    "DO UPDATE SET cpu_model = excluded.cpu_model RETURNING id";
+    "DO UPDATE SET isa = CASE WHEN hardware.isa = '' THEN excluded.isa ELSE hardware.isa END "
+    "RETURNING id";
 inline constexpr std::string_view kUpsertSoftware =
     "INSERT INTO software (trainerd_version, libtorch_version, blas, compiler) "
     "VALUES (?, ?, ?, ?) "
@@ -43,6 +45,8 @@ inline constexpr std::string_view kHardwareId =
     "(SELECT id FROM hardware WHERE cpu_model = ? AND cpu_cores = ? AND memory_bytes = ? "
     "AND device = ? AND device_memory_bytes = ?)";
 void BindHardware(sqlite::Statement& stmt, const HardwareFingerprint& hardware);
+// kUpsertHardware's values: BindHardware's and the instruction set.
+void BindHardwareRow(sqlite::Statement& stmt, const HardwareFingerprint& hardware);
 void BindSoftware(sqlite::Statement& stmt, const SoftwareFingerprint& software);
 
 // --- Runs ------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ struct Migration {
 
 // The schema's history. A released step never changes: databases in the field already ran
 // it. A change is a new step at the end, and kSchemaVersion follows it.
-constexpr std::array<Migration, 5> kMigrations = {{
+constexpr std::array<Migration, 6> kMigrations = {{
     {1, R"sql(
 CREATE TABLE config_versions (
   hash       TEXT PRIMARY KEY,
@@ -275,6 +275,9 @@ CREATE INDEX runs_by_hardware ON runs (hardware_id, status, config_hash, id);
 )sql"},
     {5, R"sql(
 ALTER TABLE runs ADD COLUMN world_size INTEGER NOT NULL DEFAULT 1 CHECK (world_size >= 1);
+)sql"},
+    {6, R"sql(
+ALTER TABLE hardware ADD COLUMN isa TEXT NOT NULL DEFAULT '';
 )sql"},
 }};
 

@@ -53,7 +53,7 @@ Status CheckUnfinished(Connection& db, std::int64_t run_id) {
 
 Result<std::int64_t> HardwareId(Connection& db, const HardwareFingerprint& hardware) {
   return InsertReturningId(db, rows::kUpsertHardware,
-                           [&](Statement& stmt) { rows::BindHardware(stmt, hardware); });
+                           [&](Statement& stmt) { rows::BindHardwareRow(stmt, hardware); });
 }
 
 Result<std::int64_t> SoftwareId(Connection& db, const SoftwareFingerprint& software) {

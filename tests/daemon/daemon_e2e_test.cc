@@ -26,6 +26,7 @@
 #include "../support/time_scale.h"
 #include "../support/tiny_job.h"
 #include "../support/utc_clock.h"
+#include "trainerd/common/cpu_isa.h"
 #include "trainerd/common/proc_file.h"
 #include "trainerd/common/sha256.h"
 #include "trainerd/daemon/control_client.h"
@@ -210,6 +211,7 @@ TEST_F(DaemonTest, OnceRecordsAFullRunReleasesTheModelAndMarksTheConfigKnownGood
   EXPECT_GT(run.hardware.cpu_cores, 0);
   EXPECT_GT(run.hardware.memory_bytes, 0);
   EXPECT_EQ(run.hardware.device, "cpu");
+  EXPECT_EQ(run.hardware.isa, ThisCpuIsa().Description());
   EXPECT_FALSE(run.software.trainerd_version.empty());
   EXPECT_FALSE(run.software.libtorch_version.empty());
   // The BLAS by its own name; OpenBLAS also with the kernels the worker ran on.

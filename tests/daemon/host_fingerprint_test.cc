@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "trainerd/common/cpu_isa.h"
+
 namespace trainerd::daemon {
 namespace {
 
@@ -11,6 +13,8 @@ TEST(HostFingerprintTest, TheCpuDeviceHasTheHostsMemory) {
   EXPECT_GT(hw.memory_bytes, 1LL << 30);
   EXPECT_EQ(hw.device_memory_bytes, hw.memory_bytes);
   EXPECT_GT(hw.cpu_cores, 0);
+  EXPECT_EQ(hw.isa, ThisCpuIsa().Description());
+  EXPECT_NE(hw.isa, "unknown");
 }
 
 // What `trainer-run --device-info` prints on a GPU machine (its shape; the values are an

@@ -48,7 +48,7 @@ store::RunRecord Run(const std::string& config_hash, double created_at) {
   run.config_hash = config_hash;
   run.created_at = created_at;
   run.deadline_at = created_at + 6 * 3600;
-  run.hardware = {"AMD EPYC", 2, std::int64_t{24} << 30, "cpu", std::int64_t{24} << 30};
+  run.hardware = {"AMD EPYC", 2, std::int64_t{24} << 30, "cpu", std::int64_t{24} << 30, "AVX2"};
   run.software = {"0.1.0", "1.13.1", "OpenBLAS 0.3.21", "GCC 12.2.0"};
   run.shapes_json = R"({"model":{"kind":"gpt","blocks":4},"effective_batch":32})";
   run.seeds_json = R"({"training":1234})";

@@ -71,6 +71,7 @@ TEST(SchemaTest, MigratesEveryEarlierVersionKeepingItsData) {
     // Run 2 has no plan event: the plan it was created with may be a placeholder.
     EXPECT_EQ(migrated.GetRun(2)->plan, std::nullopt);
     EXPECT_EQ(run->hardware.device_memory_bytes, std::int64_t{80} << 30);
+    EXPECT_EQ(run->hardware.isa, "") << "not known until the hardware is met again";
     EXPECT_EQ(run->peak_memory->peak, 9000);
     EXPECT_EQ(run->final_loss, 1.25);
     EXPECT_EQ(migrated.GetMetrics(1)->size(), 3u);
@@ -126,7 +127,8 @@ std::string RowsOfVersion3Tables(const std::string& path) {
   for (const char* query : {
            "SELECT * FROM config_versions ORDER BY hash",
            "SELECT * FROM config_state_history ORDER BY id",
-           "SELECT * FROM hardware ORDER BY id",
+           "SELECT id, cpu_model, cpu_cores, memory_bytes, device, device_memory_bytes FROM "
+           "hardware ORDER BY id",
            "SELECT * FROM software ORDER BY id",
            "SELECT id, config_hash, fallback_of, status, created_at, started_at, ended_at, "
            "deadline_at, microbatch, accumulation_steps, checkpoint_blocks, precision, "

@@ -540,6 +540,25 @@ TEST_F(StoreTest, LastSucceededRunOnHardwareIsTheThroughputBaseline) {
   EXPECT_EQ((*found)->samples_per_second, 250.5);
 }
 
+// The instruction set describes a hardware row without identifying it: a row recorded with
+// none (before schema 6) is the same hardware, and takes the one it is next met with; a row
+// that has one keeps it. Lookups by hardware ignore it.
+TEST_F(StoreTest, AHardwareRowTakesTheInstructionSetItIsMetWithWhenItHadNone) {
+  RunRecord before = SampleRun("cfg-a");
+  before.hardware.isa = "";
+  const std::int64_t first = FinishedRunId(before, RunStatus::kSucceeded);
+  EXPECT_EQ(store_->GetRun(first)->hardware.isa, "");
+  const std::int64_t second = FinishedRunId(SampleRun("cfg-a"), RunStatus::kSucceeded);
+  EXPECT_EQ(store_->GetRun(first)->hardware.isa, "AVX-512 with bf16") << "the same row";
+  EXPECT_EQ(store_->GetRun(second)->hardware.isa, "AVX-512 with bf16");
+  RunRecord described_otherwise = SampleRun("cfg-a");
+  described_otherwise.hardware.isa = "AVX2";
+  const std::int64_t third = FinishedRunId(described_otherwise, RunStatus::kSucceeded);
+  EXPECT_EQ(store_->GetRun(third)->hardware.isa, "AVX-512 with bf16");
+  before.hardware.isa = "unknown to the lookup";
+  EXPECT_EQ((*store_->LastSucceededRun(before.hardware))->id, third);
+}
+
 // --- Events ----------------------------------------------------------------------------
 
 TEST_F(StoreTest, EventsRoundTripWithAndWithoutARun) {

@@ -69,7 +69,8 @@ std::string RawDb::Query(const std::string& sql) {
 }
 
 HardwareFingerprint SampleHardware() {
-  return {"Test CPU", 16, std::int64_t{128} << 30, "Test GPU", std::int64_t{80} << 30};
+  return {"Test CPU",         16, std::int64_t{128} << 30, "Test GPU", std::int64_t{80} << 30,
+          "AVX-512 with bf16"};
 }
 
 RunRecord SampleRun(const std::string& config_hash) {

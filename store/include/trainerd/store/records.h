@@ -86,6 +86,10 @@ struct HardwareFingerprint {
   std::int64_t memory_bytes = 0;         // host memory
   std::string device;                    // e.g. "NVIDIA H200" or "cpu"
   std::int64_t device_memory_bytes = 0;  // device memory; host memory for "cpu"
+  // The CPU's widest instruction set ("AVX-512 with bf16", common/cpu_isa.h): describes the
+  // row, not part of what identifies it; "" where a row was recorded before schema 6 and
+  // not met since.
+  std::string isa;
 
   bool operator==(const HardwareFingerprint&) const = default;
 };
