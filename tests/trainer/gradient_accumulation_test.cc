@@ -181,7 +181,7 @@ TEST_F(GradientAccumulationTest, BatchNormWarnsAndIsNotEquivalentToALargeBatch) 
   options.checkpoint_path = dir.File("c.pt");
   options.model_path = dir.File("m.pt");
   ASSERT_TRUE(trainer.Run(options).ok());
-  const auto warnings = sink.Of("warning");
+  const auto warnings = sink.JobWarnings();
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_EQ(warnings[0]["kind"], "batch_norm_accumulation");
 }

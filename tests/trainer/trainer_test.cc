@@ -188,7 +188,7 @@ TEST_F(CudaTrainerTest, AnInterruptedAndResumedRunOnCudaEqualsTheUninterruptedRu
   TrainerOptions options = Options();
   options.resume = Resume::kRequired;
   ASSERT_TRUE(second.Run(options).ok());
-  EXPECT_TRUE(sink.Of("warning").empty());
+  EXPECT_TRUE(sink.JobWarnings().empty());
   auto expected = reference.model().named_parameters();
   auto actual = second.model().named_parameters();
   for (const auto& item : expected) {
@@ -209,8 +209,8 @@ TEST_F(CudaTrainerTest, ACheckpointWrittenOnCudaResumesOnTheCpuWithAWarning) {
   ASSERT_TRUE(resumed.ok()) << resumed.status().message();
   EXPECT_EQ(resumed->kind, TrainOutcome::Kind::kFinished);
   EXPECT_EQ(sink.events.front()["resumed_from_update"], 4);
-  ASSERT_EQ(sink.Of("warning").size(), 1u);
-  EXPECT_EQ(sink.Of("warning")[0]["kind"], "checkpoint_device_changed");
+  ASSERT_EQ(sink.JobWarnings().size(), 1u);
+  EXPECT_EQ(sink.JobWarnings()[0]["kind"], "checkpoint_device_changed");
 }
 
 TEST_F(TrainerTest, ResumeRefusesACheckpointOfAnotherJob) {
@@ -240,8 +240,8 @@ TEST_F(TrainerTest, ResumeIfCompatibleStartsAfreshOverAnotherJobsCheckpoint) {
   ASSERT_TRUE(outcome.ok()) << outcome.status().message();
   EXPECT_EQ(outcome->kind, TrainOutcome::Kind::kFinished);
   EXPECT_EQ(other_sink.events.front()["resumed_from_update"], 0);
-  ASSERT_EQ(other_sink.Of("warning").size(), 1u);
-  EXPECT_EQ(other_sink.Of("warning")[0]["kind"], "checkpoint_ignored");
+  ASSERT_EQ(other_sink.JobWarnings().size(), 1u);
+  EXPECT_EQ(other_sink.JobWarnings()[0]["kind"], "checkpoint_ignored");
   EXPECT_EQ(other_sink.Of("update").size(), 2u);
 
   // Its own checkpoint (written at the end of the run above) is resumed: nothing left to do.
@@ -249,7 +249,7 @@ TEST_F(TrainerTest, ResumeIfCompatibleStartsAfreshOverAnotherJobsCheckpoint) {
   Result<TrainOutcome> again = Trainer(other, *corpus_, &again_sink).Run(options);
   ASSERT_TRUE(again.ok()) << again.status().message();
   EXPECT_EQ(again_sink.events.front()["resumed_from_update"], 2);
-  EXPECT_TRUE(again_sink.Of("warning").empty());
+  EXPECT_TRUE(again_sink.JobWarnings().empty());
 }
 
 // A worker whose daemon died after the job finished is run again on the job's final
@@ -309,8 +309,8 @@ TEST_F(TrainerTest, ResumeIfCompatibleKeepsACorruptCheckpointAsideAndStartsAfres
   ASSERT_TRUE(outcome.ok()) << outcome.status().message();
   EXPECT_EQ(outcome->kind, TrainOutcome::Kind::kFinished);
   EXPECT_EQ(sink.events.front()["resumed_from_update"], 0);
-  ASSERT_EQ(sink.Of("warning").size(), 1u);
-  EXPECT_EQ(sink.Of("warning")[0]["kind"], "checkpoint_corrupt");
+  ASSERT_EQ(sink.JobWarnings().size(), 1u);
+  EXPECT_EQ(sink.JobWarnings()[0]["kind"], "checkpoint_corrupt");
   EXPECT_EQ(testing::ReadFile(options.checkpoint_path + ".corrupt"), "not a checkpoint");
   EXPECT_EQ(sink.Of("update").size(), static_cast<std::size_t>(spec_.training.updates));
 }
