@@ -5,7 +5,7 @@
 # network. The bundle holds trainer-run, the trainer test binary (the Cuda* tests), the one
 # non-system library they link besides LibTorch (yaml-cpp), and a note of what built it;
 # LibTorch and CUDA come from the GPU machine's own torch (device-check.sh --bundle sets
-# LD_LIBRARY_PATH). About 5 MB; ignored by git, sent with the device tool's `carry`.
+# LD_LIBRARY_PATH). About 9 MB; ignored by git, sent with the device tool's `carry`.
 #
 #   scripts/device-bundle.sh [BUILD_DIR (default build-cuda)] [BUNDLE_DIR (default device-bundle)]
 set -euo pipefail
