@@ -1,6 +1,7 @@
 #include "trainerd/common/isa_peak.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 
 #include "trainerd/common/proc_file.h"

@@ -7,11 +7,12 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "trainerd/trainer/device/machine.h"
 
 extern char** environ;
 
@@ -47,20 +48,6 @@ double ProductError(const torch::Tensor& a64, const torch::Tensor& b64, const to
     }
   }
   return worst;
-}
-
-double ProductGflops(const MatrixProduct& product) {
-  constexpr int64_t kSide = 1024;
-  const torch::Tensor a = TestMatrix(kSide, 0.0).to(torch::kFloat32);
-  const torch::Tensor b = TestMatrix(kSide, 1.0).to(torch::kFloat32);
-  double best = 0;
-  for (int run = 0; run < 4; ++run) {  // the first warms up
-    const auto start = std::chrono::steady_clock::now();
-    product(a, b);
-    const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
-    if (run > 0) best = std::max(best, 2.0 * kSide * kSide * kSide / seconds.count() / 1e9);
-  }
-  return best;
 }
 
 struct ChildResult {
@@ -128,58 +115,6 @@ std::string Figure(double value, int digits = 2) {
   return text.str();
 }
 
-}  // namespace
-
-std::optional<std::string> CoreToForce(const BlasKernel& blas, const CpuIsa& isa) {
-  if (!BlasBelowTheCpu(blas, isa)) return std::nullopt;
-  return CoreServing(isa.level);
-}
-
-BlasProductCheck CheckBlasProduct(const MatrixProduct& product) {
-  const int threads = at::get_num_threads();
-  at::set_num_threads(1);
-  torch::NoGradGuard no_grad;
-  BlasProductCheck check;
-  check.blas = DescribeThisBlas();
-  const torch::Tensor a = TestMatrix(256, 0.0);
-  const torch::Tensor b = TestMatrix(256, 1.0);
-  check.max_error = ProductError(a, b, product(a.to(torch::kFloat32), b.to(torch::kFloat32)));
-  check.gflops = ProductGflops(product);
-  at::set_num_threads(threads);
-  return check;
-}
-
-BlasProductCheck CheckBlasProduct() {
-  return CheckBlasProduct(
-      [](const torch::Tensor& a, const torch::Tensor& b) { return torch::mm(a, b); });
-}
-
-std::string BlasProductCheckJson(const BlasProductCheck& check) {
-  return nlohmann::json{{"blas", check.blas.library},
-                        {"blas_core", check.blas.core},
-                        {"max_error", check.max_error},
-                        {"tolerance", BlasProductCheck::kTolerance},
-                        {"ok", check.ok()},
-                        {"gflops_one_thread", check.gflops}}
-      .dump();
-}
-
-std::optional<BlasProductCheck> ParseBlasProductCheckJson(const std::string& text) {
-  const nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!json.is_object() || !json.contains("blas_core") || !json.contains("max_error") ||
-      !json.contains("gflops_one_thread")) {
-    return std::nullopt;
-  }
-  BlasProductCheck check;
-  check.blas.library = json.value("blas", "unknown");
-  check.blas.core = json.value("blas_core", "unknown");
-  check.max_error = json.value("max_error", 1.0);
-  check.gflops = json.value("gflops_one_thread", 0.0);
-  return check;
-}
-
-namespace {
-
 // Restarts the process as `self argv...` with OPENBLAS_CORETYPE=core once `self --check-blas`
 // under it chose that core and matched; returns why not, otherwise.
 std::string RestartWithCore(const std::string& self, const std::vector<std::string>& argv,
@@ -225,6 +160,54 @@ std::string RestartWithCore(const std::string& self, const std::vector<std::stri
 }
 
 }  // namespace
+
+std::optional<std::string> CoreToForce(const BlasKernel& blas, const CpuIsa& isa) {
+  if (!BlasBelowTheCpu(blas, isa)) return std::nullopt;
+  return CoreServing(isa.level);
+}
+
+BlasProductCheck CheckBlasProduct(const MatrixProduct& product) {
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);
+  torch::NoGradGuard no_grad;
+  BlasProductCheck check;
+  check.blas = DescribeThisBlas();
+  const torch::Tensor a = TestMatrix(256, 0.0);
+  const torch::Tensor b = TestMatrix(256, 1.0);
+  check.max_error = ProductError(a, b, product(a.to(torch::kFloat32), b.to(torch::kFloat32)));
+  check.gflops = MeasureMatmulFlops(Precision::kFp32, torch::kCPU) / 1e9;
+  at::set_num_threads(threads);
+  return check;
+}
+
+BlasProductCheck CheckBlasProduct() {
+  return CheckBlasProduct(
+      [](const torch::Tensor& a, const torch::Tensor& b) { return torch::mm(a, b); });
+}
+
+std::string BlasProductCheckJson(const BlasProductCheck& check) {
+  return nlohmann::json{{"blas", check.blas.library},
+                        {"blas_core", check.blas.core},
+                        {"max_error", check.max_error},
+                        {"tolerance", BlasProductCheck::kTolerance},
+                        {"ok", check.ok()},
+                        {"gflops_one_thread", check.gflops}}
+      .dump();
+}
+
+std::optional<BlasProductCheck> ParseBlasProductCheckJson(const std::string& text) {
+  const nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object() || !json.contains("blas_core") || !json.contains("max_error") ||
+      !json.contains("gflops_one_thread")) {
+    return std::nullopt;
+  }
+  BlasProductCheck check;
+  check.blas.library = json.value("blas", "unknown");
+  check.blas.core = json.value("blas_core", "unknown");
+  check.max_error = json.value("max_error", 1.0);
+  check.gflops = json.value("gflops_one_thread", 0.0);
+  return check;
+}
 
 std::optional<std::string> FixBlasCore(const std::string& self,
                                        const std::vector<std::string>& argv, const BlasKernel& blas,

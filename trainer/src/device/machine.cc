@@ -61,8 +61,8 @@ double UnixSeconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// Square matrix products in the precision's compute type on `device`, timed between device
-// synchronisations.
+}  // namespace
+
 double MeasureMatmulFlops(Precision precision, const torch::Device& device) {
   const std::int64_t n = ProbeSize(device);
   torch::NoGradGuard no_grad;
@@ -78,8 +78,6 @@ double MeasureMatmulFlops(Precision precision, const torch::Device& device) {
   }
   return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) / best;
 }
-
-}  // namespace
 
 DeviceInfo DeviceDescription(const torch::Device& device) {
 #ifdef TRAINERD_WITH_CUDA

@@ -27,7 +27,7 @@ struct BlasProductCheck {
   // max |C - C64| / sum_k |a_ik b_kj| over a 256 x 256 fp32 product C against its float64
   // reference C64 computed without the BLAS.
   double max_error = 0;
-  // A 1024 x 1024 fp32 product on one thread, best of 3.
+  // The BLAS's fp32 products on one thread (MeasureMatmulFlops: 1024^3), in GFLOP/s.
   double gflops = 0;
   static constexpr double kTolerance = 1e-5;
   bool ok() const { return max_error <= kTolerance; }
@@ -35,7 +35,8 @@ struct BlasProductCheck {
 
 using MatrixProduct = std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)>;
 
-// Checks and times `product` on one thread; the process's thread count is restored after.
+// Checks `product` and times the BLAS, on one thread; the process's thread count is restored
+// after.
 BlasProductCheck CheckBlasProduct(const MatrixProduct& product);
 // The BLAS's own: torch::mm.
 BlasProductCheck CheckBlasProduct();

@@ -40,6 +40,9 @@ SoftwareInfo SoftwareFingerprint();
 // within 10 % of the cached peak or above it, the peak is probed again and the best of all
 // is kept. An entry of another form is measured anew. An empty cache_file disables caching.
 inline constexpr int kPeakProbes = 3;
+// One probe, uncached: square matrix products in the precision's compute type on `device`
+// (1024^3 on a CPU), the fastest of 6 after 2 that warm up, timed between synchronisations.
+double MeasureMatmulFlops(Precision precision, const torch::Device& device);
 double PeakFlops(Precision precision, const torch::Device& device, const std::string& cache_file,
                  double achieved = 0);
 
