@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <string>
 
 #include "../support/cuda_test.h"
 #include "../support/tiny_job_test.h"
@@ -258,6 +260,41 @@ TEST_F(ParityTest, ACheckThatCannotFitIsAnOutOfMemoryErrorBeforeItRuns) {
   EXPECT_NE(report.status().message().find("even at effective batch 2: it is predicted at "),
             std::string::npos)
       << report.status().message();
+}
+
+// The planner's prediction of the check (WhyParityCannotFit) is the check's own: across
+// budgets, it refuses a plan exactly when CheckParity refuses it before running, in the same
+// words, and it depends on the plan's precision (bf16 adds a third trainer).
+TEST_F(ParityTest, ThePredictionOfWhetherTheCheckFitsIsTheChecksOwn) {
+  spec_.memory.reserve_fraction = 0.0;
+  JobSpec reference = spec_;
+  reference.plan = {8, 1, {}, Precision::kFp32};
+  Result<MemoryLedger> alone = MeasureLedger(reference, *corpus_);
+  ASSERT_TRUE(alone.ok()) << alone.status().message();
+  const std::int64_t state =
+      alone->parameters_bytes + alone->gradients_bytes + alone->optimizer_state_bytes;
+  bool only_bf16_refused = false;
+  for (const double states : {1.5, 2.0, 2.5, 3.0, 3.5}) {
+    spec_.memory.budget_bytes = static_cast<std::int64_t>(states * static_cast<double>(state));
+    std::optional<std::string> refused[2];
+    for (const Precision precision : {Precision::kFp32, Precision::kBf16}) {
+      spec_.plan = {4, 2, {1}, precision};
+      Result<std::optional<std::string>> why = WhyParityCannotFit(spec_, *corpus_);
+      ASSERT_TRUE(why.ok()) << why.status().message();
+      Result<ParityReport> check = CheckParity(spec_, *corpus_, 1);
+      if (*why) {
+        ASSERT_FALSE(check.ok()) << states << " states, " << ToString(precision);
+        EXPECT_EQ(check.status().message(), **why);
+      } else {
+        EXPECT_TRUE(check.ok()) << states << " states, " << ToString(precision) << ": "
+                                << check.status().message();
+      }
+      refused[precision == Precision::kBf16] = *why;
+    }
+    EXPECT_FALSE(refused[0] && !refused[1]) << "fp32's check is never the larger";
+    only_bf16_refused = only_bf16_refused || (!refused[0] && refused[1]);
+  }
+  EXPECT_TRUE(only_bf16_refused) << "no budget between fp32's check and bf16's";
 }
 
 class CudaParityTest : public testing::CudaTestOf<ParityTest> {};

@@ -5,10 +5,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <string>
 
 #include "../support/tiny_job_test.h"
 #include "models/mlp/mlp_spec.h"
 #include "trainerd/trainer/plan/memory_ledger.h"
+#include "trainerd/trainer/plan/parity.h"
 #include "trainerd/trainer/spec/plan_text.h"
 
 namespace trainerd {
@@ -85,6 +88,44 @@ TEST_F(PlannerTest, ReportsWhenNoPlanFitsTheWindow) {
         "predicted_duration_seconds", "window_seconds", "fits_memory", "fits_window", "rejected"}) {
     EXPECT_TRUE(json.contains(key)) << key;
   }
+}
+
+// A plan that will be checked for parity (the daemon's) must have a check that fits: at a
+// budget where an fp32 plan's check fits and a bf16 plan's (one more trainer) does not, a
+// planner allowed only bf16 plans chooses one unasked, and asked falls back to the named
+// baseline (fp32), whose check runs.
+TEST_F(PlannerTest, APlanToBeCheckedForParityIsOneWhoseCheckFits) {
+  spec_.memory.reserve_fraction = 0.0;
+  const auto refused = [&](Precision precision) {
+    JobSpec job = spec_;
+    job.plan = {1, 8, {}, precision};
+    Result<std::optional<std::string>> why = WhyParityCannotFit(job, *corpus_);
+    EXPECT_TRUE(why.ok()) << why.status().message();
+    return why.ok() && why->has_value();
+  };
+  spec_.memory.budget_bytes = full_peak_ / 8;
+  while (refused(Precision::kFp32) || !refused(Precision::kBf16)) {
+    spec_.memory.budget_bytes += full_peak_ / 32;
+    ASSERT_LT(spec_.memory.budget_bytes, full_peak_) << "no budget between the checks";
+  }
+  spec_.planner.precisions = {Precision::kBf16};
+  Result<ChosenPlan> unasked = PlanJob(spec_, *corpus_);
+  ASSERT_TRUE(unasked.ok()) << unasked.status().message();
+  EXPECT_EQ(unasked->plan.precision, Precision::kBf16);
+
+  Result<ChosenPlan> checked = PlanJob(spec_, *corpus_, {.parity_checked = true});
+  ASSERT_TRUE(checked.ok()) << checked.status().message();
+  EXPECT_EQ(ToJson(checked->plan), ToJson(NamedBaselinePlan(spec_)));
+  EXPECT_TRUE(std::any_of(checked->rejected.begin(), checked->rejected.end(),
+                          [](const RejectedPlan& r) {
+                            return r.plan.precision == Precision::kBf16 &&
+                                   r.reason.starts_with(
+                                       "the parity check does not fit the usable memory");
+                          }))
+      << "the plan card says why the faster plans were not taken: " << ToJson(*checked).dump();
+  JobSpec baseline = spec_;
+  baseline.plan = checked->plan;
+  EXPECT_TRUE(CheckParity(baseline, *corpus_, 1).ok());
 }
 
 // The plan card lists the plans the budget ruled out that the probes predicted faster than

@@ -5,6 +5,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "../support/child_process.h"
 #include "../support/event_lines.h"
@@ -28,10 +31,18 @@ TEST(TrainerRunTest, HelpDocumentsExitCodes) {
 }
 
 TEST(TrainerRunTest, UsageErrorsExitTwo) {
-  ChildProcess child({TRAINER_RUN_PATH, "--bogus"});
-  child.ReadAllLines();
-  EXPECT_NE(child.ReadAllStderr().find("unknown argument '--bogus'"), std::string::npos);
-  EXPECT_EQ(child.ExitCode(), 2);
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--bogus"}, "unknown argument '--bogus'"},
+      {{"--config", "job.yaml", "--for-parity"}, "--for-parity only goes with --plan-only"},
+  };
+  for (const auto& [args, error] : cases) {
+    std::vector<std::string> argv = {TRAINER_RUN_PATH};
+    argv.insert(argv.end(), args.begin(), args.end());
+    ChildProcess child(argv);
+    child.ReadAllLines();
+    EXPECT_NE(child.ReadAllStderr().find(error), std::string::npos) << error;
+    EXPECT_EQ(child.ExitCode(), 2) << error;
+  }
 }
 
 TEST(TrainerRunTest, BadConfigExitsTwoWithAnErrorEventNamingFileAndKey) {

@@ -50,7 +50,7 @@ constexpr const char* kUsage = R"(usage:
   trainer-run --config FILE [--plan FILE|auto] [--output-dir DIR]
               [--resume | --resume-if-compatible] [--json]
   trainer-run --config FILE [--plan FILE] --ledger [--json]
-  trainer-run --config FILE --plan-only [--json]
+  trainer-run --config FILE --plan-only [--for-parity] [--json]
   trainer-run --config FILE --device-info
   trainer-run --config FILE [--plan FILE] --parity [--parity-updates N] [--json]
   trainer-run --config FILE [--plan FILE] --profile [--profile-updates N]
@@ -90,6 +90,9 @@ options:
                        parameters, gradients, optimizer state, activations, temporaries,
                        inputs, per block, the peak against usable memory
   --plan-only          run the planner and print the chosen plan and rejected alternatives
+  --for-parity         with --plan-only: the plan is to pass --parity before it trains (as
+                       the daemon's are); reject plans whose parity check cannot fit the
+                       usable memory even at its smallest shape
   --device-info        print the job's training device as JSON: {"device_info": {type, name,
                        total_memory_bytes; on CUDA compute_capability, driver_version,
                        runtime_version}}; the JSON of --ledger, --plan-only and --parity
@@ -175,6 +178,7 @@ struct Args {
   bool json = false;
   bool ledger = false;
   bool plan_only = false;
+  bool for_parity = false;  // --plan-only rejects plans whose parity check cannot fit
   bool device_info = false;
   bool parity = false;
   int parity_updates = 5;
@@ -234,6 +238,8 @@ Args ParseArgs(int argc, char** argv) {
       args.device_info = true;
     } else if (arg == "--plan-only") {
       args.plan_only = true;
+    } else if (arg == "--for-parity") {
+      args.for_parity = true;
     } else if (arg == "--parity") {
       args.parity = true;
     } else if (arg == "--parity-updates") {
@@ -262,6 +268,8 @@ Args ParseArgs(int argc, char** argv) {
     throw UsageError(args.what_if_values.begin()->first + " only goes with --what-if");
   }
   if (!args.what_if && args.config.empty()) throw UsageError("--config FILE is required");
+  if (args.for_parity && !args.plan_only)
+    throw UsageError("--for-parity only goes with --plan-only");
   return args;
 }
 
@@ -516,7 +524,8 @@ class Worker {
       return exit_code::kOk;
     }
     if (args_.plan_only || args_.plan == "auto") {
-      trainerd::Result<trainerd::ChosenPlan> chosen = trainerd::PlanJob(rank_job, *corpus_);
+      trainerd::Result<trainerd::ChosenPlan> chosen =
+          trainerd::PlanJob(rank_job, *corpus_, {.parity_checked = args_.for_parity});
       if (!chosen.ok()) return FailMeasuring(chosen.status());
       if (args_.plan_only) {
         if (args_.json) {

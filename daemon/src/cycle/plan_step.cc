@@ -1,7 +1,8 @@
 // The attempt's plan: the one its source gives (the last validated plan, the job's own, the
-// named baseline) or the planner's (trainer-run --plan-only, at the job's budget or, for a
-// re-plan after a failure, at a smaller one). Stored with the run before anything runs it, so
-// that an interrupted run names the plan it had, and written where the worker reads it.
+// named baseline) or the planner's (trainer-run --plan-only, --for-parity when the parity
+// check is on, at the job's budget or, for a re-plan after a failure, at a smaller one).
+// Stored with the run before anything runs it, so that an interrupted run names the plan it
+// had, and written where the worker reads it.
 #include "cycle/cycle_steps.h"
 #include "trainerd/daemon/state_layout.h"
 #include "trainerd/trainer/spec/worker_protocol.h"
@@ -41,6 +42,7 @@ class PlanStep : public CycleStep {
     const ActiveConfig& active = *state.active;
     context.Progress("planning", a.run.id);
     std::vector<std::string> args = {"--plan-only"};
+    if (context.config().parity_updates > 0) args.push_back("--for-parity");
     if (a.attempt.source == PlanSource::kReplanSmaller) {
       args.push_back("--budget");
       args.push_back(std::to_string(static_cast<std::int64_t>(

@@ -286,11 +286,15 @@ Result<CheckShape> ShapeAt(const JobSpec& spec, const Dataset& corpus, int batch
   return shape;
 }
 
+// The fewest samples the check halves its batch down to: one, two when the plan accumulates
+// (so that it still does).
+int FewestCheckSamples(const JobSpec& spec) { return spec.plan.accumulation_steps > 1 ? 2 : 1; }
+
 // The largest shape, from the job's effective batch down by halves, whose whole check is
-// predicted to fit its limit; the smallest (one sample, two when the plan accumulates) when
-// none is. `why` is what made the job's shape too large.
+// predicted to fit its limit; the smallest when none is. `why` is what made the job's shape
+// too large.
 Result<CheckShape> ShapeThatFits(const JobSpec& spec, const Dataset& corpus, std::string* why) {
-  const int smallest = spec.plan.accumulation_steps > 1 ? 2 : 1;  // so that it still accumulates
+  const int smallest = FewestCheckSamples(spec);
   for (int batch = spec.training.effective_batch;; batch /= 2) {
     Result<CheckShape> shape = ShapeAt(spec, corpus, batch);
     if (!shape.ok() || shape->memory.predicted_peak_bytes <= shape->memory.limit_bytes ||
@@ -425,6 +429,17 @@ ParityTolerances ToleranceFor(Precision precision, bool fp16_computes_in_fp32) {
   // The structure was judged in fp32: these bound rounding alone. A tensor's AdamW step can
   // flip the sign of every element (a difference of 2); past that it is no rounding.
   return {2e-3, 1e-12, 0.25, 0.5, 0.5, 2.0};
+}
+
+Result<std::optional<std::string>> WhyParityCannotFit(const JobSpec& spec, const Dataset& corpus) {
+  int batch = spec.training.effective_batch;
+  while (batch / 2 >= FewestCheckSamples(spec)) batch /= 2;
+  Result<CheckShape> shape = ShapeAt(spec, corpus, batch);
+  if (!shape.ok()) return shape.status();
+  if (shape->memory.predicted_peak_bytes <= shape->memory.limit_bytes) {
+    return std::optional<std::string>();
+  }
+  return std::optional<std::string>(DoesNotFit(*shape));
 }
 
 Result<ParityReport> CheckParity(const JobSpec& spec, const Dataset& corpus, int updates,

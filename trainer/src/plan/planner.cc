@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <numeric>
 
 #include "plan/checkpoint_ladder.h"
@@ -14,6 +15,7 @@
 #include "trainerd/trainer/device/device_timer.h"
 #include "trainerd/trainer/loop/trainer.h"
 #include "trainerd/trainer/plan/memory_ledger.h"
+#include "trainerd/trainer/plan/parity.h"
 #include "trainerd/trainer/plan/plan_selection.h"
 #include "trainerd/trainer/spec/plan_text.h"
 #include "trainerd/trainer/spec/units.h"
@@ -207,6 +209,27 @@ Result<std::vector<PrecisionModel>> FitPrecisionModels(const JobSpec& spec, cons
   return models;
 }
 
+// Per precision and whether the plan accumulates: why the parity check of such plans cannot
+// fit the device. Empty when the plan is not to be checked.
+using UncheckablePlans = std::map<std::pair<Precision, bool>, std::string>;
+
+Result<UncheckablePlans> FindUncheckablePlans(const JobSpec& spec, const Dataset& corpus,
+                                              const std::vector<PrecisionModel>& models) {
+  UncheckablePlans uncheckable;
+  const int batch = spec.training.effective_batch;
+  for (const PrecisionModel& model : models) {
+    for (const bool accumulates : {false, true}) {
+      if (accumulates && (batch < 2 || ForbidsAccumulation(spec))) continue;
+      JobSpec job = spec;
+      job.plan = MakePlan(spec, accumulates ? 1 : batch, {}, model.precision);
+      Result<std::optional<std::string>> why = WhyParityCannotFit(job, corpus);
+      if (!why.ok()) return why.status();
+      if (*why) uncheckable[{model.precision, accumulates}] = **why;
+    }
+  }
+  return uncheckable;
+}
+
 struct Candidate {
   PlanSpec plan;
   std::int64_t peak;
@@ -218,6 +241,7 @@ struct Candidate {
 // and duration: those that fit, fastest first, and the rest in `rejected` with the reason.
 std::vector<Candidate> PredictCandidates(const JobSpec& spec, const BlockRanking& blocks,
                                          const std::vector<PrecisionModel>& models,
+                                         const UncheckablePlans& uncheckable,
                                          std::vector<RejectedPlan>* rejected) {
   const int batch = spec.training.effective_batch;
   const std::int64_t usable = spec.memory.usable_bytes();
@@ -244,14 +268,17 @@ std::vector<Candidate> PredictCandidates(const JobSpec& spec, const BlockRanking
             plan.accumulation_steps *
             std::max(1e-6, t_none + blocks.cost_fraction[k] * (t_all - t_none));
         const double duration = update_seconds * spec.training.updates;
+        const auto unchecked = uncheckable.find({plan.precision, plan.accumulation_steps > 1});
         if (plan.accumulation_steps > 1 && ForbidsAccumulation(spec)) {
           rejected->push_back({plan, peak, duration, kBatchNormAccumulation});
-        } else if (peak <= usable) {
-          fitting.push_back({plan, peak, update_seconds, duration});
-        } else {
+        } else if (peak > usable) {
           rejected->push_back(
               {plan, peak, duration,
                "predicted peak " + FormatBytes(peak) + " exceeds usable " + FormatBytes(usable)});
+        } else if (unchecked != uncheckable.end()) {
+          rejected->push_back({plan, peak, duration, unchecked->second});
+        } else {
+          fitting.push_back({plan, peak, update_seconds, duration});
         }
       }
     }
@@ -459,14 +486,19 @@ Status ChooseMeasured(const JobSpec& spec, const Dataset& corpus,
 
 }  // namespace
 
-Result<ChosenPlan> PlanJob(const JobSpec& spec, const Dataset& corpus) {
+Result<ChosenPlan> PlanJob(const JobSpec& spec, const Dataset& corpus, const PlanOptions& options) {
   const auto started = Clock::now();
   Result<BlockRanking> blocks = RankBlocks(spec, corpus);
   if (!blocks.ok()) return blocks.status();
   Result<std::vector<PrecisionModel>> models = FitPrecisionModels(spec, corpus);
   if (!models.ok()) return models.status();
+  Result<UncheckablePlans> uncheckable = options.parity_checked
+                                             ? FindUncheckablePlans(spec, corpus, *models)
+                                             : Result<UncheckablePlans>(UncheckablePlans{});
+  if (!uncheckable.ok()) return uncheckable.status();
   std::vector<RejectedPlan> rejected;
-  const std::vector<Candidate> fitting = PredictCandidates(spec, *blocks, *models, &rejected);
+  const std::vector<Candidate> fitting =
+      PredictCandidates(spec, *blocks, *models, *uncheckable, &rejected);
 
   ChosenPlan result;
   result.usable_bytes = spec.memory.usable_bytes();

@@ -20,6 +20,8 @@
 // check", gives the measured differences behind them). The report's type is the worker
 // protocol's (spec/worker_protocol.h).
 #pragma once
+#include <optional>
+#include <string>
 
 #include "trainerd/common/status.h"
 #include "trainerd/trainer/data/dataset.h"
@@ -45,5 +47,11 @@ ParityTolerances ToleranceFor(Precision precision, bool fp16_computes_in_fp32);
 // `fault` (TEST ONLY) is committed by the plan's trainers.
 Result<ParityReport> CheckParity(const JobSpec& spec, const Dataset& corpus, int updates,
                                  TrainingFault fault = TrainingFault::kNone);
+
+// Why the parity check of `spec`'s plan cannot run on this device at any shape (its smallest
+// shape predicted over its limit, as CheckParity predicts it, in CheckParity's words), or
+// nullopt when it can. Its memory depends on the plan's precision (the number of trainers) and
+// on whether it accumulates (the smallest shape), not on its microbatch or checkpointing.
+Result<std::optional<std::string>> WhyParityCannotFit(const JobSpec& spec, const Dataset& corpus);
 
 }  // namespace trainerd

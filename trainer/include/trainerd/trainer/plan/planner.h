@@ -6,8 +6,9 @@
 //    are fitted as linear functions of the microbatch. A per-block ledger orders the blocks
 //    for checkpointing (checkpoint_ladder.h).
 // 2. Predict peak and update time for every (microbatch 1..effective batch, the first k
-//    blocks of the ladder checkpointed, precision); keep those predicted to fit usable memory;
-//    order by predicted job duration, then by less memory.
+//    blocks of the ladder checkpointed, precision); keep those predicted to fit usable memory
+//    (and, when the plan is to be checked for parity, whose check fits); order by predicted
+//    job duration, then by less memory.
 // 3. Screen: per precision and accumulation step count, the candidate predicted fastest is
 //    timed under the device limit (after a warm-up update, the fastest of as many updates as
 //    make 0.5 s, at most 5), in predicted order, while the search budget (2% of the window)
@@ -39,7 +40,16 @@ namespace trainerd {
 // accumulation (training.allow_batch_norm_accumulation), the whole effective batch at once.
 PlanSpec NamedBaselinePlan(const JobSpec& spec);
 
-Result<ChosenPlan> PlanJob(const JobSpec& spec, const Dataset& corpus);
+struct PlanOptions {
+  // The plan is checked for parity before it trains (trainer-run --parity, as the daemon
+  // does): plans whose check cannot fit the device even at its smallest shape are rejected
+  // with its reason (a bf16 plan's check holds one more copy of the model's state than an
+  // fp32 plan's).
+  bool parity_checked = false;
+};
+
+Result<ChosenPlan> PlanJob(const JobSpec& spec, const Dataset& corpus,
+                           const PlanOptions& options = {});
 
 // What ChosenPlan::rejected lists: of the plans that were timed and lost and those the time
 // model predicted faster than `chosen` (its modelled_duration_seconds, the same model's
