@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # The run report in a real browser. trainerd --once trains a tiny job whose naive plan (16 x 1,
-# fp32, a 4.4 MiB peak) does not fit its 2 MiB budget, so the planner finds another; then:
-#   - the daemon profiled the new plan (trainerctl profile 1, a Chrome trace), wrote
-#     reports/run-1.html, and `trainerctl report 1 --output` writes the same page (an unknown
-#     run is exit 4);
+# fp32, a 4.4 MiB peak) does not fit its 2 MiB budget, so the planner finds another. The run
+# that trains is run 1, or a later one when run 1 fails and the daemon re-plans (CI once saw
+# run 1's bf16 plan fail its parity check for memory, before the planner knew that check's
+# size). Of that run:
+#   - the daemon profiled its plan (trainerctl profile RUN, a Chrome trace), wrote
+#     reports/run-RUN.html, and `trainerctl report RUN --output` writes the same page (an
+#     unknown run is exit 4);
 #   - the HTML parses (Python's html.parser) into every section, its ledger bar's category
-#     segments equal the categories `trainerctl show 1 --json` recorded, it has no script and
+#     segments equal the categories `trainerctl show RUN --json` recorded, it has no script and
 #     loads nothing, and it is under 300 KB;
 #   - headless Chromium parses it into the same sections and SVG charts (--dump-dom) and renders
-#     it to OUT_DIR/run-1.png, which is not blank. Look at that picture after a change.
+#     it to OUT_DIR/report.png, which is not blank. Look at that picture after a change.
 #
 # Usage: report_browser_test.sh BIN_DIR OUT_DIR CHROMIUM
 set -euo pipefail
@@ -39,29 +42,36 @@ EOF
 
 timeout $((300 * scale)) "$bin_dir/trainerd" --config "$tmp/trainerd.yaml" --once \
   2> "$tmp/daemon.log" || fail "trainerd --once failed: $(cat "$tmp/daemon.log")"
-grep -q "report: $tmp/state/reports/run-1.html" "$tmp/daemon.log" ||
+run=$(sed -n 's/^trainerd: run \([0-9]*\) succeeded.*/\1/p' "$tmp/daemon.log" | tail -1)
+[[ -n $run ]] || fail "no run succeeded: $(cat "$tmp/daemon.log")"
+grep -q "report: $tmp/state/reports/run-$run.html" "$tmp/daemon.log" ||
   fail "the cycle did not print the report's path: $(cat "$tmp/daemon.log")"
-[[ -s $tmp/state/reports/run-1.html ]] || fail "the daemon wrote no reports/run-1.html"
+[[ -s $tmp/state/reports/run-$run.html ]] || fail "the daemon wrote no reports/run-$run.html"
 
 ctl() { "$bin_dir/trainerctl" --state-dir "$tmp/state" "$@"; }
-ctl report 1 --output "$tmp/run-1.html" 2> /dev/null || fail "trainerctl report 1 failed"
+ctl report "$run" --output "$tmp/page.html" 2> /dev/null || fail "trainerctl report $run failed"
 set +e
 ctl report 7 > /dev/null 2>&1
 rc=$?
 set -e
 [[ $rc -eq 4 ]] || fail "trainerctl report 7 (no such run) exited $rc, expected 4"
-ctl show 1 --json > "$tmp/show.json"
+ctl show "$run" --json > "$tmp/show.json"
 python3 -c 'import json, sys; t = json.load(open(sys.argv[1]))
 assert len(t["traceEvents"]) > 100 and all(e["ph"] == "X" for e in t["traceEvents"])' \
-  "$tmp/state/profiles/run-1.trace.json" || fail "no Chrome trace of the new plan's profile"
-ctl profile 1 > "$tmp/profile.txt" || fail "trainerctl profile 1 failed"
-grep -q "^  matrix products" "$tmp/profile.txt" || fail "trainerctl profile 1: $(cat "$tmp/profile.txt")"
+  "$tmp/state/profiles/run-$run.trace.json" ||
+  fail "no Chrome trace of the new plan's profile; the run's events:
+$(ctl show "$run" --json | python3 -c 'import json, sys
+for e in json.load(sys.stdin)["events"]: print(e["kind"], e["message"])')
+the daemon's log:
+$(tail -20 "$tmp/daemon.log")"
+ctl profile "$run" > "$tmp/profile.txt" || fail "trainerctl profile $run failed"
+grep -q "^  matrix products" "$tmp/profile.txt" || fail "trainerctl profile $run: $(cat "$tmp/profile.txt")"
 # The daemon's page and trainerctl's differ only in the time they were written.
-diff <(grep -v 'Written by trainerd at' "$tmp/state/reports/run-1.html") \
-  <(grep -v 'Written by trainerd at' "$tmp/run-1.html") > /dev/null ||
-  fail "the daemon's reports/run-1.html and trainerctl report 1 differ"
+diff <(grep -v 'Written by trainerd at' "$tmp/state/reports/run-$run.html") \
+  <(grep -v 'Written by trainerd at' "$tmp/page.html") > /dev/null ||
+  fail "the daemon's reports/run-$run.html and trainerctl report $run differ"
 
-python3 - "$tmp/run-1.html" "$tmp/show.json" << 'EOF' || fail "the page's HTML (above)"
+python3 - "$tmp/page.html" "$tmp/show.json" << 'EOF' || fail "the page's HTML (above)"
 import html.parser, json, sys
 
 page = open(sys.argv[1], encoding="utf-8").read()
@@ -120,7 +130,7 @@ browser() {
   "$chromium" --headless --no-sandbox --disable-gpu --hide-scrollbars --no-first-run \
     --user-data-dir="$tmp/chromium" "$@" 2> "$tmp/chromium.log"
 }
-browser --dump-dom "file://$tmp/run-1.html" > "$tmp/dom.html" ||
+browser --dump-dom "file://$tmp/page.html" > "$tmp/dom.html" ||
   fail "chromium --dump-dom failed: $(tail -5 "$tmp/chromium.log")"
 for section in plan memory profile curves throughput night gate provenance; do
   grep -q "<section id=\"$section\">" "$tmp/dom.html" || fail "Chromium's DOM has no section $section"
@@ -129,10 +139,10 @@ charts=$(grep -o '<svg' "$tmp/dom.html" | wc -l)
 [[ $charts -ge 7 ]] ||
   fail "Chromium's DOM has $charts SVG elements, expected the bars, 4 charts and the roofline"
 mkdir -p "$out_dir"
-rm -f "$out_dir/run-1.png"
-browser --window-size=1000,3000 --screenshot="$out_dir/run-1.png" "file://$tmp/run-1.html" ||
+rm -f "$out_dir/report.png"
+browser --window-size=1000,3000 --screenshot="$out_dir/report.png" "file://$tmp/page.html" ||
   fail "chromium --screenshot failed: $(tail -5 "$tmp/chromium.log")"
-python3 - "$out_dir/run-1.png" << 'EOF' || fail "the screenshot (above)"
+python3 - "$out_dir/report.png" << 'EOF' || fail "the screenshot (above)"
 import struct, sys, zlib
 
 data = open(sys.argv[1], "rb").read()
@@ -153,4 +163,4 @@ if (width, height) != (1000, 3000) or busy < height // 5:
     sys.exit("%dx%d, %d of %d rows drawn on" % (width, height, busy, height))
 print("ok: screenshot %dx%d, %d rows drawn on" % (width, height, busy))
 EOF
-echo "PASS: the report page is complete, in HTML and in Chromium ($out_dir/run-1.png)"
+echo "PASS: the report page is complete, in HTML and in Chromium ($out_dir/report.png, run $run)"
