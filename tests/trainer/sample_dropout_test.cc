@@ -42,15 +42,19 @@ TEST_P(SampleDropoutTest, KeepsAboutOneMinusPOfTheElementsScaledByItsInverse) {
   EXPECT_NEAR(kept.to(torch::kDouble).mean().item<double>(), 1 - kP, 0.003);
 }
 
+// The input is seeded and has no zero, so the forward's output is zero exactly where it
+// dropped (with an unseeded randn input, an exact 0 that the forward dropped would fail the
+// mask read off the output: the one explanation found for a single failure on 2.11).
 TEST_P(SampleDropoutTest, BackwardDropsExactlyWhatTheForwardDropped) {
+  torch::manual_seed(3);
   for (const torch::Dtype dtype : {torch::kFloat, torch::kBFloat16}) {
     SampleDropout dropout = Dropout(2);
     const SampleStreamScope stream(SampleStream{7, 30});
-    const torch::Tensor x = torch::randn({8, 3, 50}).to(dtype).requires_grad_();
+    const torch::Tensor x = (torch::rand({8, 3, 50}) + 0.5).to(dtype).requires_grad_();
     const torch::Tensor y = dropout->forward(x);
     const torch::Tensor upstream = torch::randn({8, 3, 50}).to(dtype);
     y.backward(upstream);
-    const torch::Tensor mask = y.ne(0).logical_or(x.eq(0));
+    const torch::Tensor mask = y.ne(0);
     const torch::Tensor expected = upstream * mask.to(dtype) / (1 - kP);
     EXPECT_TRUE(torch::allclose(x.grad().to(torch::kFloat), expected.to(torch::kFloat), 1e-2, 0))
         << dtype;
