@@ -24,6 +24,8 @@
 #                 ledger peak: the finish event's peak_bytes must stay under usable bytes
 #   throughput    training with the naive plan at the job's own budget: tokens/s, MFU,
 #                 measurement_valid (the budget run's figures are reported too)
+#   daemon_cycle  trainerd --once on the job: one nightly cycle (plan, ledger, parity,
+#                 training, gate, release) on the device, read back with trainerctl show
 # One JSON summary object goes to stdout (also OUT/summary.json); progress, to stderr. Exit 0
 # when every step passed, 1 when one failed, 2 on a usage error.
 #
@@ -128,7 +130,8 @@ DEVICE = os.environ["DC_DEVICE"]
 REHEARSE = MODE != "device"
 RES = os.path.join(OUT, "results")
 ORDER = ["environment", "build", "cuda_tests", "config", "parity_fp32", "parity_bf16",
-         "parity_fp16", "ledger", "budget_plan_only", "budget_training", "throughput"]
+         "parity_fp16", "ledger", "budget_plan_only", "budget_training", "throughput",
+         "daemon_cycle"]
 EXIT_MEANING = {0: "ok", 1: "internal error", 2: "usage error or invalid config",
                 3: "invalid data", 4: "out of memory", 5: "checkpoint", 6: "diverged",
                 7: "parity failed", 8: "memory leak", 75: "interrupted",
@@ -744,6 +747,53 @@ def cmd_throughput(a):
     save("throughput", finish(r, failures, notes))
 
 
+def cmd_daemon_cycle(a):
+    r, failures, notes = run_info(a), [], []
+    log_lines = tail(a["log"], 400)
+    runs = [int(m.group(1)) for m in
+            (re.match(r"^trainerd: run (\d+) succeeded", line) for line in log_lines) if m]
+    if r["exit_code"] != 0:
+        failures.append("trainerd --once exit %d (%s)" % (r["exit_code"], r["exit_meaning"]))
+    if not runs:
+        failures.append("no run succeeded")
+    else:
+        r["run"] = runs[-1]
+        try:
+            p = subprocess.run([a["ctl"], "--state-dir", a["state"], "show", str(runs[-1]),
+                                "--json"], capture_output=True, text=True, timeout=60)
+            shown = json.loads(p.stdout)
+        except (OSError, subprocess.SubprocessError, ValueError) as e:
+            shown = None
+            failures.append("trainerctl show %d --json failed: %s" % (runs[-1], e))
+        if shown:
+            run = shown.get("run") or {}
+            kinds = [e.get("kind") for e in shown.get("events") or []]
+            hw = run.get("hardware") or {}
+            r.update({k: run.get(k) for k in ("status", "plan", "peak_memory_bytes",
+                                              "tokens_per_second", "mfu", "parity_seconds",
+                                              "throughput_method")})
+            r["hardware"] = hw
+            r["events"] = kinds
+            if run.get("status") != "succeeded":
+                failures.append("run status %r" % run.get("status"))
+            want = ((load("environment") or {}).get("torch") or {}).get("device_name")
+            if DEVICE == "cuda" and (hw.get("device") in (None, "", "cpu") or
+                                     (want and hw.get("device") != want)):
+                failures.append("the run's hardware is %r, not the GPU %r" % (hw.get("device"),
+                                                                              want))
+            for kind in ("plan", "ledger", "parity", "released"):
+                if kind not in kinds:
+                    failures.append("no %s event" % kind)
+            if DEVICE == "cuda" and "profile_skipped" not in kinds:
+                failures.append("no profile_skipped event (a CUDA plan is not profiled)")
+            peak = (run.get("peak_memory_bytes") or {}).get("peak")
+            if not isinstance(peak, (int, float)) or peak <= 0:
+                failures.append("the run's peak memory is %r" % peak)
+    if failures:
+        r["log_tail"] = log_lines[-30:]
+    save("daemon_cycle", finish(r, failures, notes))
+
+
 def cmd_missing(a):
     """A step that could not run (no time left, or what it needs failed)."""
     save(a["step"], {"status": "fail", "failures": [a["reason"]]})
@@ -802,6 +852,9 @@ def cmd_summary(a):
             "budget_run_tokens_per_second": bt.get("tokens_per_second"),
             "budget_run_mfu": bt.get("mfu"),
             "budget_run_measurement_valid": bt.get("measurement_valid"),
+            "daemon_plan": steps["daemon_cycle"].get("plan"),
+            "daemon_tokens_per_second": steps["daemon_cycle"].get("tokens_per_second"),
+            "daemon_peak_memory_bytes": steps["daemon_cycle"].get("peak_memory_bytes"),
         },
         "failed_steps": failed,
         "steps": steps,
@@ -908,7 +961,7 @@ log "config: $(status_of config) ($job, device: $device, threads: $threads)"
 
 if [[ $(status_of config) != pass || ! -x $bin ]]; then
   for step in parity_fp32 parity_bf16 parity_fp16 ledger budget_plan_only budget_training \
-    throughput; do
+    throughput daemon_cycle; do
     check missing step=$step reason="not run: the job config or trainer-run is missing"
   done
 else
@@ -961,6 +1014,17 @@ else
   check throughput rc=$rc seconds=$secs stdout="$out/throughput-run.jsonl" \
     stderr="$out/logs/throughput-run.stderr"
   log "throughput: $(status_of throughput)"
+
+  # ---- 5e. one nightly cycle of the daemon on the job ----------------------------------
+  log "daemon_cycle: trainerd --once"
+  mkdir -p "$out/daemon"
+  printf '%s\n' "job: $job" "state_dir: $out/daemon/state" 'metrics: {listen: ""}' \
+    "parity: {updates: 2}" >"$out/daemon/trainerd.yaml"
+  timed daemon_cycle 240 "$out/logs/daemon.log" "$out/logs/daemon.log" \
+    "$build_dir/bin/trainerd" --config "$out/daemon/trainerd.yaml" --once
+  check daemon_cycle rc=$rc seconds=$secs log="$out/logs/daemon.log" \
+    ctl="$build_dir/bin/trainerctl" state="$out/daemon/state"
+  log "daemon_cycle: $(status_of daemon_cycle)"
 fi
 
 # ---- summary -------------------------------------------------------------------------
