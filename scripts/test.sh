@@ -15,6 +15,7 @@ esac
 sudo_if_needed() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
 sudo_if_needed scripts/install-deps.sh
 scripts/install-python-packages.sh
+scripts/install-hf-python.sh  # transformers on the pinned torch wheel, for the Hugging Face tests
 case $torch in
   debian) build_dir=${TRAINERD_BUILD_DIR:-build} ;;
   pip) build_dir=${TRAINERD_BUILD_DIR:-build-cuda}; scripts/install-libtorch.sh ;;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <vector>
 
@@ -105,6 +106,26 @@ Result<std::string> Sha256File(const std::string& path) {
     hasher.Update(chunk.data(), static_cast<std::size_t>(in.gcount()));
   }
   if (in.bad()) return Status::IOError(path + ": read failed while hashing");
+  return hasher.HexDigest();
+}
+
+Result<std::string> Sha256Path(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) return Sha256File(path);
+  std::vector<std::string> names;
+  for (fs::recursive_directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->is_regular_file(ec)) names.push_back(fs::relative(it->path(), path, ec).string());
+  }
+  if (ec) return Status::IOError(path + ": cannot list for hashing: " + ec.message());
+  std::sort(names.begin(), names.end());
+  Sha256 hasher;
+  for (const std::string& name : names) {
+    Result<std::string> file = Sha256File((fs::path(path) / name).string());
+    if (!file.ok()) return file.status();
+    const std::string entry = name + '\0' + *file + '\n';
+    hasher.Update(entry.data(), entry.size());
+  }
   return hasher.HexDigest();
 }
 

@@ -158,7 +158,7 @@ Status ResolveModel(JobSpec* spec, const Dataset& data) {
         "job. Train it with distributed.ranks: 1");
   }
   if (const std::string file_key = kind.FileKey(); !file_key.empty()) {
-    Result<std::string> hash = Sha256File(m.options.value(file_key, std::string()));
+    Result<std::string> hash = Sha256Path(m.options.value(file_key, std::string()));
     if (!hash.ok()) return hash.status();
     loaded.file_sha256 = *hash;
   }
@@ -201,14 +201,14 @@ std::string FormatsGiving(ModelInputs inputs) {
 std::string OwnModelKinds() {
   std::vector<std::string> names;
   for (const std::string& name : ModelKindNames()) {
-    if (!FindModelKind(name)->FileKey().empty()) names.push_back(name);
+    if (FindModelKind(name)->ReadsModelInputs()) names.push_back(name);
   }
   return Joined(names);
 }
 
 // Why a model of `spec` cannot read data that lacks what it reads, and what to change.
 std::string FormatMismatch(const ModelSpec& spec, const Dataset& data) {
-  const bool own = !ModelKindOf(spec).FileKey().empty();
+  const bool own = ModelKindOf(spec).ReadsModelInputs();
   const std::string reader =
       own ? std::string("model.inputs: ") + ToString(spec.inputs) : "model.kind: " + spec.kind;
   const std::string rows = FormatsGiving(ModelInputs::kRows);

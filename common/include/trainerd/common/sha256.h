@@ -32,5 +32,8 @@ class Sha256 {
 std::string Sha256Hex(std::string_view data);
 // Hash of a whole file's bytes; IOError naming the path when it cannot be read.
 Result<std::string> Sha256File(const std::string& path);
+// A file's hash, or a folder's: the hash of each regular file's name (relative to the folder)
+// and hash, in name order, subfolders included.
+Result<std::string> Sha256Path(const std::string& path);
 
 }  // namespace trainerd

@@ -7,13 +7,10 @@
 #include "trainerd/trainer/models/model_registry.h"
 
 namespace trainerd {
-namespace {
 
-DropoutMasks MasksOf(const GptOptions& options) {
-  return options.kernels == GptKernels::kFused ? DropoutMasks::kRegenerated : DropoutMasks::kStored;
+DropoutMasks MasksOf(GptKernels kernels) {
+  return kernels == GptKernels::kFused ? DropoutMasks::kRegenerated : DropoutMasks::kStored;
 }
-
-}  // namespace
 
 BiasOptionalLayerNormImpl::BiasOptionalLayerNormImpl(std::int64_t width, bool bias)
     : width_(width) {
@@ -32,10 +29,10 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptOptions& options, int 
                          torch::nn::Linear(torch::nn::LinearOptions(c, 3 * c).bias(options.bias)));
   proj_ =
       register_module("proj", torch::nn::Linear(torch::nn::LinearOptions(c, c).bias(options.bias)));
-  attn_dropout_ =
-      register_module("attn_dropout", SampleDropout(options.dropout, site, MasksOf(options)));
-  resid_dropout_ =
-      register_module("resid_dropout", SampleDropout(options.dropout, site + 1, MasksOf(options)));
+  attn_dropout_ = register_module("attn_dropout",
+                                  SampleDropout(options.dropout, site, MasksOf(options.kernels)));
+  resid_dropout_ = register_module(
+      "resid_dropout", SampleDropout(options.dropout, site + 1, MasksOf(options.kernels)));
 }
 
 torch::Tensor ExplicitCausalAttention(const torch::Tensor& q, const torch::Tensor& k,
@@ -57,23 +54,25 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
     return m.view({b, t, n_head_, head}).transpose(1, 2);
   };
   const torch::Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
-  return resid_dropout_->forward(proj_->forward(Attend(q, k, v)));
+  return resid_dropout_->forward(
+      proj_->forward(CausalAttention(q, k, v, attn_dropout_, is_training(), kernels_)));
 }
 
-torch::Tensor CausalSelfAttentionImpl::Attend(const torch::Tensor& q, const torch::Tensor& k,
-                                              const torch::Tensor& v) {
+torch::Tensor CausalAttention(const torch::Tensor& q, const torch::Tensor& k,
+                              const torch::Tensor& v, SampleDropout& dropout, bool training,
+                              GptKernels kernels) {
   const std::int64_t b = q.size(0), t = q.size(2), c = q.size(1) * q.size(3);
   auto merge_heads = [&](const torch::Tensor& y) {
     return y.transpose(1, 2).contiguous().view({b, t, c});
   };
-  const bool draws_dropout = is_training() && attn_dropout_->p() > 0;
+  const bool draws_dropout = training && dropout->p() > 0;
   if (compat::kHasFusedAttention && !draws_dropout) {
     return merge_heads(compat::FusedCausalAttention(q, k, v, /*dropout=*/0.0));
   }
-  if (kernels_ == GptKernels::kFused && BlockwiseAttentionSupports(q)) {
-    return BlockwiseCausalAttention(q, k, v, attn_dropout_->counters());
+  if (kernels == GptKernels::kFused && BlockwiseAttentionSupports(q)) {
+    return BlockwiseCausalAttention(q, k, v, dropout->counters());
   }
-  return merge_heads(ExplicitCausalAttention(q, k, v, attn_dropout_));
+  return merge_heads(ExplicitCausalAttention(q, k, v, dropout));
 }
 
 GptBlockImpl::GptBlockImpl(const GptOptions& options, int site) {
@@ -86,8 +85,8 @@ GptBlockImpl::GptBlockImpl(const GptOptions& options, int site) {
                  torch::nn::Linear(torch::nn::LinearOptions(c, 4 * c).bias(options.bias)),
                  torch::nn::GELU(),
                  torch::nn::Linear(torch::nn::LinearOptions(4 * c, c).bias(options.bias))));
-  mlp_dropout_ =
-      register_module("mlp_dropout", SampleDropout(options.dropout, site + 2, MasksOf(options)));
+  mlp_dropout_ = register_module(
+      "mlp_dropout", SampleDropout(options.dropout, site + 2, MasksOf(options.kernels)));
 }
 
 torch::Tensor GptBlockImpl::forward(const torch::Tensor& x) {
@@ -102,7 +101,7 @@ Gpt::Gpt(const GptOptions& options) : options_(options) {
   position_embedding_ =
       register_module("position_embedding", torch::nn::Embedding(options.block_size, c));
   embedding_dropout_ = register_module(
-      "embedding_dropout", SampleDropout(options.dropout, /*site=*/0, MasksOf(options)));
+      "embedding_dropout", SampleDropout(options.dropout, /*site=*/0, MasksOf(options.kernels)));
   for (int i = 0; i < options.n_layer; ++i) {
     blocks_.push_back(register_module("block" + std::to_string(i),
                                       GptBlock(options, 1 + i * GptBlockImpl::kDropoutSites)));

@@ -32,22 +32,28 @@ TORCH_MODULE(BiasOptionalLayerNorm);
 torch::Tensor ExplicitCausalAttention(const torch::Tensor& q, const torch::Tensor& k,
                                       const torch::Tensor& v, SampleDropout& dropout);
 
-// Multi-head causal self-attention, by the first that applies:
+// Causal attention of q, k, v [B, H, T, D] to [B, T, H * D], `dropout` on its weights when
+// `training`, by the first that applies:
 // - LibTorch's fused attention where it has it (2.x) and no attention dropout is drawn (its
 //   kernel draws masks from the default generator, which would make them depend on the
 //   microbatch split);
-// - BlockwiseCausalAttention under `model.kernels: fused` (the default) for CPU tensors;
+// - BlockwiseCausalAttention under `kernels` kFused (model.kernels: fused, the default) for
+//   CPU tensors;
 // - ExplicitCausalAttention.
-// Dropout sites `site` and `site + 1`.
+torch::Tensor CausalAttention(const torch::Tensor& q, const torch::Tensor& k,
+                              const torch::Tensor& v, SampleDropout& dropout, bool training,
+                              GptKernels kernels);
+
+// The dropout masks `kernels` draws: regenerated from counters (kFused) or stored.
+DropoutMasks MasksOf(GptKernels kernels);
+
+// Multi-head causal self-attention (CausalAttention). Dropout sites `site` and `site + 1`.
 class CausalSelfAttentionImpl : public torch::nn::Module {
  public:
   CausalSelfAttentionImpl(const GptOptions& options, int site);
   torch::Tensor forward(const torch::Tensor& x);
 
  private:
-  // q, k, v [B, H, T, D] to [B, T, H * D].
-  torch::Tensor Attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
-
   int n_head_;
   GptKernels kernels_;
   torch::nn::Linear qkv_{nullptr};

@@ -43,10 +43,13 @@ class ModelKind {
     return std::nullopt;
   }
 
-  // The key holding the file the model is loaded from ("path", "library"): the team's own
-  // model, whose content hash joins the job identity and which reads model.inputs. "" for a
-  // model built from its keys alone.
+  // The key holding the file or folder the model is loaded from ("path", "library"): the
+  // team's own model, whose content hash joins the job identity. "" for a model built from
+  // its keys alone.
   virtual std::string FileKey() const { return ""; }
+  // Whether the model reads what model.inputs says (ReadOwnModelKeys): by default, a model
+  // loaded from a file does.
+  virtual bool ReadsModelInputs() const { return !FileKey().empty(); }
   // The key that sizes the model's outputs to cover the data ("vocab_size") and its value,
   // checked against the data before the model runs; nullopt when a forward on a sample of
   // the data tells (ResolveModel).

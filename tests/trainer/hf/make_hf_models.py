@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Small random Hugging Face causal-LM folders, made by the real `transformers`, with what
+its implementation computes on them, for trainerd's tests (tests/trainer/hf_model_test.cc).
+
+    make_hf_models.py OUT_DIR
+
+For each variant, OUT_DIR/<variant>/ is the folder save_pretrained wrote (config.json,
+model.safetensors or an index with shards, generation_config.json) and
+OUT_DIR/<variant>.reference.safetensors holds, for input_ids [2, 24] drawn at random:
+`logits` of the model in evaluation mode (eager attention, float32), `loss`, the mean
+next-token cross-entropy of those logits, and `grad.<name>` for every parameter, the
+gradient of one backward of that loss. Run with scripts/install-hf-python.sh's python.
+"""
+import json
+import os
+import shutil
+import sys
+
+import torch
+import transformers
+from safetensors.torch import save_file
+
+COMMON = dict(vocab_size=96, hidden_size=32, intermediate_size=56, num_hidden_layers=2,
+              num_attention_heads=4, max_position_embeddings=64, initializer_range=0.1)
+LLAMA3 = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+          "high_freq_factor": 4.0, "original_max_position_embeddings": 16}
+
+# name: (config class, its keys, how the folder is saved)
+VARIANTS = {
+    # grouped-query attention (2 key/value heads for 4), untied head
+    "llama_gqa": (transformers.LlamaConfig, dict(num_key_value_heads=2), {}),
+    # multi-head, tied embedding, biases on attention and MLP, Llama 3.1's rope scaling
+    "llama_tied_llama3_bias": (transformers.LlamaConfig,
+                               dict(num_key_value_heads=4, tie_word_embeddings=True,
+                                    attention_bias=True, mlp_bias=True, rope_parameters=LLAMA3),
+                               {}),
+    # the same model with config.json as transformers 4.x wrote it (rope_theta, rope_scaling)
+    "llama_v4_config": (transformers.LlamaConfig,
+                        dict(num_key_value_heads=4, tie_word_embeddings=True,
+                             attention_bias=True, mlp_bias=True, rope_parameters=LLAMA3),
+                        {"v4_config": True}),
+    # biases on q, k and v only; tied as Qwen2.5-0.5B is
+    "qwen2": (transformers.Qwen2Config, dict(num_key_value_heads=2, tie_word_embeddings=True), {}),
+    # one key/value head (multi-query), no sliding window
+    "mistral": (transformers.MistralConfig, dict(num_key_value_heads=1, sliding_window=None), {}),
+    # weights in shards named by model.safetensors.index.json
+    "llama_sharded": (transformers.LlamaConfig, dict(num_key_value_heads=2),
+                      {"max_shard_size": "20KB"}),
+}
+
+
+def as_v4_config(path):
+    """Rewrites config.json's rope_parameters as transformers 4.x wrote rope settings."""
+    with open(path) as f:
+        config = json.load(f)
+    rope = dict(config.pop("rope_parameters"))
+    config["rope_theta"] = rope.pop("rope_theta")
+    config["rope_scaling"] = rope
+    with open(path, "w") as f:
+        json.dump(config, f, indent=2)
+
+
+def make(out_dir, name, config_class, keys, how):
+    torch.manual_seed(sum(map(ord, name)))
+    config = config_class(**COMMON, **keys)
+    config._attn_implementation = "eager"
+    model = transformers.AutoModelForCausalLM.from_config(config).float()
+    folder = os.path.join(out_dir, name)
+    model.save_pretrained(folder, max_shard_size=how.get("max_shard_size", "5GB"))
+    if how.get("v4_config"):
+        as_v4_config(os.path.join(folder, "config.json"))
+    model.eval()
+    ids = torch.randint(0, COMMON["vocab_size"], (2, 24))
+    logits = model(input_ids=ids).logits
+    loss = torch.nn.functional.cross_entropy(
+        logits[:, :-1].reshape(-1, logits.size(-1)), ids[:, 1:].reshape(-1))
+    loss.backward()
+    reference = {"input_ids": ids, "logits": logits.detach().contiguous(),
+                 "loss": loss.detach().reshape(1)}
+    for pname, p in model.named_parameters():
+        reference["grad." + pname] = p.grad.contiguous()
+    save_file(reference, os.path.join(out_dir, name + ".reference.safetensors"),
+              metadata={"transformers": transformers.__version__, "torch": torch.__version__})
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    out_dir = sys.argv[1]
+    shutil.rmtree(out_dir, ignore_errors=True)
+    os.makedirs(out_dir)
+    for name, (config_class, keys, how) in VARIANTS.items():
+        make(out_dir, name, config_class, keys, how)
+    print("make_hf_models.py: %d folders in %s (transformers %s, torch %s)"
+          % (len(VARIANTS), out_dir, transformers.__version__, torch.__version__))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,212 @@
+// Hugging Face causal-LM folders (model.kind: hf) against the reference implementation: for
+// folders the real `transformers` made (tests/trainer/hf/make_hf_models.py, the hf_models
+// fixture), trainerd's model gives transformers' logits within 1e-5 and, for one backward
+// of the mean next-token cross-entropy, its gradients within 1e-5 relative, for every
+// variant (grouped-query and multi-head attention, tied and untied heads, attention and MLP
+// biases, Qwen2's q/k/v biases, Llama 3.1's rope scaling, a 4.x config, sharded weights);
+// bad folders are errors naming the file and the key or tensor.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "../support/temp_dir.h"
+#include "loop/safetensors_writer.h"
+#include "trainerd/trainer/data/array_tensor.h"
+#include "trainerd/trainer/data/mapped_file.h"
+#include "trainerd/trainer/models/build_model.h"
+#include "trainerd/trainer/semantics/loss.h"
+#include "trainerd/trainer/spec/job_spec_parser.h"
+
+namespace trainerd {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kModels = TRAINERD_TEST_HF_MODELS;
+
+// The tensors of a .safetensors file, copied out of the mapping.
+std::map<std::string, torch::Tensor> ReadTensors(const std::string& path) {
+  Result<MappedFile> file = MappedFile::Open(path, false);
+  EXPECT_TRUE(file.ok()) << file.status().message();
+  std::map<std::string, torch::Tensor> tensors;
+  if (!file.ok()) return tensors;
+  Result<std::map<std::string, ArrayView>> arrays =
+      ReadSafetensorsHeader(file->data(), file->size(), path);
+  EXPECT_TRUE(arrays.ok()) << arrays.status().message();
+  for (const auto& [name, array] : *arrays) tensors[name] = MappedTensor(*file, array).clone();
+  return tensors;
+}
+
+// A job training the folder: its model section is what this test builds.
+Result<JobSpec> JobFor(const std::string& folder) {
+  return ParseJobSpecText("model: {kind: hf, path: " + folder +
+                              ", block_size: 24}\n"
+                              "data: {files: [/usr/share/common-licenses/GPL-3]}\n",
+                          "hf-job.yaml");
+}
+
+std::shared_ptr<TrainableModel> Build(const std::string& folder) {
+  Result<JobSpec> spec = JobFor(folder);
+  EXPECT_TRUE(spec.ok()) << spec.status().message();
+  return spec.ok() ? BuildModel(spec->model, 0, "hf-job.yaml") : nullptr;
+}
+
+// The message a folder's job or model fails with ("" when both succeed).
+std::string ErrorOf(const std::string& folder) {
+  Result<JobSpec> spec = JobFor(folder);
+  if (!spec.ok()) return spec.status().message();
+  try {
+    BuildModel(spec->model, 0, "hf-job.yaml");
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+class HfReferenceTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfReferenceTest, LogitsAndGradientsEqualTransformers) {
+  torch::set_num_threads(1);
+  const std::string folder = kModels + "/" + GetParam();
+  std::map<std::string, torch::Tensor> reference =
+      ReadTensors(kModels + "/" + GetParam() + ".reference.safetensors");
+  std::shared_ptr<TrainableModel> model = Build(folder);
+  ASSERT_NE(model, nullptr);
+  model->eval();
+  const torch::Tensor ids = reference.at("input_ids");
+  const torch::Tensor logits = model->forward(ids);
+  const torch::Tensor want = reference.at("logits");
+  ASSERT_EQ(logits.sizes(), want.sizes());
+  const double scale = std::max(1.0, want.abs().max().item<double>());
+  EXPECT_LE((logits - want).abs().max().item<double>(), 1e-5 * scale) << GetParam();
+
+  const std::int64_t vocab = logits.size(-1);
+  const torch::Tensor loss = torch::nn::functional::cross_entropy(
+      logits.narrow(1, 0, ids.size(1) - 1).reshape({-1, vocab}),
+      ids.narrow(1, 1, ids.size(1) - 1).reshape({-1}));
+  EXPECT_NEAR(loss.item<double>(), reference.at("loss").item<double>(),
+              1e-6 * reference.at("loss").item<double>());
+  loss.backward();
+  int compared = 0;
+  for (const auto& item : model->named_parameters()) {
+    const auto found = reference.find("grad." + item.key());
+    ASSERT_NE(found, reference.end()) << "transformers has no parameter " << item.key();
+    const torch::Tensor& g = item.value().grad();
+    ASSERT_TRUE(g.defined()) << item.key();
+    const double norm = found->second.norm().item<double>();
+    EXPECT_LE((g - found->second).norm().item<double>(), 1e-5 * std::max(norm, 1e-12))
+        << GetParam() << ": " << item.key();
+    ++compared;
+  }
+  EXPECT_EQ(compared, static_cast<int>(std::count_if(
+                          reference.begin(), reference.end(),
+                          [](const auto& entry) { return entry.first.starts_with("grad."); })))
+      << "every parameter of transformers' model has one here";
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, HfReferenceTest,
+                         ::testing::Values("llama_gqa", "llama_tied_llama3_bias", "llama_v4_config",
+                                           "qwen2", "mistral", "llama_sharded"));
+
+// The parameters and StateDict() carry the Hugging Face names, each once (a tied head is the
+// embedding), so that model.safetensors is what transformers loads.
+TEST(HfModelTest, ItsTensorsAreTheFoldersByName) {
+  for (const std::string variant : {"llama_gqa", "qwen2"}) {
+    std::shared_ptr<TrainableModel> model = Build(kModels + "/" + variant);
+    ASSERT_NE(model, nullptr);
+    const std::map<std::string, torch::Tensor> folder =
+        ReadTensors(kModels + "/" + variant + "/model.safetensors");
+    std::set<std::string> names;
+    for (const auto& [name, tensor] : model->StateDict()) {
+      names.insert(name);
+      ASSERT_TRUE(folder.contains(name)) << variant << ": " << name;
+      EXPECT_TRUE(torch::equal(tensor, folder.at(name))) << variant << ": " << name;
+    }
+    std::set<std::string> in_folder;
+    for (const auto& [name, tensor] : folder) in_folder.insert(name);
+    EXPECT_EQ(names, in_folder) << variant;
+    EXPECT_EQ(model->num_blocks(), 2) << "each decoder layer is a block";
+  }
+}
+
+// A copy of a fixture folder to break.
+class HfBadFolderTest : public ::testing::Test {
+ protected:
+  std::string Copy(const std::string& variant) {
+    const std::string to = dir_.File(variant + "-" + std::to_string(copies_++));
+    fs::copy(kModels + "/" + variant, to, fs::copy_options::recursive);
+    return to;
+  }
+  void EditConfig(const std::string& folder, const std::function<void(nlohmann::json&)>& edit) {
+    const std::string path = folder + "/config.json";
+    nlohmann::json config = nlohmann::json::parse(testing::ReadFile(path));
+    edit(config);
+    std::ofstream(path) << config.dump(2);
+  }
+  void EditWeights(const std::string& folder,
+                   const std::function<void(std::map<std::string, torch::Tensor>&)>& edit) {
+    const std::string path = folder + "/model.safetensors";
+    std::map<std::string, torch::Tensor> tensors = ReadTensors(path);
+    edit(tensors);
+    ASSERT_TRUE(
+        WriteSafetensors(path, NamedTensors(tensors.begin(), tensors.end()), {{"format", "pt"}})
+            .ok());
+  }
+  testing::TempDir dir_;
+  int copies_ = 0;
+};
+
+TEST_F(HfBadFolderTest, EachIsAnErrorNamingTheFileAndTheKeyOrTensor) {
+  const auto expect_error = [](const std::string& error, const std::vector<std::string>& parts) {
+    EXPECT_FALSE(error.empty());
+    for (const std::string& part : parts) {
+      EXPECT_NE(error.find(part), std::string::npos) << "'" << part << "' not in: " << error;
+    }
+  };
+  const std::string no_config = Copy("llama_gqa");
+  fs::remove(no_config + "/config.json");
+  expect_error(ErrorOf(no_config),
+               {"hf-job.yaml", "model.path", no_config + "/config.json: missing"});
+
+  const std::string unsupported = Copy("qwen2");
+  EditConfig(unsupported, [](nlohmann::json& c) { c["architectures"] = {"FalconForCausalLM"}; });
+  expect_error(ErrorOf(unsupported),
+               {"config.json: architectures: expected one of LlamaForCausalLM, "
+                "Qwen2ForCausalLM, MistralForCausalLM",
+                "FalconForCausalLM"});
+
+  const std::string bad_key = Copy("mistral");
+  EditConfig(bad_key, [](nlohmann::json& c) { c["num_key_value_heads"] = 3; });
+  expect_error(ErrorOf(bad_key), {"config.json: num_key_value_heads: expected a divisor of "
+                                  "num_attention_heads (4), got 3"});
+
+  const std::string window = Copy("mistral");
+  EditConfig(window, [](nlohmann::json& c) { c["sliding_window"] = 16; });
+  expect_error(ErrorOf(window), {"config.json: sliding_window: 16 is below model.block_size (24)"});
+
+  const std::string missing = Copy("llama_gqa");
+  EditWeights(missing, [](auto& t) { t.erase("model.layers.1.mlp.up_proj.weight"); });
+  expect_error(ErrorOf(missing), {missing + ": no tensor 'model.layers.1.mlp.up_proj.weight'"});
+
+  const std::string misshapen = Copy("llama_gqa");
+  EditWeights(misshapen, [](auto& t) { t["model.norm.weight"] = torch::ones({31}); });
+  expect_error(ErrorOf(misshapen), {misshapen + "/model.safetensors: tensor 'model.norm.weight' is "
+                                                "[31], config.json makes it [32]"});
+
+  const std::string extra = Copy("llama_gqa");
+  EditWeights(extra, [](auto& t) { t["model.layers.7.mlp.up_proj.weight"] = torch::ones({2}); });
+  expect_error(ErrorOf(extra), {"has no place for: 'model.layers.7.mlp.up_proj.weight'"});
+
+  const std::string shard = Copy("llama_sharded");
+  fs::remove(shard + "/model-00003-of-00006.safetensors");
+  expect_error(ErrorOf(shard), {shard + "/model.safetensors.index.json: weight_map names shard "
+                                        "model-00003-of-00006.safetensors",
+                                "is missing"});
+}
+
+}  // namespace
+}  // namespace trainerd

@@ -1,0 +1,203 @@
+#include "models/hf/hf_config_spec.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace trainerd {
+namespace {
+
+// The decoder architectures and the model_type each is written with.
+const std::vector<std::pair<std::string, std::string>> kArchitectures = {
+    {"LlamaForCausalLM", "llama"},
+    {"Qwen2ForCausalLM", "qwen2"},
+    {"MistralForCausalLM", "mistral"},
+};
+
+// Reads config.json's keys, each error naming the file, the key and what it holds.
+class ConfigKeys {
+ public:
+  ConfigKeys(nlohmann::json json, std::string file) : json_(std::move(json)), file_(std::move(file)) {}
+
+  const nlohmann::json& json() const { return json_; }
+  bool Has(const std::string& key) const { return json_.contains(key) && !json_[key].is_null(); }
+
+  Status Int(const std::string& key, int min, int* out) const {
+    if (!Has(key)) return Missing(key, "an integer");
+    const nlohmann::json& v = json_[key];
+    if (!v.is_number_integer() || v.get<std::int64_t>() < min || v.get<std::int64_t>() > (1 << 30)) {
+      return Wrong(key, "an integer >= " + std::to_string(min), v);
+    }
+    *out = v.get<int>();
+    return Status::Ok();
+  }
+  Status OptionalInt(const std::string& key, int min, int* out) const {
+    return Has(key) ? Int(key, min, out) : Status::Ok();
+  }
+  Status Number(const nlohmann::json& object, const std::string& key, double* out) const {
+    if (!object.contains(key) || object[key].is_null()) return Status::Ok();
+    if (!object[key].is_number()) return Wrong(key, "a number", object[key]);
+    *out = object[key].get<double>();
+    return Status::Ok();
+  }
+  Status Bool(const std::string& key, bool* out) const {
+    if (!Has(key)) return Status::Ok();
+    if (!json_[key].is_boolean()) return Wrong(key, "true or false", json_[key]);
+    *out = json_[key].get<bool>();
+    return Status::Ok();
+  }
+  Status Missing(const std::string& key, const std::string& expected) const {
+    return Status::InvalidArgument(file_ + ": " + key + ": expected " + expected + ", got nothing");
+  }
+  Status Wrong(const std::string& key, const std::string& expected,
+               const nlohmann::json& got) const {
+    return Status::InvalidArgument(file_ + ": " + key + ": expected " + expected + ", got " +
+                                   got.dump());
+  }
+
+ private:
+  nlohmann::json json_;
+  std::string file_;
+};
+
+#define TRAINERD_RETURN_IF_ERROR(expr)   \
+  if (Status s = (expr); !s.ok()) return s
+
+// The architecture and model_type: one of kArchitectures.
+Status ReadArchitecture(const ConfigKeys& keys, HfDecoderConfig* config) {
+  const nlohmann::json& json = keys.json();
+  std::string supported;
+  for (const auto& [name, type] : kArchitectures) supported += (supported.empty() ? "" : ", ") + name;
+  if (!json.contains("architectures") || !json["architectures"].is_array() ||
+      json["architectures"].size() != 1 || !json["architectures"][0].is_string()) {
+    return keys.Wrong("architectures", "one architecture, of " + supported,
+                      json.value("architectures", nlohmann::json()));
+  }
+  config->architecture = json["architectures"][0].get<std::string>();
+  for (const auto& [name, type] : kArchitectures) {
+    if (name != config->architecture) continue;
+    config->model_type = json.value("model_type", type);
+    if (config->model_type != type) {
+      return keys.Wrong("model_type", "\"" + type + "\" (" + name + ")", json["model_type"]);
+    }
+    return Status::Ok();
+  }
+  return keys.Wrong("architectures", "one of " + supported + " (trainerd trains those)",
+                    json["architectures"]);
+}
+
+// rope_parameters (transformers 5) or rope_theta with rope_scaling (4.x).
+Status ReadRope(const ConfigKeys& keys, HfDecoderConfig* config) {
+  const nlohmann::json& json = keys.json();
+  HfRope& rope = config->rope;
+  rope.original_max_position_embeddings = config->max_position_embeddings;
+  const char* scaling_key = keys.Has("rope_parameters") ? "rope_parameters" : "rope_scaling";
+  nlohmann::json scaling = keys.Has(scaling_key) ? json[scaling_key] : nlohmann::json::object();
+  if (!scaling.is_object()) return keys.Wrong(scaling_key, "an object", scaling);
+  TRAINERD_RETURN_IF_ERROR(keys.Number(json, "rope_theta", &rope.theta));
+  TRAINERD_RETURN_IF_ERROR(keys.Number(scaling, "rope_theta", &rope.theta));
+  rope.type = scaling.value("rope_type", scaling.value("type", std::string("default")));
+  if (rope.type != "default" && rope.type != "llama3") {
+    return keys.Wrong(std::string(scaling_key) + ".rope_type", "\"default\" or \"llama3\"",
+                      rope.type);
+  }
+  if (rope.type == "llama3") {
+    for (const char* key : {"factor", "low_freq_factor", "high_freq_factor"}) {
+      if (!scaling.contains(key)) {
+        return keys.Missing(std::string(scaling_key) + "." + key, "a number (rope_type llama3)");
+      }
+    }
+    TRAINERD_RETURN_IF_ERROR(keys.Number(scaling, "factor", &rope.factor));
+    TRAINERD_RETURN_IF_ERROR(keys.Number(scaling, "low_freq_factor", &rope.low_freq_factor));
+    TRAINERD_RETURN_IF_ERROR(keys.Number(scaling, "high_freq_factor", &rope.high_freq_factor));
+    double original = rope.original_max_position_embeddings;
+    TRAINERD_RETURN_IF_ERROR(keys.Number(scaling, "original_max_position_embeddings", &original));
+    rope.original_max_position_embeddings = static_cast<int>(original);
+    if (!(rope.high_freq_factor > rope.low_freq_factor)) {
+      return keys.Wrong(std::string(scaling_key) + ".high_freq_factor",
+                        "a number above low_freq_factor", rope.high_freq_factor);
+    }
+  }
+  if (!(rope.theta > 0)) return keys.Wrong("rope_theta", "a positive number", rope.theta);
+  return Status::Ok();
+}
+
+// Which projections carry biases and the attention window, by architecture.
+Status ReadArchitectureKeys(const ConfigKeys& keys, HfDecoderConfig* config) {
+  const nlohmann::json& json = keys.json();
+  if (config->model_type == "qwen2") {
+    config->qkv_bias = true;
+    bool windowed = false;
+    TRAINERD_RETURN_IF_ERROR(keys.Bool("use_sliding_window", &windowed));
+    if (windowed) TRAINERD_RETURN_IF_ERROR(keys.OptionalInt("sliding_window", 1, &config->sliding_window));
+  } else {
+    bool attention_bias = false;
+    TRAINERD_RETURN_IF_ERROR(keys.Bool("attention_bias", &attention_bias));
+    config->qkv_bias = config->o_bias = attention_bias;
+    TRAINERD_RETURN_IF_ERROR(keys.Bool("mlp_bias", &config->mlp_bias));
+    if (config->model_type == "mistral") {
+      TRAINERD_RETURN_IF_ERROR(keys.OptionalInt("sliding_window", 1, &config->sliding_window));
+    }
+  }
+  const std::string act = json.value("hidden_act", std::string("silu"));
+  if (act != "silu") return keys.Wrong("hidden_act", "\"silu\" (a SwiGLU MLP)", act);
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::vector<std::string> HfArchitectures() {
+  std::vector<std::string> names;
+  for (const auto& [name, type] : kArchitectures) names.push_back(name);
+  return names;
+}
+
+Result<HfDecoderConfig> ReadHfConfig(const std::string& folder) {
+  const std::string file = (std::filesystem::path(folder) / "config.json").string();
+  std::error_code ec;
+  if (!std::filesystem::is_directory(folder, ec)) {
+    return Status::InvalidArgument(folder + ": not a folder (a Hugging Face model folder as "
+                                            "save_pretrained writes it: config.json and "
+                                            "model.safetensors)");
+  }
+  std::ifstream in(file);
+  if (!in) {
+    return Status::InvalidArgument(file + ": missing: a Hugging Face model folder has "
+                                          "config.json beside its weights");
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json json = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object()) return Status::InvalidArgument(file + ": not a JSON object");
+  const ConfigKeys keys(std::move(json), file);
+  HfDecoderConfig config;
+  TRAINERD_RETURN_IF_ERROR(ReadArchitecture(keys, &config));
+  TRAINERD_RETURN_IF_ERROR(keys.Int("vocab_size", 1, &config.vocab_size));
+  TRAINERD_RETURN_IF_ERROR(keys.Int("hidden_size", 1, &config.hidden_size));
+  TRAINERD_RETURN_IF_ERROR(keys.Int("intermediate_size", 1, &config.intermediate_size));
+  TRAINERD_RETURN_IF_ERROR(keys.Int("num_hidden_layers", 1, &config.num_hidden_layers));
+  TRAINERD_RETURN_IF_ERROR(keys.Int("num_attention_heads", 1, &config.num_attention_heads));
+  config.num_key_value_heads = config.num_attention_heads;
+  TRAINERD_RETURN_IF_ERROR(keys.OptionalInt("num_key_value_heads", 1, &config.num_key_value_heads));
+  if (config.num_attention_heads % config.num_key_value_heads != 0) {
+    return keys.Wrong("num_key_value_heads",
+                      "a divisor of num_attention_heads (" +
+                          std::to_string(config.num_attention_heads) + ")",
+                      config.num_key_value_heads);
+  }
+  config.head_dim = config.hidden_size / config.num_attention_heads;
+  TRAINERD_RETURN_IF_ERROR(keys.OptionalInt("head_dim", 1, &config.head_dim));
+  if (config.head_dim % 2 != 0) return keys.Wrong("head_dim", "an even number (rotary)", config.head_dim);
+  TRAINERD_RETURN_IF_ERROR(keys.Int("max_position_embeddings", 1, &config.max_position_embeddings));
+  TRAINERD_RETURN_IF_ERROR(keys.Number(keys.json(), "rms_norm_eps", &config.rms_norm_eps));
+  TRAINERD_RETURN_IF_ERROR(keys.Bool("tie_word_embeddings", &config.tie_word_embeddings));
+  TRAINERD_RETURN_IF_ERROR(keys.Number(keys.json(), "attention_dropout", &config.attention_dropout));
+  if (config.attention_dropout < 0 || config.attention_dropout >= 1) {
+    return keys.Wrong("attention_dropout", "a probability in [0, 1)", config.attention_dropout);
+  }
+  TRAINERD_RETURN_IF_ERROR(ReadRope(keys, &config));
+  TRAINERD_RETURN_IF_ERROR(ReadArchitectureKeys(keys, &config));
+  return config;
+}
+
+}  // namespace trainerd

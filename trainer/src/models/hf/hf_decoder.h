@@ -1,0 +1,105 @@
+// The decoder of LlamaForCausalLM, Qwen2ForCausalLM and MistralForCausalLM as `transformers`
+// defines it (models/llama/modeling_llama.py is the spec): token embedding, decoder layers of
+// RMSNorm, grouped-query self-attention with rotary positions (Llama 3.1's frequency scaling
+// included), RMSNorm and a SwiGLU MLP, each with a residual; a final RMSNorm and the LM head,
+// tied to the embedding or not. Modules carry the Hugging Face names, so that parameters,
+// StateDict() and model.safetensors read "model.layers.0.self_attn.q_proj.weight". Each
+// decoder layer is a block; attention dropout (config.attention_dropout) is the trainer's
+// split-invariant dropout.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "models/hf/hf_config_spec.h"
+#include "trainerd/trainer/models/model.h"
+#include "trainerd/trainer/semantics/sample_dropout.h"
+
+namespace trainerd {
+
+// x / sqrt(mean(x^2) + eps) in float32, then times the weight in x's dtype.
+class RmsNormImpl : public torch::nn::Module {
+ public:
+  RmsNormImpl(std::int64_t width, double eps);
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  double eps_;
+  torch::Tensor weight_;
+};
+TORCH_MODULE(RmsNorm);
+
+// cos and sin [T, head_dim] of positions 0..T-1 (float32): rotate_half's pairs (i, i + D/2).
+struct Rotary {
+  torch::Tensor cos, sin;
+};
+Rotary RotaryFor(const HfDecoderConfig& config, std::int64_t positions, torch::Device device);
+
+class HfAttentionImpl : public torch::nn::Module {
+ public:
+  HfAttentionImpl(const HfDecoderConfig& config, int site);
+  torch::Tensor forward(const torch::Tensor& x, const Rotary& rotary);
+
+ private:
+  std::int64_t heads_, kv_heads_, head_dim_;
+  torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, o_proj_{nullptr};
+  SampleDropout dropout_{nullptr};
+};
+TORCH_MODULE(HfAttention);
+
+class HfMlpImpl : public torch::nn::Module {
+ public:
+  explicit HfMlpImpl(const HfDecoderConfig& config);
+  torch::Tensor forward(const torch::Tensor& x);  // down(silu(gate(x)) * up(x))
+
+ private:
+  torch::nn::Linear gate_proj_{nullptr}, up_proj_{nullptr}, down_proj_{nullptr};
+};
+TORCH_MODULE(HfMlp);
+
+class HfDecoderLayerImpl : public torch::nn::Module {
+ public:
+  HfDecoderLayerImpl(const HfDecoderConfig& config, int site);
+  torch::Tensor forward(const torch::Tensor& x, const Rotary& rotary);
+
+ private:
+  HfAttention self_attn_{nullptr};
+  HfMlp mlp_{nullptr};
+  RmsNorm input_layernorm_{nullptr}, post_attention_layernorm_{nullptr};
+};
+TORCH_MODULE(HfDecoderLayer);
+
+// The "model." part: embedding, layers, final norm.
+class HfBackboneImpl : public torch::nn::Module {
+ public:
+  explicit HfBackboneImpl(const HfDecoderConfig& config);
+  torch::nn::Embedding embed_tokens{nullptr};
+  std::vector<HfDecoderLayer> layers;
+  RmsNorm norm{nullptr};
+};
+TORCH_MODULE(HfBackbone);
+
+class HfCausalLm : public TrainableModel {
+ public:
+  // Parameters as LibTorch's modules initialise them: HfWeights::LoadInto fills them.
+  // `block_size`: the job's window, for TrainingFlops.
+  HfCausalLm(const HfDecoderConfig& config, int block_size);
+
+  torch::Tensor forward(const torch::Tensor& tokens) override;  // [B, T] -> [B, T, vocab]
+  SampleFormat sample_format() const override { return SampleFormat::kNextToken; }
+  int num_blocks() const override { return static_cast<int>(model_->layers.size()); }
+  bool has_batch_statistics() const override { return false; }
+  // Per token: 6 x the parameters that multiply (all but the input embedding, which counts
+  // again as the head when tied) + 12 x layers x T x heads x head_dim (attention scores).
+  std::optional<FlopsPerSample> TrainingFlops() const override;
+  const HfDecoderConfig& config() const { return config_; }
+  // Tensors a folder may hold that are no weights here: a tied head's copy of the embedding.
+  std::vector<std::string> IgnoredWeights() const;
+
+ private:
+  HfDecoderConfig config_;
+  std::int64_t block_size_ = 0;
+  HfBackbone model_{nullptr};
+  torch::nn::Linear lm_head_{nullptr};  // none when tied
+};
+
+}  // namespace trainerd

@@ -1,0 +1,124 @@
+#include "models/hf/hf_weights.h"
+
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "trainerd/trainer/data/array_tensor.h"
+
+namespace trainerd {
+namespace {
+
+constexpr const char* kSingle = "model.safetensors";
+constexpr const char* kIndex = "model.safetensors.index.json";
+
+std::string Quoted(const std::string& name) { return "'" + name + "'"; }
+
+// The shards of an index: the tensors each holds, by the index's weight_map.
+Result<std::map<std::string, std::vector<std::string>>> ReadIndex(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  const nlohmann::json json = nlohmann::json::parse(text.str(), nullptr, false);
+  if (!json.is_object() || !json.contains("weight_map") || !json["weight_map"].is_object()) {
+    return Status::InvalidArgument(path + ": weight_map: expected an object of tensor names to "
+                                          "shard files");
+  }
+  std::map<std::string, std::vector<std::string>> shards;
+  for (const auto& [tensor, shard] : json["weight_map"].items()) {
+    if (!shard.is_string()) {
+      return Status::InvalidArgument(path + ": weight_map." + tensor + ": expected a file name, got " +
+                                     shard.dump());
+    }
+    shards[shard.get<std::string>()].push_back(tensor);
+  }
+  return shards;
+}
+
+}  // namespace
+
+Result<HfWeights> HfWeights::Open(const std::string& folder) {
+  namespace fs = std::filesystem;
+  HfWeights weights;
+  weights.folder_ = folder;
+  std::map<std::string, std::vector<std::string>> shards;  // file -> tensors the index puts there
+  std::error_code ec;
+  const std::string index = (fs::path(folder) / kIndex).string();
+  if (fs::exists(fs::path(folder) / kSingle, ec)) {
+    shards[kSingle] = {};
+  } else if (fs::exists(index, ec)) {
+    Result<std::map<std::string, std::vector<std::string>>> read = ReadIndex(index);
+    if (!read.ok()) return read.status();
+    shards = std::move(*read);
+  } else {
+    return Status::InvalidArgument(folder + ": no " + kSingle + " and no " + kIndex +
+                                   ": the folder has no weights");
+  }
+  for (const auto& [shard, expected] : shards) {
+    const std::string path = (fs::path(folder) / shard).string();
+    if (!fs::exists(path, ec)) {
+      return Status::InvalidArgument(index + ": weight_map names shard " + shard + " (for " +
+                                     Quoted(expected.front()) + "), and " + path +
+                                     " is missing");
+    }
+    Result<MappedFile> file = MappedFile::Open(path, /*access_random=*/false);
+    if (!file.ok()) return file.status();
+    Result<std::map<std::string, ArrayView>> arrays =
+        ReadSafetensorsHeader(file->data(), file->size(), path);
+    if (!arrays.ok()) return arrays.status();
+    for (const std::string& name : expected) {
+      if (!arrays->contains(name)) {
+        return Status::InvalidArgument(index + ": weight_map places " + Quoted(name) + " in " +
+                                       shard + ", and " + path + " has no such tensor");
+      }
+    }
+    for (auto& [name, array] : *arrays) {
+      weights.tensors_[name] = Entry{weights.files_.size(), array};
+    }
+    weights.files_.push_back(std::move(*file));
+  }
+  return weights;
+}
+
+Status HfWeights::LoadInto(torch::nn::Module& module, const std::vector<std::string>& ignored) const {
+  torch::NoGradGuard no_grad;
+  std::set<std::string> unused;
+  for (const auto& [name, entry] : tensors_) unused.insert(name);
+  for (const std::string& name : ignored) unused.erase(name);
+  auto load = [&](const std::string& name, torch::Tensor& target) -> Status {
+    const auto found = tensors_.find(name);
+    if (found == tensors_.end()) {
+      return Status::InvalidArgument(folder_ + ": no tensor " + Quoted(name) + " in its weights (" +
+                                     "config.json makes it " + ShapeText(target.sizes().vec()) + ")");
+    }
+    const MappedFile& file = files_[found->second.file];
+    const torch::Tensor source = MappedTensor(file, found->second.array);
+    if (source.sizes() != target.sizes()) {
+      return Status::InvalidArgument(file.path() + ": tensor " + Quoted(name) + " is " +
+                                     ShapeText(source.sizes().vec()) + ", config.json makes it " +
+                                     ShapeText(target.sizes().vec()));
+    }
+    target.copy_(source);
+    unused.erase(name);
+    return Status::Ok();
+  };
+  for (auto& item : module.named_parameters()) {
+    if (Status s = load(item.key(), item.value()); !s.ok()) return s;
+  }
+  for (auto& item : module.named_buffers()) {
+    if (Status s = load(item.key(), item.value()); !s.ok()) return s;
+  }
+  if (!unused.empty()) {
+    std::string names;
+    for (const std::string& name : unused) names += (names.empty() ? "" : ", ") + Quoted(name);
+    return Status::InvalidArgument(folder_ + ": tensors the model (as config.json describes it) "
+                                             "has no place for: " + names);
+  }
+  return Status::Ok();
+}
+
+}  // namespace trainerd
