@@ -595,6 +595,49 @@ TEST_F(DaemonTest, ATorchScriptModelFromPythonIsPlannedCheckedTrainedAndReleased
   }
 }
 
+// A Hugging Face folder (made by transformers: the hf_models fixture) planned, checked,
+// trained and released by `trainerd --once`: the release folder is a Hugging Face folder that
+// transformers loads with no missing or unexpected weight, at float32.
+TEST_F(DaemonTest, AHuggingFaceFolderIsTrainedAndReleasedAsAFolderTransformersLoads) {
+  std::vector<std::uint16_t> tokens;
+  for (int i = 0; i < 12000; ++i) tokens.push_back(static_cast<std::uint16_t>((i * 3) % 96));
+  std::ofstream(dir_.File("train.bin"), std::ios::binary)
+      .write(reinterpret_cast<const char*>(tokens.data()),
+             static_cast<std::streamsize>(tokens.size() * sizeof(std::uint16_t)));
+  std::ofstream(dir_.File("val.bin"), std::ios::binary)
+      .write(reinterpret_cast<const char*>(tokens.data()), 2000);
+  dir_.Write("job.yaml", std::string("model: {kind: hf, path: ") + TRAINERD_TEST_HF_MODELS +
+                             "/qwen2, block_size: 24}\n"
+                             "data: {format: tokens, train: train.bin, eval: [val.bin]}\n"
+                             "optimizer: {lr: 0.01}\n"
+                             "training: {effective_batch: 8, updates: 8, seed: 5, "
+                             "eval_interval: 4, checkpoint_interval: 4}\n"
+                             "runtime: {threads: 1}\n");
+  WriteDaemonConfig();
+  ASSERT_EQ(RunOnce(), 0) << Diagnostics();
+  std::unique_ptr<store::Store> s = Store();
+  const store::RunRecord run = *s->GetRun(1);
+  EXPECT_EQ(run.status, RunStatus::kSucceeded) << Diagnostics();
+  EXPECT_EQ(nlohmann::json::parse(run.shapes_json)["model"]["kind"], "hf");
+  EXPECT_EQ(EventsOfKind(*s, run.id, "parity").size(), 1u) << Diagnostics();
+  const std::string current = dir_.File("state/releases/current");
+  for (const char* name : {"config.json", "generation_config.json", "model.safetensors"}) {
+    EXPECT_TRUE(std::filesystem::exists(current + "/" + name)) << name;
+  }
+  ChildProcess python({TRAINERD_HF_PYTHON, "-c",
+                       "import sys, torch, transformers\n"
+                       "m, info = transformers.AutoModelForCausalLM.from_pretrained(sys.argv[1], "
+                       "output_loading_info=True)\n"
+                       "assert not any(info.values()), info\n"
+                       "assert m.dtype == torch.float32, m.dtype\n"
+                       "print(m.config.model_type)\n",
+                       current});
+  const std::vector<std::string> lines = python.ReadAllLines();
+  ASSERT_EQ(python.ExitCode(), 0) << python.ReadAllStderr();
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines.back(), "qwen2");
+}
+
 // The last rung of the fallback ladder for the team's own model: the daemon cannot load it,
 // so the named baseline checkpoints the blocks the worker's ledger counted, not none.
 TEST_F(DaemonTest, TheNamedBaselineOfATorchScriptModelCheckpointsTheBlocksItsLedgerCounted) {

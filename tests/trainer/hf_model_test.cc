@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "../support/child_process.h"
 #include "../support/temp_dir.h"
 #include "loop/safetensors_writer.h"
 #include "trainerd/trainer/data/array_tensor.h"
@@ -131,6 +132,52 @@ TEST(HfModelTest, ItsTensorsAreTheFoldersByName) {
     EXPECT_EQ(names, in_folder) << variant;
     EXPECT_EQ(model->num_blocks(), 2) << "each decoder layer is a block";
   }
+}
+
+// What trainer-run writes beside the trained weights is a Hugging Face folder: config.json
+// (dtype float32) and generation_config.json from the folder it trained, model.safetensors
+// by Hugging Face names. transformers loads it with no missing or unexpected weight and
+// computes the logits trainerd's model computes from it, within 1e-5.
+TEST(HfReleaseTest, TransformersLoadsTheTrainedFolderAndAgreesWithTrainerd) {
+  testing::TempDir dir;
+  torch::Tensor tokens = torch::arange(0, 96, 3, torch::kShort).repeat({300});
+  std::ofstream(dir.File("train.bin"), std::ios::binary)
+      .write(static_cast<const char*>(tokens.data_ptr()), tokens.nbytes());
+  std::ofstream(dir.File("val.bin"), std::ios::binary)
+      .write(static_cast<const char*>(tokens.data_ptr()), 2000);
+  const std::string job = dir.Write(
+      "job.yaml", "model: {kind: hf, path: " + kModels +
+                      "/llama_tied_llama3_bias, block_size: 24}\n"
+                      "data: {format: tokens, train: train.bin, eval: [val.bin]}\n"
+                      "optimizer: {lr: 0.01}\n"
+                      "training: {effective_batch: 4, updates: 6, seed: 3, eval_interval: 6, "
+                      "checkpoint_interval: 6}\n"
+                      "runtime: {threads: 1}\n");
+  const std::string out = dir.File("out");
+  testing::ChildProcess run({TRAINER_RUN_PATH, "--config", job, "--output-dir", out, "--json"});
+  run.ReadAllLines();
+  ASSERT_EQ(run.ExitCode(), 0) << run.ReadAllStderr();
+  for (const char* name : {"config.json", "generation_config.json", "model.safetensors"}) {
+    EXPECT_TRUE(fs::exists(out + "/" + name)) << name;
+  }
+  EXPECT_EQ(nlohmann::json::parse(testing::ReadFile(out + "/config.json"))["dtype"], "float32");
+
+  std::shared_ptr<TrainableModel> trained = Build(out);
+  ASSERT_NE(trained, nullptr);
+  trained->eval();
+  const torch::Tensor ids = torch::randint(0, 96, {2, 24}, torch::kLong);
+  const torch::Tensor logits = trained->forward(ids).detach();
+  ASSERT_TRUE(WriteSafetensors(dir.File("ids.safetensors"), {{"input_ids", ids}}, {}).ok());
+  testing::ChildProcess python({TRAINERD_HF_PYTHON, TRAINERD_HF_SCRIPTS "/transformers_logits.py",
+                                out, dir.File("ids.safetensors"), dir.File("logits.safetensors")});
+  python.ReadAllLines();
+  ASSERT_EQ(python.ExitCode(), 0) << python.ReadAllStderr();
+  const torch::Tensor want = ReadTensors(dir.File("logits.safetensors")).at("logits");
+  EXPECT_LE((logits - want).abs().max().item<double>(),
+            1e-5 * std::max(1.0, want.abs().max().item<double>()));
+  // Trained: not the folder it started from.
+  const torch::Tensor before = Build(kModels + "/llama_tied_llama3_bias")->forward(ids);
+  EXPECT_GT((logits - before).abs().max().item<double>(), 1e-3);
 }
 
 // A copy of a fixture folder to break.

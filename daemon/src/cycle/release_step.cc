@@ -2,6 +2,8 @@
 // (hashes verified) and made current only through the gate (releases/current switched), and
 // its config version's state following the verdict: known-good, or bad with a rollback to the
 // last known-good version.
+#include <filesystem>
+
 #include "cycle/cycle_steps.h"
 #include "trainerd/daemon/current_release.h"
 #include "trainerd/daemon/state_layout.h"
@@ -25,8 +27,9 @@ class ReleaseStep : public CycleStep {
 
  private:
   // The worker's model files copied into the release folder `dir`: model.pt (verified
-  // against model_sha256) and, when the worker wrote them, model.safetensors (verified) and
-  // model.json with the release's identity added. Returns model.pt's hash.
+  // against model_sha256) and, when the worker wrote them, model.safetensors and the files
+  // its model's code needs beside it (each verified) and model.json with the release's
+  // identity added. Returns model.pt's hash.
   static Result<std::string> CopyReleaseFiles(const FinishEvent& fin, const store::RunRecord& run,
                                               bool released, const std::string& dir,
                                               CycleContext& context) {
@@ -42,6 +45,12 @@ class ReleaseStep : public CycleStep {
     Result<std::string> weights = files.CopyVerified(
         model_files.weights, dir + "/model.safetensors", model_files.weights_sha256.hex);
     if (!weights.ok()) return weights.status();
+    for (const FinishEvent::Companion& companion : model_files.companions) {
+      const std::string name = std::filesystem::path(companion.path).filename().string();
+      Result<std::string> copied_companion =
+          files.CopyVerified(companion.path, dir + "/" + name, companion.sha256.hex);
+      if (!copied_companion.ok()) return copied_companion.status();
+    }
     Result<std::string> text = files.Read(model_files.description);
     if (!text.ok()) return text.status();
     nlohmann::json description = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);

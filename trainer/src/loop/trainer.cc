@@ -464,9 +464,6 @@ Result<FinishEvent::ModelFiles> Trainer::WriteModelFiles(const TrainerOptions& o
   const std::filesystem::path dir = std::filesystem::path(options.model_path).parent_path();
   const std::string weights = (dir / "model.safetensors").string();
   const std::string description = (dir / "model.json").string();
-  const nlohmann::json files = {
-      {"weights", "model.safetensors"},
-      {model_->artifact_role(), std::filesystem::path(options.model_path).filename()}};
   if (Status s = WriteSafetensors(weights, model_->StateDict(),
                                   {{"format", "pt"}, {"trainerd_model", spec_.model.kind}});
       !s.ok()) {
@@ -474,10 +471,23 @@ Result<FinishEvent::ModelFiles> Trainer::WriteModelFiles(const TrainerOptions& o
   }
   Result<std::string> weights_hash = Sha256File(weights);
   if (!weights_hash.ok()) return weights_hash.status();
+  FinishEvent::ModelFiles written{weights, {*weights_hash}, description, {}};
+  Result<std::vector<std::string>> companions = model_->WriteCompanionFiles(dir.string());
+  if (!companions.ok()) return companions.status();
+  for (const std::string& name : *companions) {
+    const std::string path = (dir / name).string();
+    Result<std::string> hash = Sha256File(path);
+    if (!hash.ok()) return hash.status();
+    written.companions.push_back({path, {*hash}});
+  }
+  const nlohmann::json files = {
+      {"weights", "model.safetensors"},
+      {model_->artifact_role(), std::filesystem::path(options.model_path).filename()},
+      {"companions", *companions}};
   const nlohmann::json about =
       DescribeModel(spec_, *model_, job_identity_, corpus_.fingerprint(), files);
   if (Status s = WriteFileAtomically(description, about.dump(2) + "\n"); !s.ok()) return s;
-  return FinishEvent::ModelFiles{weights, {*weights_hash}, description};
+  return written;
 }
 
 Status Trainer::Finish(const TrainerOptions& options, const RunTiming& timing,

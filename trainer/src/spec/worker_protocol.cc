@@ -140,10 +140,17 @@ void Fields(V& v, CheckpointEvent& s) {
 }
 
 template <typename V>
+void Fields(V& v, FinishEvent::Companion& s) {
+  v("path", s.path);
+  v("sha256", s.sha256);
+}
+
+template <typename V>
 void Fields(V& v, FinishEvent::ModelFiles& s) {
   v("weights", s.weights);
   v("weights_sha256", s.weights_sha256);
   v("description", s.description);
+  v("companions", s.companions);
 }
 
 template <typename V>

@@ -17,7 +17,8 @@ const std::vector<std::pair<std::string, std::string>> kArchitectures = {
 // Reads config.json's keys, each error naming the file, the key and what it holds.
 class ConfigKeys {
  public:
-  ConfigKeys(nlohmann::json json, std::string file) : json_(std::move(json)), file_(std::move(file)) {}
+  ConfigKeys(nlohmann::json json, std::string file)
+      : json_(std::move(json)), file_(std::move(file)) {}
 
   const nlohmann::json& json() const { return json_; }
   bool Has(const std::string& key) const { return json_.contains(key) && !json_[key].is_null(); }
@@ -25,7 +26,8 @@ class ConfigKeys {
   Status Int(const std::string& key, int min, int* out) const {
     if (!Has(key)) return Missing(key, "an integer");
     const nlohmann::json& v = json_[key];
-    if (!v.is_number_integer() || v.get<std::int64_t>() < min || v.get<std::int64_t>() > (1 << 30)) {
+    if (!v.is_number_integer() || v.get<std::int64_t>() < min ||
+        v.get<std::int64_t>() > (1 << 30)) {
       return Wrong(key, "an integer >= " + std::to_string(min), v);
     }
     *out = v.get<int>();
@@ -60,14 +62,15 @@ class ConfigKeys {
   std::string file_;
 };
 
-#define TRAINERD_RETURN_IF_ERROR(expr)   \
+#define TRAINERD_RETURN_IF_ERROR(expr) \
   if (Status s = (expr); !s.ok()) return s
 
 // The architecture and model_type: one of kArchitectures.
 Status ReadArchitecture(const ConfigKeys& keys, HfDecoderConfig* config) {
   const nlohmann::json& json = keys.json();
   std::string supported;
-  for (const auto& [name, type] : kArchitectures) supported += (supported.empty() ? "" : ", ") + name;
+  for (const auto& [name, type] : kArchitectures)
+    supported += (supported.empty() ? "" : ", ") + name;
   if (!json.contains("architectures") || !json["architectures"].is_array() ||
       json["architectures"].size() != 1 || !json["architectures"][0].is_string()) {
     return keys.Wrong("architectures", "one architecture, of " + supported,
@@ -129,7 +132,8 @@ Status ReadArchitectureKeys(const ConfigKeys& keys, HfDecoderConfig* config) {
     config->qkv_bias = true;
     bool windowed = false;
     TRAINERD_RETURN_IF_ERROR(keys.Bool("use_sliding_window", &windowed));
-    if (windowed) TRAINERD_RETURN_IF_ERROR(keys.OptionalInt("sliding_window", 1, &config->sliding_window));
+    if (windowed)
+      TRAINERD_RETURN_IF_ERROR(keys.OptionalInt("sliding_window", 1, &config->sliding_window));
   } else {
     bool attention_bias = false;
     TRAINERD_RETURN_IF_ERROR(keys.Bool("attention_bias", &attention_bias));
@@ -156,14 +160,16 @@ Result<HfDecoderConfig> ReadHfConfig(const std::string& folder) {
   const std::string file = (std::filesystem::path(folder) / "config.json").string();
   std::error_code ec;
   if (!std::filesystem::is_directory(folder, ec)) {
-    return Status::InvalidArgument(folder + ": not a folder (a Hugging Face model folder as "
-                                            "save_pretrained writes it: config.json and "
-                                            "model.safetensors)");
+    return Status::InvalidArgument(folder +
+                                   ": not a folder (a Hugging Face model folder as "
+                                   "save_pretrained writes it: config.json and "
+                                   "model.safetensors)");
   }
   std::ifstream in(file);
   if (!in) {
-    return Status::InvalidArgument(file + ": missing: a Hugging Face model folder has "
-                                          "config.json beside its weights");
+    return Status::InvalidArgument(file +
+                                   ": missing: a Hugging Face model folder has "
+                                   "config.json beside its weights");
   }
   std::stringstream text;
   text << in.rdbuf();
@@ -180,18 +186,20 @@ Result<HfDecoderConfig> ReadHfConfig(const std::string& folder) {
   config.num_key_value_heads = config.num_attention_heads;
   TRAINERD_RETURN_IF_ERROR(keys.OptionalInt("num_key_value_heads", 1, &config.num_key_value_heads));
   if (config.num_attention_heads % config.num_key_value_heads != 0) {
-    return keys.Wrong("num_key_value_heads",
-                      "a divisor of num_attention_heads (" +
-                          std::to_string(config.num_attention_heads) + ")",
-                      config.num_key_value_heads);
+    return keys.Wrong(
+        "num_key_value_heads",
+        "a divisor of num_attention_heads (" + std::to_string(config.num_attention_heads) + ")",
+        config.num_key_value_heads);
   }
   config.head_dim = config.hidden_size / config.num_attention_heads;
   TRAINERD_RETURN_IF_ERROR(keys.OptionalInt("head_dim", 1, &config.head_dim));
-  if (config.head_dim % 2 != 0) return keys.Wrong("head_dim", "an even number (rotary)", config.head_dim);
+  if (config.head_dim % 2 != 0)
+    return keys.Wrong("head_dim", "an even number (rotary)", config.head_dim);
   TRAINERD_RETURN_IF_ERROR(keys.Int("max_position_embeddings", 1, &config.max_position_embeddings));
   TRAINERD_RETURN_IF_ERROR(keys.Number(keys.json(), "rms_norm_eps", &config.rms_norm_eps));
   TRAINERD_RETURN_IF_ERROR(keys.Bool("tie_word_embeddings", &config.tie_word_embeddings));
-  TRAINERD_RETURN_IF_ERROR(keys.Number(keys.json(), "attention_dropout", &config.attention_dropout));
+  TRAINERD_RETURN_IF_ERROR(
+      keys.Number(keys.json(), "attention_dropout", &config.attention_dropout));
   if (config.attention_dropout < 0 || config.attention_dropout >= 1) {
     return keys.Wrong("attention_dropout", "a probability in [0, 1)", config.attention_dropout);
   }

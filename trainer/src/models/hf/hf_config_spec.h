@@ -18,14 +18,13 @@ namespace trainerd {
 struct HfRope {
   std::string type = "default";  // "default" or "llama3"
   double theta = 10000.0;
-  double factor = 8.0;                       // llama3 only, as the next three
+  double factor = 8.0;  // llama3 only, as the next three
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
   int original_max_position_embeddings = 8192;
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(HfRope, type, theta, factor, low_freq_factor,
-                                                high_freq_factor,
-                                                original_max_position_embeddings)
+                                                high_freq_factor, original_max_position_embeddings)
 
 struct HfDecoderConfig {
   std::string architecture;  // config.json's architectures[0]

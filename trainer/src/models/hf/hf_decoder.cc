@@ -1,15 +1,32 @@
 #include "models/hf/hf_decoder.h"
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <numbers>
+#include <sstream>
 
 #include "models/gpt/gpt.h"
 #include "models/hf/hf_spec.h"
 #include "models/hf/hf_weights.h"
+#include "trainerd/common/atomic_file.h"
 #include "trainerd/trainer/models/model_registry.h"
 
 namespace trainerd {
 namespace {
+
+// What a release carries from the folder besides config.json: generation settings and the
+// tokenizer, in any of the forms transformers saves it.
+constexpr const char* kCarriedFiles[] = {"generation_config.json",
+                                         "tokenizer.json",
+                                         "tokenizer_config.json",
+                                         "special_tokens_map.json",
+                                         "tokenizer.model",
+                                         "vocab.json",
+                                         "merges.txt",
+                                         "added_tokens.json",
+                                         "chat_template.jinja",
+                                         "chat_template.json"};
 
 torch::nn::Linear Linear(std::int64_t in, std::int64_t out, bool bias) {
   return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
@@ -28,8 +45,8 @@ torch::Tensor InverseFrequencies(const HfDecoderConfig& config) {
   const double high_wavelength = old_context / r.high_freq_factor;
   const torch::Tensor wavelength = 2 * std::numbers::pi / inv;
   torch::Tensor scaled = torch::where(wavelength > low_wavelength, inv / r.factor, inv);
-  const torch::Tensor smooth = (old_context / wavelength - r.low_freq_factor) /
-                               (r.high_freq_factor - r.low_freq_factor);
+  const torch::Tensor smooth =
+      (old_context / wavelength - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
   const torch::Tensor smoothed = (1 - smooth) * scaled / r.factor + smooth * scaled;
   const torch::Tensor medium =
       wavelength.ge(high_wavelength).logical_and(wavelength.le(low_wavelength));
@@ -77,8 +94,8 @@ HfAttentionImpl::HfAttentionImpl(const HfDecoderConfig& config, int site)
   k_proj_ = register_module("k_proj", Linear(width, kv_heads_ * head_dim_, config.qkv_bias));
   v_proj_ = register_module("v_proj", Linear(width, kv_heads_ * head_dim_, config.qkv_bias));
   o_proj_ = register_module("o_proj", Linear(heads_ * head_dim_, width, config.o_bias));
-  dropout_ = register_module("attention_dropout",
-                             SampleDropout(config.attention_dropout, site, DropoutMasks::kRegenerated));
+  dropout_ = register_module("attention_dropout", SampleDropout(config.attention_dropout, site,
+                                                                DropoutMasks::kRegenerated));
 }
 
 torch::Tensor HfAttentionImpl::forward(const torch::Tensor& x, const Rotary& rotary) {
@@ -90,7 +107,9 @@ torch::Tensor HfAttentionImpl::forward(const torch::Tensor& x, const Rotary& rot
   const auto shared = [&](const torch::Tensor& m) {
     const std::int64_t group = heads_ / kv_heads_;
     if (group == 1) return m;
-    return m.unsqueeze(2).expand({b, kv_heads_, group, t, head_dim_}).reshape({b, heads_, t, head_dim_});
+    return m.unsqueeze(2)
+        .expand({b, kv_heads_, group, t, head_dim_})
+        .reshape({b, heads_, t, head_dim_});
   };
   const torch::Tensor q = Rotate(heads(q_proj_->forward(x), heads_), rotary);
   const torch::Tensor k = shared(Rotate(heads(k_proj_->forward(x), kv_heads_), rotary));
@@ -114,8 +133,8 @@ HfDecoderLayerImpl::HfDecoderLayerImpl(const HfDecoderConfig& config, int site) 
   mlp_ = register_module("mlp", HfMlp(config));
   input_layernorm_ =
       register_module("input_layernorm", RmsNorm(config.hidden_size, config.rms_norm_eps));
-  post_attention_layernorm_ = register_module("post_attention_layernorm",
-                                              RmsNorm(config.hidden_size, config.rms_norm_eps));
+  post_attention_layernorm_ =
+      register_module("post_attention_layernorm", RmsNorm(config.hidden_size, config.rms_norm_eps));
 }
 
 torch::Tensor HfDecoderLayerImpl::forward(const torch::Tensor& x, const Rotary& rotary) {
@@ -124,8 +143,8 @@ torch::Tensor HfDecoderLayerImpl::forward(const torch::Tensor& x, const Rotary& 
 }
 
 HfBackboneImpl::HfBackboneImpl(const HfDecoderConfig& config) {
-  embed_tokens = register_module("embed_tokens",
-                                 torch::nn::Embedding(config.vocab_size, config.hidden_size));
+  embed_tokens =
+      register_module("embed_tokens", torch::nn::Embedding(config.vocab_size, config.hidden_size));
   auto list = register_module("layers", torch::nn::ModuleList());
   for (int i = 0; i < config.num_hidden_layers; ++i) {
     layers.push_back(HfDecoderLayer(config, /*site=*/i));
@@ -134,8 +153,8 @@ HfBackboneImpl::HfBackboneImpl(const HfDecoderConfig& config) {
   norm = register_module("norm", RmsNorm(config.hidden_size, config.rms_norm_eps));
 }
 
-HfCausalLm::HfCausalLm(const HfDecoderConfig& config, int block_size)
-    : config_(config), block_size_(block_size) {
+HfCausalLm::HfCausalLm(const HfDecoderConfig& config, int block_size, std::string folder)
+    : config_(config), block_size_(block_size), folder_(std::move(folder)) {
   model_ = register_module("model", HfBackbone(config));
   if (!config.tie_word_embeddings) {
     lm_head_ = register_module("lm_head", Linear(config.hidden_size, config.vocab_size, false));
@@ -174,19 +193,47 @@ std::vector<std::string> HfCausalLm::IgnoredWeights() const {
   return {};
 }
 
+Result<std::vector<std::string>> HfCausalLm::WriteCompanionFiles(const std::string& dir) const {
+  namespace fs = std::filesystem;
+  const std::string source = (fs::path(folder_) / "config.json").string();
+  std::ifstream in(source);
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json config = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (!config.is_object()) return Status::InvalidArgument(source + ": no longer a JSON object");
+  // transformers 5 writes the weights' dtype as "dtype", 4.x as "torch_dtype".
+  config[config.contains("dtype") ? "dtype" : "torch_dtype"] = "float32";
+  if (Status s =
+          WriteFileAtomically((fs::path(dir) / "config.json").string(), config.dump(2) + "\n");
+      !s.ok()) {
+    return s;
+  }
+  std::vector<std::string> written = {"config.json"};
+  for (const char* name : kCarriedFiles) {
+    const fs::path from = fs::path(folder_) / name;
+    std::error_code ec;
+    if (!fs::exists(from, ec)) continue;
+    fs::copy_file(from, fs::path(dir) / name, fs::copy_options::overwrite_existing, ec);
+    if (ec) return Status::IOError((fs::path(dir) / name).string() + ": " + ec.message());
+    written.push_back(name);
+  }
+  return written;
+}
+
 namespace {
 
 TRAINERD_REGISTER_MODEL("hf", [](const ModelContext& context) {
   const HfKeys keys = context.options.get<HfKeys>();
   const HfDecoderConfig& config = keys.config;
   if (config.sliding_window > 0 && config.sliding_window < context.block_size) {
-    throw ModelLoadError(keys.path + "/config.json: sliding_window: " +
-                         std::to_string(config.sliding_window) +
+    throw ModelLoadError(keys.path +
+                         "/config.json: sliding_window: " + std::to_string(config.sliding_window) +
                          " is below model.block_size (" + std::to_string(context.block_size) +
                          "): attention over a window is not implemented; train with "
-                         "model.block_size at most " + std::to_string(config.sliding_window));
+                         "model.block_size at most " +
+                         std::to_string(config.sliding_window));
   }
-  auto model = std::make_shared<HfCausalLm>(config, context.block_size);
+  auto model = std::make_shared<HfCausalLm>(config, context.block_size, keys.path);
   Result<HfWeights> weights = HfWeights::Open(keys.path);
   if (!weights.ok()) throw ModelLoadError(weights.status().message());
   if (Status s = weights->LoadInto(*model, model->IgnoredWeights()); !s.ok()) {

@@ -81,8 +81,9 @@ TORCH_MODULE(HfBackbone);
 class HfCausalLm : public TrainableModel {
  public:
   // Parameters as LibTorch's modules initialise them: HfWeights::LoadInto fills them.
-  // `block_size`: the job's window, for TrainingFlops.
-  HfCausalLm(const HfDecoderConfig& config, int block_size);
+  // `block_size`: the job's window, for TrainingFlops; `folder`: the folder it was read
+  // from, whose config, generation and tokenizer files the release carries.
+  HfCausalLm(const HfDecoderConfig& config, int block_size, std::string folder);
 
   torch::Tensor forward(const torch::Tensor& tokens) override;  // [B, T] -> [B, T, vocab]
   SampleFormat sample_format() const override { return SampleFormat::kNextToken; }
@@ -94,10 +95,15 @@ class HfCausalLm : public TrainableModel {
   const HfDecoderConfig& config() const { return config_; }
   // Tensors a folder may hold that are no weights here: a tied head's copy of the embedding.
   std::vector<std::string> IgnoredWeights() const;
+  // config.json as read, its dtype float32 (model.safetensors is written so), and the
+  // folder's generation_config.json and tokenizer files: with model.safetensors, a folder
+  // transformers' from_pretrained loads.
+  Result<std::vector<std::string>> WriteCompanionFiles(const std::string& dir) const override;
 
  private:
   HfDecoderConfig config_;
   std::int64_t block_size_ = 0;
+  std::string folder_;
   HfBackbone model_{nullptr};
   torch::nn::Linear lm_head_{nullptr};  // none when tied
 };

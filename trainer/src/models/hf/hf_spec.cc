@@ -23,9 +23,10 @@ class HfKind : public ModelKind {
       if (config.ok()) {
         keys.config = *config;
       } else {
-        model.Fail("path", "a folder whose config.json trainerd can train (" +
-                               config.status().message() + ")",
-                   keys.path);
+        model.Fail(
+            "path",
+            "a folder whose config.json trainerd can train (" + config.status().message() + ")",
+            keys.path);
       }
     }
     spec->options = keys;

@@ -25,14 +25,15 @@ Result<std::map<std::string, std::vector<std::string>>> ReadIndex(const std::str
   text << in.rdbuf();
   const nlohmann::json json = nlohmann::json::parse(text.str(), nullptr, false);
   if (!json.is_object() || !json.contains("weight_map") || !json["weight_map"].is_object()) {
-    return Status::InvalidArgument(path + ": weight_map: expected an object of tensor names to "
-                                          "shard files");
+    return Status::InvalidArgument(path +
+                                   ": weight_map: expected an object of tensor names to "
+                                   "shard files");
   }
   std::map<std::string, std::vector<std::string>> shards;
   for (const auto& [tensor, shard] : json["weight_map"].items()) {
     if (!shard.is_string()) {
-      return Status::InvalidArgument(path + ": weight_map." + tensor + ": expected a file name, got " +
-                                     shard.dump());
+      return Status::InvalidArgument(path + ": weight_map." + tensor +
+                                     ": expected a file name, got " + shard.dump());
     }
     shards[shard.get<std::string>()].push_back(tensor);
   }
@@ -62,8 +63,7 @@ Result<HfWeights> HfWeights::Open(const std::string& folder) {
     const std::string path = (fs::path(folder) / shard).string();
     if (!fs::exists(path, ec)) {
       return Status::InvalidArgument(index + ": weight_map names shard " + shard + " (for " +
-                                     Quoted(expected.front()) + "), and " + path +
-                                     " is missing");
+                                     Quoted(expected.front()) + "), and " + path + " is missing");
     }
     Result<MappedFile> file = MappedFile::Open(path, /*access_random=*/false);
     if (!file.ok()) return file.status();
@@ -84,7 +84,8 @@ Result<HfWeights> HfWeights::Open(const std::string& folder) {
   return weights;
 }
 
-Status HfWeights::LoadInto(torch::nn::Module& module, const std::vector<std::string>& ignored) const {
+Status HfWeights::LoadInto(torch::nn::Module& module,
+                           const std::vector<std::string>& ignored) const {
   torch::NoGradGuard no_grad;
   std::set<std::string> unused;
   for (const auto& [name, entry] : tensors_) unused.insert(name);
@@ -93,7 +94,8 @@ Status HfWeights::LoadInto(torch::nn::Module& module, const std::vector<std::str
     const auto found = tensors_.find(name);
     if (found == tensors_.end()) {
       return Status::InvalidArgument(folder_ + ": no tensor " + Quoted(name) + " in its weights (" +
-                                     "config.json makes it " + ShapeText(target.sizes().vec()) + ")");
+                                     "config.json makes it " + ShapeText(target.sizes().vec()) +
+                                     ")");
     }
     const MappedFile& file = files_[found->second.file];
     const torch::Tensor source = MappedTensor(file, found->second.array);
@@ -115,8 +117,10 @@ Status HfWeights::LoadInto(torch::nn::Module& module, const std::vector<std::str
   if (!unused.empty()) {
     std::string names;
     for (const std::string& name : unused) names += (names.empty() ? "" : ", ") + Quoted(name);
-    return Status::InvalidArgument(folder_ + ": tensors the model (as config.json describes it) "
-                                             "has no place for: " + names);
+    return Status::InvalidArgument(folder_ +
+                                   ": tensors the model (as config.json describes it) "
+                                   "has no place for: " +
+                                   names);
   }
   return Status::Ok();
 }

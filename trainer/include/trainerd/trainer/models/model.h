@@ -59,6 +59,12 @@ class TrainableModel : public torch::nn::Module {
   // The trained tensors by the names the team's code knows them by (parameters and
   // buffers, dotted as in a PyTorch state_dict): what model.safetensors holds.
   virtual std::vector<std::pair<std::string, torch::Tensor>> StateDict() const;
+  // Writes into `dir` the files the team's code needs beside model.safetensors to load it (a
+  // Hugging Face model's config.json, generation and tokenizer files) and returns their
+  // names; the release carries them. None by default.
+  virtual Result<std::vector<std::string>> WriteCompanionFiles(const std::string& /*dir*/) const {
+    return std::vector<std::string>{};
+  }
 
   // Why a plan can checkpoint no part of this model, for the memory ledger; "" when it can
   // (or has nothing to say).

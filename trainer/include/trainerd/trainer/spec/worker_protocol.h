@@ -29,7 +29,7 @@ namespace trainerd {
 
 // Raised whenever a type below changes its fields: a daemon refuses a worker of another
 // version (trainer-run --version --json).
-inline constexpr int kWorkerProtocolVersion = 7;
+inline constexpr int kWorkerProtocolVersion = 8;
 
 // A SHA-256 as 64 lowercase hex digits: it names release files, so nothing else is accepted.
 struct Sha256Digest {
@@ -157,10 +157,17 @@ struct CheckpointEvent {
 };
 
 struct FinishEvent {
+  // A file the model's own code needs beside the weights (a Hugging Face folder's
+  // config.json, tokenizer files), written beside them: the release carries it.
+  struct Companion {
+    std::string path;
+    Sha256Digest sha256;
+  };
   struct ModelFiles {
     std::string weights;  // model.safetensors beside the model
     Sha256Digest weights_sha256;
     std::string description;  // model.json
+    std::vector<Companion> companions;
   };
   int updates = 0;
   int updates_trained = 0;  // by this process: 0 when it resumed at the job's last checkpoint
