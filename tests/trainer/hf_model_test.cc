@@ -180,6 +180,23 @@ TEST(HfReleaseTest, TransformersLoadsTheTrainedFolderAndAgreesWithTrainerd) {
   EXPECT_GT((logits - before).abs().max().item<double>(), 1e-3);
 }
 
+// Token ids the folder's vocabulary does not cover: the job's data error (exit 3), before
+// anything runs, naming config.json's vocab_size.
+TEST(HfDataTest, TokensBeyondTheVocabularyAreADataError) {
+  testing::TempDir dir;
+  const std::string job =
+      dir.Write("job.yaml", "model: {kind: hf, path: " + kModels +
+                                "/llama_gqa, block_size: 24}\n"
+                                "data: {files: [/usr/share/common-licenses/GPL-3]}\n"
+                                "training: {effective_batch: 4, updates: 2}\n");
+  testing::ChildProcess run({TRAINER_RUN_PATH, "--config", job, "--ledger"});
+  run.ReadAllLines();
+  EXPECT_EQ(run.ExitCode(), 3);
+  EXPECT_NE(run.ReadAllStderr().find("job.yaml: model.path: config.json: vocab_size: the data's "
+                                     "token ids go up to 255: expected at least 256, got 96"),
+            std::string::npos);
+}
+
 // A copy of a fixture folder to break.
 class HfBadFolderTest : public ::testing::Test {
  protected:
