@@ -3,7 +3,8 @@
 // fixture), trainerd's model gives transformers' logits within 1e-5 and, for one backward
 // of the mean next-token cross-entropy, its gradients within 1e-5 relative, for every
 // variant (grouped-query and multi-head attention, tied and untied heads, attention and MLP
-// biases, Qwen2's q/k/v biases, Llama 3.1's rope scaling, a 4.x config, sharded weights);
+// biases, Qwen2's q/k/v biases, Llama 3.1's rope scaling, a 4.x config, sharded weights,
+// GPT-2 by its own and by the Hub's names);
 // bad folders are errors naming the file and the key or tensor.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -111,12 +112,13 @@ TEST_P(HfReferenceTest, LogitsAndGradientsEqualTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Variants, HfReferenceTest,
                          ::testing::Values("llama_gqa", "llama_tied_llama3_bias", "llama_v4_config",
-                                           "qwen2", "mistral", "llama_sharded"));
+                                           "qwen2", "mistral", "llama_sharded", "gpt2",
+                                           "gpt2_hub_names"));
 
 // The parameters and StateDict() carry the Hugging Face names, each once (a tied head is the
 // embedding), so that model.safetensors is what transformers loads.
 TEST(HfModelTest, ItsTensorsAreTheFoldersByName) {
-  for (const std::string variant : {"llama_gqa", "qwen2"}) {
+  for (const std::string variant : {"llama_gqa", "qwen2", "gpt2"}) {
     std::shared_ptr<TrainableModel> model = Build(kModels + "/" + variant);
     ASSERT_NE(model, nullptr);
     const std::map<std::string, torch::Tensor> folder =
@@ -138,7 +140,9 @@ TEST(HfModelTest, ItsTensorsAreTheFoldersByName) {
 // (dtype float32) and generation_config.json from the folder it trained, model.safetensors
 // by Hugging Face names. transformers loads it with no missing or unexpected weight and
 // computes the logits trainerd's model computes from it, within 1e-5.
-TEST(HfReleaseTest, TransformersLoadsTheTrainedFolderAndAgreesWithTrainerd) {
+class HfReleaseTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfReleaseTest, TransformersLoadsTheTrainedFolderAndAgreesWithTrainerd) {
   testing::TempDir dir;
   torch::Tensor tokens = torch::arange(0, 96, 3, torch::kShort).repeat({300});
   std::ofstream(dir.File("train.bin"), std::ios::binary)
@@ -146,8 +150,8 @@ TEST(HfReleaseTest, TransformersLoadsTheTrainedFolderAndAgreesWithTrainerd) {
   std::ofstream(dir.File("val.bin"), std::ios::binary)
       .write(static_cast<const char*>(tokens.data_ptr()), 2000);
   const std::string job = dir.Write(
-      "job.yaml", "model: {kind: hf, path: " + kModels +
-                      "/llama_tied_llama3_bias, block_size: 24}\n"
+      "job.yaml", "model: {kind: hf, path: " + kModels + "/" + GetParam() +
+                      ", block_size: 24}\n"
                       "data: {format: tokens, train: train.bin, eval: [val.bin]}\n"
                       "optimizer: {lr: 0.01}\n"
                       "training: {effective_batch: 4, updates: 6, seed: 3, eval_interval: 6, "
@@ -176,9 +180,14 @@ TEST(HfReleaseTest, TransformersLoadsTheTrainedFolderAndAgreesWithTrainerd) {
   EXPECT_LE((logits - want).abs().max().item<double>(),
             1e-5 * std::max(1.0, want.abs().max().item<double>()));
   // Trained: not the folder it started from.
-  const torch::Tensor before = Build(kModels + "/llama_tied_llama3_bias")->forward(ids);
+  const torch::Tensor before = Build(kModels + "/" + GetParam())->forward(ids);
   EXPECT_GT((logits - before).abs().max().item<double>(), 1e-3);
 }
+
+// Llama (tied, biased, llama3 rope) and GPT-2 from a checkpoint named as the Hub's: the
+// release carries the Hugging Face names whatever names the folder used.
+INSTANTIATE_TEST_SUITE_P(Variants, HfReleaseTest,
+                         ::testing::Values("llama_tied_llama3_bias", "gpt2_hub_names"));
 
 // Token ids the folder's vocabulary does not cover: the job's data error (exit 3), before
 // anything runs, naming config.json's vocab_size.
@@ -251,6 +260,16 @@ TEST_F(HfBadFolderTest, EachIsAnErrorNamingTheFileAndTheKeyOrTensor) {
   const std::string window = Copy("mistral");
   EditConfig(window, [](nlohmann::json& c) { c["sliding_window"] = 16; });
   expect_error(ErrorOf(window), {"config.json: sliding_window: 16 is below model.block_size (24)"});
+
+  const std::string layer_scaled = Copy("gpt2");
+  EditConfig(layer_scaled, [](nlohmann::json& c) { c["scale_attn_by_inverse_layer_idx"] = true; });
+  expect_error(ErrorOf(layer_scaled), {"config.json: scale_attn_by_inverse_layer_idx: expected "
+                                       "false (trainerd trains that), got true"});
+
+  const std::string few_positions = Copy("gpt2");
+  EditConfig(few_positions, [](nlohmann::json& c) { c["n_positions"] = 16; });
+  expect_error(ErrorOf(few_positions), {"config.json: n_positions: 16 learned positions, fewer "
+                                        "than model.block_size (24)"});
 
   const std::string missing = Copy("llama_gqa");
   EditWeights(missing, [](auto& t) { t.erase("model.layers.1.mlp.up_proj.weight"); });

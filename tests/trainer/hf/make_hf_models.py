@@ -18,14 +18,16 @@ import sys
 
 import torch
 import transformers
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 
 COMMON = dict(vocab_size=96, hidden_size=32, intermediate_size=56, num_hidden_layers=2,
               num_attention_heads=4, max_position_embeddings=64, initializer_range=0.1)
+GPT2 = dict(vocab_size=96, n_embd=32, n_inner=56, n_layer=2, n_head=4, n_positions=64,
+            initializer_range=0.1)
 LLAMA3 = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
           "high_freq_factor": 4.0, "original_max_position_embeddings": 16}
 
-# name: (config class, its keys, how the folder is saved)
+# name: (config class, its keys, how the folder is saved); Llama-family keys add to COMMON
 VARIANTS = {
     # grouped-query attention (2 key/value heads for 4), untied head
     "llama_gqa": (transformers.LlamaConfig, dict(num_key_value_heads=2), {}),
@@ -46,6 +48,11 @@ VARIANTS = {
     # weights in shards named by model.safetensors.index.json
     "llama_sharded": (transformers.LlamaConfig, dict(num_key_value_heads=2),
                       {"max_shard_size": "20KB"}),
+    # GPT-2: LayerNorm, learned positions, Conv1D weights [in, out], tied head, gelu_new
+    "gpt2": (transformers.GPT2Config, GPT2, {}),
+    # the same with the weights named as the Hub's GPT-2 checkpoints name them: no
+    # "transformer." prefix, and the causal-mask buffers h.N.attn.bias
+    "gpt2_hub_names": (transformers.GPT2Config, GPT2, {"hub_names": True}),
 }
 
 
@@ -60,15 +67,27 @@ def as_v4_config(path):
         json.dump(config, f, indent=2)
 
 
+def as_hub_names(path, config):
+    """Renames model.safetensors' tensors as the Hub's gpt2 checkpoint has them."""
+    tensors = {k.removeprefix("transformer."): v for k, v in load_file(path).items()}
+    n = config.n_positions
+    for layer in range(config.n_layer):
+        tensors["h.%d.attn.bias" % layer] = torch.tril(torch.ones(n, n)).view(1, 1, n, n)
+    save_file(tensors, path, metadata={"format": "pt"})
+
+
 def make(out_dir, name, config_class, keys, how):
     torch.manual_seed(sum(map(ord, name)))
-    config = config_class(**COMMON, **keys)
+    config = config_class(**keys) if config_class is transformers.GPT2Config else \
+        config_class(**COMMON, **keys)
     config._attn_implementation = "eager"
     model = transformers.AutoModelForCausalLM.from_config(config).float()
     folder = os.path.join(out_dir, name)
     model.save_pretrained(folder, max_shard_size=how.get("max_shard_size", "5GB"))
     if how.get("v4_config"):
         as_v4_config(os.path.join(folder, "config.json"))
+    if how.get("hub_names"):
+        as_hub_names(os.path.join(folder, "model.safetensors"), config)
     model.eval()
     ids = torch.randint(0, COMMON["vocab_size"], (2, 24))
     logits = model(input_ids=ids).logits

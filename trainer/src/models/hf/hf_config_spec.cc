@@ -12,6 +12,7 @@ const std::vector<std::pair<std::string, std::string>> kArchitectures = {
     {"LlamaForCausalLM", "llama"},
     {"Qwen2ForCausalLM", "qwen2"},
     {"MistralForCausalLM", "mistral"},
+    {"GPT2LMHeadModel", "gpt2"},
 };
 
 // Reads config.json's keys, each error naming the file, the key and what it holds.
@@ -143,8 +144,90 @@ Status ReadArchitectureKeys(const ConfigKeys& keys, HfDecoderConfig* config) {
       TRAINERD_RETURN_IF_ERROR(keys.OptionalInt("sliding_window", 1, &config->sliding_window));
     }
   }
-  const std::string act = json.value("hidden_act", std::string("silu"));
-  if (act != "silu") return keys.Wrong("hidden_act", "\"silu\" (a SwiGLU MLP)", act);
+  config->activation = json.value("hidden_act", std::string("silu"));
+  if (config->activation != "silu") {
+    return keys.Wrong("hidden_act", "\"silu\" (a SwiGLU MLP)", config->activation);
+  }
+  return Status::Ok();
+}
+
+// The keys of the Llama family (Llama, Qwen2, Mistral).
+Status ReadLlamaKeys(const ConfigKeys& keys, HfDecoderConfig* out) {
+  HfDecoderConfig& config = *out;
+  TRAINERD_RETURN_IF_ERROR(keys.Int("hidden_size", 1, &config.hidden_size));
+  TRAINERD_RETURN_IF_ERROR(keys.Int("intermediate_size", 1, &config.intermediate_size));
+  TRAINERD_RETURN_IF_ERROR(keys.Int("num_hidden_layers", 1, &config.num_hidden_layers));
+  TRAINERD_RETURN_IF_ERROR(keys.Int("num_attention_heads", 1, &config.num_attention_heads));
+  config.num_key_value_heads = config.num_attention_heads;
+  TRAINERD_RETURN_IF_ERROR(keys.OptionalInt("num_key_value_heads", 1, &config.num_key_value_heads));
+  if (config.num_attention_heads % config.num_key_value_heads != 0) {
+    return keys.Wrong(
+        "num_key_value_heads",
+        "a divisor of num_attention_heads (" + std::to_string(config.num_attention_heads) + ")",
+        config.num_key_value_heads);
+  }
+  config.head_dim = config.hidden_size / config.num_attention_heads;
+  TRAINERD_RETURN_IF_ERROR(keys.OptionalInt("head_dim", 1, &config.head_dim));
+  if (config.head_dim % 2 != 0)
+    return keys.Wrong("head_dim", "an even number (rotary)", config.head_dim);
+  TRAINERD_RETURN_IF_ERROR(keys.Int("max_position_embeddings", 1, &config.max_position_embeddings));
+  TRAINERD_RETURN_IF_ERROR(keys.Number(keys.json(), "rms_norm_eps", &config.norm_eps));
+  TRAINERD_RETURN_IF_ERROR(keys.Bool("tie_word_embeddings", &config.tie_word_embeddings));
+  TRAINERD_RETURN_IF_ERROR(
+      keys.Number(keys.json(), "attention_dropout", &config.attention_dropout));
+  if (config.attention_dropout < 0 || config.attention_dropout >= 1) {
+    return keys.Wrong("attention_dropout", "a probability in [0, 1)", config.attention_dropout);
+  }
+  TRAINERD_RETURN_IF_ERROR(ReadRope(keys, &config));
+  TRAINERD_RETURN_IF_ERROR(ReadArchitectureKeys(keys, &config));
+  return Status::Ok();
+}
+
+// The keys of GPT-2, by its own names (n_embd, n_layer, ...): LayerNorm, learned positions,
+// a GELU MLP, the three dropouts; the variants that change the attention's arithmetic are
+// refused.
+Status ReadGpt2Keys(const ConfigKeys& keys, HfDecoderConfig* config) {
+  const nlohmann::json& json = keys.json();
+  TRAINERD_RETURN_IF_ERROR(keys.Int("n_embd", 1, &config->hidden_size));
+  TRAINERD_RETURN_IF_ERROR(keys.Int("n_layer", 1, &config->num_hidden_layers));
+  TRAINERD_RETURN_IF_ERROR(keys.Int("n_head", 1, &config->num_attention_heads));
+  TRAINERD_RETURN_IF_ERROR(keys.Int("n_positions", 1, &config->max_position_embeddings));
+  if (config->hidden_size % config->num_attention_heads != 0) {
+    return keys.Wrong("n_head", "a divisor of n_embd (" + std::to_string(config->hidden_size) + ")",
+                      config->num_attention_heads);
+  }
+  config->num_key_value_heads = config->num_attention_heads;
+  config->head_dim = config->hidden_size / config->num_attention_heads;
+  config->intermediate_size = 4 * config->hidden_size;
+  TRAINERD_RETURN_IF_ERROR(keys.OptionalInt("n_inner", 1, &config->intermediate_size));
+  config->norm_eps = 1e-5;
+  TRAINERD_RETURN_IF_ERROR(keys.Number(json, "layer_norm_epsilon", &config->norm_eps));
+  config->tie_word_embeddings = true;
+  TRAINERD_RETURN_IF_ERROR(keys.Bool("tie_word_embeddings", &config->tie_word_embeddings));
+  config->qkv_bias = config->o_bias = config->mlp_bias = true;
+  config->attention_dropout = config->residual_dropout = config->embedding_dropout = 0.1;
+  for (const auto& [key, value] : {std::pair{"attn_pdrop", &config->attention_dropout},
+                                   std::pair{"resid_pdrop", &config->residual_dropout},
+                                   std::pair{"embd_pdrop", &config->embedding_dropout}}) {
+    TRAINERD_RETURN_IF_ERROR(keys.Number(json, key, value));
+    if (*value < 0 || *value >= 1) return keys.Wrong(key, "a probability in [0, 1)", *value);
+  }
+  config->activation = json.value("activation_function", std::string("gelu_new"));
+  if (config->activation != "gelu_new" && config->activation != "gelu_pytorch_tanh" &&
+      config->activation != "gelu") {
+    return keys.Wrong("activation_function", "\"gelu_new\", \"gelu_pytorch_tanh\" or \"gelu\"",
+                      config->activation);
+  }
+  for (const auto& [key, supported] :
+       {std::pair{"scale_attn_weights", true}, std::pair{"scale_attn_by_inverse_layer_idx", false},
+        std::pair{"reorder_and_upcast_attn", false}, std::pair{"add_cross_attention", false}}) {
+    bool value = supported;
+    TRAINERD_RETURN_IF_ERROR(keys.Bool(key, &value));
+    if (value != supported) {
+      return keys.Wrong(key, std::string(supported ? "true" : "false") + " (trainerd trains that)",
+                        value);
+    }
+  }
   return Status::Ok();
 }
 
@@ -179,32 +262,8 @@ Result<HfDecoderConfig> ReadHfConfig(const std::string& folder) {
   HfDecoderConfig config;
   TRAINERD_RETURN_IF_ERROR(ReadArchitecture(keys, &config));
   TRAINERD_RETURN_IF_ERROR(keys.Int("vocab_size", 1, &config.vocab_size));
-  TRAINERD_RETURN_IF_ERROR(keys.Int("hidden_size", 1, &config.hidden_size));
-  TRAINERD_RETURN_IF_ERROR(keys.Int("intermediate_size", 1, &config.intermediate_size));
-  TRAINERD_RETURN_IF_ERROR(keys.Int("num_hidden_layers", 1, &config.num_hidden_layers));
-  TRAINERD_RETURN_IF_ERROR(keys.Int("num_attention_heads", 1, &config.num_attention_heads));
-  config.num_key_value_heads = config.num_attention_heads;
-  TRAINERD_RETURN_IF_ERROR(keys.OptionalInt("num_key_value_heads", 1, &config.num_key_value_heads));
-  if (config.num_attention_heads % config.num_key_value_heads != 0) {
-    return keys.Wrong(
-        "num_key_value_heads",
-        "a divisor of num_attention_heads (" + std::to_string(config.num_attention_heads) + ")",
-        config.num_key_value_heads);
-  }
-  config.head_dim = config.hidden_size / config.num_attention_heads;
-  TRAINERD_RETURN_IF_ERROR(keys.OptionalInt("head_dim", 1, &config.head_dim));
-  if (config.head_dim % 2 != 0)
-    return keys.Wrong("head_dim", "an even number (rotary)", config.head_dim);
-  TRAINERD_RETURN_IF_ERROR(keys.Int("max_position_embeddings", 1, &config.max_position_embeddings));
-  TRAINERD_RETURN_IF_ERROR(keys.Number(keys.json(), "rms_norm_eps", &config.rms_norm_eps));
-  TRAINERD_RETURN_IF_ERROR(keys.Bool("tie_word_embeddings", &config.tie_word_embeddings));
-  TRAINERD_RETURN_IF_ERROR(
-      keys.Number(keys.json(), "attention_dropout", &config.attention_dropout));
-  if (config.attention_dropout < 0 || config.attention_dropout >= 1) {
-    return keys.Wrong("attention_dropout", "a probability in [0, 1)", config.attention_dropout);
-  }
-  TRAINERD_RETURN_IF_ERROR(ReadRope(keys, &config));
-  TRAINERD_RETURN_IF_ERROR(ReadArchitectureKeys(keys, &config));
+  TRAINERD_RETURN_IF_ERROR(config.model_type == "gpt2" ? ReadGpt2Keys(keys, &config)
+                                                       : ReadLlamaKeys(keys, &config));
   return config;
 }
 

@@ -1,8 +1,9 @@
 // A Hugging Face causal-LM folder's config.json, as the decoder architectures trainerd trains
-// read it (LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM): every hyper-parameter the
-// model needs, with the defaults `transformers` gives a key a config leaves out. Both the
-// layout `transformers` 4.x writes (rope_theta, rope_scaling) and 5.x's (rope_parameters) are
-// read. Torch-free: the job spec reads it.
+// read it (LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, GPT2LMHeadModel): every
+// hyper-parameter the model needs, by Llama's names (GPT-2's n_embd is hidden_size, ...), with the
+// defaults `transformers` gives a key a config leaves out. Both the layout `transformers` 4.x
+// writes (rope_theta, rope_scaling) and 5.x's (rope_parameters) are read. Torch-free: the job spec
+// reads it.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -37,22 +38,23 @@ struct HfDecoderConfig {
   int num_key_value_heads = 0;  // grouped-query attention when below num_attention_heads
   int head_dim = 0;
   int max_position_embeddings = 0;
-  double rms_norm_eps = 1e-6;
+  double norm_eps = 1e-6;  // rms_norm_eps; GPT-2's layer_norm_epsilon
   HfRope rope;
   bool tie_word_embeddings = false;
   bool qkv_bias = false;  // q_proj, k_proj, v_proj (Llama's attention_bias; always for Qwen2)
   bool o_bias = false;    // o_proj (Llama's attention_bias)
   bool mlp_bias = false;
-  double attention_dropout = 0.0;
-  int sliding_window = 0;  // attention only over the last this many positions; 0: none
+  double attention_dropout = 0.0;   // GPT-2's attn_pdrop
+  double residual_dropout = 0.0;    // GPT-2's resid_pdrop (attention output and MLP)
+  double embedding_dropout = 0.0;   // GPT-2's embd_pdrop
+  std::string activation = "silu";  // hidden_act; GPT-2's activation_function
+  int sliding_window = 0;           // attention only over the last this many positions; 0: none
 };
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(HfDecoderConfig, architecture, model_type,
-                                                vocab_size, hidden_size, intermediate_size,
-                                                num_hidden_layers, num_attention_heads,
-                                                num_key_value_heads, head_dim,
-                                                max_position_embeddings, rms_norm_eps, rope,
-                                                tie_word_embeddings, qkv_bias, o_bias, mlp_bias,
-                                                attention_dropout, sliding_window)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
+    HfDecoderConfig, architecture, model_type, vocab_size, hidden_size, intermediate_size,
+    num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim, max_position_embeddings,
+    norm_eps, rope, tie_word_embeddings, qkv_bias, o_bias, mlp_bias, attention_dropout,
+    residual_dropout, embedding_dropout, activation, sliding_window)
 
 // The architectures config.json's `architectures` may name.
 std::vector<std::string> HfArchitectures();

@@ -84,14 +84,17 @@ Result<HfWeights> HfWeights::Open(const std::string& folder) {
   return weights;
 }
 
-Status HfWeights::LoadInto(torch::nn::Module& module,
-                           const std::vector<std::string>& ignored) const {
+Status HfWeights::LoadInto(torch::nn::Module& module, const std::vector<std::string>& ignored,
+                           const std::string& optional_prefix) const {
   torch::NoGradGuard no_grad;
   std::set<std::string> unused;
   for (const auto& [name, entry] : tensors_) unused.insert(name);
   for (const std::string& name : ignored) unused.erase(name);
   auto load = [&](const std::string& name, torch::Tensor& target) -> Status {
-    const auto found = tensors_.find(name);
+    auto found = tensors_.find(name);
+    if (found == tensors_.end() && !optional_prefix.empty() && name.starts_with(optional_prefix)) {
+      found = tensors_.find(name.substr(optional_prefix.size()));
+    }
     if (found == tensors_.end()) {
       return Status::InvalidArgument(folder_ + ": no tensor " + Quoted(name) + " in its weights (" +
                                      "config.json makes it " + ShapeText(target.sizes().vec()) +
@@ -105,7 +108,7 @@ Status HfWeights::LoadInto(torch::nn::Module& module,
                                      ShapeText(target.sizes().vec()));
     }
     target.copy_(source);
-    unused.erase(name);
+    unused.erase(found->first);
     return Status::Ok();
   };
   for (auto& item : module.named_parameters()) {

@@ -20,11 +20,13 @@ class HfWeights {
   // index names that is absent, a tensor the index places in a shard that lacks it.
   static Result<HfWeights> Open(const std::string& folder);
 
-  // Copies every parameter and buffer of `module` from the tensor of its name (converted to
-  // the module's dtype). Errors name the file and the tensor: one the module needs that is
-  // absent or of another shape, and tensors the module has no place for (`ignored`: names
-  // that may be present and are not weights, e.g. a tied lm_head's copy).
-  Status LoadInto(torch::nn::Module& module, const std::vector<std::string>& ignored) const;
+  // Copies every parameter and buffer of `module` from the tensor of its name, or of its
+  // name less `optional_prefix` (converted to the module's dtype). Errors name the file and
+  // the tensor: one the module needs that is absent or of another shape, and tensors the
+  // module has no place for (`ignored`: names that may be present and are not weights, e.g.
+  // a tied lm_head's copy).
+  Status LoadInto(torch::nn::Module& module, const std::vector<std::string>& ignored,
+                  const std::string& optional_prefix = "") const;
 
  private:
   struct Entry {

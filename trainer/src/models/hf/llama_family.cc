@@ -1,32 +1,12 @@
-#include "models/hf/hf_decoder.h"
+#include "models/hf/llama_family.h"
 
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <numbers>
-#include <sstream>
 
 #include "models/gpt/gpt.h"
-#include "models/hf/hf_spec.h"
-#include "models/hf/hf_weights.h"
-#include "trainerd/common/atomic_file.h"
-#include "trainerd/trainer/models/model_registry.h"
 
 namespace trainerd {
 namespace {
-
-// What a release carries from the folder besides config.json: generation settings and the
-// tokenizer, in any of the forms transformers saves it.
-constexpr const char* kCarriedFiles[] = {"generation_config.json",
-                                         "tokenizer.json",
-                                         "tokenizer_config.json",
-                                         "special_tokens_map.json",
-                                         "tokenizer.model",
-                                         "vocab.json",
-                                         "merges.txt",
-                                         "added_tokens.json",
-                                         "chat_template.jinja",
-                                         "chat_template.json"};
 
 torch::nn::Linear Linear(std::int64_t in, std::int64_t out, bool bias) {
   return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
@@ -132,9 +112,9 @@ HfDecoderLayerImpl::HfDecoderLayerImpl(const HfDecoderConfig& config, int site) 
   self_attn_ = register_module("self_attn", HfAttention(config, site));
   mlp_ = register_module("mlp", HfMlp(config));
   input_layernorm_ =
-      register_module("input_layernorm", RmsNorm(config.hidden_size, config.rms_norm_eps));
+      register_module("input_layernorm", RmsNorm(config.hidden_size, config.norm_eps));
   post_attention_layernorm_ =
-      register_module("post_attention_layernorm", RmsNorm(config.hidden_size, config.rms_norm_eps));
+      register_module("post_attention_layernorm", RmsNorm(config.hidden_size, config.norm_eps));
 }
 
 torch::Tensor HfDecoderLayerImpl::forward(const torch::Tensor& x, const Rotary& rotary) {
@@ -150,19 +130,19 @@ HfBackboneImpl::HfBackboneImpl(const HfDecoderConfig& config) {
     layers.push_back(HfDecoderLayer(config, /*site=*/i));
     list->push_back(layers.back());
   }
-  norm = register_module("norm", RmsNorm(config.hidden_size, config.rms_norm_eps));
+  norm = register_module("norm", RmsNorm(config.hidden_size, config.norm_eps));
 }
 
-HfCausalLm::HfCausalLm(const HfDecoderConfig& config, int block_size, std::string folder)
-    : config_(config), block_size_(block_size), folder_(std::move(folder)) {
+LlamaFamilyLm::LlamaFamilyLm(const HfDecoderConfig& config, int block_size, std::string folder)
+    : HfModel(config, block_size, std::move(folder)) {
   model_ = register_module("model", HfBackbone(config));
   if (!config.tie_word_embeddings) {
     lm_head_ = register_module("lm_head", Linear(config.hidden_size, config.vocab_size, false));
   }
 }
 
-torch::Tensor HfCausalLm::forward(const torch::Tensor& tokens) {
-  const Rotary rotary = RotaryFor(config_, tokens.size(1), tokens.device());
+torch::Tensor LlamaFamilyLm::forward(const torch::Tensor& tokens) {
+  const Rotary rotary = RotaryFor(config(), tokens.size(1), tokens.device());
   torch::Tensor x = model_->embed_tokens->forward(tokens);
   for (int i = 0; i < num_blocks(); ++i) {
     HfDecoderLayer& layer = model_->layers[static_cast<std::size_t>(i)];
@@ -175,72 +155,12 @@ torch::Tensor HfCausalLm::forward(const torch::Tensor& tokens) {
                   : torch::matmul(x, model_->embed_tokens->weight.t().to(x.scalar_type()));
 }
 
-std::optional<FlopsPerSample> HfCausalLm::TrainingFlops() const {
-  const HfDecoderConfig& c = config_;
+std::optional<FlopsPerSample> LlamaFamilyLm::TrainingFlops() const {
+  const HfDecoderConfig& c = config();
   const double embedding = static_cast<double>(c.vocab_size) * c.hidden_size;
-  const double multiplying =
-      static_cast<double>(CountParameters(*this)) - (c.tie_word_embeddings ? 0 : embedding);
-  const double per_token = 6.0 * multiplying + 12.0 * c.num_hidden_layers *
-                                                   static_cast<double>(block_size_) *
-                                                   c.num_attention_heads * c.head_dim;
-  return FlopsPerSample{per_token * static_cast<double>(block_size_),
-                        "formula: (6 x parameters less the input embedding when untied + 12 x "
-                        "layers x block_size x heads x head_dim) per token"};
+  return Flops(
+      static_cast<double>(CountParameters(*this)) - (c.tie_word_embeddings ? 0 : embedding),
+      "parameters less the input embedding when untied");
 }
 
-std::vector<std::string> HfCausalLm::IgnoredWeights() const {
-  if (config_.tie_word_embeddings) return {"lm_head.weight"};
-  return {};
-}
-
-Result<std::vector<std::string>> HfCausalLm::WriteCompanionFiles(const std::string& dir) const {
-  namespace fs = std::filesystem;
-  const std::string source = (fs::path(folder_) / "config.json").string();
-  std::ifstream in(source);
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json config = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (!config.is_object()) return Status::InvalidArgument(source + ": no longer a JSON object");
-  // transformers 5 writes the weights' dtype as "dtype", 4.x as "torch_dtype".
-  config[config.contains("dtype") ? "dtype" : "torch_dtype"] = "float32";
-  if (Status s =
-          WriteFileAtomically((fs::path(dir) / "config.json").string(), config.dump(2) + "\n");
-      !s.ok()) {
-    return s;
-  }
-  std::vector<std::string> written = {"config.json"};
-  for (const char* name : kCarriedFiles) {
-    const fs::path from = fs::path(folder_) / name;
-    std::error_code ec;
-    if (!fs::exists(from, ec)) continue;
-    fs::copy_file(from, fs::path(dir) / name, fs::copy_options::overwrite_existing, ec);
-    if (ec) return Status::IOError((fs::path(dir) / name).string() + ": " + ec.message());
-    written.push_back(name);
-  }
-  return written;
-}
-
-namespace {
-
-TRAINERD_REGISTER_MODEL("hf", [](const ModelContext& context) {
-  const HfKeys keys = context.options.get<HfKeys>();
-  const HfDecoderConfig& config = keys.config;
-  if (config.sliding_window > 0 && config.sliding_window < context.block_size) {
-    throw ModelLoadError(keys.path +
-                         "/config.json: sliding_window: " + std::to_string(config.sliding_window) +
-                         " is below model.block_size (" + std::to_string(context.block_size) +
-                         "): attention over a window is not implemented; train with "
-                         "model.block_size at most " +
-                         std::to_string(config.sliding_window));
-  }
-  auto model = std::make_shared<HfCausalLm>(config, context.block_size, keys.path);
-  Result<HfWeights> weights = HfWeights::Open(keys.path);
-  if (!weights.ok()) throw ModelLoadError(weights.status().message());
-  if (Status s = weights->LoadInto(*model, model->IgnoredWeights()); !s.ok()) {
-    throw ModelLoadError(s.message());
-  }
-  return model;
-});
-
-}  // namespace
 }  // namespace trainerd

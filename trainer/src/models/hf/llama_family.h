@@ -10,8 +10,7 @@
 
 #include <torch/torch.h>
 
-#include "models/hf/hf_config_spec.h"
-#include "trainerd/trainer/models/model.h"
+#include "models/hf/hf_model.h"
 #include "trainerd/trainer/semantics/sample_dropout.h"
 
 namespace trainerd {
@@ -78,32 +77,18 @@ class HfBackboneImpl : public torch::nn::Module {
 };
 TORCH_MODULE(HfBackbone);
 
-class HfCausalLm : public TrainableModel {
+class LlamaFamilyLm : public HfModel {
  public:
   // Parameters as LibTorch's modules initialise them: HfWeights::LoadInto fills them.
-  // `block_size`: the job's window, for TrainingFlops; `folder`: the folder it was read
-  // from, whose config, generation and tokenizer files the release carries.
-  HfCausalLm(const HfDecoderConfig& config, int block_size, std::string folder);
+  LlamaFamilyLm(const HfDecoderConfig& config, int block_size, std::string folder);
 
   torch::Tensor forward(const torch::Tensor& tokens) override;  // [B, T] -> [B, T, vocab]
-  SampleFormat sample_format() const override { return SampleFormat::kNextToken; }
   int num_blocks() const override { return static_cast<int>(model_->layers.size()); }
-  bool has_batch_statistics() const override { return false; }
   // Per token: 6 x the parameters that multiply (all but the input embedding, which counts
   // again as the head when tied) + 12 x layers x T x heads x head_dim (attention scores).
   std::optional<FlopsPerSample> TrainingFlops() const override;
-  const HfDecoderConfig& config() const { return config_; }
-  // Tensors a folder may hold that are no weights here: a tied head's copy of the embedding.
-  std::vector<std::string> IgnoredWeights() const;
-  // config.json as read, its dtype float32 (model.safetensors is written so), and the
-  // folder's generation_config.json and tokenizer files: with model.safetensors, a folder
-  // transformers' from_pretrained loads.
-  Result<std::vector<std::string>> WriteCompanionFiles(const std::string& dir) const override;
 
  private:
-  HfDecoderConfig config_;
-  std::int64_t block_size_ = 0;
-  std::string folder_;
   HfBackbone model_{nullptr};
   torch::nn::Linear lm_head_{nullptr};  // none when tied
 };

@@ -1,0 +1,114 @@
+#include "models/hf/hf_model.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "models/hf/gpt2.h"
+#include "models/hf/hf_spec.h"
+#include "models/hf/hf_weights.h"
+#include "models/hf/llama_family.h"
+#include "trainerd/common/atomic_file.h"
+#include "trainerd/trainer/models/model_registry.h"
+
+namespace trainerd {
+namespace {
+
+// What a release carries from the folder besides config.json: generation settings and the
+// tokenizer, in any of the forms transformers saves it.
+constexpr const char* kCarriedFiles[] = {"generation_config.json",
+                                         "tokenizer.json",
+                                         "tokenizer_config.json",
+                                         "special_tokens_map.json",
+                                         "tokenizer.model",
+                                         "vocab.json",
+                                         "merges.txt",
+                                         "added_tokens.json",
+                                         "chat_template.jinja",
+                                         "chat_template.json"};
+
+}  // namespace
+
+HfModel::HfModel(const HfDecoderConfig& config, int block_size, std::string folder)
+    : config_(config), block_size_(block_size), folder_(std::move(folder)) {}
+
+std::vector<std::string> HfModel::IgnoredWeights() const {
+  if (config_.tie_word_embeddings) return {"lm_head.weight"};
+  return {};
+}
+
+FlopsPerSample HfModel::Flops(double multiplying, const std::string& parameters_counted) const {
+  const HfDecoderConfig& c = config_;
+  const double per_token = 6.0 * multiplying + 12.0 * c.num_hidden_layers *
+                                                   static_cast<double>(block_size_) *
+                                                   c.num_attention_heads * c.head_dim;
+  return FlopsPerSample{per_token * static_cast<double>(block_size_),
+                        "formula: (6 x " + parameters_counted +
+                            " + 12 x layers x block_size x heads x head_dim) per token"};
+}
+
+Result<std::vector<std::string>> HfModel::WriteCompanionFiles(const std::string& dir) const {
+  namespace fs = std::filesystem;
+  const std::string source = (fs::path(folder_) / "config.json").string();
+  std::ifstream in(source);
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json config = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (!config.is_object()) return Status::InvalidArgument(source + ": no longer a JSON object");
+  // transformers 5 writes the weights' dtype as "dtype", 4.x as "torch_dtype".
+  config[config.contains("dtype") ? "dtype" : "torch_dtype"] = "float32";
+  if (Status s =
+          WriteFileAtomically((fs::path(dir) / "config.json").string(), config.dump(2) + "\n");
+      !s.ok()) {
+    return s;
+  }
+  std::vector<std::string> written = {"config.json"};
+  for (const char* name : kCarriedFiles) {
+    const fs::path from = fs::path(folder_) / name;
+    std::error_code ec;
+    if (!fs::exists(from, ec)) continue;
+    fs::copy_file(from, fs::path(dir) / name, fs::copy_options::overwrite_existing, ec);
+    if (ec) return Status::IOError((fs::path(dir) / name).string() + ": " + ec.message());
+    written.push_back(name);
+  }
+  return written;
+}
+
+namespace {
+
+// The architecture config.json names, its weights loaded from the folder.
+TRAINERD_REGISTER_MODEL("hf", [](const ModelContext& context) {
+  const HfKeys keys = context.options.get<HfKeys>();
+  const HfDecoderConfig& config = keys.config;
+  if (config.sliding_window > 0 && config.sliding_window < context.block_size) {
+    throw ModelLoadError(keys.path +
+                         "/config.json: sliding_window: " + std::to_string(config.sliding_window) +
+                         " is below model.block_size (" + std::to_string(context.block_size) +
+                         "): attention over a window is not implemented; train with "
+                         "model.block_size at most " +
+                         std::to_string(config.sliding_window));
+  }
+  if (context.block_size > config.max_position_embeddings && config.model_type == "gpt2") {
+    throw ModelLoadError(
+        keys.path + "/config.json: n_positions: " + std::to_string(config.max_position_embeddings) +
+        " learned positions, fewer than model.block_size (" + std::to_string(context.block_size) +
+        ")");
+  }
+  std::shared_ptr<HfModel> model;
+  if (config.model_type == "gpt2") {
+    model = std::make_shared<Gpt2Lm>(config, context.block_size, keys.path);
+  } else {
+    model = std::make_shared<LlamaFamilyLm>(config, context.block_size, keys.path);
+  }
+  Result<HfWeights> weights = HfWeights::Open(keys.path);
+  if (!weights.ok()) throw ModelLoadError(weights.status().message());
+  if (Status s = weights->LoadInto(*model, model->IgnoredWeights(), model->OptionalPrefix());
+      !s.ok()) {
+    throw ModelLoadError(s.message());
+  }
+  return model;
+});
+
+}  // namespace
+}  // namespace trainerd

@@ -1,0 +1,45 @@
+// What every Hugging Face causal-LM architecture shares (model.kind: hf): the config it was
+// read with, the folder it came from, next-token samples, and the release as a Hugging Face
+// folder (WriteCompanionFiles). The architectures: llama_family.h, gpt2.h.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "models/hf/hf_config_spec.h"
+#include "trainerd/trainer/models/model.h"
+
+namespace trainerd {
+
+class HfModel : public TrainableModel {
+ public:
+  // `block_size`: the job's window, for TrainingFlops; `folder`: where the weights and the
+  // files the release carries are read from.
+  HfModel(const HfDecoderConfig& config, int block_size, std::string folder);
+
+  SampleFormat sample_format() const override { return SampleFormat::kNextToken; }
+  bool has_batch_statistics() const override { return false; }
+  const HfDecoderConfig& config() const { return config_; }
+  // Tensors a folder may hold that are no weights here (a tied head's copy of the embedding,
+  // GPT-2's attention mask buffers).
+  virtual std::vector<std::string> IgnoredWeights() const;
+  // A prefix of the weights' names that a checkpoint may leave out (GPT-2's "transformer.").
+  virtual std::string OptionalPrefix() const { return ""; }
+  // config.json as read, its dtype float32 (model.safetensors is written so), and the
+  // folder's generation_config.json and tokenizer files: with model.safetensors, a folder
+  // transformers' from_pretrained loads.
+  Result<std::vector<std::string>> WriteCompanionFiles(const std::string& dir) const override;
+
+ protected:
+  // 6 x `multiplying` parameters + 12 x layers x T x heads x head_dim (attention scores), per
+  // token, times T: the training FLOPs of a sample.
+  FlopsPerSample Flops(double multiplying, const std::string& parameters_counted) const;
+  std::int64_t block_size() const { return block_size_; }
+
+ private:
+  HfDecoderConfig config_;
+  std::int64_t block_size_ = 0;
+  std::string folder_;
+};
+
+}  // namespace trainerd
