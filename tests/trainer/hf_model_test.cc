@@ -20,6 +20,7 @@
 #include "trainerd/trainer/data/array_tensor.h"
 #include "trainerd/trainer/data/mapped_file.h"
 #include "trainerd/trainer/models/build_model.h"
+#include "trainerd/trainer/plan/parity.h"
 #include "trainerd/trainer/semantics/loss.h"
 #include "trainerd/trainer/spec/job_spec_parser.h"
 
@@ -204,6 +205,45 @@ TEST(HfDataTest, TokensBeyondTheVocabularyAreADataError) {
   EXPECT_NE(run.ReadAllStderr().find("job.yaml: model.path: config.json: vocab_size: the data's "
                                      "token ids go up to 255: expected at least 256, got 96"),
             std::string::npos);
+}
+
+// The parity check on a Hugging Face model: an accumulated plan with both layers
+// checkpointed, with attention dropout on (the trainer's own: split-invariant), passes
+// against the reference; the classic accumulation faults fail it.
+TEST(HfParityTest, ACheckpointedAccumulatedPlanPassesAndTheClassicFaultsFail) {
+  torch::set_num_threads(1);
+  testing::TempDir dir;
+  const torch::Tensor tokens = torch::arange(0, 96, 5, torch::kShort).repeat({200});
+  std::ofstream(dir.File("train.bin"), std::ios::binary)
+      .write(static_cast<const char*>(tokens.data_ptr()), tokens.nbytes());
+  std::ofstream(dir.File("val.bin"), std::ios::binary)
+      .write(static_cast<const char*>(tokens.data_ptr()), 1000);
+  const std::string folder = dir.File("dropout");
+  fs::copy(kModels + "/llama_gqa", folder, fs::copy_options::recursive);
+  nlohmann::json config = nlohmann::json::parse(testing::ReadFile(folder + "/config.json"));
+  config["attention_dropout"] = 0.1;
+  std::ofstream(folder + "/config.json") << config.dump(2);
+  Result<JobSpec> spec =
+      ParseJobSpecText("model: {kind: hf, path: " + folder +
+                           ", block_size: 24}\n"
+                           "data: {format: tokens, train: train.bin, eval: [val.bin]}\n"
+                           "training: {effective_batch: 8, updates: 4, seed: 11}\n"
+                           "plan: {microbatch: 2, checkpoint_blocks: [0, 1]}\n",
+                       dir.File("job.yaml"));
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  Result<std::unique_ptr<Dataset>> data =
+      LoadDataset(spec->data, spec->model.block_size, dir.File("digests.json"));
+  ASSERT_TRUE(data.ok()) << data.status().message();
+  Result<ParityReport> pass = CheckParity(*spec, **data, 2);
+  ASSERT_TRUE(pass.ok()) << pass.status().message();
+  EXPECT_TRUE(pass->pass) << ToJson(*pass).dump();
+  for (const TrainingFault fault :
+       {TrainingFault::kLossPerMicrobatch, TrainingFault::kStepPerMicrobatch,
+        TrainingFault::kClipPerMicrobatch, TrainingFault::kRecomputeFreshRng}) {
+    Result<ParityReport> failed = CheckParity(*spec, **data, 2, fault);
+    ASSERT_TRUE(failed.ok()) << failed.status().message();
+    EXPECT_FALSE(failed->pass) << static_cast<int>(fault);
+  }
 }
 
 // A copy of a fixture folder to break.
