@@ -102,17 +102,13 @@ torch::Tensor Gpt2Lm::forward(const torch::Tensor& tokens) {
     x = RunBlock(i, transformer_->h[static_cast<std::size_t>(i)], x);
   }
   x = transformer_->ln_f->forward(x);
-  return lm_head_ ? lm_head_->forward(x)
-                  : torch::matmul(x, transformer_->wte->weight.t().to(x.scalar_type()));
+  return Logits(x, lm_head_, transformer_->wte->weight);
 }
 
 std::optional<FlopsPerSample> Gpt2Lm::TrainingFlops() const {
   const HfDecoderConfig& c = config();
-  const double positions = static_cast<double>(c.max_position_embeddings) * c.hidden_size;
-  const double embedding = static_cast<double>(c.vocab_size) * c.hidden_size;
-  return Flops(static_cast<double>(CountParameters(*this)) - positions -
-                   (c.tie_word_embeddings ? 0 : embedding),
-               "parameters less the position embedding and the input embedding when untied");
+  return Flops(static_cast<double>(c.max_position_embeddings) * c.hidden_size,
+               " and the position embedding");
 }
 
 std::vector<std::string> Gpt2Lm::IgnoredWeights() const {

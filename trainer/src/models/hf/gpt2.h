@@ -84,7 +84,7 @@ class Gpt2Lm : public HfModel {
 
   torch::Tensor forward(const torch::Tensor& tokens) override;  // [B, T] -> [B, T, vocab]
   int num_blocks() const override { return static_cast<int>(transformer_->h.size()); }
-  // Per token: 6 x the parameters less the position embedding + 12 x layers x T x width.
+  // HfModel::Flops, the position embedding not multiplying either.
   std::optional<FlopsPerSample> TrainingFlops() const override;
   // Besides a tied head: the causal-mask buffers older checkpoints hold (h.N.attn.bias,
   // h.N.attn.masked_bias), with or without the "transformer." prefix.

@@ -38,14 +38,22 @@ std::vector<std::string> HfModel::IgnoredWeights() const {
   return {};
 }
 
-FlopsPerSample HfModel::Flops(double multiplying, const std::string& parameters_counted) const {
+FlopsPerSample HfModel::Flops(double not_multiplying, const std::string& what) const {
   const HfDecoderConfig& c = config_;
+  const double embedding = static_cast<double>(c.vocab_size) * c.hidden_size;
+  const double multiplying = static_cast<double>(CountParameters(*this)) - not_multiplying -
+                             (c.tie_word_embeddings ? 0 : embedding);
   const double per_token = 6.0 * multiplying + 12.0 * c.num_hidden_layers *
                                                    static_cast<double>(block_size_) *
                                                    c.num_attention_heads * c.head_dim;
   return FlopsPerSample{per_token * static_cast<double>(block_size_),
-                        "formula: (6 x " + parameters_counted +
+                        "formula: (6 x parameters less the input embedding when untied" + what +
                             " + 12 x layers x block_size x heads x head_dim) per token"};
+}
+
+torch::Tensor HfModel::Logits(const torch::Tensor& x, torch::nn::Linear& lm_head,
+                              const torch::Tensor& embedding) {
+  return lm_head ? lm_head->forward(x) : torch::matmul(x, embedding.t().to(x.scalar_type()));
 }
 
 Result<std::vector<std::string>> HfModel::WriteCompanionFiles(const std::string& dir) const {

@@ -3,6 +3,8 @@
 // folder (WriteCompanionFiles). The architectures: llama_family.h, gpt2.h.
 #pragma once
 
+#include <torch/nn/modules/linear.h>
+
 #include <string>
 #include <vector>
 
@@ -31,9 +33,14 @@ class HfModel : public TrainableModel {
   Result<std::vector<std::string>> WriteCompanionFiles(const std::string& dir) const override;
 
  protected:
-  // 6 x `multiplying` parameters + 12 x layers x T x heads x head_dim (attention scores), per
-  // token, times T: the training FLOPs of a sample.
-  FlopsPerSample Flops(double multiplying, const std::string& parameters_counted) const;
+  // The training FLOPs of a sample: per token, 6 x the parameters that multiply (all but the
+  // input embedding, which counts again as the head when tied, and `not_multiplying` more,
+  // named `what`) + 12 x layers x T x heads x head_dim (attention scores); times T.
+  FlopsPerSample Flops(double not_multiplying, const std::string& what) const;
+  // The logits of the final hidden states `x`: `lm_head`, or the input `embedding` when the
+  // head is tied to it (lm_head null).
+  static torch::Tensor Logits(const torch::Tensor& x, torch::nn::Linear& lm_head,
+                              const torch::Tensor& embedding);
   std::int64_t block_size() const { return block_size_; }
 
  private:

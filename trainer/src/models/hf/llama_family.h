@@ -84,8 +84,7 @@ class LlamaFamilyLm : public HfModel {
 
   torch::Tensor forward(const torch::Tensor& tokens) override;  // [B, T] -> [B, T, vocab]
   int num_blocks() const override { return static_cast<int>(model_->layers.size()); }
-  // Per token: 6 x the parameters that multiply (all but the input embedding, which counts
-  // again as the head when tied) + 12 x layers x T x heads x head_dim (attention scores).
+  // HfModel::Flops.
   std::optional<FlopsPerSample> TrainingFlops() const override;
 
  private:
