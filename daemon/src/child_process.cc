@@ -26,6 +26,13 @@ namespace {
                             int error_fd, pid_t parent) {
   ::prctl(PR_SET_PDEATHSIG, SIGTERM);
   if (::getppid() != parent) ::_exit(127);  // the daemon died before prctl took effect
+  // The OOM killer's first choice under a memory limit: the worker, not the daemon, whose
+  // survival classifies the OOM and falls back. Raising one's own score needs no privilege.
+  if (const int oom = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC); oom >= 0) {
+    [[maybe_unused]] const ssize_t written =
+        ::write(oom, kWorkerOomScoreAdjust, std::strlen(kWorkerOomScoreAdjust));
+    ::close(oom);
+  }
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);

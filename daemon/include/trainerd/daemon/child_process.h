@@ -24,6 +24,10 @@ struct ProcessExit {
   std::string Describe() const;  // "exit code 4" or "killed by SIGKILL"
 };
 
+// The oom_score_adj every child starts with (of -1000..1000): under a memory limit the
+// kernel's OOM killer takes a worker before the daemon.
+inline constexpr const char* kWorkerOomScoreAdjust = "500";
+
 struct LaunchSpec {
   std::vector<std::string> argv;  // argv[0] is the executable's path
   std::string stderr_path;        // appended to; "" keeps the daemon's stderr
