@@ -42,6 +42,9 @@ std::size_t ReadLikeTheNightlyCycle(const daemon::WorkerReport& report) {
     sum += static_cast<double>(fin->updates - resumed_from);
     sum += fin->elapsed_seconds;
     bytes += fin->model_sha256.hex.size() + fin->model_path.size();
+    for (const FinishEvent::Companion& companion : fin->model_files.companions) {
+      bytes += companion.path.size() + companion.sha256.hex.size();
+    }
     bytes += std::isnan(sum) ? 1 : 0;
   }
   if (const std::optional<ErrorEvent>& error = report.error()) {
