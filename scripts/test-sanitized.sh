@@ -32,7 +32,11 @@ if ((!all)); then
 fi
 # Warnings are not errors here: the instrumentation changes GCC's flow analysis (and its
 # false positives); the two regular builds hold the code to -Werror.
+# -Og -g1 (line tables, all a sanitizer's stack trace needs) instead of RelWithDebInfo's -O2 -g:
+# GCC compiled spec/worker_protocol.cc under both sanitizers in 14.5 s instead of 62.8 s (AMD
+# EPYC, one core), and this build was CI's slowest step.
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-Og -g1 -DNDEBUG" \
   -DTRAINERD_SANITIZE=address,undefined -DTRAINERD_BUILD_BENCHMARKS=OFF \
   -DTRAINERD_DAEMON_TEST_WORKER="$worker"
 # The CI subset: the store, daemon and control suites (the daemon's end-to-end tests run
