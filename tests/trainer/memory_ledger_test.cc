@@ -164,6 +164,7 @@ TEST_F(MemoryLedgerTest, TableListsCategoriesLargestFirst) {
   ASSERT_NE(activations, std::string::npos);
   ASSERT_NE(inputs, std::string::npos);
   EXPECT_LT(activations, inputs) << table;
+  EXPECT_NE(table.find("forward"), std::string::npos) << "a measured ledger times each block";
 }
 
 }  // namespace

@@ -28,6 +28,7 @@
 #include "trainerd/trainer/loop/event_sink.h"
 #include "trainerd/trainer/loop/initial_weights.h"
 #include "trainerd/trainer/loop/trainer.h"
+#include "trainerd/trainer/models/paper_ledger.h"
 #include "trainerd/trainer/models/resolve_model.h"
 #include "trainerd/trainer/plan/memory_ledger.h"
 #include "trainerd/trainer/plan/parity.h"
@@ -59,6 +60,9 @@ constexpr const char* kUsage = R"(usage:
   trainer-run ... --test-only-fault NAME
   trainer-run --what-if --static SIZE --act-per-sample SIZE --device SIZE [--reserve 10%]
               [--microbatch N --blocks N] [--json]
+  trainer-run --what-if --model DIR --device SIZE [--reserve 10%] [--block N]
+              [--microbatch N] [--accumulation N] [--precision P] [--checkpoint none|all]
+              [--json]
 
 Trains the job described by a YAML job spec in the foreground, under its memory budget
 (memory.budget less memory.reserve): an allocation beyond it is an out-of-memory error.
@@ -128,6 +132,14 @@ options:
                        inf_gradient, weight_decay_per_microbatch, frozen_parameter
                        (docs/trainer-run.md, "Parity check")
   --what-if            budget arithmetic without a model (sizes: 3.2GB, 512MiB, ...)
+  --what-if --model DIR
+                       the memory ledger of a Hugging Face folder at real size, on paper:
+                       from DIR/config.json alone (no weights read), by per-architecture
+                       formulas fitted to measured ledgers of small models of each family;
+                       then the largest microbatch that fits at fp32 and bf16, with no layer
+                       and with every layer checkpointed. --block (default the smaller of
+                       max_position_embeddings and 2048), --microbatch (1), --accumulation
+                       (1), --precision (fp32), --checkpoint (none) set the ledger's shape
   --json               JSON on stdout even on a terminal (default when stdout is not one)
   --version            print the version, the LibTorch it runs on and its worker protocol
                        (with --json: protocol_version, trainer_version and software, which
@@ -258,7 +270,9 @@ Args ParseArgs(int argc, char** argv) {
     } else if (arg == "--what-if") {
       args.what_if = true;
     } else if (arg == "--static" || arg == "--act-per-sample" || arg == "--device" ||
-               arg == "--reserve" || arg == "--microbatch" || arg == "--blocks") {
+               arg == "--reserve" || arg == "--microbatch" || arg == "--blocks" ||
+               arg == "--model" || arg == "--block" || arg == "--accumulation" ||
+               arg == "--precision" || arg == "--checkpoint") {
       args.what_if_values[arg] = value();
     } else {
       throw UsageError("unknown argument '" + arg + "'");
@@ -284,22 +298,115 @@ std::int64_t SizeFlag(const Args& args, const std::string& flag, bool required) 
   return *bytes;
 }
 
+double ReserveFlag(const Args& args) {
+  const auto it = args.what_if_values.find("--reserve");
+  if (it == args.what_if_values.end()) return 0.0;
+  const trainerd::Result<double> reserve = trainerd::ParseFraction(it->second);
+  if (!reserve.ok()) throw UsageError("--reserve: " + reserve.status().message());
+  if (*reserve < 0 || *reserve >= 1) throw UsageError("--reserve must be in [0, 1), e.g. 10%");
+  return *reserve;
+}
+
+int CountFlag(const Args& args, const std::string& flag, int fallback, int max) {
+  const auto it = args.what_if_values.find(flag);
+  return it == args.what_if_values.end() ? fallback : ParseCount(flag, it->second, 1, max);
+}
+
+// --what-if --model DIR: the paper ledger at the asked shape, then what fits.
+int RunPaperLedger(const Args& args) {
+  for (const char* flag : {"--static", "--act-per-sample", "--blocks"}) {
+    if (args.what_if_values.count(flag) != 0) {
+      throw UsageError(std::string(flag) +
+                       " does not go with --model (the model's layers are "
+                       "its blocks, its config.json gives the sizes)");
+    }
+  }
+  const std::string folder = args.what_if_values.at("--model");
+  trainerd::Result<trainerd::PaperModel> model = trainerd::PaperModel::Read(folder);
+  if (!model.ok()) {
+    std::cerr << "trainer-run: " << model.status().message() << "\n";
+    return exit_code::kUsage;
+  }
+  const std::int64_t device = SizeFlag(args, "--device", true);
+  const std::int64_t usable =
+      static_cast<std::int64_t>(static_cast<double>(device) * (1.0 - ReserveFlag(args)));
+  trainerd::PaperShape shape;
+  shape.block_size = CountFlag(args, "--block", std::min(model->max_positions(), 2048), 1 << 20);
+  shape.microbatch = CountFlag(args, "--microbatch", 1, 1 << 16);
+  shape.accumulation_steps = CountFlag(args, "--accumulation", 1, 1 << 16);
+  if (auto it = args.what_if_values.find("--precision"); it != args.what_if_values.end()) {
+    const std::optional<trainerd::Precision> precision =
+        trainerd::kPrecisionNames.Parse(it->second);
+    if (!precision)
+      throw UsageError("--precision: expected fp32, bf16 or fp16, got '" + it->second + "'");
+    shape.precision = *precision;
+  }
+  if (auto it = args.what_if_values.find("--checkpoint"); it != args.what_if_values.end()) {
+    if (it->second != "none" && it->second != "all")
+      throw UsageError("--checkpoint: expected none or all, got '" + it->second + "'");
+    shape.checkpoint_all = it->second == "all";
+  }
+  shape.attention = TORCH_VERSION_MAJOR >= 2 ? trainerd::PaperAttention::kScaledDotProduct
+                                             : trainerd::PaperAttention::kBlockwise;
+  const trainerd::MemoryLedger ledger = model->Ledger(shape, device, usable);
+  nlohmann::json fits = nlohmann::json::array();
+  for (const trainerd::Precision precision :
+       {trainerd::Precision::kFp32, trainerd::Precision::kBf16}) {
+    for (const bool checkpoint_all : {false, true}) {
+      trainerd::PaperShape option = shape;
+      option.precision = precision;
+      option.checkpoint_all = checkpoint_all;
+      option.microbatch = 1;
+      fits.push_back(
+          {{"precision", trainerd::ToString(precision)},
+           {"checkpoint", checkpoint_all ? "all" : "none"},
+           {"largest_microbatch", model->LargestMicrobatch(option, usable)},
+           {"peak_bytes_at_microbatch_1", model->Ledger(option, device, usable).peak_bytes}});
+    }
+  }
+  if (args.json) {
+    std::cout << nlohmann::json{{"paper_ledger",
+                                 {{"architecture", model->architecture()},
+                                  {"parameters", model->parameters()},
+                                  {"block_size", shape.block_size},
+                                  {"ledger", trainerd::ToJson(ledger)},
+                                  {"fits", fits}}}}
+                     .dump()
+              << std::endl;
+    return exit_code::kOk;
+  }
+  std::printf("%s, %.3f billion parameters (%s/config.json); %s\n", model->architecture().c_str(),
+              static_cast<double>(model->parameters()) / 1e9, folder.c_str(),
+              ledger.method.c_str());
+  std::printf("block %d, microbatch %d x %d, %s, checkpointing %s:\n\n", shape.block_size,
+              shape.microbatch, shape.accumulation_steps, trainerd::ToString(shape.precision),
+              shape.checkpoint_all ? "every layer" : "none");
+  std::cout << trainerd::LedgerTable(ledger);
+  std::printf("\nlargest microbatch within %s usable, at block %d:\n%-10s %-14s %10s %16s\n",
+              trainerd::FormatBytes(usable).c_str(), shape.block_size, "precision", "checkpointing",
+              "microbatch", "peak at 1");
+  for (const nlohmann::json& fit : fits) {
+    std::printf(
+        "%-10s %-14s %10d %16s\n", fit["precision"].get<std::string>().c_str(),
+        fit["checkpoint"] == "all" ? "every layer" : "none", fit["largest_microbatch"].get<int>(),
+        trainerd::FormatBytes(fit["peak_bytes_at_microbatch_1"].get<std::int64_t>()).c_str());
+  }
+  return exit_code::kOk;
+}
+
 int RunWhatIf(const Args& args) {
+  if (args.what_if_values.count("--model") != 0) return RunPaperLedger(args);
+  for (const char* flag : {"--block", "--accumulation", "--precision", "--checkpoint"}) {
+    if (args.what_if_values.count(flag) != 0)
+      throw UsageError(std::string(flag) + " only goes with --what-if --model DIR");
+  }
   trainerd::WhatIfInput input;
   input.static_bytes = SizeFlag(args, "--static", true);
   input.activation_bytes_per_sample = SizeFlag(args, "--act-per-sample", true);
   input.device_bytes = SizeFlag(args, "--device", true);
-  if (auto it = args.what_if_values.find("--reserve"); it != args.what_if_values.end()) {
-    const trainerd::Result<double> reserve = trainerd::ParseFraction(it->second);
-    if (!reserve.ok()) throw UsageError("--reserve: " + reserve.status().message());
-    input.reserve_fraction = *reserve;
-  }
-  if (auto it = args.what_if_values.find("--microbatch"); it != args.what_if_values.end()) {
-    input.microbatch = ParseCount("--microbatch", it->second, 1, 1 << 24);
-  }
-  if (auto it = args.what_if_values.find("--blocks"); it != args.what_if_values.end()) {
-    input.blocks = ParseCount("--blocks", it->second, 1, 1 << 20);
-  }
+  input.reserve_fraction = ReserveFlag(args);
+  input.microbatch = CountFlag(args, "--microbatch", 0, 1 << 24);
+  input.blocks = CountFlag(args, "--blocks", 1, 1 << 20);
   trainerd::Result<trainerd::WhatIfResult> result = trainerd::ComputeWhatIf(input);
   if (!result.ok()) throw UsageError(result.status().message());
   if (args.json) {

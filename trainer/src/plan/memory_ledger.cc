@@ -146,14 +146,21 @@ std::string LedgerTable(const MemoryLedger& ledger) {
     out += line;
   }
   if (!ledger.blocks_note.empty()) return out + "\n" + ledger.blocks_note + "\n";
-  std::snprintf(line, sizeof(line), "\n%-6s %14s %14s %12s\n", "block", "activations",
-                "checkpointed", "forward");
-  out += line;
+  // A ledger on paper (models/paper_ledger.h) has no forward time.
+  const bool timed = std::any_of(ledger.blocks.begin(), ledger.blocks.end(),
+                                 [](const BlockActivation& b) { return b.forward_seconds > 0; });
+  std::snprintf(line, sizeof(line), "\n%-6s %14s %14s", "block", "activations", "checkpointed");
+  out += line + std::string(timed ? "      forward\n" : "\n");
   for (const BlockActivation& b : ledger.blocks) {
-    std::snprintf(line, sizeof(line), "%-6d %14s %14s %11.1fms\n", b.index,
+    std::snprintf(line, sizeof(line), "%-6d %14s %14s", b.index,
                   FormatBytes(b.activation_bytes).c_str(),
-                  FormatBytes(b.checkpointed_activation_bytes).c_str(), b.forward_seconds * 1e3);
+                  FormatBytes(b.checkpointed_activation_bytes).c_str());
     out += line;
+    if (timed) {
+      std::snprintf(line, sizeof(line), " %11.1fms", b.forward_seconds * 1e3);
+      out += line;
+    }
+    out += "\n";
   }
   return out;
 }

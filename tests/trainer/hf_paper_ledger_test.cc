@@ -1,0 +1,187 @@
+// The paper ledger of a Hugging Face folder (models/paper_ledger.h) against the ledger
+// trainer-run measures: for every small model the real transformers made (the hf_models
+// fixture), at fp32 and bf16, with no layer and with every layer checkpointed, the formulas'
+// parameters, gradients, optimizer state and inputs are exact and their activations,
+// temporaries, evaluation peak, peak and per-layer figures within 5 %; four public models'
+// config.json give their published parameter counts; trainer-run --what-if --model prints
+// the ledger and what fits.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "../support/child_process.h"
+#include "../support/temp_dir.h"
+#include "trainerd/trainer/device/torch_compat.h"
+#include "trainerd/trainer/models/paper_ledger.h"
+#include "trainerd/trainer/plan/memory_ledger.h"
+#include "trainerd/trainer/spec/worker_protocol.h"
+
+namespace trainerd {
+namespace {
+
+const std::string kModels = TRAINERD_TEST_HF_MODELS;
+const std::string kPublic = TRAINERD_HF_SCRIPTS "/public-configs";
+
+void ExpectWithin(std::int64_t predicted, std::int64_t measured, const std::string& what,
+                  double tolerance = 0.05) {
+  EXPECT_LE(std::abs(static_cast<double>(predicted) / static_cast<double>(measured) - 1), tolerance)
+      << what << ": predicted " << predicted << " bytes, measured " << measured;
+}
+
+class HfPaperLedgerTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfPaperLedgerTest, TheFormulasPredictTheMeasuredLedgerWithinFivePercent) {
+  testing::TempDir dir;
+  const torch::Tensor tokens = torch::arange(0, 96, 7, torch::kShort).repeat({1000});
+  std::ofstream(dir.File("tokens.bin"), std::ios::binary)
+      .write(static_cast<const char*>(tokens.data_ptr()), tokens.nbytes());
+  const std::string folder = kModels + "/" + GetParam();
+  Result<PaperModel> paper = PaperModel::Read(folder);
+  ASSERT_TRUE(paper.ok()) << paper.status().message();
+  for (const Precision precision : {Precision::kFp32, Precision::kBf16}) {
+    for (const bool checkpoint_all : {false, true}) {
+      const std::string name = GetParam() + " " + ToString(precision) +
+                               (checkpoint_all ? ", every layer checkpointed" : "");
+      const std::string job = dir.Write(
+          "job.yaml", "model: {kind: hf, path: " + folder + ", block_size: 32}\n" +
+                          "data: {format: tokens, train: tokens.bin, eval: [tokens.bin]}\n"
+                          "training: {effective_batch: 4, updates: 2, seed: 5}\n"
+                          "plan: {microbatch: 2, precision: " +
+                          ToString(precision) +
+                          ", checkpoint_blocks: " + (checkpoint_all ? "all" : "none") + "}\n" +
+                          "runtime: {threads: 1}\nmemory: {budget: 1GiB}\n");
+      testing::ChildProcess run({TRAINER_RUN_PATH, "--config", job, "--ledger", "--json"});
+      const std::vector<std::string> lines = run.ReadAllLines();
+      ASSERT_EQ(run.ExitCode(), 0) << name << ": " << run.ReadAllStderr();
+      const nlohmann::json json = nlohmann::json::parse(lines.back());
+      std::vector<std::string> mistyped;
+      const MemoryLedger measured = Parse<MemoryLedger>(json, &mistyped);
+      ASSERT_TRUE(mistyped.empty()) << json.dump();
+
+      PaperShape shape;
+      shape.block_size = 32;
+      shape.microbatch = 2;
+      shape.accumulation_steps = 2;
+      shape.precision = precision;
+      shape.checkpoint_all = checkpoint_all;
+      shape.eval_windows = 16;  // data.eval_windows_per_slice's default
+      shape.attention = compat::kHasFusedAttention ? PaperAttention::kScaledDotProduct
+                                                   : PaperAttention::kBlockwise;
+      const MemoryLedger predicted =
+          paper->Ledger(shape, measured.budget_bytes, measured.usable_bytes);
+      EXPECT_EQ(predicted.parameters_bytes, measured.parameters_bytes) << name;
+      EXPECT_EQ(predicted.gradients_bytes, measured.gradients_bytes) << name;
+      EXPECT_EQ(predicted.optimizer_state_bytes, measured.optimizer_state_bytes) << name;
+      EXPECT_EQ(predicted.inputs_bytes, measured.inputs_bytes) << name;
+      EXPECT_EQ(predicted.plan, measured.plan) << name;
+      ExpectWithin(predicted.activations_bytes, measured.activations_bytes, name + " activations");
+      // The residual of the update's peak: with every layer checkpointed, a recomputed layer
+      // and its backward's scratch, which varies with the threads (docs/hugging-face.md).
+      ExpectWithin(predicted.temporaries_bytes, measured.temporaries_bytes, name + " temporaries",
+                   0.10);
+      ExpectWithin(predicted.evaluation_peak_bytes, measured.evaluation_peak_bytes,
+                   name + " evaluation peak");
+      ExpectWithin(predicted.peak_bytes, measured.peak_bytes, name + " peak");
+      ASSERT_EQ(predicted.blocks.size(), measured.blocks.size()) << name;
+      for (std::size_t i = 0; i < predicted.blocks.size(); ++i) {
+        const std::string block = name + " layer " + std::to_string(i);
+        ExpectWithin(predicted.blocks[i].activation_bytes, measured.blocks[i].activation_bytes,
+                     block);
+        ExpectWithin(predicted.blocks[i].checkpointed_activation_bytes,
+                     measured.blocks[i].checkpointed_activation_bytes, block + " checkpointed");
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, HfPaperLedgerTest,
+                         ::testing::Values("llama_gqa", "llama_tied_llama3_bias", "llama_v4_config",
+                                           "qwen2", "mistral", "llama_sharded", "gpt2",
+                                           "gpt2_hub_names"));
+
+// The counts each model's publisher gives (its safetensors' total), from config.json alone:
+// the tied heads of Llama 3.2 1B and Qwen2.5 0.5B, Qwen2's q/k/v biases, grouped-query k/v.
+TEST(HfPaperModelTest, PublicConfigsGiveTheirPublishedParameterCounts) {
+  for (const auto& [name, count] :
+       std::vector<std::pair<std::string, std::int64_t>>{{"Llama-3.2-1B", 1'235'814'400},
+                                                         {"Llama-3.1-8B", 8'030'261'248},
+                                                         {"Qwen2.5-0.5B", 494'032'768},
+                                                         {"Qwen2.5-7B", 7'615'616'512}}) {
+    Result<PaperModel> model = PaperModel::Read(kPublic + "/" + name);
+    ASSERT_TRUE(model.ok()) << model.status().message();
+    EXPECT_EQ(model->parameters(), count) << name;
+  }
+}
+
+// The largest microbatch is the last one whose peak fits: one more does not.
+TEST(HfPaperModelTest, TheLargestMicrobatchIsTheLastThatFits) {
+  Result<PaperModel> model = PaperModel::Read(kPublic + "/Qwen2.5-0.5B");
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  const std::int64_t usable = 24LL << 30;
+  for (const bool checkpoint_all : {false, true}) {
+    PaperShape shape;
+    shape.block_size = 1024;
+    shape.precision = Precision::kBf16;
+    shape.checkpoint_all = checkpoint_all;
+    const int largest = model->LargestMicrobatch(shape, usable);
+    ASSERT_GT(largest, 0);
+    shape.microbatch = largest;
+    EXPECT_LE(model->Ledger(shape, usable, usable).peak_bytes, usable);
+    shape.microbatch = largest + 1;
+    EXPECT_GT(model->Ledger(shape, usable, usable).peak_bytes, usable);
+  }
+  // 16 bytes a parameter (fp32 weights, gradients, AdamW's moments) before any activation.
+  Result<PaperModel> eight_billion = PaperModel::Read(kPublic + "/Llama-3.1-8B");
+  ASSERT_TRUE(eight_billion.ok());
+  EXPECT_EQ(eight_billion->LargestMicrobatch(PaperShape{.block_size = 1024}, usable), 0);
+}
+
+TEST(HfPaperModelTest, TrainerRunWhatIfModelPrintsTheLedgerAndWhatFits) {
+  testing::ChildProcess run({TRAINER_RUN_PATH, "--what-if", "--model", kPublic + "/Llama-3.2-1B",
+                             "--device", "24GiB", "--reserve", "10%", "--precision", "bf16",
+                             "--checkpoint", "all", "--json"});
+  const std::vector<std::string> lines = run.ReadAllLines();
+  ASSERT_EQ(run.ExitCode(), 0) << run.ReadAllStderr();
+  ASSERT_EQ(lines.size(), 1u);
+  const nlohmann::json report = nlohmann::json::parse(lines[0]).at("paper_ledger");
+  EXPECT_EQ(report.at("architecture"), "LlamaForCausalLM");
+  EXPECT_EQ(report.at("parameters"), 1'235'814'400);
+  EXPECT_EQ(report.at("block_size"), 2048) << "the smaller of max_position_embeddings and 2048";
+  const nlohmann::json& ledger = report.at("ledger");
+  EXPECT_EQ(ledger.at("usable_bytes"), static_cast<std::int64_t>((24LL << 30) * 0.9));
+  EXPECT_EQ(ledger.at("blocks").size(), 16u);
+  EXPECT_EQ(ledger.at("plan").at("checkpoint_blocks").size(), 16u);
+  EXPECT_EQ(ledger.at("plan").at("precision"), "bf16");
+  EXPECT_EQ(report.at("fits").size(), 4u) << "fp32 and bf16, with and without checkpointing";
+  EXPECT_EQ(LedgerTable(Parse<MemoryLedger>(ledger)).find("forward"), std::string::npos)
+      << "a ledger on paper has no forward time";
+}
+
+TEST(HfPaperModelTest, BadArgumentsAndFoldersExitTwoNamingTheProblem) {
+  testing::TempDir dir;
+  const std::string llama = kPublic + "/Llama-3.2-1B";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--model", llama, "--device", "24GiB", "--blocks", "4"}, "--blocks does not go with"},
+      {{"--model", llama, "--device", "24GiB", "--precision", "fp64"}, "--precision"},
+      {{"--model", llama, "--device", "24GiB", "--checkpoint", "some"}, "--checkpoint"},
+      {{"--model", llama}, "--device"},
+      {{"--static", "1GB", "--act-per-sample", "1MB", "--device", "2GB", "--block", "8"},
+       "--block only goes with --what-if --model"},
+      {{"--model", dir.path().string(), "--device", "24GiB"}, "config.json"},
+  };
+  for (const auto& [arguments, message] : cases) {
+    std::vector<std::string> argv = {TRAINER_RUN_PATH, "--what-if"};
+    argv.insert(argv.end(), arguments.begin(), arguments.end());
+    testing::ChildProcess run(argv);
+    run.ReadAllLines();
+    EXPECT_EQ(run.ExitCode(), 2) << message;
+    EXPECT_NE(run.ReadAllStderr().find(message), std::string::npos) << message;
+  }
+}
+
+}  // namespace
+}  // namespace trainerd

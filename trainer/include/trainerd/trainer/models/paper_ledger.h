@@ -1,0 +1,62 @@
+// The memory ledger of a Hugging Face causal LM at a size no machine here holds, on paper:
+// from config.json alone, by per-architecture formulas whose coefficients were fitted to the
+// ledgers trainer-run measures (plan/memory_ledger.h) for small models of each family, at fp32
+// and bf16, under both attention kernels (docs/hugging-face.md, "Sizes no machine here can
+// hold"). trainer-run --what-if --model DIR prints it. Torch-free.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "trainerd/common/status.h"
+#include "trainerd/trainer/spec/job_spec.h"
+#include "trainerd/trainer/spec/worker_protocol.h"
+
+namespace trainerd {
+
+// The attention kernel a build runs, which decides what each layer keeps for its backward:
+// LibTorch 1.x's blockwise kernel (models/gpt/blockwise_attention.h) or 2.x's
+// scaled_dot_product_attention.
+enum class PaperAttention { kBlockwise, kScaledDotProduct };
+
+struct PaperShape {
+  int block_size = 0;
+  int microbatch = 1;
+  int accumulation_steps = 1;
+  Precision precision = Precision::kFp32;
+  bool checkpoint_all = false;  // every layer checkpointed, or none
+  int eval_windows = 16;        // data.eval_windows_per_slice: the held-out batch
+  PaperAttention attention = PaperAttention::kScaledDotProduct;
+};
+
+class PaperModel {
+ public:
+  // `folder`/config.json, with the errors of the hf model kind (naming the file, key, value).
+  static Result<PaperModel> Read(const std::string& folder);
+
+  const std::string& architecture() const { return architecture_; }
+  std::int64_t parameters() const;
+  int max_positions() const { return max_positions_; }
+
+  // The ledger at `shape` (AdamW; fp32 master weights, as trainer-run trains), against a
+  // device of `budget_bytes` of which `usable_bytes` may be used. Every layer is a block.
+  MemoryLedger Ledger(const PaperShape& shape, std::int64_t budget_bytes,
+                      std::int64_t usable_bytes) const;
+  // The largest microbatch whose peak fits `usable_bytes` at `shape` (its microbatch
+  // ignored); 0 when not even one sample fits.
+  int LargestMicrobatch(PaperShape shape, std::int64_t usable_bytes) const;
+
+ private:
+  // Weights of the layer's matrix products (with GPT-2's biases: autocast casts those too).
+  std::int64_t LinearParameters() const;
+  std::int64_t LayerParameters() const;
+
+  std::string architecture_;
+  bool gpt2_ = false;
+  std::int64_t vocab_ = 0, hidden_ = 0, intermediate_ = 0, layers_ = 0;
+  std::int64_t heads_ = 0, kv_heads_ = 0, head_dim_ = 0;
+  int max_positions_ = 0;
+  bool tied_ = false, qkv_bias_ = false, o_bias_ = false, mlp_bias_ = false;
+};
+
+}  // namespace trainerd

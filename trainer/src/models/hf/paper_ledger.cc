@@ -1,0 +1,161 @@
+#include "trainerd/trainer/models/paper_ledger.h"
+
+#include <algorithm>
+
+#include "models/hf/hf_config_spec.h"
+
+namespace trainerd {
+namespace {
+
+// What a checkpointed layer keeps besides its input: the random-number states it restores to
+// recompute (measured: 5 056 bytes on every model and precision).
+constexpr std::int64_t kCheckpointStateBytes = 5056;
+// The loss's scalars.
+constexpr std::int64_t kLossBytes = 12;
+
+// Bytes a layer keeps for its backward: per sample and position, and once (autocast's cast
+// copies of the weights, the rotary tables).
+struct Kept {
+  std::int64_t per_position = 0;
+  std::int64_t fixed = 0;
+};
+
+}  // namespace
+
+Result<PaperModel> PaperModel::Read(const std::string& folder) {
+  Result<HfDecoderConfig> config = ReadHfConfig(folder);
+  if (!config.ok()) return config.status();
+  PaperModel model;
+  model.architecture_ = config->architecture;
+  model.gpt2_ = config->model_type == "gpt2";
+  model.vocab_ = config->vocab_size;
+  model.hidden_ = config->hidden_size;
+  model.intermediate_ = config->intermediate_size;
+  model.layers_ = config->num_hidden_layers;
+  model.heads_ = config->num_attention_heads;
+  model.kv_heads_ = config->num_key_value_heads;
+  model.head_dim_ = config->head_dim;
+  model.max_positions_ = config->max_position_embeddings;
+  model.tied_ = config->tie_word_embeddings;
+  model.qkv_bias_ = config->qkv_bias;
+  model.o_bias_ = config->o_bias;
+  model.mlp_bias_ = config->mlp_bias;
+  return model;
+}
+
+std::int64_t PaperModel::LinearParameters() const {
+  const std::int64_t h = hidden_, inner = intermediate_;
+  if (gpt2_) return 4 * h * h + 2 * h * inner + 5 * h + inner;  // c_attn, c_proj, c_fc, c_proj
+  const std::int64_t q = heads_ * head_dim_, kv = kv_heads_ * head_dim_;
+  return 2 * h * q + 2 * h * kv + 3 * h * inner;  // q, o; k, v; gate, up, down
+}
+
+std::int64_t PaperModel::LayerParameters() const {
+  const std::int64_t h = hidden_, inner = intermediate_;
+  if (gpt2_) return LinearParameters() + 4 * h;  // two LayerNorms, weight and bias
+  const std::int64_t q = heads_ * head_dim_, kv = kv_heads_ * head_dim_;
+  return LinearParameters() + (qkv_bias_ ? q + 2 * kv : 0) + (o_bias_ ? h : 0) +
+         (mlp_bias_ ? 2 * inner + h : 0) + 2 * h;  // two RMSNorms
+}
+
+std::int64_t PaperModel::parameters() const {
+  const std::int64_t embeddings =
+      vocab_ * hidden_ * (tied_ ? 1 : 2) + (gpt2_ ? max_positions_ * hidden_ : 0);
+  const std::int64_t final_norm = gpt2_ ? 2 * hidden_ : hidden_;
+  return embeddings + layers_ * LayerParameters() + final_norm;
+}
+
+MemoryLedger PaperModel::Ledger(const PaperShape& shape, std::int64_t budget_bytes,
+                                std::int64_t usable_bytes) const {
+  const std::int64_t t = shape.block_size, m = shape.microbatch, h = hidden_, inner = intermediate_,
+                     v = vocab_, heads = heads_, d = head_dim_;
+  const std::int64_t q = heads * d, kv = kv_heads_ * d;
+  const bool half = shape.precision != Precision::kFp32;
+  const bool sdpa = shape.attention == PaperAttention::kScaledDotProduct;
+  // Per layer, and outside the layers (embeddings, final norm, head, loss): the coefficients
+  // are bytes per position of each width, fitted to measured ledgers (docs/hugging-face.md).
+  Kept layer, outside;
+  layer.fixed = half ? 2 * LinearParameters() : 0;  // autocast's bf16/fp16 copies of the weights
+  if (gpt2_) {
+    layer.per_position = (half ? 20 * h + 4 * inner : 32 * h + 8 * inner) + 16 + 4 * heads;
+    outside.per_position = 4 * v + (half ? 6 : 8) * h + 8;
+    outside.fixed = (half ? 2 * v * h : 8 * t) + kLossBytes;
+  } else {
+    // q, k and v per query head, the attention's output and the MLP's four products: in the
+    // plan's precision; the residual stream and the RMSNorms in fp32.
+    const std::int64_t per_element = half ? 8 : 16;
+    layer.per_position = (half ? (sdpa ? 26 : 34) : (sdpa ? 24 : 32)) * h +
+                         per_element * (q + inner) + 8 + 4 * heads;
+    // With one key/value head, scaled_dot_product_attention takes k and v expanded as views.
+    if (sdpa && kv_heads_ == 1) layer.per_position -= per_element / 2 * (q - kv);
+    if (half) layer.fixed += 8 * t * d;  // the rotary tables cast for q and k
+    outside.per_position = 4 * v + (half ? (sdpa ? 10 : 14) : (sdpa ? 12 : 16)) * h + 4;
+    outside.fixed = (half ? 2 * v * h : 8 * t * d) + kLossBytes;
+  }
+  const std::int64_t layer_bytes = m * t * layer.per_position + layer.fixed;
+  const std::int64_t checkpointed_bytes = m * t * h * 4 + kCheckpointStateBytes;
+  // GPT-2's layer forward alone (the ledger's per-block figure) keeps its weights' casts.
+  const std::int64_t checkpointed_shown = checkpointed_bytes + (gpt2_ ? layer.fixed : 0);
+
+  MemoryLedger ledger;
+  ledger.plan.microbatch = shape.microbatch;
+  ledger.plan.accumulation_steps = shape.accumulation_steps;
+  ledger.plan.precision = shape.precision;
+  ledger.budget_bytes = budget_bytes;
+  ledger.usable_bytes = usable_bytes;
+  ledger.method =
+      std::string("paper: formulas fitted to measured ledgers, for ") +
+      (sdpa ? "LibTorch 2.x's scaled_dot_product_attention" : "LibTorch 1.x's blockwise attention");
+  for (int i = 0; i < layers_; ++i) {
+    if (shape.checkpoint_all) ledger.plan.checkpoint_blocks.push_back(i);
+    ledger.blocks.push_back({i, layer_bytes, checkpointed_shown, 0.0});
+  }
+  const std::int64_t parameters = this->parameters();
+  ledger.parameters_bytes = 4 * parameters;  // fp32 master weights at every precision
+  ledger.gradients_bytes = 4 * parameters;
+  ledger.optimizer_state_bytes = 8 * parameters;                              // AdamW's two moments
+  ledger.inputs_bytes = std::int64_t{shape.accumulation_steps} * m * t * 16;  // int64 ids, targets
+  ledger.activations_bytes = layers_ * (shape.checkpoint_all ? checkpointed_bytes : layer_bytes) +
+                             m * t * outside.per_position + outside.fixed;
+  // The logits' gradient and the loss's, fp32. With every layer checkpointed, or when it is
+  // more, one recomputed layer (a Llama layer under LibTorch 2.x with its weights' casts) with
+  // a tied head's second gradient; GPT-2 holds both.
+  const std::int64_t logits = 8 * m * t * v;
+  const std::int64_t recomputed =
+      (sdpa && !gpt2_ ? layer_bytes : m * t * layer.per_position) + (tied_ ? 4 * v * h : 0);
+  ledger.temporaries_bytes =
+      shape.checkpoint_all ? std::max(logits, recomputed) + (gpt2_ ? logits : 0) : logits;
+  const std::int64_t state =
+      ledger.parameters_bytes + ledger.gradients_bytes + ledger.optimizer_state_bytes;
+  const std::int64_t update =
+      state + ledger.inputs_bytes + ledger.activations_bytes + ledger.temporaries_bytes;
+  // The evaluation: the held-out batch, and per position the larger of the logits with the
+  // loss's log-probabilities and a layer's forward without a graph.
+  const std::int64_t layer_forward =
+      gpt2_ && sdpa ? 4 * (2 * h + 3 * inner + 2 * heads) : 4 * (4 * h + 4 * inner + 4 * heads);
+  ledger.evaluation_peak_bytes =
+      state + std::int64_t{shape.eval_windows} * t * 16 + m * t * std::max(8 * v, layer_forward);
+  ledger.peak_bytes = std::max(update, ledger.evaluation_peak_bytes);
+  ledger.reserved_peak_bytes = ledger.peak_bytes;
+  return ledger;
+}
+
+int PaperModel::LargestMicrobatch(PaperShape shape, std::int64_t usable_bytes) const {
+  const auto fits = [&](int microbatch) {
+    shape.microbatch = microbatch;
+    return Ledger(shape, usable_bytes, usable_bytes).peak_bytes <= usable_bytes;
+  };
+  if (!fits(1)) return 0;
+  // The peak grows with the microbatch: double past the largest, then bisect.
+  constexpr int kMost = 1 << 16;
+  int low = 1, high = 2;
+  while (high < kMost && fits(high)) low = high, high *= 2;
+  if (high >= kMost && fits(kMost)) return kMost;
+  while (high - low > 1) {
+    const int middle = low + (high - low) / 2;
+    (fits(middle) ? low : high) = middle;
+  }
+  return low;
+}
+
+}  // namespace trainerd
