@@ -598,7 +598,7 @@ TEST_F(DaemonTest, ATorchScriptModelFromPythonIsPlannedCheckedTrainedAndReleased
 // A Hugging Face folder (made by transformers: the hf_models fixture) planned, checked,
 // trained and released by `trainerd --once`: the release folder is a Hugging Face folder that
 // transformers loads with no missing or unexpected weight, at float32.
-TEST_F(DaemonTest, AHuggingFaceFolderIsTrainedAndReleasedAsAFolderTransformersLoads) {
+TEST_F(DaemonTest, AHuggingFaceFolderIsTrainedReleasedAsAFolderTransformersLoadsAndContinued) {
   std::vector<std::uint16_t> tokens;
   for (int i = 0; i < 12000; ++i) tokens.push_back(static_cast<std::uint16_t>((i * 3) % 96));
   std::ofstream(dir_.File("train.bin"), std::ios::binary)
@@ -612,7 +612,8 @@ TEST_F(DaemonTest, AHuggingFaceFolderIsTrainedAndReleasedAsAFolderTransformersLo
                              "optimizer: {lr: 0.01}\n"
                              "training: {effective_batch: 8, updates: 8, seed: 5, "
                              "eval_interval: 4, checkpoint_interval: 4}\n"
-                             "runtime: {threads: 1}\n");
+                             "runtime: {threads: 1}\n"
+                             "init_from: current_release\n");
   WriteDaemonConfig();
   ASSERT_EQ(RunOnce(), 0) << Diagnostics();
   std::unique_ptr<store::Store> s = Store();
@@ -636,6 +637,24 @@ TEST_F(DaemonTest, AHuggingFaceFolderIsTrainedAndReleasedAsAFolderTransformersLo
   ASSERT_EQ(python.ExitCode(), 0) << python.ReadAllStderr();
   ASSERT_FALSE(lines.empty());
   EXPECT_EQ(lines.back(), "qwen2");
+
+  // The next night continues from that release, itself a Hugging Face folder: its evaluation
+  // before the first update is the release's final one, on the same held-out data.
+  ASSERT_EQ(RunOnce(), 0) << Diagnostics();
+  s = Store();
+  EXPECT_EQ(EventsOfKind(*s, 1, "init_from_none").size(), 1u) << "the folder's own weights";
+  EXPECT_TRUE(EventsOfKind(*s, 2, "init_from_none").empty()) << Diagnostics();
+  const std::vector<store::SliceEval> first = *s->GetSliceEvals(1);
+  const std::vector<store::SliceEval> second = *s->GetSliceEvals(2);
+  std::optional<double> released, initial;
+  for (const store::SliceEval& e : first) {
+    if (e.update == 8) released = e.loss;
+  }
+  for (const store::SliceEval& e : second) {
+    if (e.update == 0) initial = e.loss;
+  }
+  ASSERT_TRUE(released && initial) << Diagnostics();
+  EXPECT_NEAR(*initial, *released, 1e-6);
 }
 
 // The last rung of the fallback ladder for the team's own model: the daemon cannot load it,

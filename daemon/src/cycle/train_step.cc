@@ -56,7 +56,8 @@ class TrainStep : public CycleStep {
     if (active.spec.init_from.current_release && !CurrentReleaseWeights(config.state_dir)) {
       context.Record(run_id, "init_from_none", store::Severity::kInfo,
                      "init_from: current_release: no current release with weights yet, so the "
-                     "model starts from its random initialisation");
+                     "model starts from the weights its job gives it (a Hugging Face folder's "
+                     "or a TorchScript export's own, otherwise its random initialisation)");
     }
     Training& training = a.training;
     WorkerReport& report = training.report;
