@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "loop/fused_adamw.h"
 #include "loop/model_description.h"
 #include "loop/safetensors_writer.h"
 #include "trainerd/common/atomic_file.h"
@@ -89,10 +90,10 @@ Trainer::Trainer(const JobSpec& spec, const Dataset& corpus, EventSink* sink,
   model_->to(device_);
   const OptimizerSpec& o = spec_.optimizer;
   optimizer_ =
-      std::make_unique<torch::optim::AdamW>(model_->parameters(), torch::optim::AdamWOptions(o.lr)
-                                                                      .betas({o.beta1, o.beta2})
-                                                                      .weight_decay(o.weight_decay)
-                                                                      .eps(o.eps));
+      std::make_unique<FusedAdamW>(model_->parameters(), torch::optim::AdamWOptions(o.lr)
+                                                             .betas({o.beta1, o.beta2})
+                                                             .weight_decay(o.weight_decay)
+                                                             .eps(o.eps));
   if (spec_.plan.precision == Precision::kFp16) scaler_.emplace();
   job_identity_ = JobIdentity(spec_, corpus_.fingerprint());
 }
