@@ -2,12 +2,14 @@
 // give torch::optim::AdamW's parameters and state within fp32 rounding, with weight decay and
 // bias correction over several steps, leaving a parameter without a gradient untouched, and its
 // state saves and loads as AdamW's.
+#include "loop/fused_adamw.h"
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <sstream>
-
-#include "loop/fused_adamw.h"
+#include <string>
+#include <type_traits>
 
 namespace trainerd {
 namespace {
@@ -22,6 +24,22 @@ std::vector<torch::Tensor> Clones(const std::vector<torch::Tensor>& tensors) {
   std::vector<torch::Tensor> out;
   for (const torch::Tensor& t : tensors) out.push_back(t.detach().clone().requires_grad_());
   return out;
+}
+
+// A parameter's AdamW state: LibTorch 1.x keys it by the tensor's address as a string.
+template <typename Optimizer>
+const torch::optim::AdamWParamState& StateOf(Optimizer& optimizer, const torch::Tensor& parameter) {
+  auto& state = optimizer.state();
+  using Key = typename std::decay_t<decltype(state)>::key_type;
+  Key key;
+  if constexpr (std::is_same_v<Key, std::string>) {
+    std::ostringstream address;  // as c10::guts::to_string writes it
+    address << parameter.unsafeGetTensorImpl();
+    key = address.str();
+  } else {
+    key = parameter.unsafeGetTensorImpl();
+  }
+  return static_cast<const torch::optim::AdamWParamState&>(*state.at(key));
 }
 
 double RelativeDifference(const torch::Tensor& a, const torch::Tensor& b) {
@@ -52,10 +70,8 @@ TEST(FusedAdamWTest, ItsStepsAreAdamWs) {
   }
   EXPECT_TRUE(torch::equal(mine.back(), start.back())) << "no gradient, no step";
   for (std::size_t i = 0; i + 1 < start.size(); ++i) {
-    const auto& a = static_cast<const torch::optim::AdamWParamState&>(
-        *fused.state().at(mine[i].unsafeGetTensorImpl()));
-    const auto& b = static_cast<const torch::optim::AdamWParamState&>(
-        *plain.state().at(reference[i].unsafeGetTensorImpl()));
+    const torch::optim::AdamWParamState& a = StateOf(fused, mine[i]);
+    const torch::optim::AdamWParamState& b = StateOf(plain, reference[i]);
     EXPECT_EQ(a.step(), b.step());
     EXPECT_LE(RelativeDifference(a.exp_avg(), b.exp_avg()), 1e-6) << i;
     EXPECT_LE(RelativeDifference(a.exp_avg_sq(), b.exp_avg_sq()), 1e-6) << i;

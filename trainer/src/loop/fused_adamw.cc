@@ -37,8 +37,8 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
     }
     if (params.empty()) continue;
     const auto [beta1, beta2] = options.betas();
-    at::_fused_adamw_(params, grads, averages, squares, /*max_exp_avg_sqs=*/{}, steps,
-                      options.lr(), beta1, beta2, options.weight_decay(), options.eps(),
+    at::_fused_adamw_(params, grads, averages, squares, /*max_exp_avg_sqs=*/{}, steps, options.lr(),
+                      beta1, beta2, options.weight_decay(), options.eps(),
                       /*amsgrad=*/false, /*maximize=*/false);
   }
   return {};
