@@ -9,13 +9,13 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "../support/child_process.h"
 #include "../support/temp_dir.h"
-#include "trainerd/trainer/device/torch_compat.h"
 #include "trainerd/trainer/models/paper_ledger.h"
 #include "trainerd/trainer/plan/memory_ledger.h"
 #include "trainerd/trainer/spec/worker_protocol.h"
@@ -32,6 +32,18 @@ void ExpectWithin(std::int64_t predicted, std::int64_t measured, const std::stri
       << what << ": predicted " << predicted << " bytes, measured " << measured;
 }
 
+// The fixture's folder; for "llama_gqa_attention_dropout" a copy of llama_gqa drawing attention
+// dropout 0.1 (its training takes the blockwise kernel under LibTorch 2.x too).
+std::string FolderOf(const std::string& variant, const testing::TempDir& dir) {
+  if (variant != "llama_gqa_attention_dropout") return kModels + "/" + variant;
+  const std::string folder = dir.File(variant);
+  std::filesystem::copy(kModels + "/llama_gqa", folder, std::filesystem::copy_options::recursive);
+  nlohmann::json config = nlohmann::json::parse(testing::ReadFile(folder + "/config.json"));
+  config["attention_dropout"] = 0.1;
+  std::ofstream(folder + "/config.json") << config.dump(2);
+  return folder;
+}
+
 class HfPaperLedgerTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HfPaperLedgerTest, TheFormulasPredictTheMeasuredLedgerWithinFivePercent) {
@@ -39,7 +51,7 @@ TEST_P(HfPaperLedgerTest, TheFormulasPredictTheMeasuredLedgerWithinFivePercent) 
   const torch::Tensor tokens = torch::arange(0, 96, 7, torch::kShort).repeat({1000});
   std::ofstream(dir.File("tokens.bin"), std::ios::binary)
       .write(static_cast<const char*>(tokens.data_ptr()), tokens.nbytes());
-  const std::string folder = kModels + "/" + GetParam();
+  const std::string folder = FolderOf(GetParam(), dir);
   Result<PaperModel> paper = PaperModel::Read(folder);
   ASSERT_TRUE(paper.ok()) << paper.status().message();
   for (const Precision precision : {Precision::kFp32, Precision::kBf16}) {
@@ -69,8 +81,7 @@ TEST_P(HfPaperLedgerTest, TheFormulasPredictTheMeasuredLedgerWithinFivePercent) 
       shape.precision = precision;
       shape.checkpoint_all = checkpoint_all;
       shape.eval_windows = 16;  // data.eval_windows_per_slice's default
-      shape.attention = compat::kHasFusedAttention ? PaperAttention::kScaledDotProduct
-                                                   : PaperAttention::kBlockwise;
+      shape.libtorch = TORCH_VERSION_MAJOR >= 2 ? PaperLibTorch::k2 : PaperLibTorch::k1;
       const MemoryLedger predicted =
           paper->Ledger(shape, measured.budget_bytes, measured.usable_bytes);
       EXPECT_EQ(predicted.parameters_bytes, measured.parameters_bytes) << name;
@@ -101,7 +112,7 @@ TEST_P(HfPaperLedgerTest, TheFormulasPredictTheMeasuredLedgerWithinFivePercent) 
 INSTANTIATE_TEST_SUITE_P(Variants, HfPaperLedgerTest,
                          ::testing::Values("llama_gqa", "llama_tied_llama3_bias", "llama_v4_config",
                                            "qwen2", "mistral", "llama_sharded", "gpt2",
-                                           "gpt2_hub_names"));
+                                           "gpt2_hub_names", "llama_gqa_attention_dropout"));
 
 // The counts each model's publisher gives (its safetensors' total), from config.json alone:
 // the tied heads of Llama 3.2 1B and Qwen2.5 0.5B, Qwen2's q/k/v biases, grouped-query k/v.

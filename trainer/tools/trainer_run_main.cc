@@ -346,8 +346,8 @@ int RunPaperLedger(const Args& args) {
       throw UsageError("--checkpoint: expected none or all, got '" + it->second + "'");
     shape.checkpoint_all = it->second == "all";
   }
-  shape.attention = TORCH_VERSION_MAJOR >= 2 ? trainerd::PaperAttention::kScaledDotProduct
-                                             : trainerd::PaperAttention::kBlockwise;
+  shape.libtorch =
+      TORCH_VERSION_MAJOR >= 2 ? trainerd::PaperLibTorch::k2 : trainerd::PaperLibTorch::k1;
   const trainerd::MemoryLedger ledger = model->Ledger(shape, device, usable);
   nlohmann::json fits = nlohmann::json::array();
   for (const trainerd::Precision precision :

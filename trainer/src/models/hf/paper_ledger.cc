@@ -40,6 +40,7 @@ Result<PaperModel> PaperModel::Read(const std::string& folder) {
   model.qkv_bias_ = config->qkv_bias;
   model.o_bias_ = config->o_bias;
   model.mlp_bias_ = config->mlp_bias;
+  model.attention_dropout_ = config->attention_dropout > 0;
   return model;
 }
 
@@ -71,7 +72,10 @@ MemoryLedger PaperModel::Ledger(const PaperShape& shape, std::int64_t budget_byt
                      v = vocab_, heads = heads_, d = head_dim_;
   const std::int64_t q = heads * d, kv = kv_heads_ * d;
   const bool half = shape.precision != Precision::kFp32;
-  const bool sdpa = shape.attention == PaperAttention::kScaledDotProduct;
+  const bool v2 = shape.libtorch == PaperLibTorch::k2;
+  // The kernel a Llama layer trains with: 2.x's scaled_dot_product_attention, or the blockwise
+  // one where attention dropout is drawn (and always under 1.x; models/gpt/gpt.h).
+  const bool blockwise = !v2 || attention_dropout_;
   // Per layer, and outside the layers (embeddings, final norm, head, loss): the coefficients
   // are bytes per position of each width, fitted to measured ledgers (docs/hugging-face.md).
   Kept layer, outside;
@@ -84,12 +88,15 @@ MemoryLedger PaperModel::Ledger(const PaperShape& shape, std::int64_t budget_byt
     // q, k and v per query head, the attention's output and the MLP's four products: in the
     // plan's precision; the residual stream and the RMSNorms in fp32.
     const std::int64_t per_element = half ? 8 : 16;
-    layer.per_position = (half ? (sdpa ? 26 : 34) : (sdpa ? 24 : 32)) * h +
-                         per_element * (q + inner) + 8 + 4 * heads;
-    // With one key/value head, scaled_dot_product_attention takes k and v expanded as views.
-    if (sdpa && kv_heads_ == 1) layer.per_position -= per_element / 2 * (q - kv);
+    layer.per_position =
+        (half ? (v2 ? 26 : 34) : (v2 ? 24 : 32)) * h + per_element * (q + inner) + 8 + 4 * heads;
+    // With one key/value head, 2.x's scaled_dot_product_attention (no attention dropout) takes
+    // k and v expanded as views; the blockwise kernel copies them.
+    if (!blockwise && kv_heads_ == 1) {
+      layer.per_position -= per_element / 2 * (q - kv);
+    }
     if (half) layer.fixed += 8 * t * d;  // the rotary tables cast for q and k
-    outside.per_position = 4 * v + (half ? (sdpa ? 10 : 14) : (sdpa ? 12 : 16)) * h + 4;
+    outside.per_position = 4 * v + (half ? (v2 ? 10 : 14) : (v2 ? 12 : 16)) * h + 4;
     outside.fixed = (half ? 2 * v * h : 8 * t * d) + kLossBytes;
   }
   const std::int64_t layer_bytes = m * t * layer.per_position + layer.fixed;
@@ -103,9 +110,8 @@ MemoryLedger PaperModel::Ledger(const PaperShape& shape, std::int64_t budget_byt
   ledger.plan.precision = shape.precision;
   ledger.budget_bytes = budget_bytes;
   ledger.usable_bytes = usable_bytes;
-  ledger.method =
-      std::string("paper: formulas fitted to measured ledgers, for ") +
-      (sdpa ? "LibTorch 2.x's scaled_dot_product_attention" : "LibTorch 1.x's blockwise attention");
+  ledger.method = std::string("paper: formulas fitted to ledgers measured under LibTorch ") +
+                  (v2 ? "2.x" : "1.x");
   for (int i = 0; i < layers_; ++i) {
     if (shape.checkpoint_all) ledger.plan.checkpoint_blocks.push_back(i);
     ledger.blocks.push_back({i, layer_bytes, checkpointed_shown, 0.0});
@@ -118,11 +124,15 @@ MemoryLedger PaperModel::Ledger(const PaperShape& shape, std::int64_t budget_byt
   ledger.activations_bytes = layers_ * (shape.checkpoint_all ? checkpointed_bytes : layer_bytes) +
                              m * t * outside.per_position + outside.fixed;
   // The logits' gradient and the loss's, fp32. With every layer checkpointed, or when it is
-  // more, one recomputed layer (a Llama layer under LibTorch 2.x with its weights' casts) with
-  // a tied head's second gradient; GPT-2 holds both.
+  // more, one recomputed layer with a tied head's second gradient (GPT-2 holds both): a Llama
+  // layer under scaled_dot_product_attention with its weights' casts; under the blockwise
+  // kernel without them, and with 1.x's two hidden-wide tensors whichever LibTorch runs.
   const std::int64_t logits = 8 * m * t * v;
-  const std::int64_t recomputed =
-      (sdpa && !gpt2_ ? layer_bytes : m * t * layer.per_position) + (tied_ ? 4 * v * h : 0);
+  const std::int64_t recomputed_layer = gpt2_ ? m * t * layer.per_position
+                                        : blockwise
+                                            ? m * t * (layer.per_position + (v2 ? 8 * h : 0))
+                                            : layer_bytes;
+  const std::int64_t recomputed = recomputed_layer + (tied_ ? 4 * v * h : 0);
   ledger.temporaries_bytes =
       shape.checkpoint_all ? std::max(logits, recomputed) + (gpt2_ ? logits : 0) : logits;
   const std::int64_t state =
@@ -132,7 +142,7 @@ MemoryLedger PaperModel::Ledger(const PaperShape& shape, std::int64_t budget_byt
   // The evaluation: the held-out batch, and per position the larger of the logits with the
   // loss's log-probabilities and a layer's forward without a graph.
   const std::int64_t layer_forward =
-      gpt2_ && sdpa ? 4 * (2 * h + 3 * inner + 2 * heads) : 4 * (4 * h + 4 * inner + 4 * heads);
+      gpt2_ && v2 ? 4 * (2 * h + 3 * inner + 2 * heads) : 4 * (4 * h + 4 * inner + 4 * heads);
   ledger.evaluation_peak_bytes =
       state + std::int64_t{shape.eval_windows} * t * 16 + m * t * std::max(8 * v, layer_forward);
   ledger.peak_bytes = std::max(update, ledger.evaluation_peak_bytes);

@@ -1,7 +1,7 @@
 // The memory ledger of a Hugging Face causal LM at a size no machine here holds, on paper:
 // from config.json alone, by per-architecture formulas whose coefficients were fitted to the
 // ledgers trainer-run measures (plan/memory_ledger.h) for small models of each family, at fp32
-// and bf16, under both attention kernels (docs/hugging-face.md, "Sizes no machine here can
+// and bf16, under LibTorch 1.13 and 2.11 (docs/hugging-face.md, "Sizes no machine here can
 // hold"). trainer-run --what-if --model DIR prints it. Torch-free.
 #pragma once
 
@@ -14,10 +14,11 @@
 
 namespace trainerd {
 
-// The attention kernel a build runs, which decides what each layer keeps for its backward:
-// LibTorch 1.x's blockwise kernel (models/gpt/blockwise_attention.h) or 2.x's
-// scaled_dot_product_attention.
-enum class PaperAttention { kBlockwise, kScaledDotProduct };
+// The LibTorch whose autograd the formulas describe: what a layer keeps for its backward differs
+// between the versions (1.x keeps two more hidden-wide tensors per Llama layer), not between
+// the attention kernels (the blockwise one, which draws attention dropout, keeps what 2.x's
+// scaled_dot_product_attention keeps).
+enum class PaperLibTorch { k1, k2 };
 
 struct PaperShape {
   int block_size = 0;
@@ -26,7 +27,7 @@ struct PaperShape {
   Precision precision = Precision::kFp32;
   bool checkpoint_all = false;  // every layer checkpointed, or none
   int eval_windows = 16;        // data.eval_windows_per_slice: the held-out batch
-  PaperAttention attention = PaperAttention::kScaledDotProduct;
+  PaperLibTorch libtorch = PaperLibTorch::k2;
 };
 
 class PaperModel {
@@ -57,6 +58,7 @@ class PaperModel {
   std::int64_t heads_ = 0, kv_heads_ = 0, head_dim_ = 0;
   int max_positions_ = 0;
   bool tied_ = false, qkv_bias_ = false, o_bias_ = false, mlp_bias_ = false;
+  bool attention_dropout_ = false;
 };
 
 }  // namespace trainerd
