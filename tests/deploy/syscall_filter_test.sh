@@ -172,7 +172,9 @@ set +e
 rc=$?
 set -e
 [[ $rc -eq 0 ]] || fail "trainer-run under the filter exited $rc: $(tail -5 "$tmp/worker.err")"
-jit=$(grep -E '^(onednn|dnnl)_verbose,exec,' "$tmp/worker.out" | grep -cE ',(jit|brg)[^,]*,' || true)
+# oneDNN 2 (LibTorch 1.13) writes onednn_verbose,exec,...; oneDNN 3 onednn_verbose,v1,primitive,exec,...
+executed='^(onednn|dnnl)_verbose,(v1,primitive,)?exec,'
+jit=$(grep -E "$executed" "$tmp/worker.out" | grep -cE ',(jit|brg)[^,]*,' || true)
 [[ $jit -gt 0 ]] || fail "trainer-run ran no JIT-compiled oneDNN primitive: $(head -5 "$tmp/worker.out")"
 echo "ok: trainer-run ran $jit JIT-compiled oneDNN primitives under the filter"
 echo "PASS: the service works inside its SystemCallFilter="
