@@ -328,8 +328,7 @@ int RunPaperLedger(const Args& args) {
     return exit_code::kUsage;
   }
   const std::int64_t device = SizeFlag(args, "--device", true);
-  const std::int64_t usable =
-      static_cast<std::int64_t>(static_cast<double>(device) * (1.0 - ReserveFlag(args)));
+  const std::int64_t usable = trainerd::MemorySpec{device, ReserveFlag(args)}.usable_bytes();
   trainerd::PaperShape shape;
   shape.block_size = CountFlag(args, "--block", std::min(model->max_positions(), 2048), 1 << 20);
   shape.microbatch = CountFlag(args, "--microbatch", 1, 1 << 16);

@@ -89,11 +89,10 @@ Trainer::Trainer(const JobSpec& spec, const Dataset& corpus, EventSink* sink,
   model_->set_checkpointed_blocks(spec_.plan.checkpoint_blocks);
   model_->to(device_);
   const OptimizerSpec& o = spec_.optimizer;
-  optimizer_ =
-      std::make_unique<FusedAdamW>(model_->parameters(), torch::optim::AdamWOptions(o.lr)
-                                                             .betas({o.beta1, o.beta2})
-                                                             .weight_decay(o.weight_decay)
-                                                             .eps(o.eps));
+  optimizer_ = std::make_unique<FusedAdamW>(model_->parameters(), torch::optim::AdamWOptions(o.lr)
+                                                                      .betas({o.beta1, o.beta2})
+                                                                      .weight_decay(o.weight_decay)
+                                                                      .eps(o.eps));
   if (spec_.plan.precision == Precision::kFp16) scaler_.emplace();
   job_identity_ = JobIdentity(spec_, corpus_.fingerprint());
 }
