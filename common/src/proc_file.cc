@@ -19,12 +19,21 @@ std::string ProcFileValue(const std::string& path, const std::string& key) {
   return "";
 }
 
-std::int64_t HostMemoryBytes() {
-  std::istringstream kib(ProcFileValue("/proc/meminfo", "MemTotal"));  // "24574412 kB"
+namespace {
+
+// A /proc/meminfo figure in bytes ("24574412 kB"); 0 where it cannot be read.
+std::int64_t MeminfoBytes(const std::string& key) {
+  std::istringstream kib(ProcFileValue("/proc/meminfo", key));
   std::int64_t kilobytes = 0;
   kib >> kilobytes;
   return kilobytes * 1024;
 }
+
+}  // namespace
+
+std::int64_t HostMemoryBytes() { return MeminfoBytes("MemTotal"); }
+
+std::int64_t HostAvailableBytes() { return MeminfoBytes("MemAvailable"); }
 
 std::string SelfCgroupDir() {
   std::ifstream cgroup("/proc/self/cgroup");

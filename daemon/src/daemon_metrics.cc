@@ -100,6 +100,9 @@ struct DaemonMetrics::Families {
                                             "The last run's plan: accumulation steps");
   Family<Gauge>& checkpointed = GaugeFamily(*registry, names, "trainerd_plan_checkpointed_blocks",
                                             "The last run's plan: activation-checkpointed blocks");
+  Family<Gauge>& state_on_host =
+      GaugeFamily(*registry, names, "trainerd_plan_optimizer_state_on_host",
+                  "The last run's plan: 1 when it kept the optimizer state on the host");
   Family<Gauge>& time_model_error = GaugeFamily(
       *registry, names, "trainerd_plan_time_model_error_ratio",
       "The planner's last choice: its time model's predicted over measured update, less 1");
@@ -159,9 +162,11 @@ void DaemonMetrics::RunFinished(const store::RunRecord& run,
     f_->microbatch.Add({}).Set(static_cast<double>(run.plan->microbatch));
     f_->accumulation.Add({}).Set(static_cast<double>(run.plan->accumulation_steps));
     f_->checkpointed.Add({}).Set(static_cast<double>(run.plan->checkpoint_blocks.size()));
+    f_->state_on_host.Add({}).Set(run.plan->optimizer_state == StatePlacement::kHost ? 1 : 0);
   } else {
     // A run stopped before planning had no plan: no series rather than the previous run's.
-    for (auto* family : {&f_->microbatch, &f_->accumulation, &f_->checkpointed}) {
+    for (auto* family :
+         {&f_->microbatch, &f_->accumulation, &f_->checkpointed, &f_->state_on_host}) {
       if (family->Has({})) family->Remove(&family->Add({}));
     }
   }

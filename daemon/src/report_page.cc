@@ -77,7 +77,8 @@ std::string StoredPlanText(const Json& plan) {
          std::to_string(plan.value("accumulation_steps", 0)) + ", " + plan.value("precision", "") +
          ", " +
          (blocks.empty() ? std::string("no blocks checkpointed")
-                         : "blocks " + blocks.dump() + " checkpointed");
+                         : "blocks " + blocks.dump() + " checkpointed") +
+         (plan.value("optimizer_state", "device") == "host" ? ", optimizer state on the host" : "");
 }
 
 // The details of the run's last event of `kind`, or null.
@@ -119,6 +120,9 @@ std::string PlanSection(const Json& facts) {
   std::string html = "<section id=\"plan\"><h2>Plan</h2>\n<p><b>" +
                      EscapeHtml(StoredPlanText(run["plan"])) + "</b>" +
                      (source.empty() ? "" : ", from the " + EscapeHtml(source)) + "</p>\n";
+  if (const std::optional<PlanSpec> levers = StoredReport<PlanSpec>(run["plan"])) {
+    html += "<p>levers: " + EscapeHtml(DescribeLevers(*levers)) + "</p>\n";
+  }
   // Update time: the effective batch at the measured samples/s.
   Json measured_update;
   const Json effective =

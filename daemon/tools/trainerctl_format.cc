@@ -21,7 +21,8 @@ std::string Plan(const Json& plan) {
   if (!plan.is_object()) return "-";
   return std::to_string(plan.value("microbatch", 0)) + " x " +
          std::to_string(plan.value("accumulation_steps", 0)) + " " + plan.value("precision", "") +
-         " ckpt " + std::to_string(plan.value("checkpoint_blocks", Json::array()).size());
+         " ckpt " + std::to_string(plan.value("checkpoint_blocks", Json::array()).size()) +
+         (plan.value("optimizer_state", "device") == "host" ? " state:host" : "");
 }
 
 std::string Duration(const Json& run) {

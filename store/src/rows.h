@@ -61,12 +61,13 @@ void BindRun(sqlite::Statement& stmt, const RunRecord& run, std::int64_t hardwar
              std::int64_t software_id);
 // The plan columns of a run alone, as `r`; all NULL until the run's plan is chosen.
 inline constexpr std::string_view kSelectPlan =
-    "SELECT r.microbatch, r.accumulation_steps, r.checkpoint_blocks, r.precision FROM runs r";
-inline constexpr int kPlanColumns = 4;
+    "SELECT r.microbatch, r.accumulation_steps, r.checkpoint_blocks, r.precision, "
+    "r.optimizer_state FROM runs r";
+inline constexpr int kPlanColumns = 5;
 // UPDATE of the plan columns WHERE id = ?, bound by BindPlan (then the id).
 inline constexpr std::string_view kUpdatePlan =
-    "UPDATE runs SET (microbatch, accumulation_steps, checkpoint_blocks, precision) = "
-    "(?, ?, ?, ?) WHERE id = ?";
+    "UPDATE runs SET (microbatch, accumulation_steps, checkpoint_blocks, precision, "
+    "optimizer_state) = (?, ?, ?, ?, ?) WHERE id = ?";
 void BindPlan(sqlite::Statement& stmt, const PlanSpec& plan);
 // REQUIRES: the plan columns are not NULL.
 [[nodiscard]] Result<PlanSpec> ReadPlan(sqlite::Statement& stmt);

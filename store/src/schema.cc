@@ -17,7 +17,7 @@ struct Migration {
 
 // The schema's history. A released step never changes: databases in the field already ran
 // it. A change is a new step at the end, and kSchemaVersion follows it.
-constexpr std::array<Migration, 6> kMigrations = {{
+constexpr std::array<Migration, 7> kMigrations = {{
     {1, R"sql(
 CREATE TABLE config_versions (
   hash       TEXT PRIMARY KEY,
@@ -278,6 +278,13 @@ ALTER TABLE runs ADD COLUMN world_size INTEGER NOT NULL DEFAULT 1 CHECK (world_s
 )sql"},
     {6, R"sql(
 ALTER TABLE hardware ADD COLUMN isa TEXT NOT NULL DEFAULT '';
+)sql"},
+    // Where the plan kept the optimizer state: a fifth plan column, 'device' for every run
+    // recorded before plans could keep it on the host.
+    {7, R"sql(
+ALTER TABLE runs ADD COLUMN optimizer_state TEXT
+  CHECK (optimizer_state IS NULL OR optimizer_state IN ('device', 'host'));
+UPDATE runs SET optimizer_state = 'device' WHERE microbatch IS NOT NULL;
 )sql"},
 }};
 

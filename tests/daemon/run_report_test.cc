@@ -273,6 +273,10 @@ TEST_F(RunReportTest, ThePageShowsEverySectionAndItsLedgerBarAddsUpToTheRecorded
   // would make it look slower); and the time model's error on the chosen plan.
   EXPECT_NE(html.find("time model 2m 20s against 2m 30s for the chosen plan"), std::string::npos);
   EXPECT_NE(html.find("the time model predicted 2m 30s (+25%)"), std::string::npos);
+  // Which category each of the plan's levers attacked.
+  EXPECT_NE(html.find("<p>levers: 2 microbatches (activations), 1 block checkpointed "
+                      "(activations), bf16 (activations)</p>"),
+            std::string::npos);
   EXPECT_NE(html.find("<b>+25%</b>"), std::string::npos);
   // The rejected candidate and its reason, escaped: the page runs nothing and loads nothing.
   EXPECT_NE(html.find("&lt;script&gt;alert(1)&lt;/script&gt;"), std::string::npos);

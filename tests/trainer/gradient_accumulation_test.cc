@@ -87,7 +87,7 @@ TEST_F(GradientAccumulationTest, ClippingRunsOncePerUpdateOnTheAccumulatedGradie
   auto model = Model();
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1));
   AccumulateGradients(*model, pieces, {});
-  const StepResult step = UnscaleClipStep(*model, optimizer, clip, {});
+  const StepResult step = UnscaleClipStep(model->parameters(), optimizer, clip, {});
   ASSERT_GT(step.grad_norm, clip);  // the clip is active
   // After the update the gradient left in .grad is the accumulated one scaled to `clip`.
   EXPECT_NEAR(GlobalGradNorm(*model), clip, 1e-6);

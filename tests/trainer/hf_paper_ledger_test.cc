@@ -114,6 +114,43 @@ INSTANTIATE_TEST_SUITE_P(Variants, HfPaperLedgerTest,
                                            "qwen2", "mistral", "llama_sharded", "gpt2",
                                            "gpt2_hub_names", "llama_gqa_attention_dropout"));
 
+// With the optimizer state on the host the formulas move it there: the host's part exact,
+// the device's peak as measured without it.
+TEST(HfPaperModelTest, TheHostStatePlacementMovesTheStateOffTheDeviceAsMeasured) {
+  testing::TempDir dir;
+  const torch::Tensor tokens = torch::arange(0, 96, 7, torch::kShort).repeat({1000});
+  std::ofstream(dir.File("tokens.bin"), std::ios::binary)
+      .write(static_cast<const char*>(tokens.data_ptr()), tokens.nbytes());
+  const std::string folder = FolderOf("llama_gqa", dir);
+  const std::string job =
+      dir.Write("job.yaml", "model: {kind: hf, path: " + folder + ", block_size: 32}\n" +
+                                "data: {format: tokens, train: tokens.bin, eval: [tokens.bin]}\n"
+                                "training: {effective_batch: 4, updates: 2, seed: 5}\n"
+                                "plan: {microbatch: 2, optimizer_state: host}\n"
+                                "runtime: {threads: 1}\nmemory: {budget: 1GiB}\n");
+  testing::ChildProcess run({TRAINER_RUN_PATH, "--config", job, "--ledger", "--json"});
+  const std::vector<std::string> lines = run.ReadAllLines();
+  ASSERT_EQ(run.ExitCode(), 0) << run.ReadAllStderr();
+  const MemoryLedger measured = Parse<MemoryLedger>(nlohmann::json::parse(lines.back()));
+  ASSERT_TRUE(measured.host);
+  Result<PaperModel> paper = PaperModel::Read(folder);
+  ASSERT_TRUE(paper.ok()) << paper.status().message();
+  PaperShape shape;
+  shape.block_size = 32;
+  shape.microbatch = 2;
+  shape.accumulation_steps = 2;
+  shape.optimizer_state = StatePlacement::kHost;
+  shape.libtorch = TORCH_VERSION_MAJOR >= 2 ? PaperLibTorch::k2 : PaperLibTorch::k1;
+  const MemoryLedger predicted = paper->Ledger(shape, measured.budget_bytes, measured.usable_bytes);
+  ASSERT_TRUE(predicted.host);
+  EXPECT_EQ(predicted.optimizer_state_bytes, 0);
+  EXPECT_EQ(predicted.plan, measured.plan);
+  EXPECT_EQ(predicted.host->master_weights_bytes, measured.host->master_weights_bytes);
+  EXPECT_EQ(predicted.host->gradients_bytes, measured.host->gradients_bytes);
+  EXPECT_EQ(predicted.host->optimizer_state_bytes, measured.host->optimizer_state_bytes);
+  ExpectWithin(predicted.peak_bytes, measured.peak_bytes, "device peak");
+}
+
 // The counts each model's publisher gives (its safetensors' total), from config.json alone:
 // the tied heads of Llama 3.2 1B and Qwen2.5 0.5B, Qwen2's q/k/v biases, grouped-query k/v.
 TEST(HfPaperModelTest, PublicConfigsGiveTheirPublishedParameterCounts) {
@@ -167,7 +204,9 @@ TEST(HfPaperModelTest, TrainerRunWhatIfModelPrintsTheLedgerAndWhatFits) {
   EXPECT_EQ(ledger.at("blocks").size(), 16u);
   EXPECT_EQ(ledger.at("plan").at("checkpoint_blocks").size(), 16u);
   EXPECT_EQ(ledger.at("plan").at("precision"), "bf16");
-  EXPECT_EQ(report.at("fits").size(), 4u) << "fp32 and bf16, with and without checkpointing";
+  EXPECT_EQ(report.at("fits").size(), 8u)
+      << "fp32 and bf16, with and without checkpointing, the optimizer state on the device and "
+         "on the host";
   EXPECT_EQ(LedgerTable(Parse<MemoryLedger>(ledger)).find("forward"), std::string::npos)
       << "a ledger on paper has no forward time";
 }
@@ -179,6 +218,7 @@ TEST(HfPaperModelTest, BadArgumentsAndFoldersExitTwoNamingTheProblem) {
       {{"--model", llama, "--device", "24GiB", "--blocks", "4"}, "--blocks does not go with"},
       {{"--model", llama, "--device", "24GiB", "--precision", "fp64"}, "--precision"},
       {{"--model", llama, "--device", "24GiB", "--checkpoint", "some"}, "--checkpoint"},
+      {{"--model", llama, "--device", "24GiB", "--optimizer-state", "cpu"}, "--optimizer-state"},
       {{"--model", llama}, "--device"},
       {{"--static", "1GB", "--act-per-sample", "1MB", "--device", "2GB", "--block", "8"},
        "--block only goes with --what-if --model"},

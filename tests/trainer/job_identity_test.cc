@@ -86,6 +86,7 @@ const std::map<std::string, KeyCase>& Cases() {
       {"plan.accumulation_steps", {"2", Effect::kNotTrained}},
       {"plan.checkpoint_blocks", {"[0]", Effect::kNotTrained}},
       {"plan.precision", {"bf16", Effect::kNotTrained}},
+      {"plan.optimizer_state", {"host", Effect::kNotTrained}},
       {"runtime.threads", {"2", Effect::kNotTrained}},
       {"runtime.device", {"cuda", Effect::kNotTrained}},
       {"runtime.fix_blas_core", {"false", Effect::kNotTrained}},
@@ -96,8 +97,10 @@ const std::map<std::string, KeyCase>& Cases() {
       {"distributed.launcher_args", {"[--nnodes=2]", Effect::kNotTrained}},
       {"memory.budget", {"1GiB", Effect::kNotTrained}},
       {"memory.reserve", {"20%", Effect::kNotTrained}},
+      {"memory.host_budget", {"8GiB", Effect::kNotTrained}},
       {"planner.precisions", {"[fp32]", Effect::kNotTrained}},
       {"planner.probe_microbatches", {"[1, 8]", Effect::kNotTrained}},
+      {"planner.optimizer_states", {"[device]", Effect::kNotTrained}},
       {"window", {"2h", Effect::kNotTrained}},
       {"init_from", {"/srv/weights/model.safetensors", Effect::kContent}},
   };

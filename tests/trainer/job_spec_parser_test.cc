@@ -124,10 +124,16 @@ TEST(JobSpecParserTest, CrossFieldChecks) {
 
 TEST(JobSpecParserTest, SizesDurationsAndFractions) {
   Result<JobSpec> spec = ParseJobSpecText(
-      std::string(kMinimal) + "memory: {budget: 0.34GB, reserve: 0.2}\nwindow: 90m\n", "job.yaml");
+      std::string(kMinimal) + "memory: {budget: 0.34GB, reserve: 0.2, host_budget: 8GiB}\n" +
+          "window: 90m\n",
+      "job.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status().message();
   EXPECT_EQ(spec->memory.budget_bytes, 340'000'000);
   EXPECT_DOUBLE_EQ(spec->memory.reserve_fraction, 0.2);
+  EXPECT_EQ(spec->memory.host_budget_bytes, 8LL << 30);
+  EXPECT_NE(ErrorOf(std::string(kMinimal) + "memory: {host_budget: -1GB}\n")
+                .find("memory.host_budget: expected a positive size"),
+            std::string::npos);
   EXPECT_DOUBLE_EQ(*spec->window_seconds, 5400.0);
   EXPECT_NE(ErrorOf(std::string(kMinimal) + "memory: {budget: lots}\n")
                 .find("memory.budget: expected a positive size such as 24GiB"),
@@ -271,6 +277,11 @@ TEST(JobSpecParserTest, PlanDerivesAccumulationAndNamesBlocks) {
   ASSERT_TRUE(spec.ok());
   EXPECT_TRUE(spec->plan.checkpoint_blocks.empty());
   EXPECT_EQ(spec->plan.accumulation_steps, 1);
+  EXPECT_EQ(spec->plan.optimizer_state, StatePlacement::kDevice);
+
+  spec = ParseJobSpecText(std::string(kMinimal) + "plan: {optimizer_state: host}\n", "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(spec->plan.optimizer_state, StatePlacement::kHost);
 }
 
 TEST(JobSpecParserTest, InconsistentPlansAreRejected) {
@@ -286,6 +297,12 @@ TEST(JobSpecParserTest, InconsistentPlansAreRejected) {
       std::string::npos);
   EXPECT_NE(ErrorOf(std::string(kMinimal) + "plan: {precision: fp8}\n")
                 .find("plan.precision: expected one of fp32 bf16 fp16, got 'fp8'"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(std::string(kMinimal) + "planner: {optimizer_states: [host]}\n")
+                .find("planner.optimizer_states: expected a list that includes device"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(std::string(kMinimal) + "plan: {optimizer_state: cpu}\n")
+                .find("plan.optimizer_state: expected one of device host, got 'cpu'"),
             std::string::npos);
 }
 

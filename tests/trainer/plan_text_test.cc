@@ -28,6 +28,24 @@ ChosenPlan BundledJob() {
   return chosen;
 }
 
+TEST(PlanTextTest, APlanSaysWhereItKeepsTheOptimizerStateWhenItIsTheHost) {
+  EXPECT_EQ(DescribePlan({4, 2, {0, 1}, Precision::kBf16}), "4 x 2, 2 blocks checkpointed, bf16");
+  EXPECT_EQ(DescribePlan({4, 2, {}, Precision::kFp32, StatePlacement::kHost}),
+            "4 x 2, 0 blocks checkpointed, fp32, optimizer state on the host");
+}
+
+TEST(PlanTextTest, EachLeverNamesTheCategoryItAttacks) {
+  EXPECT_EQ(DescribeLevers({8, 1, {}, Precision::kFp32}), "none");
+  EXPECT_EQ(DescribeLevers({2, 4, {1}, Precision::kBf16, StatePlacement::kHost}),
+            "4 microbatches (activations), 1 block checkpointed (activations), bf16 "
+            "(activations), optimizer state on the host (optimizer state)");
+  EXPECT_NE(PlanText(BundledJob())
+                .find("\n  levers: 2 microbatches (activations), 1 block "
+                      "checkpointed (activations), bf16 (activations)\n"),
+            std::string::npos)
+      << PlanText(BundledJob());
+}
+
 TEST(PlanTextTest, ARejectedPlanNeverTimedIsComparedByTheTimeModelWithTheChosenPlansModelledTime) {
   const ChosenPlan chosen = BundledJob();
   EXPECT_EQ(DescribeRejectedTiming(chosen.rejected[0], chosen),

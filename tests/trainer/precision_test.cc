@@ -86,14 +86,14 @@ TEST_F(PrecisionTest, Fp16StepThroughTheLoopSkipsOnOverflow) {
 
   AccumulateGradients(*model, {batch}, context);
   model->parameters()[0].mutable_grad().view({-1})[0] = std::nan("");  // injected overflow
-  const StepResult skipped = UnscaleClipStep(*model, optimizer, 1.0, context);
+  const StepResult skipped = UnscaleClipStep(model->parameters(), optimizer, 1.0, context);
   EXPECT_TRUE(skipped.skipped);
   EXPECT_EQ(scaler.scale(), 32768.0);
   EXPECT_TRUE(torch::equal(model->parameters()[0], before));
 
   model->zero_grad();
   AccumulateGradients(*model, {batch}, context);
-  const StepResult taken = UnscaleClipStep(*model, optimizer, 1.0, context);
+  const StepResult taken = UnscaleClipStep(model->parameters(), optimizer, 1.0, context);
   EXPECT_FALSE(taken.skipped);
   EXPECT_FALSE(torch::equal(model->parameters()[0], before));
 }

@@ -280,6 +280,25 @@ TEST(TrainerRunTest, ABudgetTooSmallForTheForcedPlanIsAnOomWithPlanAndLedger) {
   EXPECT_GT(error["details"]["ledger"]["parameters_bytes"].get<std::int64_t>(), 0);
 }
 
+TEST(TrainerRunTest, AHostBudgetBelowTheHostStateIsAnOomNamingItBeforeAnyUpdate) {
+  testing::TempDir dir;
+  const std::string config =
+      dir.Write("job.yaml", testing::TinyGptYaml(3) +
+                                "plan: {optimizer_state: host}\nmemory: {host_budget: 64KiB}\n");
+  ChildProcess child({TRAINER_RUN_PATH, "--config", config, "--output-dir", dir.File("out")});
+  const auto events = Events(child.ReadAllLines());
+  EXPECT_EQ(child.ExitCode(), 4);
+  ASSERT_FALSE(events.empty());
+  const nlohmann::json& error = events.back();
+  EXPECT_EQ(error["event"], "error");
+  EXPECT_EQ(error["kind"], "oom");
+  EXPECT_NE(error["message"].get<std::string>().find("memory.host_budget"), std::string::npos)
+      << error.dump();
+  EXPECT_EQ(error["details"]["plan"]["optimizer_state"], "host");
+  for (const nlohmann::json& event : events) EXPECT_NE(event["event"], "update");
+  EXPECT_FALSE(std::filesystem::exists(dir.File("out/model.pt")));
+}
+
 TEST(TrainerRunTest, PlanAutoFitsTheSameBudgetAndTrains) {
   testing::TempDir dir;
   const std::string config = dir.Write(

@@ -62,7 +62,7 @@ constexpr const char* kUsage = R"(usage:
               [--microbatch N --blocks N] [--json]
   trainer-run --what-if --model DIR --device SIZE [--reserve 10%] [--block N]
               [--microbatch N] [--accumulation N] [--precision P] [--checkpoint none|all]
-              [--json]
+              [--optimizer-state device|host] [--json]
 
 Trains the job described by a YAML job spec in the foreground, under its memory budget
 (memory.budget less memory.reserve): an allocation beyond it is an out-of-memory error.
@@ -72,7 +72,7 @@ options:
                        memory, planner, window)
   --plan FILE          replace the spec's plan with this YAML/JSON mapping: microbatch,
                        accumulation_steps, checkpoint_blocks (all, none or [0, 2]),
-                       precision (fp32, bf16, fp16)
+                       precision (fp32, bf16, fp16), optimizer_state (device, host)
   --plan auto          run the planner first, then train with the plan it chose
   --output-dir DIR     where the training checkpoint (checkpoint.pt) and the model artifact
                        (model.pt) are written; default: runs/<config name>
@@ -129,17 +129,19 @@ options:
                        TEST ONLY: make the trainer commit a known bug (the plan side of
                        --parity, or training): loss_per_microbatch, step_per_microbatch,
                        clip_per_microbatch, lr_per_microbatch, recompute_fresh_rng,
-                       inf_gradient, weight_decay_per_microbatch, frozen_parameter
-                       (docs/trainer-run.md, "Parity check")
+                       inf_gradient, weight_decay_per_microbatch, frozen_parameter,
+                       stale_host_weights (docs/trainer-run.md, "Parity check")
   --what-if            budget arithmetic without a model (sizes: 3.2GB, 512MiB, ...)
   --what-if --model DIR
                        the memory ledger of a Hugging Face folder at real size, on paper:
                        from DIR/config.json alone (no weights read), by per-architecture
                        formulas fitted to measured ledgers of small models of each family;
                        then the largest microbatch that fits at fp32 and bf16, with no layer
-                       and with every layer checkpointed. --block (default the smaller of
+                       and with every layer checkpointed, with the optimizer state on the
+                       device and on the host. --block (default the smaller of
                        max_position_embeddings and 2048), --microbatch (1), --accumulation
-                       (1), --precision (fp32), --checkpoint (none) set the ledger's shape
+                       (1), --precision (fp32), --checkpoint (none), --optimizer-state
+                       (device) set the ledger's shape
   --json               JSON on stdout even on a terminal (default when stdout is not one)
   --version            print the version, the LibTorch it runs on and its worker protocol
                        (with --json: protocol_version, trainer_version and software, which
@@ -272,7 +274,7 @@ Args ParseArgs(int argc, char** argv) {
     } else if (arg == "--static" || arg == "--act-per-sample" || arg == "--device" ||
                arg == "--reserve" || arg == "--microbatch" || arg == "--blocks" ||
                arg == "--model" || arg == "--block" || arg == "--accumulation" ||
-               arg == "--precision" || arg == "--checkpoint") {
+               arg == "--precision" || arg == "--checkpoint" || arg == "--optimizer-state") {
       args.what_if_values[arg] = value();
     } else {
       throw UsageError("unknown argument '" + arg + "'");
@@ -345,22 +347,33 @@ int RunPaperLedger(const Args& args) {
       throw UsageError("--checkpoint: expected none or all, got '" + it->second + "'");
     shape.checkpoint_all = it->second == "all";
   }
+  if (auto it = args.what_if_values.find("--optimizer-state"); it != args.what_if_values.end()) {
+    const std::optional<trainerd::StatePlacement> placement =
+        trainerd::kStatePlacementNames.Parse(it->second);
+    if (!placement)
+      throw UsageError("--optimizer-state: expected device or host, got '" + it->second + "'");
+    shape.optimizer_state = *placement;
+  }
   shape.libtorch =
       TORCH_VERSION_MAJOR >= 2 ? trainerd::PaperLibTorch::k2 : trainerd::PaperLibTorch::k1;
   const trainerd::MemoryLedger ledger = model->Ledger(shape, device, usable);
   nlohmann::json fits = nlohmann::json::array();
-  for (const trainerd::Precision precision :
-       {trainerd::Precision::kFp32, trainerd::Precision::kBf16}) {
-    for (const bool checkpoint_all : {false, true}) {
-      trainerd::PaperShape option = shape;
-      option.precision = precision;
-      option.checkpoint_all = checkpoint_all;
-      option.microbatch = 1;
-      fits.push_back(
-          {{"precision", trainerd::ToString(precision)},
-           {"checkpoint", checkpoint_all ? "all" : "none"},
-           {"largest_microbatch", model->LargestMicrobatch(option, usable)},
-           {"peak_bytes_at_microbatch_1", model->Ledger(option, device, usable).peak_bytes}});
+  for (const trainerd::StatePlacement placement : trainerd::kStatePlacementNames.Values()) {
+    for (const trainerd::Precision precision :
+         {trainerd::Precision::kFp32, trainerd::Precision::kBf16}) {
+      for (const bool checkpoint_all : {false, true}) {
+        trainerd::PaperShape option = shape;
+        option.precision = precision;
+        option.checkpoint_all = checkpoint_all;
+        option.optimizer_state = placement;
+        option.microbatch = 1;
+        fits.push_back(
+            {{"precision", trainerd::ToString(precision)},
+             {"checkpoint", checkpoint_all ? "all" : "none"},
+             {"optimizer_state", trainerd::ToString(placement)},
+             {"largest_microbatch", model->LargestMicrobatch(option, usable)},
+             {"peak_bytes_at_microbatch_1", model->Ledger(option, device, usable).peak_bytes}});
+      }
     }
   }
   if (args.json) {
@@ -381,13 +394,15 @@ int RunPaperLedger(const Args& args) {
               shape.microbatch, shape.accumulation_steps, trainerd::ToString(shape.precision),
               shape.checkpoint_all ? "every layer" : "none");
   std::cout << trainerd::LedgerTable(ledger);
-  std::printf("\nlargest microbatch within %s usable, at block %d:\n%-10s %-14s %10s %16s\n",
+  std::printf("\nlargest microbatch within %s usable, at block %d:\n%-10s %-14s %-16s %10s %16s\n",
               trainerd::FormatBytes(usable).c_str(), shape.block_size, "precision", "checkpointing",
-              "microbatch", "peak at 1");
+              "optimizer state", "microbatch", "peak at 1");
   for (const nlohmann::json& fit : fits) {
     std::printf(
-        "%-10s %-14s %10d %16s\n", fit["precision"].get<std::string>().c_str(),
-        fit["checkpoint"] == "all" ? "every layer" : "none", fit["largest_microbatch"].get<int>(),
+        "%-10s %-14s %-16s %10d %16s\n", fit["precision"].get<std::string>().c_str(),
+        fit["checkpoint"] == "all" ? "every layer" : "none",
+        fit["optimizer_state"] == "host" ? "on the host" : "on the device",
+        fit["largest_microbatch"].get<int>(),
         trainerd::FormatBytes(fit["peak_bytes_at_microbatch_1"].get<std::int64_t>()).c_str());
   }
   return exit_code::kOk;
@@ -395,7 +410,8 @@ int RunPaperLedger(const Args& args) {
 
 int RunWhatIf(const Args& args) {
   if (args.what_if_values.count("--model") != 0) return RunPaperLedger(args);
-  for (const char* flag : {"--block", "--accumulation", "--precision", "--checkpoint"}) {
+  for (const char* flag :
+       {"--block", "--accumulation", "--precision", "--checkpoint", "--optimizer-state"}) {
     if (args.what_if_values.count(flag) != 0)
       throw UsageError(std::string(flag) + " only goes with --what-if --model DIR");
   }

@@ -15,54 +15,98 @@
 namespace trainerd {
 namespace {
 
-// Each block carries its size in a header, so the deleter needs no lookup table. 64 bytes
-// keep the data at LibTorch's 64-byte alignment.
+// Each block carries its size and whether it is host memory in a header, so the deleter
+// needs no lookup table. 64 bytes keep the data at LibTorch's 64-byte alignment.
 constexpr std::size_t kHeader = 64;
+struct BlockHeader {
+  std::size_t bytes;
+  bool host;
+};
+static_assert(sizeof(BlockHeader) <= kHeader);
 
-class CountingCpuAllocator final : public compat::CpuAllocatorBase, public DeviceMemory {
+thread_local bool in_host_scope = false;
+
+// Live and peak bytes under a limit, shared by allocating threads.
+class Counter {
  public:
-  c10::DataPtr Allocate(std::size_t n) const override {
-    const auto bytes = static_cast<std::int64_t>(n);
+  // Counts `bytes` more, or throws c10::OutOfMemoryError (counting nothing) when that would
+  // pass the limit.
+  void Add(std::int64_t bytes) {
     const std::int64_t live = live_.fetch_add(bytes) + bytes;
     const std::int64_t limit = limit_.load();
     if (limit > 0 && live > limit) {
       live_.fetch_sub(bytes);
       TORCH_CHECK_WITH(OutOfMemoryError, false, "trainerd CPU budget exceeded: tried to allocate ",
-                       n, " bytes with ", live - bytes, " bytes live and a limit of ", limit,
+                       bytes, " bytes with ", live - bytes, " bytes live and a limit of ", limit,
                        " bytes");
     }
     std::int64_t peak = peak_.load();
     while (live > peak && !peak_.compare_exchange_weak(peak, live)) {
     }
+  }
+  void Remove(std::int64_t bytes) { live_.fetch_sub(bytes); }
+  std::int64_t live() const { return live_.load(); }
+  std::int64_t peak() const { return peak_.load(); }
+  void ResetPeak() { peak_.store(live_.load()); }
+  void SetLimit(std::int64_t bytes) { limit_.store(bytes); }
+  std::int64_t limit() const { return limit_.load(); }
+
+ private:
+  std::atomic<std::int64_t> live_{0};
+  std::atomic<std::int64_t> peak_{0};
+  std::atomic<std::int64_t> limit_{0};
+};
+
+class CountingHostMemory final : public HostMemory {
+ public:
+  explicit CountingHostMemory(Counter* counter) : counter_(counter) {}
+  std::int64_t live_bytes() const override { return counter_->live(); }
+  std::int64_t peak_bytes() const override { return counter_->peak(); }
+  void ResetPeak() override { counter_->ResetPeak(); }
+
+ private:
+  Counter* counter_;
+};
+
+class CountingCpuAllocator final : public compat::CpuAllocatorBase, public DeviceMemory {
+ public:
+  c10::DataPtr Allocate(std::size_t n) const override {
+    const bool host = in_host_scope;
+    CounterOf(host).Add(static_cast<std::int64_t>(n));
     auto* base = static_cast<char*>(c10::alloc_cpu(n + kHeader));
-    *reinterpret_cast<std::size_t*>(base) = n;
+    *reinterpret_cast<BlockHeader*>(base) = {n, host};
     void* data = base + kHeader;
     return {data, data, &Delete, c10::Device(c10::DeviceType::CPU)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &Delete; }
 
-  std::int64_t live_bytes() const override { return live_.load(); }
-  std::int64_t peak_bytes() const override { return peak_.load(); }
+  std::int64_t live_bytes() const override { return device_.live(); }
+  std::int64_t peak_bytes() const override { return device_.peak(); }
   std::int64_t reserved_bytes() const override { return live_bytes(); }
   std::int64_t peak_reserved_bytes() const override { return peak_bytes(); }
-  void ResetPeak() override { peak_.store(live_.load()); }
-  void SetLimit(std::int64_t bytes) override { limit_.store(bytes); }
-  std::int64_t limit() const override { return limit_.load(); }
+  void ResetPeak() override { device_.ResetPeak(); }
+  void SetLimit(std::int64_t bytes) override { device_.SetLimit(bytes); }
+  std::int64_t limit() const override { return device_.limit(); }
   std::string method() const override {
-    return "bytes of live CPU tensors counted by a wrapping c10 CPU allocator";
+    return "bytes of live CPU tensors counted by a wrapping c10 CPU allocator (host-memory "
+           "scopes apart)";
   }
+  HostMemory& host() { return host_memory_; }
 
  private:
+  static Counter& CounterOf(bool host) { return host ? host_ : device_; }
   static void Delete(void* data) {
     if (data == nullptr) return;
     char* base = static_cast<char*>(data) - kHeader;
-    live_.fetch_sub(static_cast<std::int64_t>(*reinterpret_cast<std::size_t*>(base)));
+    const BlockHeader header = *reinterpret_cast<BlockHeader*>(base);
+    CounterOf(header.host).Remove(static_cast<std::int64_t>(header.bytes));
     c10::free_cpu(base);
   }
 
-  static inline std::atomic<std::int64_t> live_{0};
-  mutable std::atomic<std::int64_t> peak_{0};
-  std::atomic<std::int64_t> limit_{0};
+  // Static: blocks freed after the allocator object is gone still find their counter.
+  static inline Counter device_;
+  static inline Counter host_;
+  CountingHostMemory host_memory_{&host_};
 };
 
 #ifdef TRAINERD_WITH_CUDA
@@ -93,6 +137,15 @@ class CudaMemory final : public DeviceMemory {
 };
 #endif
 
+CountingCpuAllocator& CountingAllocator() {
+  static CountingCpuAllocator* allocator = [] {
+    auto* a = new CountingCpuAllocator();  // never freed: tensors may outlive main()
+    c10::SetCPUAllocator(a, /*priority=*/100);
+    return a;
+  }();
+  return *allocator;
+}
+
 }  // namespace
 
 DeviceMemory& MemoryOf(const torch::Device& device) {
@@ -108,12 +161,12 @@ DeviceMemory& MemoryOf(const torch::Device& device) {
   }
 #endif
   TORCH_CHECK(device.is_cpu(), "no memory accounting for device ", device.str(), " in this build");
-  static CountingCpuAllocator* allocator = [] {
-    auto* a = new CountingCpuAllocator();  // never freed: tensors may outlive main()
-    c10::SetCPUAllocator(a, /*priority=*/100);
-    return a;
-  }();
-  return *allocator;
+  return CountingAllocator();
 }
+
+HostMemory& HostMemoryOfProcess() { return CountingAllocator().host(); }
+
+HostMemoryScope::HostMemoryScope() : saved_(in_host_scope) { in_host_scope = true; }
+HostMemoryScope::~HostMemoryScope() { in_host_scope = saved_; }
 
 }  // namespace trainerd

@@ -24,14 +24,12 @@ std::optional<compat::AutocastState> AutocastFor(Precision precision, at::Device
 
 }  // namespace
 
-void ZeroGradients(torch::optim::Optimizer& optimizer) {
-  for (auto& group : optimizer.param_groups()) {
-    for (auto& parameter : group.params()) {
-      torch::Tensor& grad = parameter.mutable_grad();
-      if (!grad.defined()) continue;
-      grad.detach_();
-      grad.zero_();
-    }
+void ZeroGradients(const std::vector<torch::Tensor>& parameters) {
+  for (torch::Tensor parameter : parameters) {
+    torch::Tensor& grad = parameter.mutable_grad();
+    if (!grad.defined()) continue;
+    grad.detach_();
+    grad.zero_();
   }
 }
 
@@ -144,10 +142,9 @@ StepResult MeasureWithoutStep(TrainableModel& model, const BeforeClip& before_cl
   return result;
 }
 
-StepResult UnscaleClipStep(TrainableModel& model, torch::optim::Optimizer& optimizer,
-                           double grad_clip, const PrecisionContext& precision,
-                           const BeforeClip& before_clip) {
-  const std::vector<torch::Tensor> parameters = model.parameters();
+StepResult UnscaleClipStep(const std::vector<torch::Tensor>& parameters,
+                           torch::optim::Optimizer& optimizer, double grad_clip,
+                           const PrecisionContext& precision, const BeforeClip& before_clip) {
   if (precision.precision == Precision::kFp16) {
     const bool overflow = precision.scaler->UnscaleAndCheckOverflow(parameters);
     precision.scaler->Update(overflow);

@@ -88,11 +88,16 @@ Trainer::Trainer(const JobSpec& spec, const Dataset& corpus, EventSink* sink,
   }
   model_->set_checkpointed_blocks(spec_.plan.checkpoint_blocks);
   model_->to(device_);
+  if (spec_.plan.optimizer_state == StatePlacement::kHost) {
+    host_state_.emplace(model_->named_parameters());
+  }
   const OptimizerSpec& o = spec_.optimizer;
-  optimizer_ = std::make_unique<FusedAdamW>(model_->parameters(), torch::optim::AdamWOptions(o.lr)
-                                                                      .betas({o.beta1, o.beta2})
-                                                                      .weight_decay(o.weight_decay)
-                                                                      .eps(o.eps));
+  optimizer_ =
+      std::make_unique<FusedAdamW>(host_state_ ? host_state_->parameters() : model_->parameters(),
+                                   torch::optim::AdamWOptions(o.lr)
+                                       .betas({o.beta1, o.beta2})
+                                       .weight_decay(o.weight_decay)
+                                       .eps(o.eps));
   if (spec_.plan.precision == Precision::kFp16) scaler_.emplace();
   job_identity_ = JobIdentity(spec_, corpus_.fingerprint());
 }
@@ -106,7 +111,11 @@ MemorySnapshot Trainer::LedgerSnapshot() const {
   MemorySnapshot snapshot;
   for (const auto& p : model_->parameters()) snapshot.parameters_bytes += TensorBytes(p);
   snapshot.gradients_bytes = GradientBytes(*model_);
-  snapshot.optimizer_state_bytes = AdamWStateBytes(*optimizer_);
+  if (host_state_) {
+    snapshot.host_state_bytes = HostMemoryOfProcess().live_bytes();
+  } else {
+    snapshot.optimizer_state_bytes = AdamWStateBytes(*optimizer_);
+  }
   snapshot.live_bytes = memory.live_bytes();
   snapshot.peak_bytes = memory.peak_bytes();
   snapshot.reserved_bytes = memory.reserved_bytes();
@@ -187,7 +196,7 @@ UpdateStats Trainer::Update(int update, const AfterForward& after_forward, bool 
     static_cast<torch::optim::AdamWOptions&>(group.options()).lr(stats.lr);
   }
   const std::vector<Batch> microbatches = Microbatches(update);
-  ZeroGradients(*optimizer_);
+  ZeroGradients(model_->parameters());
   AccumulationHooks hooks{after_forward, {}, fault_};
   if (fault_ != TrainingFault::kNone) {
     hooks.after_backward = [&](std::size_t index) {
@@ -207,9 +216,7 @@ UpdateStats Trainer::Update(int update, const AfterForward& after_forward, bool 
   const torch::Tensor frozen_value = frozen.defined() ? frozen.detach().clone() : torch::Tensor();
   const StepResult step = [&] {
     RECORD_USER_SCOPE(kOptimizerScope);  // the op profiler's "optimizer" group
-    return take_step ? UnscaleClipStep(*model_, *optimizer_, t.grad_clip, precision_context(),
-                                       before_clip_)
-                     : MeasureWithoutStep(*model_, before_clip_);
+    return take_step ? Step(before_clip_) : MeasureWithoutStep(*model_, before_clip_);
   }();
   if (frozen.defined()) {
     const torch::NoGradGuard no_grad;
@@ -221,11 +228,46 @@ UpdateStats Trainer::Update(int update, const AfterForward& after_forward, bool 
   return stats;
 }
 
+StepResult Trainer::Step(const BeforeClip& before_clip) {
+  const double clip = spec_.training.grad_clip;
+  if (!host_state_) {
+    return UnscaleClipStep(model_->parameters(), *optimizer_, clip, precision_context(),
+                           before_clip);
+  }
+  const HostMemoryScope host;
+  host_state_->PullGradients();
+  const StepResult result = UnscaleClipStep(host_state_->parameters(), *optimizer_, clip,
+                                            precision_context(), before_clip);
+  const bool stepped = !result.skipped && !result.nonfinite_gradient;
+  if (stepped && fault_ != TrainingFault::kStaleHostWeights) host_state_->PushWeights();
+  return result;
+}
+
+torch::OrderedDict<std::string, torch::Tensor> Trainer::stepped_parameters() const {
+  return host_state_ ? host_state_->named_parameters() : model_->named_parameters();
+}
+
+std::optional<std::string> Trainer::HostBudgetRefusal() const {
+  if (!host_state_) return std::nullopt;
+  std::int64_t parameter_bytes = 0;
+  for (const torch::Tensor& p : host_state_->parameters()) parameter_bytes += TensorBytes(p);
+  const std::int64_t needed = HostStateBytes(parameter_bytes);
+  const std::int64_t budget = HostBudgetBytes(spec_.memory);
+  if (needed <= budget) return std::nullopt;
+  return "the plan keeps the optimizer state on the host, which needs " + FormatBytes(needed) +
+         " of host memory (fp32 master weights, their gradients and AdamW's two moments: four "
+         "times " +
+         FormatBytes(parameter_bytes) + "), more than the host budget of " + FormatBytes(budget) +
+         (spec_.memory.host_budget_bytes > 0 ? " (memory.host_budget)"
+                                             : " (what the host has available: MemAvailable)") +
+         ": nothing was trained";
+}
+
 void Trainer::CommitMicrobatchFault(double lr) {
   switch (fault_) {
     case TrainingFault::kStepPerMicrobatch:
-      UnscaleClipStep(*model_, *optimizer_, spec_.training.grad_clip, precision_context());
-      ZeroGradients(*optimizer_);
+      Step({});
+      ZeroGradients(model_->parameters());
       return;
     case TrainingFault::kClipPerMicrobatch:
       torch::nn::utils::clip_grad_norm_(model_->parameters(), spec_.training.grad_clip);
@@ -298,6 +340,10 @@ Result<Trainer::ResumePoint> Trainer::ResumeFrom(const TrainerOptions& options) 
   if (!state.ok()) return state.status();
   point.updates_done = state->updates_done;
   model_->to(device_);  // loading may have replaced parameter storage with host tensors
+  if (host_state_) {    // the file's state was loaded on the device
+    HostModelState::MoveStateToHost(*optimizer_);
+    host_state_->PullWeights();
+  }
   if (scaler_ && state->loss_scale) scaler_->Restore(*state->loss_scale, state->clean_updates);
   const std::string here = c10::DeviceTypeName(device_.type(), /*lower_case=*/true);
   if (state->written_on != here) {
@@ -573,6 +619,13 @@ Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
     if (!resumed.ok()) return resumed.status();
     outcome.updates_done = resumed->updates_done;
     if (Status s = CheckRanksAgree(outcome.updates_done); !s.ok()) return s;
+    if (std::optional<std::string> refusal = HostBudgetRefusal()) {
+      outcome.kind = TrainOutcome::Kind::kOutOfMemory;
+      outcome.message = *refusal;
+      outcome.details =
+          FailureDetails{outcome.updates_done + 1, spec_.plan, std::nullopt, LedgerSnapshot()};
+      return outcome;
+    }
     model_->train();
     EmitStart(*resumed);
     if (!spec_.init_from.path.empty() && outcome.updates_done == 0 && leader()) {

@@ -9,6 +9,7 @@
 #include "trainerd/trainer/device/device_memory.h"
 #include "trainerd/trainer/device/device_timer.h"
 #include "trainerd/trainer/loop/gradient_accumulation.h"
+#include "trainerd/trainer/loop/host_model_state.h"
 #include "trainerd/trainer/loop/model_state_bytes.h"
 #include "trainerd/trainer/loop/trainer.h"
 #include "trainerd/trainer/semantics/sample_dropout.h"
@@ -47,6 +48,25 @@ std::vector<std::pair<std::int64_t, double>> MeasureBlocks(Trainer& trainer, Dev
   return per_block;
 }
 
+// The host's rows: what a plan with the optimizer state on the host keeps there.
+std::string HostTable(const HostLedger& host) {
+  std::string out = "\non the host (optimizer state, outside the device budget)\n";
+  char line[160];
+  for (const auto& [name, bytes] :
+       {std::pair<const char*, std::int64_t>{"master weights", host.master_weights_bytes},
+        {"gradients", host.gradients_bytes},
+        {"optimizer state", host.optimizer_state_bytes},
+        {"peak", host.peak_bytes}}) {
+    std::snprintf(line, sizeof(line), "%-18s %12s\n", name, FormatBytes(bytes).c_str());
+    out += line;
+  }
+  if (host.budget_bytes == 0) return out;  // a ledger on paper knows no host
+  std::snprintf(line, sizeof(line), "%-18s %12s %s\n", "host budget",
+                FormatBytes(host.budget_bytes).c_str(),
+                host.peak_bytes <= host.budget_bytes ? "(fits)" : "(DOES NOT FIT)");
+  return out + line;
+}
+
 }  // namespace
 
 Result<MemoryLedger> MeasureLedger(const JobSpec& spec, const Dataset& corpus,
@@ -72,18 +92,31 @@ Result<MemoryLedger> MeasureLedger(const JobSpec& spec, const Dataset& corpus,
     }
     for (const auto& p : trainer.model().parameters()) ledger.parameters_bytes += TensorBytes(p);
     ledger.gradients_bytes = GradientBytes(trainer.model());
-    ledger.optimizer_state_bytes = AdamWStateBytes(trainer.optimizer());
+    if (const HostModelState* host = trainer.host_state()) {
+      ledger.host = HostLedger{};
+      for (const torch::Tensor& p : host->parameters()) {
+        ledger.host->master_weights_bytes += TensorBytes(p);
+        ledger.host->gradients_bytes += TensorBytes(p.grad());
+      }
+      ledger.host->optimizer_state_bytes = AdamWStateBytes(trainer.optimizer());
+      ledger.host->budget_bytes = HostBudgetBytes(spec.memory);
+    } else {
+      ledger.optimizer_state_bytes = AdamWStateBytes(trainer.optimizer());
+    }
     for (const Batch& b : trainer.Microbatches(*measured)) {
       ledger.inputs_bytes += TensorBytes(b.inputs) + TensorBytes(b.targets);
     }
 
     const std::int64_t live_at_start = memory.live_bytes();
+    HostMemory& host_memory = HostMemoryOfProcess();
     memory.ResetPeak();
+    host_memory.ResetPeak();
     trainer.TrainUpdate(*measured, [&](std::size_t index) {
       if (index == 0) {
         ledger.activations_bytes = memory.live_bytes() - live_at_start - ledger.inputs_bytes;
       }
     });
+    if (ledger.host) ledger.host->peak_bytes = host_memory.peak_bytes();
     const std::int64_t update_peak = memory.peak_bytes();
     const std::int64_t reserved_peak = memory.peak_reserved_bytes();
     ledger.temporaries_bytes = std::max<std::int64_t>(
@@ -140,6 +173,7 @@ std::string LedgerTable(const MemoryLedger& ledger) {
   std::snprintf(line, sizeof(line), "%-18s %12s (in the peak when it is the higher)\n",
                 "evaluation peak", FormatBytes(ledger.evaluation_peak_bytes).c_str());
   out += line;
+  if (ledger.host) out += HostTable(*ledger.host);
   if (ledger.reserved_peak_bytes != ledger.peak_bytes) {  // a caching allocator (CUDA) holds more
     std::snprintf(line, sizeof(line), "%-18s %12s\n", "reserved peak",
                   FormatBytes(ledger.reserved_peak_bytes).c_str());

@@ -42,9 +42,9 @@ bool AllFinite(const torch::Tensor& t) { return torch::isfinite(t).all().item<bo
 
 using Tensors = std::map<std::string, torch::Tensor>;
 
-Tensors Snapshot(TrainableModel& model, bool gradients) {
+Tensors Snapshot(const torch::OrderedDict<std::string, torch::Tensor>& parameters, bool gradients) {
   Tensors out;
-  for (const auto& item : model.named_parameters()) {
+  for (const auto& item : parameters) {
     const torch::Tensor& t = gradients ? item.value().grad() : item.value();
     if (t.defined())
       out[item.key()] =
@@ -54,9 +54,12 @@ Tensors Snapshot(TrainableModel& model, bool gradients) {
 }
 
 // One side of the comparison: a trainer, and what its update saw before clipping and left.
+// The gradients are those the step uses (their host copies when the plan keeps the
+// optimizer state on the host); the parameters after it are the model's.
 struct Side {
   Side(const JobSpec& spec, const Dataset& corpus, EventSink* sink) : trainer(spec, corpus, sink) {
-    trainer.set_before_clip([this](double) { gradients = Snapshot(trainer.model(), true); });
+    trainer.set_before_clip(
+        [this](double) { gradients = Snapshot(trainer.stepped_parameters(), true); });
     // Dropout the trainer does not own (a TorchScript model's draws from the default
     // generator) has masks that depend on the split: both sides run without it.
     own_dropout_switched_off = trainer.model().SwitchOffOwnDropout();
@@ -69,13 +72,16 @@ struct Side {
       const auto found = parameters.find(item.key());
       if (found != parameters.end()) item.value().copy_(found->second);
     }
+    trainer.AdoptModelWeights();
   }
   // Trains update `update`, or with `replay_skip` computes it and skips its step as the plan's
   // fp16 loss scaler did.
   UpdateStats Update(int update, bool replay_skip) {
+    std::optional<HostMemoryScope> host;
+    if (on_host) host.emplace();
     const UpdateStats stats =
         replay_skip ? trainer.ReplaySkip(update) : trainer.TrainUpdate(update);
-    after = Snapshot(trainer.model(), false);
+    after = Snapshot(trainer.model().named_parameters(), false);
     return stats;
   }
   // Frees the snapshots once judged.
@@ -86,7 +92,18 @@ struct Side {
   Trainer trainer;
   Tensors gradients, after;
   int own_dropout_switched_off = 0;
+  bool on_host = false;  // built and run in host memory (ParityMemory::reference_on_host)
 };
+
+// The reference side, in host memory when the check's memory says so.
+std::unique_ptr<Side> MakeReference(const JobSpec& spec, const Dataset& corpus, EventSink* sink,
+                                    bool on_host) {
+  std::optional<HostMemoryScope> host;
+  if (on_host) host.emplace();
+  auto side = std::make_unique<Side>(spec, corpus, sink);
+  side->on_host = on_host;
+  return side;
+}
 
 // Judges one comparison (the plan run in one precision against the reference), update by
 // update, into its ParityComparison and the report's failures.
@@ -258,6 +275,9 @@ std::vector<JobSpec> PlanSides(const JobSpec& plan, bool fp16_computes_in_fp32) 
 // fp32 snapshots share the memory (the parameters the update starts from, and the gradients
 // and parameters after it of the reference and of the side being judged: five copies), and
 // the limit grows by them: the budget bounds the trainers, as on a GPU, not the judge.
+// A plan that keeps its optimizer state on the host leaves the device no room for the
+// reference's state: on a CPU the reference then runs in host memory, and the device's peak
+// is the plan's sides alone, predicted from their own ledgers at the shape.
 Result<CheckShape> ShapeAt(const JobSpec& spec, const Dataset& corpus, int batch) {
   CheckShape shape;
   shape.reference = spec;
@@ -276,13 +296,31 @@ Result<CheckShape> ShapeAt(const JobSpec& spec, const Dataset& corpus, int batch
   if (!ledger.ok()) return ledger.status();
   ParityMemory& m = shape.memory;
   m.usable_bytes = spec.memory.usable_bytes();
-  m.trainers = static_cast<int>(shape.plans.size()) + 1;
-  m.model_state_bytes =
+  const auto sides = static_cast<std::int64_t>(shape.plans.size());
+  const std::int64_t full =
       ledger->parameters_bytes + ledger->gradients_bytes + ledger->optimizer_state_bytes;
+  // A side whose plan keeps the optimizer state on the host holds the rest on the device.
+  const bool host_plan = plan.plan.optimizer_state == StatePlacement::kHost;
+  const std::int64_t side_state = host_plan ? full - ledger->optimizer_state_bytes : full;
   m.snapshot_bytes = 5 * ledger->parameters_bytes;
   const std::int64_t shared = on_cpu ? m.snapshot_bytes : 0;
   m.limit_bytes = m.usable_bytes + shared;
-  m.predicted_peak_bytes = ledger->peak_bytes + (m.trainers - 1) * m.model_state_bytes + shared;
+  m.reference_on_host = host_plan && on_cpu;
+  if (m.reference_on_host) {
+    std::int64_t side_peak = 0;
+    for (const JobSpec& side : shape.plans) {
+      Result<MemoryLedger> own = MeasureLedger(side, corpus);
+      if (!own.ok()) return own.status();
+      side_peak = std::max(side_peak, own->peak_bytes);
+    }
+    m.trainers = static_cast<int>(sides);
+    m.model_state_bytes = side_state;
+    m.predicted_peak_bytes = side_peak + (sides - 1) * side_state + shared;
+  } else {
+    m.trainers = static_cast<int>(sides) + 1;
+    m.model_state_bytes = full;
+    m.predicted_peak_bytes = ledger->peak_bytes + sides * side_state + shared;
+  }
   return shape;
 }
 
@@ -346,9 +384,10 @@ std::string DoesNotFit(const CheckShape& shape) {
          ") even at effective batch " + std::to_string(shape.reference.training.effective_batch) +
          ": it is predicted at " + FormatBytes(m.predicted_peak_bytes) + ", its " +
          std::to_string(m.trainers) + " trainers each holding the model's state (" +
-         FormatBytes(m.model_state_bytes) +
-         ") beside one update at a time. Raise memory.budget, or set parity.updates: 0 to "
-         "train unchecked";
+         FormatBytes(m.model_state_bytes) + (m.reference_on_host ? " on the device" : "") +
+         ") beside one update at a time" +
+         (m.reference_on_host ? ", the reference in host memory" : "") +
+         ". Raise memory.budget, or set parity.updates: 0 to train unchecked";
 }
 
 // Runs the check at `shape` under its limit, filling `report`'s comparisons,
@@ -368,10 +407,12 @@ Status RunCheck(const CheckShape& shape, const Dataset& corpus, int updates, Tra
       plans.back()->trainer.set_test_only_fault(fault);
       judges.emplace_back(&report->comparisons[i], &report->failures);
     }
-    Side reference(shape.reference, corpus, &discard);
+    const std::unique_ptr<Side> reference_side =
+        MakeReference(shape.reference, corpus, &discard, shape.memory.reference_on_host);
+    Side& reference = *reference_side;
     report->own_dropout_switched_off = plans.back()->own_dropout_switched_off;
     Side& as_planned = *plans.back();
-    Tensors start = Snapshot(reference.trainer.model(), false);
+    Tensors start = Snapshot(reference.trainer.model().named_parameters(), false);
     int stepped = 0, skipped_in_a_row = 0;
     for (int update = 0; stepped < updates; ++update) {
       // Each update is judged from the same parameters: AdamW's first steps normalise each

@@ -9,10 +9,13 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <optional>
+#include <tuple>
 
 #include "plan/checkpoint_ladder.h"
 #include "trainerd/trainer/device/device_memory.h"
 #include "trainerd/trainer/device/device_timer.h"
+#include "trainerd/trainer/loop/host_model_state.h"
 #include "trainerd/trainer/loop/trainer.h"
 #include "trainerd/trainer/plan/memory_ledger.h"
 #include "trainerd/trainer/plan/parity.h"
@@ -29,10 +32,10 @@ int Steps(int effective_batch, int microbatch) {
   return (effective_batch + microbatch - 1) / microbatch;
 }
 
-PlanSpec MakePlan(const JobSpec& spec, int microbatch, std::vector<int> blocks,
-                  Precision precision) {
+PlanSpec MakePlan(const JobSpec& spec, int microbatch, std::vector<int> blocks, Precision precision,
+                  StatePlacement optimizer_state = StatePlacement::kDevice) {
   return {microbatch, Steps(spec.training.effective_batch, microbatch), std::move(blocks),
-          precision};
+          precision, optimizer_state};
 }
 
 struct Measurement {
@@ -136,6 +139,9 @@ struct BlockRanking {
   std::vector<double> saved_fraction, cost_fraction;
   double recompute_seconds_per_sample = 0;
   double input_bytes_per_sample = 0;
+  // The same ledger's model state: what keeping the optimizer state on the host moves.
+  std::int64_t parameters_bytes = 0;
+  std::int64_t optimizer_state_bytes = 0;
 };
 
 Result<BlockRanking> RankBlocks(const JobSpec& spec, const Dataset& corpus) {
@@ -174,6 +180,8 @@ Result<BlockRanking> RankBlocks(const JobSpec& spec, const Dataset& corpus) {
   const auto probe = static_cast<double>(ledger_spec.plan.microbatch);
   r.recompute_seconds_per_sample = total_cost / probe;
   r.input_bytes_per_sample = static_cast<double>(ledger->inputs_bytes) / probe;
+  r.parameters_bytes = ledger->parameters_bytes;
+  r.optimizer_state_bytes = ledger->optimizer_state_bytes;
   return r;
 }
 
@@ -209,25 +217,51 @@ Result<std::vector<PrecisionModel>> FitPrecisionModels(const JobSpec& spec, cons
   return models;
 }
 
-// Per precision and whether the plan accumulates: why the parity check of such plans cannot
-// fit the device. Empty when the plan is not to be checked.
-using UncheckablePlans = std::map<std::pair<Precision, bool>, std::string>;
+// Per precision, whether the plan accumulates and where it keeps the optimizer state: why
+// the parity check of such plans cannot fit the device. Empty when the plan is not to be
+// checked.
+using UncheckablePlans = std::map<std::tuple<Precision, bool, StatePlacement>, std::string>;
 
 Result<UncheckablePlans> FindUncheckablePlans(const JobSpec& spec, const Dataset& corpus,
-                                              const std::vector<PrecisionModel>& models) {
+                                              const std::vector<PrecisionModel>& models,
+                                              const std::vector<StatePlacement>& placements) {
   UncheckablePlans uncheckable;
   const int batch = spec.training.effective_batch;
   for (const PrecisionModel& model : models) {
     for (const bool accumulates : {false, true}) {
       if (accumulates && (batch < 2 || ForbidsAccumulation(spec))) continue;
-      JobSpec job = spec;
-      job.plan = MakePlan(spec, accumulates ? 1 : batch, {}, model.precision);
-      Result<std::optional<std::string>> why = WhyParityCannotFit(job, corpus);
-      if (!why.ok()) return why.status();
-      if (*why) uncheckable[{model.precision, accumulates}] = **why;
+      for (const StatePlacement placement : placements) {
+        JobSpec job = spec;
+        job.plan = MakePlan(spec, accumulates ? 1 : batch, {}, model.precision, placement);
+        Result<std::optional<std::string>> why = WhyParityCannotFit(job, corpus);
+        if (!why.ok()) return why.status();
+        if (*why) uncheckable[{model.precision, accumulates, placement}] = **why;
+      }
     }
   }
   return uncheckable;
+}
+
+// What keeping the optimizer state on the host does to a plan: the device bytes it frees, the
+// host bytes it needs against the host budget, and the time it adds to every update (the
+// gradients to the host, the step there, the weights back), measured.
+struct HostLever {
+  std::int64_t freed_bytes = 0;
+  std::int64_t host_bytes = 0;
+  std::int64_t host_budget_bytes = 0;
+  double added_seconds = 0;
+};
+
+// The lever measured at the smallest probe microbatch, fp32, nothing checkpointed: the same
+// update with the state on the device and on the host, each the fastest of its timed updates.
+HostLever MeasureHostLever(const JobSpec& spec, const Dataset& corpus, const BlockRanking& blocks) {
+  const int m = std::min(spec.training.effective_batch, spec.planner.probe_microbatches.front());
+  const Measurement device =
+      MeasureUpdate(spec, corpus, MakePlan(spec, m, {}, Precision::kFp32), m, 0);
+  const Measurement host = MeasureUpdate(
+      spec, corpus, MakePlan(spec, m, {}, Precision::kFp32, StatePlacement::kHost), m, 0);
+  return {blocks.optimizer_state_bytes, HostStateBytes(blocks.parameters_bytes),
+          HostBudgetBytes(spec.memory), std::max(0.0, host.update_seconds - device.update_seconds)};
 }
 
 struct Candidate {
@@ -237,15 +271,62 @@ struct Candidate {
   double duration;
 };
 
+// The predicted peak of microbatch `m` with the k best blocks checkpointed, the optimizer
+// state on the device.
+std::int64_t PredictPeak(const JobSpec& spec, const BlockRanking& blocks,
+                         const PrecisionModel& model, int m, int k) {
+  // Checkpointing never adds memory: clamp fit noise to that.
+  const double none = model.peak_none.At(m), ckpt = std::min(none, model.peak_all.At(m));
+  return static_cast<std::int64_t>(none - blocks.saved_fraction[k] * (none - ckpt) +
+                                   blocks.input_bytes_per_sample *
+                                       (spec.training.effective_batch - m));
+}
+
+// Whether some plan, with its optimizer state on the device, is predicted over usable: only
+// then can keeping the state on the host let a plan fit that did not (the lever never makes
+// an update faster, so a plan that fits gains nothing by it).
+bool SomePlanExceedsUsable(const JobSpec& spec, const BlockRanking& blocks,
+                           const std::vector<PrecisionModel>& models) {
+  return std::any_of(models.begin(), models.end(), [&](const PrecisionModel& model) {
+    return PredictPeak(spec, blocks, model, spec.training.effective_batch, 0) >
+           spec.memory.usable_bytes();
+  });
+}
+
 // Every plan (microbatch, the k best blocks checkpointed, precision) with its predicted peak
-// and duration: those that fit, fastest first, and the rest in `rejected` with the reason.
+// and duration, and, given `host`, the same plan with the optimizer state on the host where
+// its device twin is predicted over usable: those that fit, fastest first, and the rest in
+// `rejected` with the reason.
 std::vector<Candidate> PredictCandidates(const JobSpec& spec, const BlockRanking& blocks,
                                          const std::vector<PrecisionModel>& models,
                                          const UncheckablePlans& uncheckable,
+                                         const std::optional<HostLever>& host,
                                          std::vector<RejectedPlan>* rejected) {
   const int batch = spec.training.effective_batch;
   const std::int64_t usable = spec.memory.usable_bytes();
   std::vector<Candidate> fitting;
+  const auto judge = [&](const PlanSpec& plan, std::int64_t peak, double update_seconds) {
+    const double duration = update_seconds * spec.training.updates;
+    const auto unchecked =
+        uncheckable.find({plan.precision, plan.accumulation_steps > 1, plan.optimizer_state});
+    if (plan.accumulation_steps > 1 && ForbidsAccumulation(spec)) {
+      rejected->push_back({plan, peak, duration, kBatchNormAccumulation});
+    } else if (peak > usable) {
+      rejected->push_back(
+          {plan, peak, duration,
+           "predicted peak " + FormatBytes(peak) + " exceeds usable " + FormatBytes(usable)});
+    } else if (plan.optimizer_state == StatePlacement::kHost &&
+               host->host_bytes > host->host_budget_bytes) {
+      rejected->push_back({plan, peak, duration,
+                           "the optimizer state on the host needs " +
+                               FormatBytes(host->host_bytes) + ", more than the host budget of " +
+                               FormatBytes(host->host_budget_bytes)});
+    } else if (unchecked != uncheckable.end()) {
+      rejected->push_back({plan, peak, duration, unchecked->second});
+    } else {
+      fitting.push_back({plan, peak, update_seconds, duration});
+    }
+  };
   for (const PrecisionModel& model : models) {
     for (int m = 1; m <= batch; ++m) {
       for (int k = 0; k <= NumBlocks(spec.model); ++k) {
@@ -255,11 +336,7 @@ std::vector<Candidate> PredictCandidates(const JobSpec& spec, const BlockRanking
         }
         std::sort(chosen.begin(), chosen.end());
         const PlanSpec plan = MakePlan(spec, m, chosen, model.precision);
-        // Checkpointing never adds memory: clamp fit noise to that.
-        const double none = model.peak_none.At(m), ckpt = std::min(none, model.peak_all.At(m));
-        const auto peak =
-            static_cast<std::int64_t>(none - blocks.saved_fraction[k] * (none - ckpt) +
-                                      blocks.input_bytes_per_sample * (batch - m));
+        const std::int64_t peak = PredictPeak(spec, blocks, model, m, k);
         // Recomputing every block costs at least one more forward through them.
         const double t_none = model.seconds_none.At(m);
         const double t_all =
@@ -267,18 +344,11 @@ std::vector<Candidate> PredictCandidates(const JobSpec& spec, const BlockRanking
         const double update_seconds =
             plan.accumulation_steps *
             std::max(1e-6, t_none + blocks.cost_fraction[k] * (t_all - t_none));
-        const double duration = update_seconds * spec.training.updates;
-        const auto unchecked = uncheckable.find({plan.precision, plan.accumulation_steps > 1});
-        if (plan.accumulation_steps > 1 && ForbidsAccumulation(spec)) {
-          rejected->push_back({plan, peak, duration, kBatchNormAccumulation});
-        } else if (peak > usable) {
-          rejected->push_back(
-              {plan, peak, duration,
-               "predicted peak " + FormatBytes(peak) + " exceeds usable " + FormatBytes(usable)});
-        } else if (unchecked != uncheckable.end()) {
-          rejected->push_back({plan, peak, duration, unchecked->second});
-        } else {
-          fitting.push_back({plan, peak, update_seconds, duration});
+        judge(plan, peak, update_seconds);
+        if (host && peak > usable) {
+          PlanSpec on_host = plan;
+          on_host.optimizer_state = StatePlacement::kHost;
+          judge(on_host, peak - host->freed_bytes, update_seconds + host->added_seconds);
         }
       }
     }
@@ -448,12 +518,21 @@ void ChooseTimed(const JobSpec& spec, const std::vector<TimedCandidate>& finalis
   result->fits_memory = true;
 }
 
-// The last resort when no candidate fitted when timed: the named baseline, or OutOfMemory.
-Status ValidateBaseline(const JobSpec& spec, const Dataset& corpus, ChosenPlan* result,
+// The last resort when no candidate fitted when timed: the named baseline, then (`host`) the
+// baseline with its optimizer state on the host, or OutOfMemory.
+Status ValidateBaseline(const JobSpec& spec, const Dataset& corpus,
+                        const std::optional<HostLever>& host, ChosenPlan* result,
                         std::vector<RejectedPlan>* rejected) {
   const std::int64_t usable = spec.memory.usable_bytes();
-  TimedCandidate baseline{{NamedBaselinePlan(spec), 0, 0, 0}, {NamedBaselinePlan(spec), {}}};
-  if (!TimeOnce(spec, corpus, &baseline, rejected)) {
+  PlanSpec plan = NamedBaselinePlan(spec);
+  TimedCandidate baseline{{plan, 0, 0, 0}, {plan, {}}};
+  bool fits = TimeOnce(spec, corpus, &baseline, rejected);
+  if (!fits && host && host->host_bytes <= host->host_budget_bytes) {
+    plan.optimizer_state = StatePlacement::kHost;
+    baseline = {{plan, 0, 0, 0}, {plan, {}}};
+    fits = TimeOnce(spec, corpus, &baseline, rejected);
+  }
+  if (!fits) {
     return Status::OutOfMemory(
         "does not fit: even the named baseline (" + DescribePlan(baseline.candidate.plan) +
         ") needs more than " + FormatBytes(usable) + " usable (memory.budget " +
@@ -473,12 +552,13 @@ Status ValidateBaseline(const JobSpec& spec, const Dataset& corpus, ChosenPlan* 
 // cache effects or kernels that grow more efficient with size), then the finalists in
 // interleaved rounds, and chooses by median with ties broken by preference.
 Status ChooseMeasured(const JobSpec& spec, const Dataset& corpus,
-                      const std::vector<Candidate>& fitting, Clock::time_point started,
-                      ChosenPlan* result, std::vector<RejectedPlan>* rejected) {
+                      const std::vector<Candidate>& fitting, const std::optional<HostLever>& host,
+                      Clock::time_point started, ChosenPlan* result,
+                      std::vector<RejectedPlan>* rejected) {
   const SearchClock clock(spec, fitting, started);
   std::vector<TimedCandidate> screened =
       Screen(spec, corpus, ShortlistPerStepCount(fitting), clock, rejected);
-  if (screened.empty()) return ValidateBaseline(spec, corpus, result, rejected);
+  if (screened.empty()) return ValidateBaseline(spec, corpus, host, result, rejected);
   ChooseTimed(spec, TimeFinalists(spec, corpus, std::move(screened), clock, rejected), result,
               rejected);
   return Status::Ok();
@@ -492,18 +572,27 @@ Result<ChosenPlan> PlanJob(const JobSpec& spec, const Dataset& corpus, const Pla
   if (!blocks.ok()) return blocks.status();
   Result<std::vector<PrecisionModel>> models = FitPrecisionModels(spec, corpus);
   if (!models.ok()) return models.status();
-  Result<UncheckablePlans> uncheckable = options.parity_checked
-                                             ? FindUncheckablePlans(spec, corpus, *models)
-                                             : Result<UncheckablePlans>(UncheckablePlans{});
+  std::optional<HostLever> host;
+  std::vector<StatePlacement> placements = {StatePlacement::kDevice};
+  const std::vector<StatePlacement>& allowed = spec.planner.optimizer_states;
+  if (std::find(allowed.begin(), allowed.end(), StatePlacement::kHost) != allowed.end() &&
+      SomePlanExceedsUsable(spec, *blocks, *models)) {
+    host = MeasureHostLever(spec, corpus, *blocks);
+    placements.push_back(StatePlacement::kHost);
+  }
+  Result<UncheckablePlans> uncheckable =
+      options.parity_checked ? FindUncheckablePlans(spec, corpus, *models, placements)
+                             : Result<UncheckablePlans>(UncheckablePlans{});
   if (!uncheckable.ok()) return uncheckable.status();
   std::vector<RejectedPlan> rejected;
   const std::vector<Candidate> fitting =
-      PredictCandidates(spec, *blocks, *models, *uncheckable, &rejected);
+      PredictCandidates(spec, *blocks, *models, *uncheckable, host, &rejected);
 
   ChosenPlan result;
   result.usable_bytes = spec.memory.usable_bytes();
   result.window_seconds = spec.window_seconds;
-  if (Status s = ChooseMeasured(spec, corpus, fitting, started, &result, &rejected); !s.ok()) {
+  if (Status s = ChooseMeasured(spec, corpus, fitting, host, started, &result, &rejected);
+      !s.ok()) {
     return s;
   }
   result.predicted_duration_seconds = result.measured_update_seconds * spec.training.updates;

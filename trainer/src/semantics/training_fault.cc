@@ -5,7 +5,7 @@
 namespace trainerd {
 namespace {
 
-constexpr EnumNames<TrainingFault, 10> kNames{{{
+constexpr EnumNames<TrainingFault, 11> kNames{{{
     {TrainingFault::kNone, "none"},
     {TrainingFault::kLossPerMicrobatch, "loss_per_microbatch"},
     {TrainingFault::kStepPerMicrobatch, "step_per_microbatch"},
@@ -16,6 +16,7 @@ constexpr EnumNames<TrainingFault, 10> kNames{{{
     {TrainingFault::kWeightDecayPerMicrobatch, "weight_decay_per_microbatch"},
     {TrainingFault::kFrozenParameter, "frozen_parameter"},
     {TrainingFault::kOverflowFirstUpdate, "overflow_first_update"},
+    {TrainingFault::kStaleHostWeights, "stale_host_weights"},
 }}};
 
 }  // namespace

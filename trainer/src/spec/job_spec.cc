@@ -9,6 +9,7 @@ namespace trainerd {
 const char* ToString(ModelInputs inputs) { return kModelInputsNames.Name(inputs); }
 const char* ToString(LossKind kind) { return kLossKindNames.Name(kind); }
 const char* ToString(Precision precision) { return kPrecisionNames.Name(precision); }
+const char* ToString(StatePlacement placement) { return kStatePlacementNames.Name(placement); }
 const char* ToString(Launcher launcher) { return kLauncherNames.Name(launcher); }
 
 RankShare ShareOfRank(int effective_batch, int ranks, int rank) {

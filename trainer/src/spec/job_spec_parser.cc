@@ -126,6 +126,9 @@ void ReadPlan(YamlReader plan, const ModelSpec& model, const TrainingSpec& train
   std::string precision = ToString(spec->precision);
   plan.String("precision", &precision, kPrecisionNames.Names());
   spec->precision = kPrecisionNames.Parse(precision).value_or(spec->precision);
+  std::string placement = ToString(spec->optimizer_state);
+  plan.String("optimizer_state", &placement, kStatePlacementNames.Names());
+  spec->optimizer_state = kStatePlacementNames.Parse(placement).value_or(spec->optimizer_state);
   plan.RejectUnknownKeys();
 }
 
@@ -173,6 +176,26 @@ void ReadPlanner(YamlReader planner, PlannerSpec* spec) {
       spec->precisions.push_back(*precision);
     }
   }
+  names.clear();
+  planner.StringList("optimizer_states", &names);
+  if (!names.empty()) {
+    spec->optimizer_states.clear();
+    for (const std::string& name : names) {
+      const std::optional<StatePlacement> placement = kStatePlacementNames.Parse(name);
+      if (!placement) {
+        planner.Fail("optimizer_states", "a list of device, host", "'" + name + "'");
+        return;
+      }
+      spec->optimizer_states.push_back(*placement);
+    }
+    if (std::find(spec->optimizer_states.begin(), spec->optimizer_states.end(),
+                  StatePlacement::kDevice) == spec->optimizer_states.end()) {
+      planner.Fail("optimizer_states",
+                   "a list that includes device (plan: {optimizer_state: host} forces the host)",
+                   "[host]");
+      return;
+    }
+  }
   std::vector<int> probes;
   std::string unused;
   planner.IntListOr("probe_microbatches", &probes, &unused, {}, 1, kMaxCount);
@@ -183,6 +206,7 @@ void ReadPlanner(YamlReader planner, PlannerSpec* spec) {
 void ReadMemory(YamlReader memory, MemorySpec* spec) {
   memory.Bytes("budget", &spec->budget_bytes);
   memory.Fraction("reserve", &spec->reserve_fraction, 0.0, 0.9);
+  memory.Bytes("host_budget", &spec->host_budget_bytes);
   memory.RejectUnknownKeys();
 }
 

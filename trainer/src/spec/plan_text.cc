@@ -25,7 +25,28 @@ std::string DescribePlan(const PlanSpec& plan) {
   const std::size_t blocks = plan.checkpoint_blocks.size();
   return std::to_string(plan.microbatch) + " x " + std::to_string(plan.accumulation_steps) + ", " +
          std::to_string(blocks) + (blocks == 1 ? " block" : " blocks") + " checkpointed, " +
-         ToString(plan.precision);
+         ToString(plan.precision) +
+         (plan.optimizer_state == StatePlacement::kHost ? ", optimizer state on the host" : "");
+}
+
+std::string DescribeLevers(const PlanSpec& plan) {
+  std::string text;
+  const auto add = [&text](const std::string& lever, const char* category) {
+    text += (text.empty() ? "" : ", ") + lever + " (" + category + ")";
+  };
+  if (plan.accumulation_steps > 1) {
+    add(std::to_string(plan.accumulation_steps) + " microbatches", "activations");
+  }
+  const std::size_t blocks = plan.checkpoint_blocks.size();
+  if (blocks > 0) {
+    add(std::to_string(blocks) + (blocks == 1 ? " block" : " blocks") + " checkpointed",
+        "activations");
+  }
+  if (plan.precision != Precision::kFp32) add(ToString(plan.precision), "activations");
+  if (plan.optimizer_state == StatePlacement::kHost) {
+    add("optimizer state on the host", "optimizer state");
+  }
+  return text.empty() ? "none" : text;
 }
 
 std::string DescribeChosenTiming(const ChosenPlan& chosen) {
@@ -49,6 +70,7 @@ std::string DescribeRejectedTiming(const RejectedPlan& rejected, const ChosenPla
 
 std::string PlanText(const ChosenPlan& chosen) {
   std::string out = "plan: " + DescribePlan(chosen.plan) + "\n";
+  out += "  levers: " + DescribeLevers(chosen.plan) + "\n";
   out += "  peak: predicted " + FormatBytes(chosen.predicted_peak_bytes) + ", measured " +
          FormatBytes(chosen.measured_peak_bytes) + ", usable " + FormatBytes(chosen.usable_bytes) +
          "\n";

@@ -21,6 +21,7 @@ void Fields(V& v, PlanSpec& s) {
   v("accumulation_steps", s.accumulation_steps);
   v("checkpoint_blocks", s.checkpoint_blocks);
   v("precision", s.precision);
+  v("optimizer_state", s.optimizer_state);
 }
 
 template <typename V>
@@ -189,6 +190,7 @@ void Fields(V& v, MemorySnapshot& s) {
   v("parameters_bytes", s.parameters_bytes);
   v("gradients_bytes", s.gradients_bytes);
   v("optimizer_state_bytes", s.optimizer_state_bytes);
+  v("host_state_bytes", s.host_state_bytes);
   v("live_bytes", s.live_bytes);
   v("peak_bytes", s.peak_bytes);
   v("reserved_bytes", s.reserved_bytes);
@@ -221,6 +223,15 @@ void Fields(V& v, BlockActivation& s) {
 }
 
 template <typename V>
+void Fields(V& v, HostLedger& s) {
+  v("master_weights_bytes", s.master_weights_bytes);
+  v("gradients_bytes", s.gradients_bytes);
+  v("optimizer_state_bytes", s.optimizer_state_bytes);
+  v("peak_bytes", s.peak_bytes);
+  v("budget_bytes", s.budget_bytes);
+}
+
+template <typename V>
 void Fields(V& v, MemoryLedger& s) {
   v("protocol_version", s.protocol_version);
   v("parameters_bytes", s.parameters_bytes);
@@ -234,6 +245,7 @@ void Fields(V& v, MemoryLedger& s) {
   v("reserved_peak_bytes", s.reserved_peak_bytes);
   v("budget_bytes", s.budget_bytes);
   v("usable_bytes", s.usable_bytes);
+  v.Omittable("host", s.host);
   v("blocks", s.blocks);
   v("blocks_note", s.blocks_note);
   v("plan", s.plan);
@@ -325,6 +337,7 @@ void Fields(V& v, ParityMemory& s) {
   v("model_state_bytes", s.model_state_bytes);
   v("snapshot_bytes", s.snapshot_bytes);
   v("limit_bytes", s.limit_bytes);
+  v("reference_on_host", s.reference_on_host);
   v("predicted_peak_bytes", s.predicted_peak_bytes);
   v("measured_peak_bytes", s.measured_peak_bytes);
 }
@@ -447,7 +460,7 @@ class Writer {
  private:
   template <typename T>
   static nlohmann::json Value(const T& value) {
-    if constexpr (std::is_same_v<T, Precision>) {
+    if constexpr (std::is_same_v<T, Precision> || std::is_same_v<T, StatePlacement>) {
       return ToString(value);
     } else if constexpr (std::is_same_v<T, Sha256Digest>) {
       return value.hex;
@@ -486,6 +499,16 @@ bool IsCount(const nlohmann::json& value, std::int64_t max) {
 
 bool IsSha256Hex(const std::string& hex) {
   return hex.size() == 64 && hex.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+// The names of an enum the protocol writes as a string.
+template <typename T>
+constexpr const auto& NamesOf() {
+  if constexpr (std::is_same_v<T, Precision>) {
+    return kPrecisionNames;
+  } else {
+    return kStatePlacementNames;
+  }
 }
 
 class Reader {
@@ -553,11 +576,11 @@ class Reader {
       out = json.get<std::string>();
     } else if constexpr (std::is_same_v<T, nlohmann::json>) {
       out = json;
-    } else if constexpr (std::is_same_v<T, Precision>) {
+    } else if constexpr (std::is_same_v<T, Precision> || std::is_same_v<T, StatePlacement>) {
       if (!json.is_string()) return false;
-      const std::optional<Precision> precision = kPrecisionNames.Parse(json.get<std::string>());
-      if (!precision) return false;
-      out = *precision;
+      const std::optional<T> named = NamesOf<T>().Parse(json.get<std::string>());
+      if (!named) return false;
+      out = *named;
     } else if constexpr (std::is_same_v<T, Sha256Digest>) {
       if (!json.is_string() || !IsSha256Hex(json.get<std::string>())) return false;
       out.hex = json.get<std::string>();

@@ -13,6 +13,10 @@ std::string ProcFileValue(const std::string& path, const std::string& key);
 // The machine's memory (MemTotal of /proc/meminfo) in bytes; 0 where it cannot be read.
 std::int64_t HostMemoryBytes();
 
+// Memory the machine can give without swapping now (MemAvailable of /proc/meminfo) in
+// bytes; 0 where it cannot be read.
+std::int64_t HostAvailableBytes();
+
 // This process's cgroup v2 folder ("/sys/fs/cgroup" + the "0::" path of /proc/self/cgroup);
 // "" where the process is in no cgroup v2 hierarchy.
 std::string SelfCgroupDir();

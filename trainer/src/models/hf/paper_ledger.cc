@@ -108,6 +108,7 @@ MemoryLedger PaperModel::Ledger(const PaperShape& shape, std::int64_t budget_byt
   ledger.plan.microbatch = shape.microbatch;
   ledger.plan.accumulation_steps = shape.accumulation_steps;
   ledger.plan.precision = shape.precision;
+  ledger.plan.optimizer_state = shape.optimizer_state;
   ledger.budget_bytes = budget_bytes;
   ledger.usable_bytes = usable_bytes;
   ledger.method = std::string("paper: formulas fitted to ledgers measured under LibTorch ") +
@@ -119,7 +120,11 @@ MemoryLedger PaperModel::Ledger(const PaperShape& shape, std::int64_t budget_byt
   const std::int64_t parameters = this->parameters();
   ledger.parameters_bytes = 4 * parameters;  // fp32 master weights at every precision
   ledger.gradients_bytes = 4 * parameters;
-  ledger.optimizer_state_bytes = 8 * parameters;                              // AdamW's two moments
+  if (shape.optimizer_state == StatePlacement::kHost) {
+    ledger.host = HostLedger{4 * parameters, 4 * parameters, 8 * parameters, 16 * parameters, 0};
+  } else {
+    ledger.optimizer_state_bytes = 8 * parameters;  // AdamW's two moments
+  }
   ledger.inputs_bytes = std::int64_t{shape.accumulation_steps} * m * t * 16;  // int64 ids, targets
   ledger.activations_bytes = layers_ * (shape.checkpoint_all ? checkpointed_bytes : layer_bytes) +
                              m * t * outside.per_position + outside.fixed;

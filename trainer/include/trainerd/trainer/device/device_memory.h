@@ -60,4 +60,32 @@ class ScopedMemoryLimit {
 // builds its model). Lives until the process exits.
 DeviceMemory& MemoryOf(const torch::Device& device);
 
+// Host memory a plan fills with model state (StatePlacement::kHost), counted apart from the
+// device's: CPU tensors allocated on a thread inside a HostMemoryScope are host bytes, outside
+// the CPU device's live bytes, peak and limit. On a CPU the
+// device and the host are one RAM and the scope is what keeps the budgeted "device" apart from
+// the host; beside a GPU every CPU tensor is host memory, and the scope decides what the host
+// ledger counts. The counting CPU allocator is installed on first use, as by MemoryOf. The
+// host budget is checked before training (HostBudgetBytes), not at each allocation.
+class HostMemory {
+ public:
+  virtual ~HostMemory() = default;
+  virtual std::int64_t live_bytes() const = 0;
+  virtual std::int64_t peak_bytes() const = 0;
+  virtual void ResetPeak() = 0;
+};
+HostMemory& HostMemoryOfProcess();
+
+// Marks this thread's CPU allocations as host memory for its lifetime (scopes nest).
+class HostMemoryScope {
+ public:
+  HostMemoryScope();
+  ~HostMemoryScope();
+  HostMemoryScope(const HostMemoryScope&) = delete;
+  HostMemoryScope& operator=(const HostMemoryScope&) = delete;
+
+ private:
+  bool saved_;
+};
+
 }  // namespace trainerd

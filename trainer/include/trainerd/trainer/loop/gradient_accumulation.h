@@ -45,7 +45,7 @@ torch::Tensor ForwardWithPrecision(TrainableModel& model, const torch::Tensor& i
 // zero_grad() releases gradients by default (set_to_none) and 1.13's zeroes them: the loop
 // says which it wants, so the memory held between and during updates, and the ledger that
 // measures it, are the same under both.
-void ZeroGradients(torch::optim::Optimizer& optimizer);
+void ZeroGradients(const std::vector<torch::Tensor>& parameters);
 
 // Called after microbatch `index`'s forward and loss, before its backward: the moment
 // its saved activations peak (the memory ledger measures there).
@@ -76,11 +76,13 @@ struct StepResult {
 // Sees the whole update's gradient (unscaled) and its global norm before clipping.
 using BeforeClip = std::function<void(double grad_norm)>;
 
-// `grad_clip` <= 0 disables clipping (the norm is still measured). Clipping scales every
-// gradient by grad_clip / (norm + 1e-6) when that is below 1, as clip_grad_norm_ does.
-StepResult UnscaleClipStep(TrainableModel& model, torch::optim::Optimizer& optimizer,
-                           double grad_clip, const PrecisionContext& precision,
-                           const BeforeClip& before_clip = {});
+// `parameters` are those `optimizer` steps, with the update's gradients: the model's, or their
+// host copies (host_model_state.h). `grad_clip` <= 0 disables clipping (the norm is still
+// measured). Clipping scales every gradient by grad_clip / (norm + 1e-6) when that is below
+// 1, as clip_grad_norm_ does.
+StepResult UnscaleClipStep(const std::vector<torch::Tensor>& parameters,
+                           torch::optim::Optimizer& optimizer, double grad_clip,
+                           const PrecisionContext& precision, const BeforeClip& before_clip = {});
 
 // What UnscaleClipStep measures of an update whose step is skipped without an overflow (the
 // parity check's replay of another side's skip): the gradient norm, seen by `before_clip` when

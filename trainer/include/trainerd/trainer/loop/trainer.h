@@ -23,6 +23,7 @@
 #include "trainerd/trainer/distributed/data_parallel.h"
 #include "trainerd/trainer/loop/event_sink.h"
 #include "trainerd/trainer/loop/gradient_accumulation.h"
+#include "trainerd/trainer/loop/host_model_state.h"
 #include "trainerd/trainer/loop/leak_detector.h"
 #include "trainerd/trainer/models/model.h"
 #include "trainerd/trainer/semantics/loss_scaler.h"
@@ -122,6 +123,16 @@ class Trainer {
 
   TrainableModel& model() { return *model_; }
   torch::optim::AdamW& optimizer() { return *optimizer_; }
+  // The parameters the optimizer steps, with the gradients the step uses: the model's, or
+  // with the optimizer state on the host, their host copies.
+  torch::OrderedDict<std::string, torch::Tensor> stepped_parameters() const;
+  // The plan keeps the optimizer state on the host (PlanSpec::optimizer_state).
+  const HostModelState* host_state() const { return host_state_ ? &*host_state_ : nullptr; }
+  // The model's parameters were set from outside the loop (the parity check starts every
+  // update from the reference's): the host's master weights take them.
+  void AdoptModelWeights() {
+    if (host_state_) host_state_->PullWeights();
+  }
   const torch::Device& device() const { return device_; }
   // The plan's microbatches of this rank's share of update `update`, on the device.
   std::vector<Batch> Microbatches(int update) const;
@@ -155,6 +166,10 @@ class Trainer {
   std::string LossScaleNow() const;
   // TrainUpdate, with the optimizer step taken or, for ReplaySkip, skipped.
   UpdateStats Update(int update, const AfterForward& after_forward, bool take_step);
+  // Unscale, clip and step where the plan keeps the optimizer state (UnscaleClipStep).
+  StepResult Step(const BeforeClip& before_clip);
+  // Why the plan's host state cannot fit the host budget; nullopt when it can.
+  std::optional<std::string> HostBudgetRefusal() const;
   // The steps of Run(), in order.
   struct RunTiming;
   void EmitStart(const ResumePoint& resumed);
@@ -187,6 +202,7 @@ class Trainer {
   RankShare share_;  // this rank's samples of every update
   torch::Device device_;
   std::shared_ptr<TrainableModel> model_;
+  std::optional<HostModelState> host_state_;  // optimizer state on the host only
   std::unique_ptr<torch::optim::AdamW> optimizer_;
   std::optional<DynamicLossScaler> scaler_;  // fp16 only
   std::string job_identity_;

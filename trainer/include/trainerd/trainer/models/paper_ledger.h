@@ -26,7 +26,10 @@ struct PaperShape {
   int accumulation_steps = 1;
   Precision precision = Precision::kFp32;
   bool checkpoint_all = false;  // every layer checkpointed, or none
-  int eval_windows = 16;        // data.eval_windows_per_slice: the held-out batch
+  // kHost: AdamW's state, the fp32 master weights and a copy of the gradients in the ledger's
+  // `host` part (its budget 0: unknown), none of the optimizer state on the device.
+  StatePlacement optimizer_state = StatePlacement::kDevice;
+  int eval_windows = 16;  // data.eval_windows_per_slice: the held-out batch
   PaperLibTorch libtorch = PaperLibTorch::k2;
 };
 

@@ -28,11 +28,13 @@ enum class TrainingFault {
   kOverflowFirstUpdate,       // the first update's gradient has a +inf element, as when an fp16
                               // loss scale is too large for the model at the start: the scaler
                               // skips that update and the optimizer state does not exist yet
+  kStaleHostWeights,          // with the optimizer state on the host, the stepped weights are
+                              // never copied back to the device
 };
 
 // The command-line names: none, loss_per_microbatch, step_per_microbatch,
 // clip_per_microbatch, lr_per_microbatch, recompute_fresh_rng, inf_gradient,
-// weight_decay_per_microbatch, frozen_parameter, overflow_first_update.
+// weight_decay_per_microbatch, frozen_parameter, overflow_first_update, stale_host_weights.
 std::optional<TrainingFault> ParseTrainingFault(std::string_view name);
 std::string_view ToString(TrainingFault fault);
 

@@ -115,6 +115,19 @@ inline constexpr EnumNames<Precision, 3> kPrecisionNames{{{
     {Precision::kFp16, "fp16"},
 }}};
 
+// Where AdamW's state and the fp32 master weights live (docs/model-state.md). kHost: the
+// device keeps the weights and gradients; after an update's last microbatch the gradients go
+// to host memory, the unscale, clip and step run there, and the updated weights come back.
+// The same arithmetic on the same values: a placement, not another job.
+enum class StatePlacement {
+  kDevice,
+  kHost,
+};
+inline constexpr EnumNames<StatePlacement, 2> kStatePlacementNames{{{
+    {StatePlacement::kDevice, "device"},
+    {StatePlacement::kHost, "host"},
+}}};
+
 // How a job is executed. A plan never changes the job: same effective batch, same mean-loss
 // gradient, same number of optimizer updates, same learning-rate schedule.
 struct PlanSpec {
@@ -122,11 +135,13 @@ struct PlanSpec {
   int accumulation_steps = 0;  // microbatches per update: ceil(effective_batch / microbatch)
   std::vector<int> checkpoint_blocks;  // sorted indices of blocks recomputed in backward
   Precision precision = Precision::kFp32;
+  StatePlacement optimizer_state = StatePlacement::kDevice;
 
   // Written out: plugins compile this header as C++17 (cmake/trainerdConfig.cmake.in).
   bool operator==(const PlanSpec& other) const {
     return microbatch == other.microbatch && accumulation_steps == other.accumulation_steps &&
-           checkpoint_blocks == other.checkpoint_blocks && precision == other.precision;
+           checkpoint_blocks == other.checkpoint_blocks && precision == other.precision &&
+           optimizer_state == other.optimizer_state;
   }
 };
 
@@ -145,6 +160,9 @@ struct TrainingSpec {
 struct PlannerSpec {
   std::vector<Precision> precisions = {Precision::kFp32, Precision::kBf16};  // allowed
   std::vector<int> probe_microbatches = {1, 2, 4};  // microbatches measured by the probe
+  // Where the planner may keep the optimizer state (docs/model-state.md): [device] keeps it
+  // off the host whatever the budget.
+  std::vector<StatePlacement> optimizer_states = {StatePlacement::kDevice, StatePlacement::kHost};
 };
 
 struct RuntimeSpec {
@@ -193,6 +211,9 @@ RankShare ShareOfRank(int effective_batch, int ranks, int rank);
 struct MemorySpec {
   std::int64_t budget_bytes = 24LL << 30;  // device memory the job may use
   double reserve_fraction = 0.10;          // kept free for fragmentation and the runtime
+  // Host memory a plan may fill with model state (StatePlacement::kHost); 0: what the host
+  // has available when the job starts (MemAvailable).
+  std::int64_t host_budget_bytes = 0;
   std::int64_t usable_bytes() const {
     return static_cast<std::int64_t>(static_cast<double>(budget_bytes) * (1.0 - reserve_fraction));
   }
@@ -232,6 +253,7 @@ struct JobSpec {
 const char* ToString(ModelInputs inputs);
 const char* ToString(LossKind kind);
 const char* ToString(Precision precision);
+const char* ToString(StatePlacement placement);
 const char* ToString(Launcher launcher);
 // {microbatch, accumulation_steps, checkpoint_blocks, precision}: the plan as every report
 // (events, ledger, planner, parity) and the store show it (worker_protocol.h parses it).

@@ -15,6 +15,11 @@ namespace trainerd {
 // "16 x 2, 1 block checkpointed, bf16": microbatch x accumulation steps.
 std::string DescribePlan(const PlanSpec& plan);
 
+// The plan's levers and the ledger category each attacks: "4 microbatches (activations), 1
+// block checkpointed (activations), optimizer state on the host (optimizer state)"; "none"
+// for the job as written.
+std::string DescribeLevers(const PlanSpec& plan);
+
 // "106 s at its measured 0.353 s per update; the time model predicted 167 s (+58%)".
 std::string DescribeChosenTiming(const ChosenPlan& chosen);
 

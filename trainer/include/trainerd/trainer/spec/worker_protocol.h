@@ -204,7 +204,8 @@ struct FinishEvent {
 struct MemorySnapshot {
   std::int64_t parameters_bytes = 0;
   std::int64_t gradients_bytes = 0;
-  std::int64_t optimizer_state_bytes = 0;
+  std::int64_t optimizer_state_bytes = 0;  // on the device
+  std::int64_t host_state_bytes = 0;       // master weights, gradients, state kept on the host
   std::int64_t live_bytes = 0;
   std::int64_t peak_bytes = 0;
   std::int64_t reserved_bytes = 0;
@@ -244,7 +245,19 @@ struct BlockActivation {
 //   temporaries     the measured peak minus everything above (the buffers the peak sits on)
 //   blocks          per block: bytes one forward through it leaves alive, uncheckpointed and
 //                   checkpointed, and its forward time (what recomputing it costs)
-// The categories sum to the measured peak.
+// The categories sum to the measured peak. A plan that keeps the optimizer state on the host
+// (PlanSpec::optimizer_state) has none on the device: `host` lists what it holds there.
+// What a plan keeps in host memory (StatePlacement::kHost), outside the device budget: the
+// fp32 master weights, the gradients' host copy and AdamW's state, exact from the tensors;
+// the host's peak over an update with the step's temporaries; and the budget it is held to.
+struct HostLedger {
+  std::int64_t master_weights_bytes = 0;
+  std::int64_t gradients_bytes = 0;
+  std::int64_t optimizer_state_bytes = 0;
+  std::int64_t peak_bytes = 0;
+  std::int64_t budget_bytes = 0;  // memory.host_budget, or the host's available memory
+};
+
 struct MemoryLedger {
   int protocol_version = kWorkerProtocolVersion;
   std::int64_t parameters_bytes = 0;
@@ -259,6 +272,7 @@ struct MemoryLedger {
   std::int64_t reserved_peak_bytes = 0;  // the allocator's peak holding (CUDA cache); = peak on CPU
   std::int64_t budget_bytes = 0;
   std::int64_t usable_bytes = 0;
+  std::optional<HostLedger> host;  // set when the plan keeps the optimizer state on the host
   std::vector<BlockActivation> blocks;
   std::string blocks_note;  // why there are no blocks a plan can checkpoint; "" when there are
   PlanSpec plan;
@@ -368,6 +382,10 @@ struct ParityMemory {
   // and added to the limit (the budget bounds the trainers, not the judge's copies).
   std::int64_t snapshot_bytes = 0;
   std::int64_t limit_bytes = 0;  // usable bytes, plus the snapshots on a CPU
+  // A plan that keeps its optimizer state on the host leaves no room for a second model's
+  // state: on a CPU the reference then runs in host memory, outside the limit, and `trainers`
+  // and `model_state_bytes` count the plan's sides and their device state only.
+  bool reference_on_host = false;
   std::int64_t predicted_peak_bytes = 0;
   std::int64_t measured_peak_bytes = 0;  // the device's peak over the check as run
 };

@@ -1,0 +1,265 @@
+// The optimizer state on the host (host_model_state.h, StatePlacement::kHost): host memory
+// counted apart from the device's and outside its limit; training equal to the device
+// placement's bit for bit in every precision, and across a checkpoint written by the other
+// placement; the ledger's device/host split; the planner choosing the lever when the model's
+// state leaves no plan room on the device, the plan's parity passing and its weights equal to
+// an unconstrained run's; and the parity check rejecting a host step whose weights never come
+// back to the device.
+#include "trainerd/trainer/loop/host_model_state.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <atomic>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "../support/cuda_test.h"
+#include "../support/temp_dir.h"
+#include "../support/tiny_job_test.h"
+#include "trainerd/trainer/device/device_memory.h"
+#include "trainerd/trainer/loop/trainer.h"
+#include "trainerd/trainer/plan/memory_ledger.h"
+#include "trainerd/trainer/plan/parity.h"
+#include "trainerd/trainer/plan/planner.h"
+
+namespace trainerd {
+namespace {
+
+class HostModelStateTest : public testing::TinyJobTest {
+ protected:
+  JobSpec With(StatePlacement placement) const {
+    JobSpec spec = spec_;
+    spec.plan.optimizer_state = placement;
+    return spec;
+  }
+  static std::vector<torch::Tensor> Parameters(Trainer& trainer) {
+    std::vector<torch::Tensor> out;
+    for (const torch::Tensor& p : trainer.model().parameters()) out.push_back(p.detach().clone());
+    return out;
+  }
+  // The parameters after `updates` updates of `spec`.
+  std::vector<torch::Tensor> Trained(const JobSpec& spec, int updates) {
+    NullEventSink discard;
+    Trainer trainer(spec, *corpus_, &discard);
+    for (int update = 0; update < updates; ++update) trainer.TrainUpdate(update);
+    return Parameters(trainer);
+  }
+  static double LargestDifference(const std::vector<torch::Tensor>& a,
+                                  const std::vector<torch::Tensor>& b) {
+    EXPECT_EQ(a.size(), b.size());
+    double largest = 0;
+    for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) {
+      largest = std::max(largest, (a[i] - b[i]).abs().max().item<double>());
+    }
+    return largest;
+  }
+};
+
+TEST_F(HostModelStateTest, AllocationsInAHostScopeAreHostMemoryOutsideTheDeviceLimit) {
+  DeviceMemory& device = MemoryOf(torch::kCPU);
+  HostMemory& host = HostMemoryOfProcess();
+  const std::int64_t device_before = device.live_bytes();
+  const std::int64_t host_before = host.live_bytes();
+  {
+    torch::Tensor on_host;
+    {
+      // The device has room for 1 KiB more; the host tensor is 4 MiB.
+      const ScopedMemoryLimit limited(device, device_before + 1024);
+      const HostMemoryScope scope;
+      on_host = torch::ones({1 << 20});
+    }
+    EXPECT_EQ(host.live_bytes() - host_before, 4 << 20);
+    EXPECT_EQ(device.live_bytes(), device_before);
+    const torch::Tensor on_device = torch::ones({1024});
+    EXPECT_EQ(device.live_bytes() - device_before, 4096);
+    EXPECT_EQ(host.live_bytes() - host_before, 4 << 20);
+  }
+  // Freed outside the scope, each from the count it was allocated in.
+  EXPECT_EQ(host.live_bytes(), host_before);
+  EXPECT_EQ(device.live_bytes(), device_before);
+}
+
+// Clipping at 0.05 is active in every update, dropout draws masks, accumulation and
+// checkpointing split the batch: the host step sees the same gradient and takes the same step.
+TEST_F(HostModelStateTest, TrainsBitForBitAsWithTheStateOnTheDeviceInEveryPrecision) {
+  spec_.model.options["dropout"] = 0.1;
+  spec_.training.grad_clip = 0.05;
+  for (const Precision precision : {Precision::kFp32, Precision::kBf16, Precision::kFp16}) {
+    spec_.plan = {2, 4, {0, 1}, precision};
+    const auto on_device = Trained(With(StatePlacement::kDevice), 4);
+    const auto on_host = Trained(With(StatePlacement::kHost), 4);
+    EXPECT_EQ(LargestDifference(on_device, on_host), 0.0) << ToString(precision);
+    EXPECT_GT(LargestDifference(on_host, Trained(With(StatePlacement::kHost), 0)), 0.0)
+        << "the updates must have moved the weights for the comparison to mean anything";
+  }
+}
+
+// The parity check sets a side's weights before every update: the host's masters follow.
+TEST_F(HostModelStateTest, WeightsSetOnTheModelReachTheHostsMastersWhenAdopted) {
+  NullEventSink discard;
+  Trainer on_device(With(StatePlacement::kDevice), *corpus_, &discard);
+  Trainer on_host(With(StatePlacement::kHost), *corpus_, &discard);
+  for (Trainer* trainer : {&on_device, &on_host}) {
+    {
+      const torch::NoGradGuard no_grad;
+      for (torch::Tensor& p : trainer->model().parameters()) p.mul_(0.5);
+    }
+    trainer->AdoptModelWeights();
+    trainer->TrainUpdate(0);
+  }
+  EXPECT_EQ(LargestDifference(Parameters(on_device), Parameters(on_host)), 0.0);
+}
+
+TEST_F(HostModelStateTest, TheLedgerCountsTheStateOnTheHostAndNotOnTheDevice) {
+  const Result<MemoryLedger> device = MeasureLedger(With(StatePlacement::kDevice), *corpus_);
+  const Result<MemoryLedger> host = MeasureLedger(With(StatePlacement::kHost), *corpus_);
+  ASSERT_TRUE(device.ok() && host.ok());
+  EXPECT_FALSE(device->host);
+  ASSERT_TRUE(host->host);
+  EXPECT_EQ(host->optimizer_state_bytes, 0);
+  EXPECT_EQ(host->parameters_bytes, device->parameters_bytes);
+  EXPECT_EQ(host->gradients_bytes, device->gradients_bytes);
+  EXPECT_EQ(host->host->master_weights_bytes, device->parameters_bytes);
+  EXPECT_EQ(host->host->gradients_bytes, device->gradients_bytes);
+  EXPECT_EQ(host->host->optimizer_state_bytes, device->optimizer_state_bytes);
+  EXPECT_GE(host->host->peak_bytes, HostStateBytes(device->parameters_bytes));
+  EXPECT_GT(host->host->budget_bytes, 0);
+  // The device's peak falls by the optimizer state and nothing else moves.
+  EXPECT_NEAR(static_cast<double>(host->peak_bytes),
+              static_cast<double>(device->peak_bytes - device->optimizer_state_bytes),
+              0.02 * static_cast<double>(device->peak_bytes));
+  EXPECT_EQ(host->activations_bytes, device->activations_bytes);
+  EXPECT_NE(LedgerTable(*host).find("on the host"), std::string::npos) << LedgerTable(*host);
+}
+
+// Stops a run once it has emitted the update event of `update`.
+class StopAfterUpdate : public EventSink {
+ public:
+  StopAfterUpdate(int update, std::atomic<bool>* stop) : update_(update), stop_(stop) {}
+  void Emit(const WorkerEvent& event) override {
+    if (const auto* u = std::get_if<UpdateEvent>(&event); u && u->update == update_) *stop_ = true;
+  }
+
+ private:
+  int update_;
+  std::atomic<bool>* stop_;
+};
+
+TEST_F(HostModelStateTest, AJobResumesAcrossPlacementsFromOneCheckpoint) {
+  spec_.training.updates = 4;
+  testing::TempDir dir;
+  TrainerOptions options;
+  options.checkpoint_path = dir.File("checkpoint.pt");
+  options.model_path = dir.File("model.pt");
+  std::atomic<bool> stop{false};
+  options.stop_requested = &stop;
+  {  // two updates on the device, interrupted: a checkpoint with the state on the device
+    StopAfterUpdate sink(2, &stop);
+    Trainer first(With(StatePlacement::kDevice), *corpus_, &sink);
+    Result<TrainOutcome> outcome = first.Run(options);
+    ASSERT_TRUE(outcome.ok()) << outcome.status().message();
+    ASSERT_EQ(outcome->kind, TrainOutcome::Kind::kInterrupted);
+  }
+  stop = false;
+  options.resume = Resume::kRequired;
+  NullEventSink discard;
+  Trainer resumed(With(StatePlacement::kHost), *corpus_, &discard);
+  Result<TrainOutcome> outcome = resumed.Run(options);
+  ASSERT_TRUE(outcome.ok()) << outcome.status().message();
+  ASSERT_EQ(outcome->kind, TrainOutcome::Kind::kFinished);
+  EXPECT_EQ(LargestDifference(Parameters(resumed), Trained(With(StatePlacement::kDevice), 4)), 0.0);
+}
+
+TEST_F(HostModelStateTest, AHostBudgetBelowTheStateIsRefusedBeforeAnyUpdate) {
+  JobSpec spec = With(StatePlacement::kHost);
+  spec.memory.host_budget_bytes = 64 << 10;
+  testing::TempDir dir;
+  TrainerOptions options;
+  options.checkpoint_path = dir.File("checkpoint.pt");
+  options.model_path = dir.File("model.pt");
+  NullEventSink discard;
+  Trainer trainer(spec, *corpus_, &discard);
+  Result<TrainOutcome> outcome = trainer.Run(options);
+  ASSERT_TRUE(outcome.ok()) << outcome.status().message();
+  EXPECT_EQ(outcome->kind, TrainOutcome::Kind::kOutOfMemory);
+  EXPECT_EQ(outcome->updates_done, 0);
+  EXPECT_NE(outcome->message.find("memory.host_budget"), std::string::npos) << outcome->message;
+  EXPECT_NE(outcome->message.find("64.00 KiB"), std::string::npos) << outcome->message;
+}
+
+// A device whose usable memory is the named baseline's peak less half the optimizer state:
+// no plan with the state on the device fits (the baseline needs the least memory of them).
+TEST_F(HostModelStateTest, ThePlannerKeepsTheStateOnTheHostWhenNothingElseFits) {
+  spec_.planner.precisions = {Precision::kFp32};
+  spec_.planner.probe_microbatches = {1, 2, 4};
+  spec_.training.updates = 6;
+  JobSpec baseline = spec_;
+  baseline.plan = NamedBaselinePlan(spec_);
+  const Result<MemoryLedger> ledger = MeasureLedger(baseline, *corpus_);
+  ASSERT_TRUE(ledger.ok());
+  spec_.memory.reserve_fraction = 0;
+  spec_.memory.budget_bytes = ledger->peak_bytes - ledger->optimizer_state_bytes / 2;
+
+  Result<ChosenPlan> chosen = PlanJob(spec_, *corpus_, {/*parity_checked=*/true});
+  ASSERT_TRUE(chosen.ok()) << chosen.status().message();
+  EXPECT_EQ(chosen->plan.optimizer_state, StatePlacement::kHost) << ToJson(*chosen).dump();
+  EXPECT_LE(chosen->measured_peak_bytes, spec_.memory.usable_bytes());
+
+  JobSpec planned = spec_;
+  planned.plan = chosen->plan;
+  const Result<ParityReport> parity = CheckParity(planned, *corpus_, 3);
+  ASSERT_TRUE(parity.ok()) << parity.status().message();
+  EXPECT_TRUE(parity->pass) << ToJson(*parity).dump();
+  EXPECT_TRUE(parity->memory.reference_on_host);
+
+  // Trained under the device limit, and as the same plan trains with no limit and the state
+  // on the device.
+  DeviceMemory& memory = MemoryOf(torch::kCPU);
+  std::vector<torch::Tensor> limited;
+  {
+    NullEventSink discard;
+    Trainer trainer(planned, *corpus_, &discard);
+    const ScopedMemoryLimit limit(memory, spec_.memory.usable_bytes());
+    memory.ResetPeak();
+    for (int update = 0; update < 6; ++update) trainer.TrainUpdate(update);
+    EXPECT_LE(memory.peak_bytes(), spec_.memory.usable_bytes());
+    limited = Parameters(trainer);
+  }
+  planned.plan.optimizer_state = StatePlacement::kDevice;
+  EXPECT_LE(LargestDifference(limited, Trained(planned, 6)), 1e-6);
+}
+
+TEST_F(HostModelStateTest, ParityRejectsAHostStepWhoseWeightsNeverReachTheDevice) {
+  spec_.plan = {2, 4, {}, Precision::kFp32, StatePlacement::kHost};
+  const Result<ParityReport> correct = CheckParity(spec_, *corpus_, 2);
+  ASSERT_TRUE(correct.ok()) << correct.status().message();
+  ASSERT_TRUE(correct->pass) << ToJson(*correct).dump();
+  const Result<ParityReport> stale =
+      CheckParity(spec_, *corpus_, 2, TrainingFault::kStaleHostWeights);
+  ASSERT_TRUE(stale.ok()) << stale.status().message();
+  EXPECT_FALSE(stale->pass) << ToJson(*stale).dump();
+}
+
+class HostModelStateCudaTest : public testing::CudaTestOf<HostModelStateTest> {};
+
+// On a GPU the step runs on the CPU, the forward and backward on the device: the same update
+// to the rounding of the two AdamW kernels, and the device's peak without the state.
+TEST_F(HostModelStateCudaTest, TrainsOnTheGpuAsWithTheStateOnTheDeviceWithoutItsBytes) {
+  spec_.runtime.device = "cuda";
+  spec_.plan = {2, 4, {}, Precision::kFp32};
+  EXPECT_LE(LargestDifference(Trained(With(StatePlacement::kDevice), 4),
+                              Trained(With(StatePlacement::kHost), 4)),
+            1e-6);
+  const Result<MemoryLedger> device = MeasureLedger(With(StatePlacement::kDevice), *corpus_);
+  const Result<MemoryLedger> host = MeasureLedger(With(StatePlacement::kHost), *corpus_);
+  ASSERT_TRUE(device.ok() && host.ok());
+  ASSERT_TRUE(host->host);
+  EXPECT_EQ(host->optimizer_state_bytes, 0);
+  EXPECT_EQ(host->host->optimizer_state_bytes, device->optimizer_state_bytes);
+  EXPECT_LT(host->peak_bytes, device->peak_bytes - device->optimizer_state_bytes / 2);
+}
+
+}  // namespace
+}  // namespace trainerd

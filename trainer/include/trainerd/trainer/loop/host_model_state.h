@@ -1,0 +1,55 @@
+// The host half of a plan that keeps the optimizer state on the host (StatePlacement::kHost,
+// docs/model-state.md): fp32 master copies of the model's parameters in host memory
+// (HostMemoryScope), each with a host gradient, and AdamW's state, which the optimizer built
+// over parameters() allocates there when it steps. Per update, after the last microbatch:
+// PullGradients (the device's gradients to the host), the unscale, clip and step on the
+// host, PushWeights (the host's weights to the device). The device keeps the parameters and
+// their gradients; the arithmetic is the step's on the same values, so the result is the
+// device step's, bit for bit on the CPU.
+#pragma once
+
+#include <torch/optim/optimizer.h>
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trainerd/trainer/spec/job_spec.h"
+
+namespace trainerd {
+
+class HostModelState {
+ public:
+  // Host copies of `device_parameters` (named as the model names them).
+  explicit HostModelState(const torch::OrderedDict<std::string, torch::Tensor>& device_parameters);
+
+  // The master weights, each with its gradient once pulled: what the optimizer steps.
+  const std::vector<torch::Tensor>& parameters() const { return host_; }
+  const torch::OrderedDict<std::string, torch::Tensor>& named_parameters() const { return named_; }
+
+  // The device's gradients into the masters' (a parameter without one keeps none).
+  void PullGradients();
+  // The masters' values into the device's parameters.
+  void PushWeights();
+  // The device's parameters into the masters (after weights were loaded on the device).
+  void PullWeights();
+  // Moves `optimizer`'s AdamW state into host memory (after a checkpoint loaded it on the
+  // device).
+  static void MoveStateToHost(torch::optim::Optimizer& optimizer);
+
+ private:
+  std::vector<torch::Tensor> device_;
+  std::vector<torch::Tensor> host_;
+  torch::OrderedDict<std::string, torch::Tensor> named_;
+};
+
+// Host bytes a plan of `parameter_bytes` needs with the optimizer state on the host: the fp32
+// master weights, their gradients and AdamW's two moments (four fp32 copies).
+std::int64_t HostStateBytes(std::int64_t parameter_bytes);
+
+// What host memory model state may fill: memory.host_budget, or what the host has available
+// now (MemAvailable) when it is not set.
+std::int64_t HostBudgetBytes(const MemorySpec& memory);
+
+}  // namespace trainerd
