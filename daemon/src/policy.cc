@@ -213,6 +213,17 @@ FallbackDecision DecideFallback(const FallbackInput& input) {
     d.reason = "after " + what + ": retrying with the named baseline plan";
     return d;
   }
+  // The baseline's activations are the least any plan keeps: what still does not fit is the
+  // model's own state.
+  if (input.outcome == AttemptOutcome::kOom && input.baseline_on_host &&
+      !AlreadyTried(input.tried, failed.config_hash, *input.baseline_on_host)) {
+    d.source = PlanSource::kBaseline;
+    d.plan = input.baseline_on_host;
+    d.reason = "after " + what +
+               ": retrying with the named baseline plan, its optimizer state "
+               "on the host";
+    return d;
+  }
   d.mark_config_bad = candidate;
   return give_up("every fallback plan of this config has been tried");
 }

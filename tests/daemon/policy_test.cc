@@ -195,6 +195,32 @@ TEST_F(FallbackTest, KnownGoodConfigWalksDownItsLadder) {
   EXPECT_NE(d.reason.find("every fallback plan"), std::string::npos) << d.reason;
 }
 
+// Where the job lets the planner keep the optimizer state on the host, a baseline that ran
+// out of memory is tried once more with it there; after any other failure, or once tried,
+// nothing is left.
+TEST_F(FallbackTest, ABaselineOutOfMemoryIsRetriedWithTheOptimizerStateOnTheHost) {
+  PlanSpec on_host = NamedBaselinePlan(8, 2);
+  on_host.optimizer_state = StatePlacement::kHost;
+  FallbackInput in =
+      Input(AttemptOutcome::kOom, {{"good", PlanSource::kBaseline, NamedBaselinePlan(8, 2)}});
+  in.baseline_on_host = on_host;
+  FallbackDecision d = DecideFallback(in);
+  ASSERT_TRUE(d.retry) << d.reason;
+  EXPECT_EQ(d.source, PlanSource::kBaseline);
+  EXPECT_EQ(d.plan, on_host);
+  EXPECT_NE(d.reason.find("optimizer state on the host"), std::string::npos) << d.reason;
+
+  in.tried.push_back({"good", PlanSource::kBaseline, on_host});
+  EXPECT_FALSE(DecideFallback(in).retry);
+
+  in = Input(AttemptOutcome::kCrashed, {{"good", PlanSource::kBaseline, NamedBaselinePlan(8, 2)}});
+  in.baseline_on_host = on_host;
+  EXPECT_FALSE(DecideFallback(in).retry) << "a crash is not the model's state not fitting";
+
+  in = Input(AttemptOutcome::kOom, {{"good", PlanSource::kBaseline, NamedBaselinePlan(8, 2)}});
+  EXPECT_FALSE(DecideFallback(in).retry) << "planner.optimizer_states: [device]";
+}
+
 TEST_F(FallbackTest, ARejectedPlanWalksDownTheLadderLikeAnOom) {
   // The job's own plan is refused (over budget, or failed parity) -> the validated plan.
   FallbackInput in = Input(AttemptOutcome::kRejected, {{"good", PlanSource::kConfig, Plan(8, 1)}});

@@ -299,6 +299,49 @@ TEST(TrainerRunTest, AHostBudgetBelowTheHostStateIsAnOomNamingItBeforeAnyUpdate)
   EXPECT_FALSE(std::filesystem::exists(dir.File("out/model.pt")));
 }
 
+// A budget below what the job's model state and its least activations need on the device:
+// the named baseline's peak less half its optimizer state. --plan auto keeps the state on the
+// host, trains under the budget, and writes the weights the same plan writes with the state on
+// the device and no budget, byte for byte.
+TEST(TrainerRunTest, PlanAutoKeepsTheOptimizerStateOnTheHostWhenNothingElseFits) {
+  testing::TempDir dir;
+  const std::string config =
+      dir.Write("job.yaml",
+                testing::TinyGptYaml(3) + "planner: {precisions: [fp32]}\nmemory: {reserve: 0}\n");
+  const std::string baseline =
+      dir.Write("baseline.json", R"({"microbatch": 1, "checkpoint_blocks": "all"})");
+  ChildProcess ledger(
+      {TRAINER_RUN_PATH, "--config", config, "--plan", baseline, "--ledger", "--json"});
+  const std::vector<std::string> lines = ledger.ReadAllLines();
+  ASSERT_EQ(ledger.ExitCode(), 0) << ledger.ReadAllStderr();
+  const nlohmann::json measured = nlohmann::json::parse(lines.back());
+  const std::int64_t budget = measured["peak_bytes"].get<std::int64_t>() -
+                              measured["optimizer_state_bytes"].get<std::int64_t>() / 2;
+  ::setenv("XDG_CACHE_HOME", dir.File("cache").c_str(), 1);
+  ChildProcess planned({TRAINER_RUN_PATH, "--config", config, "--plan", "auto", "--budget",
+                        std::to_string(budget), "--output-dir", dir.File("host")});
+  const auto events = Events(planned.ReadAllLines());
+  ASSERT_EQ(planned.ExitCode(), 0) << planned.ReadAllStderr();
+  ASSERT_EQ(events[0]["event"], "plan");
+  nlohmann::json plan = events[0]["plan"];
+  EXPECT_EQ(plan["optimizer_state"], "host") << plan.dump();
+  EXPECT_EQ(events.back()["event"], "finish");
+  EXPECT_LE(events.back()["peak_bytes"].get<std::int64_t>(), budget);
+
+  nlohmann::json same_on_device;
+  for (const char* key : {"microbatch", "checkpoint_blocks", "precision"}) {
+    same_on_device[key] = plan[key];
+  }
+  const std::string device_plan = dir.Write("device.json", same_on_device.dump());
+  ChildProcess unlimited({TRAINER_RUN_PATH, "--config", config, "--plan", device_plan,
+                          "--output-dir", dir.File("device")});
+  const auto device_events = Events(unlimited.ReadAllLines());
+  ::unsetenv("XDG_CACHE_HOME");
+  ASSERT_EQ(unlimited.ExitCode(), 0) << unlimited.ReadAllStderr();
+  EXPECT_EQ(device_events.back()["model_files"]["weights_sha256"],
+            events.back()["model_files"]["weights_sha256"]);
+}
+
 TEST(TrainerRunTest, PlanAutoFitsTheSameBudgetAndTrains) {
   testing::TempDir dir;
   const std::string config = dir.Write(

@@ -1,5 +1,7 @@
 #include "cycle/fallback.h"
 
+#include <algorithm>
+
 #include "cycle/cycle_steps.h"
 
 namespace trainerd::daemon {
@@ -35,6 +37,11 @@ std::optional<Attempt> NextAttempt(CycleState& state, CycleContext& context,
   input.validated_plan = *validated;
   input.baseline_plan = NamedBaselinePlan(active.spec.training.effective_batch,
                                           context.BlocksOf(active.spec, active.version.hash));
+  const std::vector<StatePlacement>& placements = active.spec.planner.optimizer_states;
+  if (std::find(placements.begin(), placements.end(), StatePlacement::kHost) != placements.end()) {
+    input.baseline_on_host = input.baseline_plan;
+    input.baseline_on_host->optimizer_state = StatePlacement::kHost;
+  }
   input.max_attempts = context.config().max_attempts;
   input.seconds_left = context.Limits(state.window).sigterm_at - context.clock().Now();
   const FallbackDecision decision = DecideFallback(input);
