@@ -213,9 +213,11 @@ FallbackDecision DecideFallback(const FallbackInput& input) {
     d.reason = "after " + what + ": retrying with the named baseline plan";
     return d;
   }
-  // The baseline's activations are the least any plan keeps: what still does not fit is the
-  // model's own state.
-  if (input.outcome == AttemptOutcome::kOom && input.baseline_on_host &&
+  // The baseline's activations are the least any plan keeps: what still does not fit (an OOM,
+  // or a ledger over the budget, which rejects it before training) is the model's own state.
+  const bool out_of_memory =
+      input.outcome == AttemptOutcome::kOom || input.outcome == AttemptOutcome::kRejected;
+  if (out_of_memory && input.baseline_on_host &&
       !AlreadyTried(input.tried, failed.config_hash, *input.baseline_on_host)) {
     d.source = PlanSource::kBaseline;
     d.plan = input.baseline_on_host;

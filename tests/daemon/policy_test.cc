@@ -196,8 +196,8 @@ TEST_F(FallbackTest, KnownGoodConfigWalksDownItsLadder) {
 }
 
 // Where the job lets the planner keep the optimizer state on the host, a baseline that ran
-// out of memory is tried once more with it there; after any other failure, or once tried,
-// nothing is left.
+// out of memory (or was rejected) is tried once more with it there; after any other failure,
+// or once tried, nothing is left.
 TEST_F(FallbackTest, ABaselineOutOfMemoryIsRetriedWithTheOptimizerStateOnTheHost) {
   PlanSpec on_host = NamedBaselinePlan(8, 2);
   on_host.optimizer_state = StatePlacement::kHost;
@@ -212,6 +212,13 @@ TEST_F(FallbackTest, ABaselineOutOfMemoryIsRetriedWithTheOptimizerStateOnTheHost
 
   in.tried.push_back({"good", PlanSource::kBaseline, on_host});
   EXPECT_FALSE(DecideFallback(in).retry);
+
+  // The ledger step refuses a baseline over the budget before training: the same rung.
+  in = Input(AttemptOutcome::kRejected, {{"good", PlanSource::kBaseline, NamedBaselinePlan(8, 2)}});
+  in.baseline_on_host = on_host;
+  d = DecideFallback(in);
+  ASSERT_TRUE(d.retry) << d.reason;
+  EXPECT_EQ(d.plan, on_host);
 
   in = Input(AttemptOutcome::kCrashed, {{"good", PlanSource::kBaseline, NamedBaselinePlan(8, 2)}});
   in.baseline_on_host = on_host;

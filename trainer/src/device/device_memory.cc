@@ -166,7 +166,10 @@ DeviceMemory& MemoryOf(const torch::Device& device) {
 
 HostMemory& HostMemoryOfProcess() { return CountingAllocator().host(); }
 
-HostMemoryScope::HostMemoryScope() : saved_(in_host_scope) { in_host_scope = true; }
+HostMemoryScope::HostMemoryScope() : saved_(in_host_scope) {
+  CountingAllocator();  // beside a GPU nothing else may have installed it yet
+  in_host_scope = true;
+}
 HostMemoryScope::~HostMemoryScope() { in_host_scope = saved_; }
 
 }  // namespace trainerd

@@ -136,8 +136,9 @@ StepResult MeasureGradient(const std::vector<torch::Tensor>& parameters,
 
 }  // namespace
 
-StepResult MeasureWithoutStep(TrainableModel& model, const BeforeClip& before_clip) {
-  StepResult result = MeasureGradient(model.parameters(), before_clip);
+StepResult MeasureWithoutStep(const std::vector<torch::Tensor>& parameters,
+                              const BeforeClip& before_clip) {
+  StepResult result = MeasureGradient(parameters, before_clip);
   result.skipped = true;
   return result;
 }

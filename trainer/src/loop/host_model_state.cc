@@ -1,9 +1,8 @@
 #include "trainerd/trainer/loop/host_model_state.h"
 
-#include <torch/optim/adamw.h>
-
 #include "trainerd/common/proc_file.h"
 #include "trainerd/trainer/device/device_memory.h"
+#include "trainerd/trainer/spec/units.h"
 
 namespace trainerd {
 namespace {
@@ -51,19 +50,31 @@ void HostModelState::PullWeights() {
   for (std::size_t i = 0; i < host_.size(); ++i) host_[i].copy_(device_[i]);
 }
 
-void HostModelState::MoveStateToHost(torch::optim::Optimizer& optimizer) {
-  for (auto& entry : optimizer.state()) {
-    auto& state = static_cast<torch::optim::AdamWParamState&>(*entry.second);
-    state.exp_avg(HostCopy(state.exp_avg()));
-    state.exp_avg_sq(HostCopy(state.exp_avg_sq()));
-    if (state.max_exp_avg_sq().defined()) state.max_exp_avg_sq(HostCopy(state.max_exp_avg_sq()));
+void HostModelState::MoveToDevice(torch::nn::Module& model, const torch::Device& device) {
+  const torch::NoGradGuard no_grad;
+  for (torch::Tensor& p : model.parameters()) {
+    p.set_data(p.detach().to(device, /*non_blocking=*/false, /*copy=*/true));
   }
 }
 
 std::int64_t HostStateBytes(std::int64_t parameter_bytes) { return 4 * parameter_bytes; }
 
 std::int64_t HostBudgetBytes(const MemorySpec& memory) {
-  return memory.host_budget_bytes > 0 ? memory.host_budget_bytes : HostAvailableBytes();
+  if (memory.host_budget_bytes > 0) return memory.host_budget_bytes;
+  return HostAvailableBytes() + HostMemoryOfProcess().live_bytes();
+}
+
+std::optional<std::string> HostStateRefusal(std::int64_t parameter_bytes,
+                                            const MemorySpec& memory) {
+  const std::int64_t needed = HostStateBytes(parameter_bytes);
+  const std::int64_t budget = HostBudgetBytes(memory);
+  if (needed <= budget) return std::nullopt;
+  return "keeping the optimizer state on the host needs " + FormatBytes(needed) +
+         " of host memory (fp32 master weights, their gradients and AdamW's two moments: four "
+         "times " +
+         FormatBytes(parameter_bytes) + "), more than the host budget of " + FormatBytes(budget) +
+         (memory.host_budget_bytes > 0 ? " (memory.host_budget)"
+                                       : " (what the host has available: MemAvailable)");
 }
 
 }  // namespace trainerd

@@ -216,7 +216,7 @@ UpdateStats Trainer::Update(int update, const AfterForward& after_forward, bool 
   const torch::Tensor frozen_value = frozen.defined() ? frozen.detach().clone() : torch::Tensor();
   const StepResult step = [&] {
     RECORD_USER_SCOPE(kOptimizerScope);  // the op profiler's "optimizer" group
-    return take_step ? Step(before_clip_) : MeasureWithoutStep(*model_, before_clip_);
+    return take_step ? Step(before_clip_) : MeasureSkipped(before_clip_);
   }();
   if (frozen.defined()) {
     const torch::NoGradGuard no_grad;
@@ -243,24 +243,30 @@ StepResult Trainer::Step(const BeforeClip& before_clip) {
   return result;
 }
 
+StepResult Trainer::MeasureSkipped(const BeforeClip& before_clip) {
+  if (!host_state_) return MeasureWithoutStep(model_->parameters(), before_clip);
+  const HostMemoryScope host;
+  host_state_->PullGradients();  // what the observer reads (stepped_parameters)
+  return MeasureWithoutStep(host_state_->parameters(), before_clip);
+}
+
 torch::OrderedDict<std::string, torch::Tensor> Trainer::stepped_parameters() const {
   return host_state_ ? host_state_->named_parameters() : model_->named_parameters();
 }
 
-std::optional<std::string> Trainer::HostBudgetRefusal() const {
-  if (!host_state_) return std::nullopt;
+std::optional<std::string> Trainer::HostBudgetRefusal() {
+  if (!host_state_) return std::nullopt;  // the same plan on every rank
   std::int64_t parameter_bytes = 0;
   for (const torch::Tensor& p : host_state_->parameters()) parameter_bytes += TensorBytes(p);
-  const std::int64_t needed = HostStateBytes(parameter_bytes);
-  const std::int64_t budget = HostBudgetBytes(spec_.memory);
-  if (needed <= budget) return std::nullopt;
-  return "the plan keeps the optimizer state on the host, which needs " + FormatBytes(needed) +
-         " of host memory (fp32 master weights, their gradients and AdamW's two moments: four "
-         "times " +
-         FormatBytes(parameter_bytes) + "), more than the host budget of " + FormatBytes(budget) +
-         (spec_.memory.host_budget_bytes > 0 ? " (memory.host_budget)"
-                                             : " (what the host has available: MemAvailable)") +
-         ": nothing was trained";
+  std::optional<std::string> refusal = HostStateRefusal(parameter_bytes, spec_.memory);
+  // Every rank stops where one must: the others would wait for it in the first all-reduce.
+  if (group_ != nullptr && group_->Any(refusal.has_value()) && !refusal) {
+    refusal =
+        "another rank of this job cannot keep the optimizer state on the host within its "
+        "host budget";
+  }
+  if (refusal) *refusal += ": nothing was trained";
+  return refusal;
 }
 
 void Trainer::CommitMicrobatchFault(double lr) {
@@ -310,11 +316,28 @@ std::vector<SliceLoss> Trainer::Evaluate() {
   return losses;
 }
 
+Result<CheckpointState> Trainer::LoadCheckpoint(const std::string& path) {
+  if (!host_state_) {
+    return LoadTrainingCheckpoint(path, *model_, *optimizer_, job_identity_, device_);
+  }
+  // Everything is loaded in host memory, then the parameters move to the device: the AdamW
+  // state of a model whose state does not fit the device never passes through it.
+  Result<CheckpointState> state = [&] {
+    const HostMemoryScope host;
+    return LoadTrainingCheckpoint(path, *model_, *optimizer_, job_identity_, device_,
+                                  torch::Device(torch::kCPU));
+  }();
+  if (state.ok()) {
+    HostModelState::MoveToDevice(*model_, device_);
+    host_state_->PullWeights();
+  }
+  return state;
+}
+
 Result<Trainer::ResumePoint> Trainer::ResumeFrom(const TrainerOptions& options) {
   ResumePoint point;
   if (options.resume == Resume::kNo) return point;
-  Result<CheckpointState> state =
-      LoadTrainingCheckpoint(options.checkpoint_path, *model_, *optimizer_, job_identity_, device_);
+  Result<CheckpointState> state = LoadCheckpoint(options.checkpoint_path);
   // Missing, or another job's (refused before any tensor is loaded): start afresh.
   const bool ignorable =
       !state.ok() && (state.status().code() == Status::Code::kNotFound ||
@@ -340,10 +363,6 @@ Result<Trainer::ResumePoint> Trainer::ResumeFrom(const TrainerOptions& options) 
   if (!state.ok()) return state.status();
   point.updates_done = state->updates_done;
   model_->to(device_);  // loading may have replaced parameter storage with host tensors
-  if (host_state_) {    // the file's state was loaded on the device
-    HostModelState::MoveStateToHost(*optimizer_);
-    host_state_->PullWeights();
-  }
   if (scaler_ && state->loss_scale) scaler_->Restore(*state->loss_scale, state->clean_updates);
   const std::string here = c10::DeviceTypeName(device_.type(), /*lower_case=*/true);
   if (state->written_on != here) {

@@ -49,16 +49,17 @@ Status SaveTrainingCheckpoint(const std::string& path, torch::nn::Module& model,
 Result<CheckpointState> LoadTrainingCheckpoint(const std::string& path, torch::nn::Module& model,
                                                torch::optim::Optimizer& optimizer,
                                                const std::string& expected_identity,
-                                               const torch::Device& device) {
+                                               const torch::Device& device,
+                                               std::optional<torch::Device> tensors_on) {
   if (!std::filesystem::exists(path)) return Status::NotFound(path + ": no training checkpoint");
   // LibTorch does not check the archive's CRCs and may crash on a damaged one.
   if (Status intact = VerifyZipChecksums(path); !intact.ok()) return intact;
   CheckpointState state;
   try {
     torch::serialize::InputArchive archive;
-    // Every tensor (parameters, AdamW moments) lands on the training device, whichever device
-    // wrote the file.
-    archive.load_from(path, device);
+    // Every tensor (parameters, AdamW moments) lands on the training device (or `tensors_on`),
+    // whichever device wrote the file.
+    archive.load_from(path, tensors_on.value_or(device));
     torch::Tensor version;
     archive.read("format_version", version);
     if (version.item<std::int64_t>() != kFormatVersion) {

@@ -242,26 +242,29 @@ Result<UncheckablePlans> FindUncheckablePlans(const JobSpec& spec, const Dataset
   return uncheckable;
 }
 
-// What keeping the optimizer state on the host does to a plan: the device bytes it frees, the
-// host bytes it needs against the host budget, and the time it adds to every update (the
+// What keeping the optimizer state on the host does to a plan: the device bytes it frees, why
+// the host cannot hold it (nullopt when it can), and the time it adds to every update (the
 // gradients to the host, the step there, the weights back), measured.
 struct HostLever {
   std::int64_t freed_bytes = 0;
-  std::int64_t host_bytes = 0;
-  std::int64_t host_budget_bytes = 0;
+  std::optional<std::string> refusal;
   double added_seconds = 0;
 };
 
 // The lever measured at the smallest probe microbatch, fp32, nothing checkpointed: the same
-// update with the state on the device and on the host, each the fastest of its timed updates.
+// update with the state on the device and on the host, each the fastest of its timed updates
+// (no cost where either could not be timed: the candidates' own timings decide).
 HostLever MeasureHostLever(const JobSpec& spec, const Dataset& corpus, const BlockRanking& blocks) {
-  const int m = std::min(spec.training.effective_batch, spec.planner.probe_microbatches.front());
+  const std::vector<int>& probes = spec.planner.probe_microbatches;
+  const int m =
+      std::min(spec.training.effective_batch, *std::min_element(probes.begin(), probes.end()));
   const Measurement device =
       MeasureUpdate(spec, corpus, MakePlan(spec, m, {}, Precision::kFp32), m, 0);
   const Measurement host = MeasureUpdate(
       spec, corpus, MakePlan(spec, m, {}, Precision::kFp32, StatePlacement::kHost), m, 0);
-  return {blocks.optimizer_state_bytes, HostStateBytes(blocks.parameters_bytes),
-          HostBudgetBytes(spec.memory), std::max(0.0, host.update_seconds - device.update_seconds)};
+  const bool timed = !device.oom && !device.never_stepped && !host.oom && !host.never_stepped;
+  return {blocks.optimizer_state_bytes, HostStateRefusal(blocks.parameters_bytes, spec.memory),
+          timed ? std::max(0.0, host.update_seconds - device.update_seconds) : 0.0};
 }
 
 struct Candidate {
@@ -315,12 +318,8 @@ std::vector<Candidate> PredictCandidates(const JobSpec& spec, const BlockRanking
       rejected->push_back(
           {plan, peak, duration,
            "predicted peak " + FormatBytes(peak) + " exceeds usable " + FormatBytes(usable)});
-    } else if (plan.optimizer_state == StatePlacement::kHost &&
-               host->host_bytes > host->host_budget_bytes) {
-      rejected->push_back({plan, peak, duration,
-                           "the optimizer state on the host needs " +
-                               FormatBytes(host->host_bytes) + ", more than the host budget of " +
-                               FormatBytes(host->host_budget_bytes)});
+    } else if (plan.optimizer_state == StatePlacement::kHost && host->refusal) {
+      rejected->push_back({plan, peak, duration, *host->refusal});
     } else if (unchecked != uncheckable.end()) {
       rejected->push_back({plan, peak, duration, unchecked->second});
     } else {
@@ -527,7 +526,7 @@ Status ValidateBaseline(const JobSpec& spec, const Dataset& corpus,
   PlanSpec plan = NamedBaselinePlan(spec);
   TimedCandidate baseline{{plan, 0, 0, 0}, {plan, {}}};
   bool fits = TimeOnce(spec, corpus, &baseline, rejected);
-  if (!fits && host && host->host_bytes <= host->host_budget_bytes) {
+  if (!fits && host && !host->refusal) {
     plan.optimizer_state = StatePlacement::kHost;
     baseline = {{plan, 0, 0, 0}, {plan, {}}};
     fits = TimeOnce(spec, corpus, &baseline, rejected);

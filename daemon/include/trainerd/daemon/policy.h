@@ -99,8 +99,9 @@ struct FallbackInput {
   std::optional<PlanSpec> validated_plan;
   PlanSpec baseline_plan;  // NamedBaselinePlan of the failed config's job
   // The named baseline with its optimizer state on the host (docs/model-state.md), the last
-  // rung after an OOM of the baseline itself: set unless the job's planner.optimizer_states
-  // leaves the host out.
+  // rung after the baseline itself ran out of memory or was rejected (its ledger over the
+  // budget, or its parity check): set unless the job's planner.optimizer_states leaves the
+  // host out.
   std::optional<PlanSpec> baseline_on_host;
   int max_attempts = 1;
   double seconds_left = 0;  // until the deadline less the grace period

@@ -87,7 +87,8 @@ StepResult UnscaleClipStep(const std::vector<torch::Tensor>& parameters,
 // What UnscaleClipStep measures of an update whose step is skipped without an overflow (the
 // parity check's replay of another side's skip): the gradient norm, seen by `before_clip` when
 // finite, and no step. For a model without a loss scaler: the gradients are not unscaled.
-StepResult MeasureWithoutStep(TrainableModel& model, const BeforeClip& before_clip);
+StepResult MeasureWithoutStep(const std::vector<torch::Tensor>& parameters,
+                              const BeforeClip& before_clip);
 
 // The global L2 norm of the gradients of `parameters` (those that have one).
 double GlobalGradNorm(const std::vector<torch::Tensor>& parameters);

@@ -8,10 +8,10 @@
 // device step's, bit for bit on the CPU.
 #pragma once
 
-#include <torch/optim/optimizer.h>
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,9 +34,9 @@ class HostModelState {
   void PushWeights();
   // The device's parameters into the masters (after weights were loaded on the device).
   void PullWeights();
-  // Moves `optimizer`'s AdamW state into host memory (after a checkpoint loaded it on the
-  // device).
-  static void MoveStateToHost(torch::optim::Optimizer& optimizer);
+  // Gives every parameter of `model` new storage on `device`, outside any host scope (after a
+  // checkpoint was loaded in host memory).
+  static void MoveToDevice(torch::nn::Module& model, const torch::Device& device);
 
  private:
   std::vector<torch::Tensor> device_;
@@ -48,8 +48,13 @@ class HostModelState {
 // master weights, their gradients and AdamW's two moments (four fp32 copies).
 std::int64_t HostStateBytes(std::int64_t parameter_bytes);
 
-// What host memory model state may fill: memory.host_budget, or what the host has available
-// now (MemAvailable) when it is not set.
+// What host memory model state may fill: memory.host_budget, or when it is not set what the
+// host has available now (MemAvailable) plus what this process already keeps there.
 std::int64_t HostBudgetBytes(const MemorySpec& memory);
+
+// Why a model of `parameter_bytes` cannot keep its optimizer state on the host within
+// `memory`'s host budget ("keeping the optimizer state on the host needs X of host memory
+// ..., more than the host budget of Y (memory.host_budget)"); nullopt when it can.
+std::optional<std::string> HostStateRefusal(std::int64_t parameter_bytes, const MemorySpec& memory);
 
 }  // namespace trainerd

@@ -25,6 +25,7 @@
 #include "trainerd/trainer/loop/gradient_accumulation.h"
 #include "trainerd/trainer/loop/host_model_state.h"
 #include "trainerd/trainer/loop/leak_detector.h"
+#include "trainerd/trainer/loop/training_checkpoint.h"
 #include "trainerd/trainer/models/model.h"
 #include "trainerd/trainer/semantics/loss_scaler.h"
 #include "trainerd/trainer/spec/job_spec.h"
@@ -154,6 +155,9 @@ class Trainer {
     std::vector<WarningEvent> warnings;
   };
   Result<ResumePoint> ResumeFrom(const TrainerOptions& options);
+  // LoadTrainingCheckpoint into this trainer's model and optimizer, the optimizer state in
+  // host memory when the plan keeps it there.
+  Result<CheckpointState> LoadCheckpoint(const std::string& path);
   // Fails unless every rank resumed from `updates_done` (a data-parallel job's ranks must).
   Status CheckRanksAgree(int updates_done);
   // Whether this update is where the run stops: a stop requested of any rank.
@@ -168,8 +172,11 @@ class Trainer {
   UpdateStats Update(int update, const AfterForward& after_forward, bool take_step);
   // Unscale, clip and step where the plan keeps the optimizer state (UnscaleClipStep).
   StepResult Step(const BeforeClip& before_clip);
-  // Why the plan's host state cannot fit the host budget; nullopt when it can.
-  std::optional<std::string> HostBudgetRefusal() const;
+  // MeasureWithoutStep on the gradients Step would have used.
+  StepResult MeasureSkipped(const BeforeClip& before_clip);
+  // Why the plan's host state cannot fit the host budget, on this rank or another; nullopt
+  // when it can. A collective in a data-parallel job.
+  std::optional<std::string> HostBudgetRefusal();
   // The steps of Run(), in order.
   struct RunTiming;
   void EmitStart(const ResumePoint& resumed);

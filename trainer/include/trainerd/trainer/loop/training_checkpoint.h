@@ -33,13 +33,17 @@ Status SaveTrainingCheckpoint(const std::string& path, torch::nn::Module& model,
                               torch::optim::Optimizer& optimizer, const CheckpointState& state,
                               const torch::Device& device);
 
-// Restores model, optimizer and RNG onto `device`. A checkpoint written by another job is
+// Restores model, optimizer and RNG onto `device`; with `tensors_on` the file's tensors are
+// loaded there instead (the host, for a plan that keeps the optimizer state on the host: its
+// AdamW state never passes through the device) and the caller moves the model's parameters.
+// A checkpoint written by another job is
 // FailedPrecondition; an unreadable, truncated or damaged file (a record whose CRC-32 does not
 // match, checked before LibTorch reads the file) is Corruption; a missing one NotFound.
 // Files from before the device was recorded read as written on the CPU.
 Result<CheckpointState> LoadTrainingCheckpoint(const std::string& path, torch::nn::Module& model,
                                                torch::optim::Optimizer& optimizer,
                                                const std::string& expected_identity,
-                                               const torch::Device& device);
+                                               const torch::Device& device,
+                                               std::optional<torch::Device> tensors_on = {});
 
 }  // namespace trainerd

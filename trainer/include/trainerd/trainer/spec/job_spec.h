@@ -255,8 +255,9 @@ const char* ToString(LossKind kind);
 const char* ToString(Precision precision);
 const char* ToString(StatePlacement placement);
 const char* ToString(Launcher launcher);
-// {microbatch, accumulation_steps, checkpoint_blocks, precision}: the plan as every report
-// (events, ledger, planner, parity) and the store show it (worker_protocol.h parses it).
+// {microbatch, accumulation_steps, checkpoint_blocks, precision, optimizer_state}: the plan as
+// every report (events, ledger, planner, parity) and the store show it (worker_protocol.h
+// parses it).
 nlohmann::json ToJson(const PlanSpec& plan);
 
 // What one rank trains of `job`: its largest share as the effective batch, one rank. The
