@@ -162,35 +162,84 @@ double DataParallelGroup::Sum(double value) {
 
 bool DataParallelGroup::Any(bool value) { return Sum(value ? 1.0 : 0.0) > 0; }
 
-void DataParallelGroup::SumGradients(const std::vector<torch::Tensor>& parameters) {
+void DataParallelGroup::InBuckets(
+    const std::vector<torch::Tensor>& tensors, const std::vector<torch::Tensor>& likes,
+    const std::vector<int>& roots,
+    const std::function<bool(torch::Tensor& flat, int root)>& collective) {
   torch::NoGradGuard no_grad;
-  std::vector<torch::Tensor> bucket;
-  std::int64_t bucket_bytes = 0;
-  const auto reduce_bucket = [&] {
-    if (bucket.empty()) return;
-    std::vector<torch::Tensor> flat_parts;
-    flat_parts.reserve(bucket.size());
-    for (const torch::Tensor& grad : bucket) flat_parts.push_back(grad.reshape(-1));
-    torch::Tensor flat = torch::cat(flat_parts);
-    AllReduceSum(flat);
-    std::int64_t offset = 0;
-    for (torch::Tensor& grad : bucket) {
-      grad.copy_(flat.narrow(0, offset, grad.numel()).view_as(grad));
-      offset += grad.numel();
+  const auto bytes_of = [&](std::size_t i) { return static_cast<std::int64_t>(likes[i].nbytes()); };
+  for (std::size_t first = 0, end = 0; first < tensors.size(); first = end) {
+    std::int64_t bytes = bytes_of(first);
+    for (end = first + 1; end < tensors.size(); ++end) {
+      if (likes[end].scalar_type() != likes[first].scalar_type() || roots[end] != roots[first] ||
+          bytes + bytes_of(end) > kBucketBytes) {
+        break;
+      }
+      bytes += bytes_of(end);
     }
-    bucket.clear();
-    bucket_bytes = 0;
-  };
-  for (const torch::Tensor& p : parameters) {
-    const torch::Tensor& grad = p.grad();
-    if (!grad.defined()) continue;
-    const auto bytes = static_cast<std::int64_t>(grad.nbytes());
-    const bool other_type = !bucket.empty() && bucket.front().scalar_type() != grad.scalar_type();
-    if (other_type || (!bucket.empty() && bucket_bytes + bytes > kBucketBytes)) reduce_bucket();
-    bucket.push_back(grad);
-    bucket_bytes += bytes;
+    // On the group's device (NCCL's), whichever device holds the tensors.
+    std::vector<torch::Tensor> parts;
+    parts.reserve(end - first);
+    for (std::size_t i = first; i < end; ++i) {
+      parts.push_back(tensors[i].defined()
+                          ? tensors[i].reshape(-1).to(device_)
+                          : torch::zeros({likes[i].numel()}, likes[i].options().device(device_)));
+    }
+    torch::Tensor flat = torch::cat(parts);
+    if (!collective(flat, roots[first])) continue;
+    std::int64_t offset = 0;
+    for (std::size_t i = first; i < end; ++i) {
+      torch::Tensor target = tensors[i];
+      if (target.defined()) target.copy_(flat.narrow(0, offset, target.numel()).view_as(target));
+      offset += likes[i].numel();
+    }
   }
-  reduce_bucket();
+}
+
+void DataParallelGroup::SumGradients(const std::vector<torch::Tensor>& parameters) {
+  std::vector<torch::Tensor> gradients;
+  for (const torch::Tensor& p : parameters) {
+    if (p.grad().defined()) gradients.push_back(p.grad());
+  }
+  InBuckets(gradients, gradients, std::vector<int>(gradients.size(), 0),
+            [this](torch::Tensor& flat, int /*root*/) {
+              AllReduceSum(flat);
+              return true;
+            });
+}
+
+void DataParallelGroup::SumGradientsToOwners(const std::vector<torch::Tensor>& parameters,
+                                             const std::vector<int>& owners,
+                                             const std::vector<bool>& taking_part) {
+  std::vector<torch::Tensor> gradients, likes;
+  std::vector<int> roots;
+  for (std::size_t i = 0; i < parameters.size(); ++i) {
+    if (!taking_part[i]) continue;
+    torch::Tensor p = parameters[i];
+    if (owners[i] == rank_ && !p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+    gradients.push_back(p.grad());
+    likes.push_back(p);
+    roots.push_back(owners[i]);
+  }
+  InBuckets(gradients, likes, roots, [this](torch::Tensor& flat, int root) {
+    std::vector<torch::Tensor> tensors = {flat};
+    c10d::ReduceOptions options;
+    options.reduceOp = c10d::ReduceOp::SUM;
+    options.rootRank = root;
+    group_->reduce(tensors, options)->wait();
+    return root == rank_;
+  });
+}
+
+void DataParallelGroup::BroadcastFromOwners(const std::vector<torch::Tensor>& tensors,
+                                            const std::vector<int>& owners) {
+  InBuckets(tensors, tensors, owners, [this](torch::Tensor& flat, int root) {
+    std::vector<torch::Tensor> buffers = {flat};
+    c10d::BroadcastOptions options;
+    options.rootRank = root;
+    group_->broadcast(buffers, options)->wait();
+    return root != rank_;
+  });
 }
 
 }  // namespace trainerd

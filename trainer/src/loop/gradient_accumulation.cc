@@ -8,6 +8,7 @@
 
 #include "trainerd/trainer/device/torch_compat.h"
 #include "trainerd/trainer/distributed/data_parallel.h"
+#include "trainerd/trainer/distributed/state_sharding.h"
 #include "trainerd/trainer/semantics/sample_dropout.h"
 
 namespace trainerd {
@@ -79,7 +80,8 @@ void DivideGradients(TrainableModel& model, std::int64_t terms) {
 
 double AccumulateGradients(TrainableModel& model, const std::vector<Batch>& microbatches,
                            const PrecisionContext& precision, const AccumulationHooks& hooks,
-                           DataParallelGroup* group) {
+                           DataParallelGroup* group, ShardedModelState* sharding) {
+  const bool to_owners = sharding != nullptr && sharding->stage() == 2;
   const std::optional<std::int64_t> known_terms = UpdateTermCount(model, microbatches, group);
   TORCH_CHECK(precision.precision != Precision::kFp16 || precision.scaler != nullptr,
               "fp16 needs a loss scaler");
@@ -97,13 +99,16 @@ double AccumulateGradients(TrainableModel& model, const std::vector<Batch>& micr
     if (precision.precision == Precision::kFp16) loss = precision.scaler->Scale(loss);
     if (hooks.after_forward) hooks.after_forward(index);
     loss.backward();
+    if (to_owners) sharding->SumGradientsToOwners(index);
     if (hooks.after_backward) hooks.after_backward(index);
     loss_sum += terms.sum.item<double>();
     terms_seen += terms.count;
   }
+  if (to_owners) sharding->SumRemainingMicrobatches(microbatches.size());
   if (group != nullptr) {
-    // Once per update, after the last backward: no communication for the other microbatches.
-    group->SumGradients(model.parameters());
+    // Once per update, after the last backward: no communication for the other microbatches
+    // (stage 2 summed each one's into the owners').
+    if (!to_owners) group->SumGradients(model.parameters());
     loss_sum = group->Sum(loss_sum);
     // A known count is already the whole batch's: no second reduction for it.
     terms_seen = known_terms ? *known_terms : SumOverRanks(group, terms_seen);
@@ -112,13 +117,13 @@ double AccumulateGradients(TrainableModel& model, const std::vector<Batch>& micr
   return loss_sum / static_cast<double>(terms_seen);
 }
 
-double GlobalGradNorm(const std::vector<torch::Tensor>& parameters) {
+double GlobalGradNorm(const std::vector<torch::Tensor>& parameters, DataParallelGroup* shards) {
   std::vector<torch::Tensor> norms;
   for (const torch::Tensor& p : parameters) {
     if (p.grad().defined()) norms.push_back(p.grad().detach().to(torch::kDouble).norm());
   }
-  if (norms.empty()) return 0;
-  return torch::stack(norms).norm().item<double>();
+  const double norm = norms.empty() ? 0.0 : torch::stack(norms).norm().item<double>();
+  return shards == nullptr ? norm : std::sqrt(shards->Sum(norm * norm));
 }
 
 namespace {
@@ -126,9 +131,9 @@ namespace {
 // The unscaled gradient's global norm, marked when it is not finite, and shown to
 // `before_clip` when it is.
 StepResult MeasureGradient(const std::vector<torch::Tensor>& parameters,
-                           const BeforeClip& before_clip) {
+                           const BeforeClip& before_clip, DataParallelGroup* shards) {
   StepResult result;
-  result.grad_norm = GlobalGradNorm(parameters);
+  result.grad_norm = GlobalGradNorm(parameters, shards);
   result.nonfinite_gradient = !std::isfinite(result.grad_norm);
   if (before_clip && !result.nonfinite_gradient) before_clip(result.grad_norm);
   return result;
@@ -137,17 +142,19 @@ StepResult MeasureGradient(const std::vector<torch::Tensor>& parameters,
 }  // namespace
 
 StepResult MeasureWithoutStep(const std::vector<torch::Tensor>& parameters,
-                              const BeforeClip& before_clip) {
-  StepResult result = MeasureGradient(parameters, before_clip);
+                              const BeforeClip& before_clip, DataParallelGroup* shards) {
+  StepResult result = MeasureGradient(parameters, before_clip, shards);
   result.skipped = true;
   return result;
 }
 
 StepResult UnscaleClipStep(const std::vector<torch::Tensor>& parameters,
                            torch::optim::Optimizer& optimizer, double grad_clip,
-                           const PrecisionContext& precision, const BeforeClip& before_clip) {
+                           const PrecisionContext& precision, const BeforeClip& before_clip,
+                           DataParallelGroup* shards) {
   if (precision.precision == Precision::kFp16) {
-    const bool overflow = precision.scaler->UnscaleAndCheckOverflow(parameters);
+    bool overflow = precision.scaler->UnscaleAndCheckOverflow(parameters);
+    if (shards != nullptr) overflow = shards->Any(overflow);
     precision.scaler->Update(overflow);
     if (overflow) {
       StepResult skipped;
@@ -157,7 +164,7 @@ StepResult UnscaleClipStep(const std::vector<torch::Tensor>& parameters,
     }
   }
   // clip_grad_norm_ would multiply every gradient by NaN here: measure first, then decide.
-  const StepResult result = MeasureGradient(parameters, before_clip);
+  const StepResult result = MeasureGradient(parameters, before_clip, shards);
   if (result.nonfinite_gradient) return result;
   const double coefficient = grad_clip / (result.grad_norm + 1e-6);
   if (grad_clip > 0 && coefficient < 1) {

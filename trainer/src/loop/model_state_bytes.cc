@@ -9,8 +9,12 @@ std::int64_t TensorBytes(const torch::Tensor& t) {
 }
 
 std::int64_t GradientBytes(const torch::nn::Module& model) {
+  return GradientBytes(model.parameters());
+}
+
+std::int64_t GradientBytes(const std::vector<torch::Tensor>& parameters) {
   std::int64_t total = 0;
-  for (const auto& p : model.parameters()) {
+  for (const auto& p : parameters) {
     if (p.requires_grad()) total += TensorBytes(p);
   }
   return total;

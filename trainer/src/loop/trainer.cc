@@ -91,9 +91,17 @@ Trainer::Trainer(const JobSpec& spec, const Dataset& corpus, EventSink* sink,
   if (spec_.plan.optimizer_state == StatePlacement::kHost) {
     host_state_.emplace(model_->named_parameters());
   }
+  // One rank owns all the state: a sharded plan's RankJob (the planner's, the ledger's) is
+  // the unsharded one.
+  if (group_ != nullptr && spec_.plan.zero_stage > 0) {
+    sharding_.emplace(model_->parameters(), spec_.plan.zero_stage, spec_.plan.accumulation_steps,
+                      group_);
+  }
   const OptimizerSpec& o = spec_.optimizer;
   optimizer_ =
-      std::make_unique<FusedAdamW>(host_state_ ? host_state_->parameters() : model_->parameters(),
+      std::make_unique<FusedAdamW>(host_state_ ? host_state_->parameters()
+                                   : sharding_ ? sharding_->owned()
+                                               : model_->parameters(),
                                    torch::optim::AdamWOptions(o.lr)
                                        .betas({o.beta1, o.beta2})
                                        .weight_decay(o.weight_decay)
@@ -110,7 +118,8 @@ MemorySnapshot Trainer::LedgerSnapshot() const {
   const DeviceMemory& memory = MemoryOf(device_);
   MemorySnapshot snapshot;
   for (const auto& p : model_->parameters()) snapshot.parameters_bytes += TensorBytes(p);
-  snapshot.gradients_bytes = GradientBytes(*model_);
+  snapshot.gradients_bytes =
+      sharding_ && sharding_->stage() == 2 ? GradientBytes(sharding_->owned()) : GradientBytes(*model_);
   if (host_state_) {
     snapshot.host_state_bytes = HostMemoryOfProcess().live_bytes();
   } else {
@@ -203,7 +212,8 @@ UpdateStats Trainer::Update(int update, const AfterForward& after_forward, bool 
       if (index + 1 < microbatches.size()) CommitMicrobatchFault(stats.lr);
     };
   }
-  stats.loss = AccumulateGradients(*model_, microbatches, precision_context(), hooks, group_);
+  stats.loss = AccumulateGradients(*model_, microbatches, precision_context(), hooks, group_,
+                                   sharding_ ? &*sharding_ : nullptr);
   if (!std::isfinite(stats.loss)) return stats;  // the caller stops; no step on a diverged loss
   if ((fault_ == TrainingFault::kInfGradient && update >= 1) ||
       (fault_ == TrainingFault::kOverflowFirstUpdate && update == 0)) {
@@ -230,6 +240,13 @@ UpdateStats Trainer::Update(int update, const AfterForward& after_forward, bool 
 
 StepResult Trainer::Step(const BeforeClip& before_clip) {
   const double clip = spec_.training.grad_clip;
+  if (sharding_) {
+    DataParallelGroup* shards = sharding_->stage() == 2 ? group_ : nullptr;
+    const StepResult result = UnscaleClipStep(sharding_->with_gradients(), *optimizer_, clip,
+                                              precision_context(), before_clip, shards);
+    if (!result.skipped && !result.nonfinite_gradient) sharding_->BroadcastWeights();
+    return result;
+  }
   if (!host_state_) {
     return UnscaleClipStep(model_->parameters(), *optimizer_, clip, precision_context(),
                            before_clip);
@@ -244,6 +261,10 @@ StepResult Trainer::Step(const BeforeClip& before_clip) {
 }
 
 StepResult Trainer::MeasureSkipped(const BeforeClip& before_clip) {
+  if (sharding_) {
+    return MeasureWithoutStep(sharding_->with_gradients(), before_clip,
+                              sharding_->stage() == 2 ? group_ : nullptr);
+  }
   if (!host_state_) return MeasureWithoutStep(model_->parameters(), before_clip);
   const HostMemoryScope host;
   host_state_->PullGradients();  // what the observer reads (stepped_parameters)
@@ -317,6 +338,20 @@ std::vector<SliceLoss> Trainer::Evaluate() {
 }
 
 Result<CheckpointState> Trainer::LoadCheckpoint(const std::string& path) {
+  if (sharding_) {
+    // The file holds every parameter's state: loaded in host memory, this rank keeps its shard.
+    const std::unique_ptr<torch::optim::AdamW> full = sharding_->FullOptimizer(*optimizer_);
+    Result<CheckpointState> state = [&] {
+      const HostMemoryScope host;
+      return LoadTrainingCheckpoint(path, *model_, *full, job_identity_, device_,
+                                    torch::Device(torch::kCPU));
+    }();
+    if (state.ok()) {
+      HostModelState::MoveToDevice(*model_, device_);
+      sharding_->TakeOptimizerState(*full, *optimizer_, device_);
+    }
+    return state;
+  }
   if (!host_state_) {
     return LoadTrainingCheckpoint(path, *model_, *optimizer_, job_identity_, device_);
   }
@@ -461,13 +496,17 @@ void Trainer::EmitStart(const ResumePoint& resumed) {
 
 Status Trainer::SaveCheckpoint(const TrainerOptions& options, int updates_done,
                                const char* reason) {
+  // Sharded: every rank's part of the optimizer state, gathered on every rank.
+  const std::unique_ptr<torch::optim::AdamW> gathered =
+      sharding_ ? sharding_->GatherOptimizerState(*optimizer_) : nullptr;
   if (!leader()) return Status::Ok();
   CheckpointState state{updates_done, job_identity_, std::nullopt, 0};
   if (scaler_) {
     state.loss_scale = scaler_->scale();
     state.clean_updates = scaler_->clean_updates();
   }
-  Status s = SaveTrainingCheckpoint(options.checkpoint_path, *model_, *optimizer_, state, device_);
+  Status s = SaveTrainingCheckpoint(options.checkpoint_path, *model_,
+                                    gathered ? *gathered : *optimizer_, state, device_);
   if (s.ok()) {
     sink_->Emit(CheckpointEvent{updates_done, options.checkpoint_path, reason});
   }
@@ -503,14 +542,14 @@ void Trainer::EmitInitialEval() {
 }
 
 Status Trainer::EvaluateAndCheckpoint(const TrainerOptions& options, TrainOutcome* outcome) {
-  if (!leader()) return Status::Ok();
   const TrainingSpec& t = spec_.training;
   const bool last = outcome->updates_done == t.updates;
-  if (last || outcome->updates_done % t.eval_interval == 0) {
+  if (leader() && (last || outcome->updates_done % t.eval_interval == 0)) {
     outcome->eval = Evaluate();
     sink_->Emit(EvalEvent{outcome->updates_done, /*initial=*/false, std::nullopt, outcome->eval,
                           MeanLoss(outcome->eval)});
   }
+  // On every rank: a sharded plan gathers its optimizer state from all of them.
   if (last || outcome->updates_done % t.checkpoint_interval == 0) {
     return SaveCheckpoint(options, outcome->updates_done, last ? "final" : "interval");
   }

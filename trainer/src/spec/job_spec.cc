@@ -23,6 +23,7 @@ JobSpec RankJob(const JobSpec& job) {
   rank.training.effective_batch =
       ShareOfRank(job.training.effective_batch, job.distributed.ranks, 0).count;
   rank.distributed.ranks = 1;
+  rank.distributed.job_ranks = job.distributed.ranks;
   return rank;
 }
 

@@ -129,6 +129,19 @@ void ReadPlan(YamlReader plan, const ModelSpec& model, const TrainingSpec& train
   std::string placement = ToString(spec->optimizer_state);
   plan.String("optimizer_state", &placement, kStatePlacementNames.Names());
   spec->optimizer_state = kStatePlacementNames.Parse(placement).value_or(spec->optimizer_state);
+  plan.Int("zero_stage", &spec->zero_stage, 0, 2);
+  if (plan.ok() && spec->zero_stage > 0 && distributed.ranks == 1) {
+    plan.Fail("zero_stage",
+              "0 with distributed.ranks 1 (ZeRO shards the model's state over data-parallel "
+              "ranks)",
+              std::to_string(spec->zero_stage));
+  }
+  if (plan.ok() && spec->zero_stage > 0 && spec->optimizer_state == StatePlacement::kHost) {
+    plan.Fail("zero_stage",
+              "0 with optimizer_state: host (the optimizer state is either on the host or "
+              "sharded over the ranks' devices)",
+              std::to_string(spec->zero_stage));
+  }
   plan.RejectUnknownKeys();
 }
 

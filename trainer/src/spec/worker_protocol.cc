@@ -22,6 +22,7 @@ void Fields(V& v, PlanSpec& s) {
   v("checkpoint_blocks", s.checkpoint_blocks);
   v("precision", s.precision);
   v("optimizer_state", s.optimizer_state);
+  v("zero_stage", s.zero_stage);
 }
 
 template <typename V>

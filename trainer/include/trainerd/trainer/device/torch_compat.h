@@ -215,6 +215,20 @@ inline torch::Tensor FusedCausalAttention(const torch::Tensor& q, const torch::T
 #endif
 }
 
+// ---- Optimizers ------------------------------------------------------------------------------
+
+// The key of `parameter`'s entry in an optimizer's state(): its TensorImpl's address, which
+// LibTorch before 2.0 spells as a string.
+#if TRAINERD_TORCH_AT_LEAST(2, 0)
+inline void* OptimizerStateKey(const torch::Tensor& parameter) {
+  return parameter.unsafeGetTensorImpl();
+}
+#else
+inline std::string OptimizerStateKey(const torch::Tensor& parameter) {
+  return c10::guts::to_string(parameter.unsafeGetTensorImpl());
+}
+#endif
+
 // ---- Collectives ----------------------------------------------------------------------------
 
 // What ProcessGroupGloo and ProcessGroupNCCL derive from and allreduce() is called on.

@@ -9,6 +9,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,11 +47,27 @@ class DataParallelGroup {
   // per bucket of consecutive gradients (kBucketBytes), each flattened into one tensor. All
   // ranks must hold gradients for the same parameters.
   void SumGradients(const std::vector<torch::Tensor>& parameters);
+  // ZeRO stage 2 (state_sharding.h): the gradient of each parameter i with taking_part[i]
+  // summed over the ranks into rank owners[i]'s, in buckets of consecutive gradients of one
+  // owner; a rank without that gradient adds zeros, and an owner without one gets one. The
+  // other ranks' gradients keep what they held.
+  void SumGradientsToOwners(const std::vector<torch::Tensor>& parameters,
+                            const std::vector<int>& owners, const std::vector<bool>& taking_part);
+  // Every tensor set to rank owners[i]'s value, in buckets of consecutive tensors of one owner.
+  void BroadcastFromOwners(const std::vector<torch::Tensor>& tensors,
+                           const std::vector<int>& owners);
 
  private:
   DataParallelGroup(int rank, int world_size, torch::Device device, std::string backend,
                     c10::intrusive_ptr<compat::CollectiveBackend> group);
   void AllReduceSum(torch::Tensor& tensor);
+  // `collective` on each bucket of `tensors` flattened into one: consecutive tensors of one
+  // dtype and one root (roots[i]) of at most kBucketBytes together, an undefined tensor as
+  // zeros shaped as likes[i]. The bucket's result is copied back into its defined tensors
+  // where `collective` returns true.
+  void InBuckets(const std::vector<torch::Tensor>& tensors, const std::vector<torch::Tensor>& likes,
+                 const std::vector<int>& roots,
+                 const std::function<bool(torch::Tensor& flat, int root)>& collective);
 
   int rank_;
   int world_size_;

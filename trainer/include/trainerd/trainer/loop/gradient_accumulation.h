@@ -12,7 +12,9 @@
 // In a data-parallel job (data_parallel.h) each rank accumulates its share of the effective
 // batch, the loss divided by the valid-target count of the whole batch over all ranks, and
 // the ranks' gradients are summed once, after the last microbatch: every rank then holds the
-// gradient of the one-process job, and UnscaleClipStep's norm is the global one.
+// gradient of the one-process job, and UnscaleClipStep's norm is the global one. Under ZeRO
+// stage 2 (state_sharding.h) each gradient is summed into its owner's after every microbatch
+// instead, and UnscaleClipStep's norm and overflow are taken over every rank's shard.
 // REQUIRES: gradients zeroed (ZeroGradients) before AccumulateGradients, once per update.
 #pragma once
 
@@ -30,6 +32,7 @@
 namespace trainerd {
 
 class DataParallelGroup;
+class ShardedModelState;
 
 struct PrecisionContext {
   Precision precision = Precision::kFp32;
@@ -61,10 +64,12 @@ struct AccumulationHooks {
 
 // Returns the mean loss over the valid targets of all microbatches (not scaled), of every rank
 // when `group` is given (nullptr: a one-process job). Each microbatch's forward and backward
-// run in its SampleStreamScope (sample_dropout.h).
+// run in its SampleStreamScope (sample_dropout.h). `sharding`: the plan's ZeRO stage over
+// `group`, nullptr without one.
 double AccumulateGradients(TrainableModel& model, const std::vector<Batch>& microbatches,
                            const PrecisionContext& precision, const AccumulationHooks& hooks = {},
-                           DataParallelGroup* group = nullptr);
+                           DataParallelGroup* group = nullptr,
+                           ShardedModelState* sharding = nullptr);
 
 struct StepResult {
   bool skipped = false;  // no step taken: an fp16 overflow, or MeasureWithoutStep
@@ -79,18 +84,23 @@ using BeforeClip = std::function<void(double grad_norm)>;
 // `parameters` are those `optimizer` steps, with the update's gradients: the model's, or their
 // host copies (host_model_state.h). `grad_clip` <= 0 disables clipping (the norm is still
 // measured). Clipping scales every gradient by grad_clip / (norm + 1e-6) when that is below
-// 1, as clip_grad_norm_ does.
+// 1, as clip_grad_norm_ does. `shards`: the gradients of `parameters` are this rank's shard
+// of the group's (ZeRO stage 2): an overflow on any rank skips every rank's step, and the norm
+// is taken over every shard.
 StepResult UnscaleClipStep(const std::vector<torch::Tensor>& parameters,
                            torch::optim::Optimizer& optimizer, double grad_clip,
-                           const PrecisionContext& precision, const BeforeClip& before_clip = {});
+                           const PrecisionContext& precision, const BeforeClip& before_clip = {},
+                           DataParallelGroup* shards = nullptr);
 
 // What UnscaleClipStep measures of an update whose step is skipped without an overflow (the
 // parity check's replay of another side's skip): the gradient norm, seen by `before_clip` when
 // finite, and no step. For a model without a loss scaler: the gradients are not unscaled.
 StepResult MeasureWithoutStep(const std::vector<torch::Tensor>& parameters,
-                              const BeforeClip& before_clip);
+                              const BeforeClip& before_clip, DataParallelGroup* shards = nullptr);
 
-// The global L2 norm of the gradients of `parameters` (those that have one).
-double GlobalGradNorm(const std::vector<torch::Tensor>& parameters);
+// The global L2 norm of the gradients of `parameters` (those that have one), over every
+// rank's when they are its shard of `shards`.
+double GlobalGradNorm(const std::vector<torch::Tensor>& parameters,
+                      DataParallelGroup* shards = nullptr);
 
 }  // namespace trainerd

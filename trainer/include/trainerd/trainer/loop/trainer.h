@@ -21,6 +21,7 @@
 #include "trainerd/common/status.h"
 #include "trainerd/trainer/data/dataset.h"
 #include "trainerd/trainer/distributed/data_parallel.h"
+#include "trainerd/trainer/distributed/state_sharding.h"
 #include "trainerd/trainer/loop/event_sink.h"
 #include "trainerd/trainer/loop/gradient_accumulation.h"
 #include "trainerd/trainer/loop/host_model_state.h"
@@ -129,6 +130,9 @@ class Trainer {
   torch::OrderedDict<std::string, torch::Tensor> stepped_parameters() const;
   // The plan keeps the optimizer state on the host (PlanSpec::optimizer_state).
   const HostModelState* host_state() const { return host_state_ ? &*host_state_ : nullptr; }
+  // The plan shards the model's state over the ranks (PlanSpec::zero_stage, in a job of more
+  // than one rank).
+  const ShardedModelState* sharding() const { return sharding_ ? &*sharding_ : nullptr; }
   // The model's parameters were set from outside the loop (the parity check starts every
   // update from the reference's): the host's master weights take them.
   void AdoptModelWeights() {
@@ -210,6 +214,7 @@ class Trainer {
   torch::Device device_;
   std::shared_ptr<TrainableModel> model_;
   std::optional<HostModelState> host_state_;  // optimizer state on the host only
+  std::optional<ShardedModelState> sharding_;  // ZeRO stage 1 or 2 over group_ only
   std::unique_ptr<torch::optim::AdamW> optimizer_;
   std::optional<DynamicLossScaler> scaler_;  // fp16 only
   std::string job_identity_;

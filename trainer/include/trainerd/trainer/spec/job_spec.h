@@ -136,12 +136,17 @@ struct PlanSpec {
   std::vector<int> checkpoint_blocks;  // sorted indices of blocks recomputed in backward
   Precision precision = Precision::kFp32;
   StatePlacement optimizer_state = StatePlacement::kDevice;
+  // ZeRO's stages over the data-parallel ranks (docs/model-state.md): 0 none; 1 each rank
+  // keeps AdamW's state of its shard of the parameters only, steps that shard and broadcasts
+  // it; 2 also each gradient only on the rank that owns its parameter, summed there after
+  // every microbatch. Needs distributed.ranks > 1 and the optimizer state on the device.
+  int zero_stage = 0;
 
   // Written out: plugins compile this header as C++17 (cmake/trainerdConfig.cmake.in).
   bool operator==(const PlanSpec& other) const {
     return microbatch == other.microbatch && accumulation_steps == other.accumulation_steps &&
            checkpoint_blocks == other.checkpoint_blocks && precision == other.precision &&
-           optimizer_state == other.optimizer_state;
+           optimizer_state == other.optimizer_state && zero_stage == other.zero_stage;
   }
 };
 
@@ -192,6 +197,9 @@ inline constexpr EnumNames<Launcher, 3> kLauncherNames{{{
 
 struct DistributedSpec {
   int ranks = 1;
+  // The whole job's ranks in a RankJob (whose `ranks` is 1): what a plan with zero_stage > 0
+  // divides the model's state by in one rank's ledger and the planner's predictions.
+  int job_ranks = 1;
   Launcher launcher = Launcher::kLocal;
   // A rank that waits longer than this for the others (joining, a collective) fails; after a
   // rank fails, the launcher stops the others and kills those still running this much later.
@@ -255,9 +263,9 @@ const char* ToString(LossKind kind);
 const char* ToString(Precision precision);
 const char* ToString(StatePlacement placement);
 const char* ToString(Launcher launcher);
-// {microbatch, accumulation_steps, checkpoint_blocks, precision, optimizer_state}: the plan as
-// every report (events, ledger, planner, parity) and the store show it (worker_protocol.h
-// parses it).
+// {microbatch, accumulation_steps, checkpoint_blocks, precision, optimizer_state, zero_stage}:
+// the plan as every report (events, ledger, planner, parity) and the store show it
+// (worker_protocol.h parses it).
 nlohmann::json ToJson(const PlanSpec& plan);
 
 // What one rank trains of `job`: its largest share as the effective batch, one rank. The

@@ -29,7 +29,7 @@ namespace trainerd {
 
 // Raised whenever a type below changes its fields: a daemon refuses a worker of another
 // version (trainer-run --version --json).
-inline constexpr int kWorkerProtocolVersion = 9;
+inline constexpr int kWorkerProtocolVersion = 10;
 
 // A SHA-256 as 64 lowercase hex digits: it names release files, so nothing else is accepted.
 struct Sha256Digest {

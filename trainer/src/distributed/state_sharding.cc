@@ -1,0 +1,141 @@
+#include "trainerd/trainer/distributed/state_sharding.h"
+
+#include <algorithm>
+
+#include "trainerd/trainer/device/device_memory.h"
+#include "trainerd/trainer/device/torch_compat.h"
+
+namespace trainerd {
+
+std::vector<int> ShardOwners(const std::vector<std::int64_t>& numels, int ranks) {
+  std::int64_t total = 0;
+  for (std::int64_t n : numels) total += n;
+  std::vector<int> owners;
+  owners.reserve(numels.size());
+  std::int64_t before = 0;
+  for (std::int64_t n : numels) {
+    const double middle = static_cast<double>(before) + static_cast<double>(n) / 2;
+    const auto rank = static_cast<int>(middle * ranks / static_cast<double>(std::max<std::int64_t>(total, 1)));
+    owners.push_back(std::clamp(rank, 0, ranks - 1));
+    before += n;
+  }
+  return owners;
+}
+
+double LargestShard(const std::vector<std::int64_t>& numels, int ranks) {
+  std::vector<std::int64_t> per_rank(static_cast<std::size_t>(std::max(ranks, 1)), 0);
+  const std::vector<int> owners = ShardOwners(numels, std::max(ranks, 1));
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < numels.size(); ++i) {
+    per_rank[static_cast<std::size_t>(owners[i])] += numels[i];
+    total += numels[i];
+  }
+  if (total == 0) return 1;
+  return static_cast<double>(*std::max_element(per_rank.begin(), per_rank.end())) /
+         static_cast<double>(total);
+}
+
+ShardedModelState::ShardedModelState(std::vector<torch::Tensor> parameters, int stage,
+                                     int microbatches, DataParallelGroup* group)
+    : parameters_(std::move(parameters)),
+      taking_part_(parameters_.size(), false),
+      stage_(stage),
+      microbatches_(static_cast<std::size_t>(microbatches)),
+      group_(group) {
+  std::vector<std::int64_t> numels;
+  numels.reserve(parameters_.size());
+  for (const torch::Tensor& p : parameters_) numels.push_back(p.numel());
+  owners_ = ShardOwners(numels, group_->world_size());
+  for (std::size_t i = 0; i < parameters_.size(); ++i) {
+    if (owners_[i] == group_->rank()) owned_.push_back(parameters_[i]);
+  }
+}
+
+void ShardedModelState::SumGradientsToOwners(std::size_t index) {
+  if (index == 0) {  // every rank has run microbatch 0: the same parameters have gradients
+    for (std::size_t i = 0; i < parameters_.size(); ++i) {
+      taking_part_[i] = parameters_[i].grad().defined();
+    }
+  }
+  group_->SumGradientsToOwners(parameters_, owners_, taking_part_);
+  for (std::size_t i = 0; i < parameters_.size(); ++i) {
+    if (owners_[i] != group_->rank()) parameters_[i].mutable_grad() = torch::Tensor();
+  }
+}
+
+void ShardedModelState::SumRemainingMicrobatches(std::size_t done) {
+  for (std::size_t index = done; index < microbatches_; ++index) SumGradientsToOwners(index);
+}
+
+void ShardedModelState::BroadcastWeights() {
+  std::vector<torch::Tensor> data;
+  data.reserve(parameters_.size());
+  for (const torch::Tensor& p : parameters_) data.push_back(p.detach());
+  group_->BroadcastFromOwners(data, owners_);
+}
+
+std::unique_ptr<torch::optim::AdamW> ShardedModelState::FullOptimizer(
+    torch::optim::AdamW& shard) const {
+  return std::make_unique<torch::optim::AdamW>(
+      parameters_, static_cast<torch::optim::AdamWOptions&>(shard.param_groups().front().options()));
+}
+
+std::unique_ptr<torch::optim::AdamW> ShardedModelState::GatherOptimizerState(
+    torch::optim::AdamW& shard) const {
+  std::unique_ptr<torch::optim::AdamW> full = FullOptimizer(shard);
+  const HostMemoryScope host;
+  const torch::NoGradGuard no_grad;
+  // Each parameter's step count from its owner: -1 where it has no state yet.
+  std::vector<torch::Tensor> steps;
+  for (const torch::Tensor& p : parameters_) {
+    const auto it = shard.state().find(compat::OptimizerStateKey(p));
+    const double step =
+        it == shard.state().end()
+            ? -1.0
+            : static_cast<double>(
+                  static_cast<const torch::optim::AdamWParamState&>(*it->second).step());
+    steps.push_back(torch::full({1}, step, torch::kDouble));
+  }
+  group_->BroadcastFromOwners(steps, owners_);
+  // Then the two moments of every parameter that has them, into host copies.
+  std::vector<torch::Tensor> moments;
+  std::vector<int> roots;
+  for (std::size_t i = 0; i < parameters_.size(); ++i) {
+    const auto step = static_cast<std::int64_t>(steps[i].item<double>());
+    if (step < 0) continue;
+    const auto key = compat::OptimizerStateKey(parameters_[i]);
+    auto state = std::make_unique<torch::optim::AdamWParamState>();
+    state->step(step);
+    const auto mine = shard.state().find(key);
+    for (const bool square : {false, true}) {
+      torch::Tensor moment =
+          mine != shard.state().end()
+              ? (square ? static_cast<torch::optim::AdamWParamState&>(*mine->second).exp_avg_sq()
+                        : static_cast<torch::optim::AdamWParamState&>(*mine->second).exp_avg())
+                    .to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true)
+              : torch::empty(parameters_[i].sizes(),
+                             torch::TensorOptions().dtype(parameters_[i].scalar_type()));
+      moments.push_back(moment);
+      roots.push_back(owners_[i]);
+      square ? state->exp_avg_sq(moment) : state->exp_avg(moment);
+    }
+    full->state()[key] = std::move(state);
+  }
+  group_->BroadcastFromOwners(moments, roots);
+  return full;
+}
+
+void ShardedModelState::TakeOptimizerState(torch::optim::AdamW& full, torch::optim::AdamW& shard,
+                                           const torch::Device& device) const {
+  for (const torch::Tensor& p : owned_) {
+    auto it = full.state().find(compat::OptimizerStateKey(p));
+    if (it == full.state().end()) continue;
+    auto& state = static_cast<torch::optim::AdamWParamState&>(*it->second);
+    state.exp_avg(state.exp_avg().to(device, /*non_blocking=*/false, /*copy=*/true));
+    state.exp_avg_sq(state.exp_avg_sq().to(device, /*non_blocking=*/false, /*copy=*/true));
+    shard.state()[compat::OptimizerStateKey(p)] = std::move(it->second);
+  }
+  full.state().clear();
+}
+
+}  // namespace trainerd
