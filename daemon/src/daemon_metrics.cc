@@ -103,6 +103,9 @@ struct DaemonMetrics::Families {
   Family<Gauge>& state_on_host =
       GaugeFamily(*registry, names, "trainerd_plan_optimizer_state_on_host",
                   "The last run's plan: 1 when it kept the optimizer state on the host");
+  Family<Gauge>& zero_stage =
+      GaugeFamily(*registry, names, "trainerd_plan_zero_stage",
+                  "The last run's plan: its ZeRO stage over the data-parallel ranks (0: none)");
   Family<Gauge>& time_model_error = GaugeFamily(
       *registry, names, "trainerd_plan_time_model_error_ratio",
       "The planner's last choice: its time model's predicted over measured update, less 1");
@@ -163,10 +166,12 @@ void DaemonMetrics::RunFinished(const store::RunRecord& run,
     f_->accumulation.Add({}).Set(static_cast<double>(run.plan->accumulation_steps));
     f_->checkpointed.Add({}).Set(static_cast<double>(run.plan->checkpoint_blocks.size()));
     f_->state_on_host.Add({}).Set(run.plan->optimizer_state == StatePlacement::kHost ? 1 : 0);
+    f_->zero_stage.Add({}).Set(static_cast<double>(run.plan->zero_stage));
   } else {
     // A run stopped before planning had no plan: no series rather than the previous run's.
     for (auto* family :
-         {&f_->microbatch, &f_->accumulation, &f_->checkpointed, &f_->state_on_host}) {
+         {&f_->microbatch, &f_->accumulation, &f_->checkpointed, &f_->state_on_host,
+          &f_->zero_stage}) {
       if (family->Has({})) family->Remove(&family->Add({}));
     }
   }

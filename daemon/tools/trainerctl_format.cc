@@ -22,7 +22,9 @@ std::string Plan(const Json& plan) {
   return std::to_string(plan.value("microbatch", 0)) + " x " +
          std::to_string(plan.value("accumulation_steps", 0)) + " " + plan.value("precision", "") +
          " ckpt " + std::to_string(plan.value("checkpoint_blocks", Json::array()).size()) +
-         (plan.value("optimizer_state", "device") == "host" ? " state:host" : "");
+         (plan.value("optimizer_state", "device") == "host" ? " state:host" : "") +
+         (plan.value("zero_stage", 0) > 0 ? " zero:" + std::to_string(plan.value("zero_stage", 0))
+                                          : "");
 }
 
 std::string Duration(const Json& run) {

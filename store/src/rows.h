@@ -62,12 +62,12 @@ void BindRun(sqlite::Statement& stmt, const RunRecord& run, std::int64_t hardwar
 // The plan columns of a run alone, as `r`; all NULL until the run's plan is chosen.
 inline constexpr std::string_view kSelectPlan =
     "SELECT r.microbatch, r.accumulation_steps, r.checkpoint_blocks, r.precision, "
-    "r.optimizer_state FROM runs r";
-inline constexpr int kPlanColumns = 5;
+    "r.optimizer_state, r.zero_stage FROM runs r";
+inline constexpr int kPlanColumns = 6;
 // UPDATE of the plan columns WHERE id = ?, bound by BindPlan (then the id).
 inline constexpr std::string_view kUpdatePlan =
     "UPDATE runs SET (microbatch, accumulation_steps, checkpoint_blocks, precision, "
-    "optimizer_state) = (?, ?, ?, ?, ?) WHERE id = ?";
+    "optimizer_state, zero_stage) = (?, ?, ?, ?, ?, ?) WHERE id = ?";
 void BindPlan(sqlite::Statement& stmt, const PlanSpec& plan);
 // REQUIRES: the plan columns are not NULL.
 [[nodiscard]] Result<PlanSpec> ReadPlan(sqlite::Statement& stmt);

@@ -17,7 +17,7 @@ struct Migration {
 
 // The schema's history. A released step never changes: databases in the field already ran
 // it. A change is a new step at the end, and kSchemaVersion follows it.
-constexpr std::array<Migration, 7> kMigrations = {{
+constexpr std::array<Migration, 8> kMigrations = {{
     {1, R"sql(
 CREATE TABLE config_versions (
   hash       TEXT PRIMARY KEY,
@@ -285,6 +285,12 @@ ALTER TABLE hardware ADD COLUMN isa TEXT NOT NULL DEFAULT '';
 ALTER TABLE runs ADD COLUMN optimizer_state TEXT
   CHECK (optimizer_state IS NULL OR optimizer_state IN ('device', 'host'));
 UPDATE runs SET optimizer_state = 'device' WHERE microbatch IS NOT NULL;
+)sql"},
+    // The plan's ZeRO stage over the data-parallel ranks: a sixth plan column, 0 for every run
+    // recorded before plans could shard the model's state.
+    {8, R"sql(
+ALTER TABLE runs ADD COLUMN zero_stage INTEGER CHECK (zero_stage IS NULL OR zero_stage IN (0, 1, 2));
+UPDATE runs SET zero_stage = 0 WHERE microbatch IS NOT NULL;
 )sql"},
 }};
 

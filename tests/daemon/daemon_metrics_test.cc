@@ -100,6 +100,7 @@ TEST(DaemonMetricsTest, AFinishedRunSetsTheLastRunGaugesAndCountsItsOutcome) {
   EXPECT_TRUE(Contains(text, "trainerd_plan_accumulation_steps 8")) << text;
   EXPECT_TRUE(Contains(text, "trainerd_plan_checkpointed_blocks 3")) << text;
   EXPECT_TRUE(Contains(text, "trainerd_plan_optimizer_state_on_host 0")) << text;
+  EXPECT_TRUE(Contains(text, "trainerd_plan_zero_stage 0")) << text;
   EXPECT_TRUE(Contains(text, "trainerd_plan_time_model_error_ratio 0.25")) << text;
 }
 

@@ -282,6 +282,28 @@ TEST(JobSpecParserTest, PlanDerivesAccumulationAndNamesBlocks) {
   spec = ParseJobSpecText(std::string(kMinimal) + "plan: {optimizer_state: host}\n", "job.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status().message();
   EXPECT_EQ(spec->plan.optimizer_state, StatePlacement::kHost);
+  EXPECT_EQ(spec->plan.zero_stage, 0);
+
+  spec = ParseJobSpecText(std::string(kMinimal) + "distributed: {ranks: 2}\nplan: {zero_stage: 2}\n",
+                          "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(spec->plan.zero_stage, 2);
+  EXPECT_EQ(RankJob(*spec).distributed.job_ranks, 2);
+  EXPECT_EQ(RankJob(*spec).distributed.ranks, 1);
+}
+
+TEST(JobSpecParserTest, AZeroStageNeedsRanksAndTheOptimizerStateOnTheDevice) {
+  EXPECT_NE(ErrorOf(std::string(kMinimal) + "plan: {zero_stage: 1}\n")
+                .find("plan.zero_stage: expected 0 with distributed.ranks 1 (ZeRO shards the "
+                      "model's state over data-parallel ranks), got 1"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(std::string(kMinimal) +
+                    "distributed: {ranks: 2}\nplan: {zero_stage: 2, optimizer_state: host}\n")
+                .find("plan.zero_stage: expected 0 with optimizer_state: host"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(std::string(kMinimal) + "distributed: {ranks: 2}\nplan: {zero_stage: 3}\n")
+                .find("plan.zero_stage: expected an integer in [0, 2]"),
+            std::string::npos);
 }
 
 TEST(JobSpecParserTest, InconsistentPlansAreRejected) {

@@ -6,6 +6,7 @@
 #include "../support/temp_dir.h"
 #include "../support/tiny_job_test.h"
 #include "trainerd/trainer/device/device_memory.h"
+#include "trainerd/trainer/distributed/state_sharding.h"
 #include "trainerd/trainer/loop/gradient_accumulation.h"
 #include "trainerd/trainer/loop/model_state_bytes.h"
 #include "trainerd/trainer/loop/trainer.h"
@@ -41,6 +42,43 @@ TEST_F(MemoryLedgerTest, StaticCategoriesEqualTheAnalyticBytes) {
                           "activations_bytes", "temporaries_bytes", "inputs_bytes", "peak_bytes",
                           "budget_bytes", "usable_bytes", "blocks"}) {
     EXPECT_TRUE(json.contains(key)) << key;
+  }
+}
+
+// One rank's ledger of a plan that shards the model's state over 2 ranks: measured on one
+// process, it keeps the largest rank's shard of each sharded category and leaves the rest out
+// of the peak (stage 2's other gradients stay in it, as temporaries, until they are summed).
+TEST_F(MemoryLedgerTest, AShardedPlansLedgerKeepsTheLargestRanksShard) {
+  JobSpec job = spec_;
+  job.distributed.ranks = 2;
+  Result<MemoryLedger> whole = MeasureLedger(RankJob(job), *corpus_);  // unsharded
+  ASSERT_TRUE(whole.ok()) << whole.status().message();
+  std::vector<std::int64_t> numels;
+  torch::manual_seed(0);
+  for (const torch::Tensor& p : BuildModel(spec_.model, 2, "test")->parameters()) {
+    numels.push_back(p.numel());
+  }
+  const double share = LargestShard(numels, 2);
+  ASSERT_GT(share, 0.5);
+  ASSERT_LT(share, 0.9);
+  for (const int stage : {1, 2}) {
+    SCOPED_TRACE("stage " + std::to_string(stage));
+    job.plan.zero_stage = stage;
+    Result<MemoryLedger> rank = MeasureLedger(RankJob(job), *corpus_);
+    ASSERT_TRUE(rank.ok()) << rank.status().message();
+    EXPECT_EQ(rank->sharded_over_ranks, 2);
+    EXPECT_NEAR(rank->optimizer_state_bytes, share * whole->optimizer_state_bytes, 4);
+    const std::int64_t state_left_out = whole->optimizer_state_bytes - rank->optimizer_state_bytes;
+    EXPECT_NEAR(rank->peak_bytes, whole->peak_bytes - state_left_out, 0.01 * whole->peak_bytes);
+    if (stage == 1) {
+      EXPECT_EQ(rank->gradients_bytes, whole->gradients_bytes);
+    } else {
+      EXPECT_NEAR(rank->gradients_bytes, share * whole->gradients_bytes, 4);
+    }
+    EXPECT_NE(LedgerTable(*rank).find("the largest of 2 ranks' shards (ZeRO stage " +
+                                      std::to_string(stage) + ")"),
+              std::string::npos)
+        << LedgerTable(*rank);
   }
 }
 

@@ -39,6 +39,13 @@ TEST(PlanTextTest, EachLeverNamesTheCategoryItAttacks) {
   EXPECT_EQ(DescribeLevers({2, 4, {1}, Precision::kBf16, StatePlacement::kHost}),
             "4 microbatches (activations), 1 block checkpointed (activations), bf16 "
             "(activations), optimizer state on the host (optimizer state)");
+  PlanSpec sharded{8, 1, {}, Precision::kFp32};
+  sharded.zero_stage = 2;
+  EXPECT_EQ(DescribeLevers(sharded),
+            "gradients and optimizer state sharded over the ranks (gradients, optimizer state)");
+  EXPECT_EQ(DescribePlan(sharded), "8 x 1, 0 blocks checkpointed, fp32, ZeRO stage 2");
+  sharded.zero_stage = 1;
+  EXPECT_EQ(DescribeLevers(sharded), "optimizer state sharded over the ranks (optimizer state)");
   EXPECT_NE(PlanText(BundledJob())
                 .find("\n  levers: 2 microbatches (activations), 1 block "
                       "checkpointed (activations), bf16 (activations)\n"),

@@ -3,11 +3,13 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <utility>
 
 #include "trainerd/trainer/device/device_memory.h"
 #include "trainerd/trainer/device/device_timer.h"
+#include "trainerd/trainer/distributed/state_sharding.h"
 #include "trainerd/trainer/loop/gradient_accumulation.h"
 #include "trainerd/trainer/loop/host_model_state.h"
 #include "trainerd/trainer/loop/model_state_bytes.h"
@@ -65,6 +67,31 @@ std::string HostTable(const HostLedger& host) {
                 FormatBytes(host.budget_bytes).c_str(),
                 host.peak_bytes <= host.budget_bytes ? "(fits)" : "(DOES NOT FIT)");
   return out + line;
+}
+
+// One rank's part of a ledger measured on one process holding all of the model's state, for
+// a plan that shards it over spec.distributed.job_ranks (state_sharding.h): the largest
+// shard's optimizer state (and, stage 2, gradients), the peaks less the state it does not keep.
+void ShardLedger(const JobSpec& spec, const torch::nn::Module& model, MemoryLedger* ledger) {
+  const int ranks = spec.distributed.job_ranks;
+  std::vector<std::int64_t> numels;
+  for (const torch::Tensor& p : model.parameters()) numels.push_back(p.numel());
+  const double share = LargestShard(numels, ranks);
+  const auto shard = [share](std::int64_t bytes) {
+    return static_cast<std::int64_t>(std::ceil(share * static_cast<double>(bytes)));
+  };
+  ledger->sharded_over_ranks = ranks;
+  const std::int64_t state_not_kept =
+      ledger->optimizer_state_bytes - shard(ledger->optimizer_state_bytes);
+  ledger->optimizer_state_bytes -= state_not_kept;
+  if (spec.plan.zero_stage == 2) {
+    const std::int64_t other_gradients = ledger->gradients_bytes - shard(ledger->gradients_bytes);
+    ledger->gradients_bytes -= other_gradients;
+    ledger->temporaries_bytes += other_gradients;
+  }
+  ledger->evaluation_peak_bytes -= state_not_kept;
+  ledger->peak_bytes -= state_not_kept;
+  ledger->reserved_peak_bytes -= state_not_kept;
 }
 
 }  // namespace
@@ -139,6 +166,9 @@ Result<MemoryLedger> MeasureLedger(const JobSpec& spec, const Dataset& corpus,
           {static_cast<int>(i), plain[i].first, checkpointed[i].first, plain[i].second});
     }
     ledger.blocks_note = trainer.model().blocks_note();
+    if (spec.plan.zero_stage > 0 && spec.distributed.job_ranks > 1) {
+      ShardLedger(spec, trainer.model(), &ledger);
+    }
   } catch (const c10::Error& e) {
     return Status::Internal(std::string("measuring the ledger: ") + e.what_without_backtrace());
   }
@@ -174,6 +204,12 @@ std::string LedgerTable(const MemoryLedger& ledger) {
                 "evaluation peak", FormatBytes(ledger.evaluation_peak_bytes).c_str());
   out += line;
   if (ledger.host) out += HostTable(*ledger.host);
+  if (ledger.sharded_over_ranks > 1) {
+    out += std::string(ledger.plan.zero_stage == 2 ? "gradients and optimizer state"
+                                                   : "optimizer state") +
+           ": the largest of " + std::to_string(ledger.sharded_over_ranks) +
+           " ranks' shards (ZeRO stage " + std::to_string(ledger.plan.zero_stage) + ")\n";
+  }
   if (ledger.reserved_peak_bytes != ledger.peak_bytes) {  // a caching allocator (CUDA) holds more
     std::snprintf(line, sizeof(line), "%-18s %12s\n", "reserved peak",
                   FormatBytes(ledger.reserved_peak_bytes).c_str());

@@ -26,7 +26,8 @@ std::string DescribePlan(const PlanSpec& plan) {
   return std::to_string(plan.microbatch) + " x " + std::to_string(plan.accumulation_steps) + ", " +
          std::to_string(blocks) + (blocks == 1 ? " block" : " blocks") + " checkpointed, " +
          ToString(plan.precision) +
-         (plan.optimizer_state == StatePlacement::kHost ? ", optimizer state on the host" : "");
+         (plan.optimizer_state == StatePlacement::kHost ? ", optimizer state on the host" : "") +
+         (plan.zero_stage > 0 ? ", ZeRO stage " + std::to_string(plan.zero_stage) : "");
 }
 
 std::string DescribeLevers(const PlanSpec& plan) {
@@ -45,6 +46,10 @@ std::string DescribeLevers(const PlanSpec& plan) {
   if (plan.precision != Precision::kFp32) add(ToString(plan.precision), "activations");
   if (plan.optimizer_state == StatePlacement::kHost) {
     add("optimizer state on the host", "optimizer state");
+  }
+  if (plan.zero_stage == 1) add("optimizer state sharded over the ranks", "optimizer state");
+  if (plan.zero_stage == 2) {
+    add("gradients and optimizer state sharded over the ranks", "gradients, optimizer state");
   }
   return text.empty() ? "none" : text;
 }

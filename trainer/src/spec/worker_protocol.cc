@@ -247,6 +247,7 @@ void Fields(V& v, MemoryLedger& s) {
   v("budget_bytes", s.budget_bytes);
   v("usable_bytes", s.usable_bytes);
   v.Omittable("host", s.host);
+  v("sharded_over_ranks", s.sharded_over_ranks);
   v("blocks", s.blocks);
   v("blocks_note", s.blocks_note);
   v("plan", s.plan);
