@@ -288,9 +288,13 @@ TEST(ShardOwnersTest, ShardsAreContiguousInOrderAndBalancedByElements) {
   const std::vector<std::int64_t> numels = {10, 10, 10, 10, 40, 5, 5, 10};  // 100 elements
   const std::vector<int> owners = ShardOwners(numels, 2);
   EXPECT_EQ(owners, (std::vector<int>{0, 0, 0, 0, 1, 1, 1, 1}));
-  EXPECT_DOUBLE_EQ(LargestShard(numels, 2), 0.6);
   EXPECT_EQ(ShardOwners(numels, 1), std::vector<int>(numels.size(), 0));
-  EXPECT_DOUBLE_EQ(LargestShard(numels, 1), 1.0);
+  std::vector<torch::Tensor> parameters;
+  for (std::int64_t n : numels) parameters.push_back(torch::zeros({n}).requires_grad_());
+  EXPECT_EQ(BytesOutsideLargestShard(parameters, 2), 40 * 4);  // rank 1 holds 60 of 100
+  EXPECT_EQ(BytesOutsideLargestShard(parameters, 1), 0);
+  parameters[4].requires_grad_(false);  // frozen: no gradient, no optimizer state to shard
+  EXPECT_EQ(BytesOutsideLargestShard(parameters, 2), 20 * 4);  // rank 0's 40 of 60 trainable
   const std::vector<int> four = ShardOwners(numels, 4);
   EXPECT_TRUE(std::is_sorted(four.begin(), four.end()));
   EXPECT_EQ(four.front(), 0);

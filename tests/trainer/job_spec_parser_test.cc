@@ -304,6 +304,14 @@ TEST(JobSpecParserTest, AZeroStageNeedsRanksAndTheOptimizerStateOnTheDevice) {
   EXPECT_NE(ErrorOf(std::string(kMinimal) + "distributed: {ranks: 2}\nplan: {zero_stage: 3}\n")
                 .find("plan.zero_stage: expected an integer in [0, 2]"),
             std::string::npos);
+  EXPECT_NE(ErrorOf(std::string(kMinimal) + "planner: {zero_stages: [1, 2]}\n")
+                .find("planner.zero_stages: expected a list that includes 0"),
+            std::string::npos);
+  Result<JobSpec> spec =
+      ParseJobSpecText(std::string(kMinimal) + "planner: {zero_stages: [0, 2]}\n", "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(spec->planner.zero_stages, (std::vector<int>{0, 2}));
+  EXPECT_EQ(ParseJobSpecText(kMinimal, "job.yaml")->planner.zero_stages, (std::vector<int>{0, 1}));
 }
 
 TEST(JobSpecParserTest, InconsistentPlansAreRejected) {

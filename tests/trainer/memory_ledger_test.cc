@@ -53,28 +53,21 @@ TEST_F(MemoryLedgerTest, AShardedPlansLedgerKeepsTheLargestRanksShard) {
   job.distributed.ranks = 2;
   Result<MemoryLedger> whole = MeasureLedger(RankJob(job), *corpus_);  // unsharded
   ASSERT_TRUE(whole.ok()) << whole.status().message();
-  std::vector<std::int64_t> numels;
   torch::manual_seed(0);
-  for (const torch::Tensor& p : BuildModel(spec_.model, 2, "test")->parameters()) {
-    numels.push_back(p.numel());
-  }
-  const double share = LargestShard(numels, 2);
-  ASSERT_GT(share, 0.5);
-  ASSERT_LT(share, 0.9);
+  const std::int64_t outside =
+      BytesOutsideLargestShard(BuildModel(spec_.model, 2, "test")->parameters(), 2);
+  ASSERT_GT(outside, whole->parameters_bytes / 10);
+  ASSERT_LE(outside, whole->parameters_bytes / 2);
   for (const int stage : {1, 2}) {
     SCOPED_TRACE("stage " + std::to_string(stage));
     job.plan.zero_stage = stage;
     Result<MemoryLedger> rank = MeasureLedger(RankJob(job), *corpus_);
     ASSERT_TRUE(rank.ok()) << rank.status().message();
     EXPECT_EQ(rank->sharded_over_ranks, 2);
-    EXPECT_NEAR(rank->optimizer_state_bytes, share * whole->optimizer_state_bytes, 4);
-    const std::int64_t state_left_out = whole->optimizer_state_bytes - rank->optimizer_state_bytes;
-    EXPECT_NEAR(rank->peak_bytes, whole->peak_bytes - state_left_out, 0.01 * whole->peak_bytes);
-    if (stage == 1) {
-      EXPECT_EQ(rank->gradients_bytes, whole->gradients_bytes);
-    } else {
-      EXPECT_NEAR(rank->gradients_bytes, share * whole->gradients_bytes, 4);
-    }
+    EXPECT_EQ(rank->optimizer_state_on_other_ranks, 2 * outside);
+    EXPECT_EQ(rank->optimizer_state_bytes, whole->optimizer_state_bytes - 2 * outside);
+    EXPECT_NEAR(rank->peak_bytes, whole->peak_bytes - 2 * outside, 0.01 * whole->peak_bytes);
+    EXPECT_EQ(rank->gradients_bytes, whole->gradients_bytes - (stage == 2 ? outside : 0));
     EXPECT_NE(LedgerTable(*rank).find("the largest of 2 ranks' shards (ZeRO stage " +
                                       std::to_string(stage) + ")"),
               std::string::npos)

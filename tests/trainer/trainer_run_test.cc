@@ -342,6 +342,53 @@ TEST(TrainerRunTest, PlanAutoKeepsTheOptimizerStateOnTheHostWhenNothingElseFits)
             events.back()["model_files"]["weights_sha256"]);
 }
 
+// Two ranks under a budget that one rank's whole model state does not fit: the planner shards
+// the optimizer state (ZeRO stage 1), each rank then peaks under the budget, and the same plan
+// unsharded runs out of memory.
+TEST(TrainerRunTest, PlanOnlyShardsTheOptimizerStateOfTwoRanksWhenNothingElseFits) {
+  testing::TempDir dir;
+  const std::string config = dir.Write(
+      "job.yaml", testing::TinyGptYaml(3) +
+                      "planner: {precisions: [fp32], optimizer_states: [device]}\n"
+                      "memory: {reserve: 0}\ndistributed: {ranks: 2, timeout: 60s}\n");
+  const std::string baseline =
+      dir.Write("baseline.json", R"({"microbatch": 1, "checkpoint_blocks": "all"})");
+  ChildProcess ledger(
+      {TRAINER_RUN_PATH, "--config", config, "--plan", baseline, "--ledger", "--json"});
+  const std::vector<std::string> lines = ledger.ReadAllLines();
+  ASSERT_EQ(ledger.ExitCode(), 0) << ledger.ReadAllStderr();
+  const nlohmann::json measured = nlohmann::json::parse(lines.back());
+  const std::int64_t budget = measured["peak_bytes"].get<std::int64_t>() -
+                              measured["optimizer_state_bytes"].get<std::int64_t>() / 4;
+  ::setenv("XDG_CACHE_HOME", dir.File("cache").c_str(), 1);
+  ChildProcess planner({TRAINER_RUN_PATH, "--config", config, "--plan-only", "--json", "--budget",
+                        std::to_string(budget)});
+  const std::vector<std::string> chosen = planner.ReadAllLines();
+  ASSERT_EQ(planner.ExitCode(), 0) << planner.ReadAllStderr();
+  const nlohmann::json report = nlohmann::json::parse(chosen.back());
+  EXPECT_EQ(report["zero_stage"], 1) << report.dump();
+  nlohmann::json plan;
+  for (const char* key : {"microbatch", "checkpoint_blocks", "precision", "zero_stage"}) {
+    plan[key] = report[key];
+  }
+
+  const auto train_two_ranks = [&](const nlohmann::json& with, const std::string& out) {
+    ChildProcess two({TRAINER_LAUNCH_PATH, "--ranks", "2", "--", TRAINER_RUN_PATH, "--config",
+                      config, "--plan", dir.Write(out + ".json", with.dump()), "--budget",
+                      std::to_string(budget), "--output-dir", dir.File(out), "--json"});
+    auto events = Events(two.ReadAllLines());
+    return std::pair{two.ExitCode(), std::move(events)};
+  };
+  const auto [sharded_exit, sharded] = train_two_ranks(plan, "sharded");
+  ::unsetenv("XDG_CACHE_HOME");
+  ASSERT_EQ(sharded_exit, 0);
+  ASSERT_EQ(sharded.back()["event"], "finish");
+  EXPECT_LE(sharded.back()["peak_bytes"].get<std::int64_t>(), budget);
+  plan["zero_stage"] = 0;
+  const auto [unsharded_exit, unsharded] = train_two_ranks(plan, "unsharded");
+  EXPECT_EQ(unsharded_exit, 4) << "the same plan unsharded fitted the budget";
+}
+
 TEST(TrainerRunTest, PlanAutoFitsTheSameBudgetAndTrains) {
   testing::TempDir dir;
   const std::string config = dir.Write(

@@ -22,17 +22,19 @@ std::vector<int> ShardOwners(const std::vector<std::int64_t>& numels, int ranks)
   return owners;
 }
 
-double LargestShard(const std::vector<std::int64_t>& numels, int ranks) {
-  std::vector<std::int64_t> per_rank(static_cast<std::size_t>(std::max(ranks, 1)), 0);
+std::int64_t BytesOutsideLargestShard(const std::vector<torch::Tensor>& parameters, int ranks) {
+  std::vector<std::int64_t> numels;
+  for (const torch::Tensor& p : parameters) numels.push_back(p.numel());
   const std::vector<int> owners = ShardOwners(numels, std::max(ranks, 1));
+  std::vector<std::int64_t> per_rank(static_cast<std::size_t>(std::max(ranks, 1)), 0);
   std::int64_t total = 0;
-  for (std::size_t i = 0; i < numels.size(); ++i) {
-    per_rank[static_cast<std::size_t>(owners[i])] += numels[i];
-    total += numels[i];
+  for (std::size_t i = 0; i < parameters.size(); ++i) {
+    if (!parameters[i].requires_grad()) continue;
+    const auto bytes = static_cast<std::int64_t>(parameters[i].nbytes());
+    per_rank[static_cast<std::size_t>(owners[i])] += bytes;
+    total += bytes;
   }
-  if (total == 0) return 1;
-  return static_cast<double>(*std::max_element(per_rank.begin(), per_rank.end())) /
-         static_cast<double>(total);
+  return total - *std::max_element(per_rank.begin(), per_rank.end());
 }
 
 ShardedModelState::ShardedModelState(std::vector<torch::Tensor> parameters, int stage,

@@ -3,7 +3,6 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <utility>
 
@@ -73,21 +72,14 @@ std::string HostTable(const HostLedger& host) {
 // a plan that shards it over spec.distributed.job_ranks (state_sharding.h): the largest
 // shard's optimizer state (and, stage 2, gradients), the peaks less the state it does not keep.
 void ShardLedger(const JobSpec& spec, const torch::nn::Module& model, MemoryLedger* ledger) {
-  const int ranks = spec.distributed.job_ranks;
-  std::vector<std::int64_t> numels;
-  for (const torch::Tensor& p : model.parameters()) numels.push_back(p.numel());
-  const double share = LargestShard(numels, ranks);
-  const auto shard = [share](std::int64_t bytes) {
-    return static_cast<std::int64_t>(std::ceil(share * static_cast<double>(bytes)));
-  };
-  ledger->sharded_over_ranks = ranks;
-  const std::int64_t state_not_kept =
-      ledger->optimizer_state_bytes - shard(ledger->optimizer_state_bytes);
+  const std::int64_t outside = BytesOutsideLargestShard(model.parameters(), spec.distributed.job_ranks);
+  const std::int64_t state_not_kept = 2 * outside;  // AdamW's two moments
+  ledger->sharded_over_ranks = spec.distributed.job_ranks;
+  ledger->optimizer_state_on_other_ranks = state_not_kept;
   ledger->optimizer_state_bytes -= state_not_kept;
   if (spec.plan.zero_stage == 2) {
-    const std::int64_t other_gradients = ledger->gradients_bytes - shard(ledger->gradients_bytes);
-    ledger->gradients_bytes -= other_gradients;
-    ledger->temporaries_bytes += other_gradients;
+    ledger->gradients_bytes -= outside;
+    ledger->temporaries_bytes += outside;
   }
   ledger->evaluation_peak_bytes -= state_not_kept;
   ledger->peak_bytes -= state_not_kept;

@@ -15,6 +15,7 @@
 #include "plan/checkpoint_ladder.h"
 #include "trainerd/trainer/device/device_memory.h"
 #include "trainerd/trainer/device/device_timer.h"
+#include "trainerd/trainer/distributed/state_sharding.h"
 #include "trainerd/trainer/loop/host_model_state.h"
 #include "trainerd/trainer/loop/trainer.h"
 #include "trainerd/trainer/plan/memory_ledger.h"
@@ -65,7 +66,13 @@ Measurement MeasureUpdate(const JobSpec& spec, const Dataset& corpus, const Plan
   try {
     Trainer trainer(job, corpus, &discard);
     DeviceMemory& memory = MemoryOf(trainer.device());
-    ScopedMemoryLimit limited(memory, limit);
+    // One process holds all of a sharded plan's state: what the other ranks would keep is
+    // left out of its limit and peak.
+    const std::int64_t other_ranks =
+        plan.zero_stage > 0
+            ? 2 * BytesOutsideLargestShard(trainer.model().parameters(), job.distributed.job_ranks)
+            : 0;
+    ScopedMemoryLimit limited(memory, limit > 0 ? limit + other_ranks : 0);
     DeviceTimer timer(trainer.device());
     // Warm-up until an update steps: the optimizer state is in every timed update's peak.
     const std::optional<int> stepped = trainer.TrainUntilStepped(0);
@@ -85,7 +92,7 @@ Measurement MeasureUpdate(const JobSpec& spec, const Dataset& corpus, const Plan
       m.update_seconds = std::min(m.update_seconds, timer.Seconds());
     }
     trainer.Evaluate();  // in the plan's microbatches: a plan whose evaluation OOMs fails here
-    m.peak_bytes = memory.peak_bytes();
+    m.peak_bytes = memory.peak_bytes() - other_ranks;
   } catch (const c10::OutOfMemoryError&) {
     m.oom = true;
   }
@@ -142,6 +149,8 @@ struct BlockRanking {
   // The same ledger's model state: what keeping the optimizer state on the host moves.
   std::int64_t parameters_bytes = 0;
   std::int64_t optimizer_state_bytes = 0;
+  // In a job of more than one rank: the optimizer state ZeRO leaves to the other ranks.
+  std::int64_t optimizer_state_on_other_ranks = 0;
 };
 
 Result<BlockRanking> RankBlocks(const JobSpec& spec, const Dataset& corpus) {
@@ -150,6 +159,8 @@ Result<BlockRanking> RankBlocks(const JobSpec& spec, const Dataset& corpus) {
   ledger_spec.plan = MakePlan(
       spec, std::min(spec.training.effective_batch, spec.planner.probe_microbatches.back()), {},
       Precision::kFp32);
+  // Sharded, so that the ledger says what of the state the other ranks would keep.
+  if (spec.distributed.job_ranks > 1) ledger_spec.plan.zero_stage = 1;
   Result<MemoryLedger> ledger = MeasureLedger(ledger_spec, corpus);
   if (!ledger.ok()) return ledger.status();
   BlockRanking r;
@@ -181,7 +192,8 @@ Result<BlockRanking> RankBlocks(const JobSpec& spec, const Dataset& corpus) {
   r.recompute_seconds_per_sample = total_cost / probe;
   r.input_bytes_per_sample = static_cast<double>(ledger->inputs_bytes) / probe;
   r.parameters_bytes = ledger->parameters_bytes;
-  r.optimizer_state_bytes = ledger->optimizer_state_bytes;
+  r.optimizer_state_bytes = ledger->optimizer_state_bytes + ledger->optimizer_state_on_other_ranks;
+  r.optimizer_state_on_other_ranks = ledger->optimizer_state_on_other_ranks;
   return r;
 }
 
@@ -349,12 +361,21 @@ std::vector<Candidate> PredictCandidates(const JobSpec& spec, const BlockRanking
           on_host.optimizer_state = StatePlacement::kHost;
           judge(on_host, peak - host->freed_bytes, update_seconds + host->added_seconds);
         }
+        // The one-process probes cannot time the collectives sharding adds (a broadcast of
+        // the weights per update): a sharded twin is predicted as fast as its unsharded one.
+        for (int stage : spec.planner.zero_stages) {
+          if (stage == 0 || spec.distributed.job_ranks == 1 || peak <= usable) continue;
+          PlanSpec sharded = plan;
+          sharded.zero_stage = stage;
+          judge(sharded, peak - blocks.optimizer_state_on_other_ranks, update_seconds);
+        }
       }
     }
   }
   std::sort(fitting.begin(), fitting.end(), [](const Candidate& a, const Candidate& b) {
     if (a.duration != b.duration) return a.duration < b.duration;
-    return a.peak < b.peak;
+    if (a.peak != b.peak) return a.peak < b.peak;
+    return a.plan.zero_stage < b.plan.zero_stage;  // the fewer collectives
   });
   return fitting;
 }

@@ -209,8 +209,18 @@ void ReadPlanner(YamlReader planner, PlannerSpec* spec) {
       return;
     }
   }
-  std::vector<int> probes;
+  std::vector<int> stages;
   std::string unused;
+  planner.IntListOr("zero_stages", &stages, &unused, {}, 0, 2);
+  if (!stages.empty()) {
+    if (std::find(stages.begin(), stages.end(), 0) == stages.end()) {
+      planner.Fail("zero_stages", "a list that includes 0 (plan: {zero_stage: N} forces a stage)",
+                   "a list without 0");
+      return;
+    }
+    spec->zero_stages = stages;
+  }
+  std::vector<int> probes;
   planner.IntListOr("probe_microbatches", &probes, &unused, {}, 1, kMaxCount);
   if (!probes.empty()) spec->probe_microbatches = probes;
   planner.RejectUnknownKeys();

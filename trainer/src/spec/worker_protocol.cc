@@ -248,6 +248,7 @@ void Fields(V& v, MemoryLedger& s) {
   v("usable_bytes", s.usable_bytes);
   v.Omittable("host", s.host);
   v("sharded_over_ranks", s.sharded_over_ranks);
+  v("optimizer_state_on_other_ranks", s.optimizer_state_on_other_ranks);
   v("blocks", s.blocks);
   v("blocks_note", s.blocks_note);
   v("plan", s.plan);

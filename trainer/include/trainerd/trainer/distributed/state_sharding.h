@@ -71,8 +71,9 @@ class ShardedModelState {
 // parameter to the rank whose equal part of all the elements holds its middle element.
 std::vector<int> ShardOwners(const std::vector<std::int64_t>& numels, int ranks);
 
-// The largest rank's part of the elements of `numels` sharded over `ranks` (1 for one rank):
-// what a rank's ledger keeps of a sharded category.
-double LargestShard(const std::vector<std::int64_t>& numels, int ranks);
+// The bytes of the trainable `parameters` outside the largest shard (by bytes) when they are
+// sharded over `ranks` (0 for one rank): one copy of what the rank holding the most does not
+// keep of a sharded category. AdamW's state is two such copies, the gradients one.
+std::int64_t BytesOutsideLargestShard(const std::vector<torch::Tensor>& parameters, int ranks);
 
 }  // namespace trainerd

@@ -168,6 +168,9 @@ struct PlannerSpec {
   // Where the planner may keep the optimizer state (docs/model-state.md): [device] keeps it
   // off the host whatever the budget.
   std::vector<StatePlacement> optimizer_states = {StatePlacement::kDevice, StatePlacement::kHost};
+  // The ZeRO stages the planner may give a job of more than one rank (PlanSpec::zero_stage):
+  // [0] never shards.
+  std::vector<int> zero_stages = {0, 1};
 };
 
 struct RuntimeSpec {

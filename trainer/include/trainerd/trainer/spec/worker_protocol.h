@@ -249,8 +249,9 @@ struct BlockActivation {
 // (PlanSpec::optimizer_state) has none on the device: `host` lists what it holds there. A plan
 // that shards the model's state over N ranks (PlanSpec::zero_stage) is measured on one process
 // holding all of it; the ledger then shows the largest rank's shard of each sharded category
-// (`sharded_over_ranks` N), less that much in the peak. Stage 2's other shards' gradients
-// still exist through a backward until they are summed: they stay in the peak, as temporaries.
+// (`sharded_over_ranks` N), and the peaks less the optimizer state the other ranks keep
+// (`optimizer_state_on_other_ranks`). Stage 2's other shards' gradients still exist through a
+// backward until they are summed: they stay in the peak, as temporaries.
 // What a plan keeps in host memory (StatePlacement::kHost), outside the device budget: the
 // fp32 master weights, the gradients' host copy and AdamW's state, exact from the tensors;
 // the host's peak over an update with the step's temporaries; and the budget it is held to.
@@ -278,6 +279,7 @@ struct MemoryLedger {
   std::int64_t usable_bytes = 0;
   std::optional<HostLedger> host;  // set when the plan keeps the optimizer state on the host
   int sharded_over_ranks = 1;      // the ranks a plan with zero_stage > 0 shards the state over
+  std::int64_t optimizer_state_on_other_ranks = 0;  // and what of it this rank does not keep
   std::vector<BlockActivation> blocks;
   std::string blocks_note;  // why there are no blocks a plan can checkpoint; "" when there are
   PlanSpec plan;
