@@ -188,6 +188,39 @@ TEST(HfPaperModelTest, TheLargestMicrobatchIsTheLastThatFits) {
   EXPECT_EQ(eight_billion->LargestMicrobatch(PaperShape{.block_size = 1024}, usable), 0);
 }
 
+// ZeRO over 4 ranks on paper: one rank keeps a quarter of AdamW's state (stage 1) and of the
+// gradients (stage 2, the others' living through a backward as temporaries), as a measured
+// sharded ledger shows it. An 8 B model still does not fit 24 GiB: its fp32 weights and
+// gradients alone are 60 GiB.
+TEST(HfPaperModelTest, ShardingOverRanksLeavesOneRankAShareOfTheState) {
+  Result<PaperModel> model = PaperModel::Read(kPublic + "/Llama-3.2-1B");
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  const std::int64_t usable = 24LL << 30, p = model->parameters();
+  const PaperShape whole{.block_size = 1024};
+  PaperShape stage1 = whole;
+  stage1.zero_stage = 1;
+  stage1.ranks = 4;
+  PaperShape stage2 = stage1;
+  stage2.zero_stage = 2;
+  const MemoryLedger unsharded = model->Ledger(whole, usable, usable);
+  const MemoryLedger one = model->Ledger(stage1, usable, usable);
+  const MemoryLedger two = model->Ledger(stage2, usable, usable);
+  EXPECT_EQ(one.optimizer_state_bytes, 2 * p);
+  EXPECT_EQ(one.optimizer_state_on_other_ranks, 6 * p);
+  EXPECT_EQ(one.sharded_over_ranks, 4);
+  EXPECT_EQ(one.gradients_bytes, 4 * p);
+  EXPECT_EQ(one.peak_bytes, unsharded.peak_bytes - 6 * p);
+  EXPECT_EQ(two.gradients_bytes, p);
+  EXPECT_EQ(two.peak_bytes, one.peak_bytes) << "the other gradients live through a backward";
+  EXPECT_GT(model->LargestMicrobatch(stage1, usable), model->LargestMicrobatch(whole, usable));
+
+  Result<PaperModel> eight_billion = PaperModel::Read(kPublic + "/Llama-3.1-8B");
+  ASSERT_TRUE(eight_billion.ok());
+  PaperShape many = stage1;
+  many.ranks = 64;
+  EXPECT_EQ(eight_billion->LargestMicrobatch(many, usable), 0);
+}
+
 TEST(HfPaperModelTest, TrainerRunWhatIfModelPrintsTheLedgerAndWhatFits) {
   testing::ChildProcess run({TRAINER_RUN_PATH, "--what-if", "--model", kPublic + "/Llama-3.2-1B",
                              "--device", "24GiB", "--reserve", "10%", "--precision", "bf16",
@@ -209,6 +242,15 @@ TEST(HfPaperModelTest, TrainerRunWhatIfModelPrintsTheLedgerAndWhatFits) {
          "on the host";
   EXPECT_EQ(LedgerTable(Parse<MemoryLedger>(ledger)).find("forward"), std::string::npos)
       << "a ledger on paper has no forward time";
+
+  testing::ChildProcess ranks({TRAINER_RUN_PATH, "--what-if", "--model", kPublic + "/Llama-3.2-1B",
+                               "--device", "24GiB", "--ranks", "2", "--zero-stage", "1", "--json"});
+  const std::vector<std::string> sharded = ranks.ReadAllLines();
+  ASSERT_EQ(ranks.ExitCode(), 0) << ranks.ReadAllStderr();
+  const nlohmann::json with_ranks = nlohmann::json::parse(sharded.at(0)).at("paper_ledger");
+  EXPECT_EQ(with_ranks.at("fits").size(), 12u) << "and sharded over the 2 ranks";
+  EXPECT_EQ(with_ranks.at("fits").back().at("zero_stage"), 1);
+  EXPECT_EQ(with_ranks.at("ledger").at("sharded_over_ranks"), 2);
 }
 
 TEST(HfPaperModelTest, BadArgumentsAndFoldersExitTwoNamingTheProblem) {
@@ -219,6 +261,9 @@ TEST(HfPaperModelTest, BadArgumentsAndFoldersExitTwoNamingTheProblem) {
       {{"--model", llama, "--device", "24GiB", "--precision", "fp64"}, "--precision"},
       {{"--model", llama, "--device", "24GiB", "--checkpoint", "some"}, "--checkpoint"},
       {{"--model", llama, "--device", "24GiB", "--optimizer-state", "cpu"}, "--optimizer-state"},
+      {{"--model", llama, "--device", "24GiB", "--zero-stage", "1"}, "it needs --ranks N above 1"},
+      {{"--model", llama, "--device", "24GiB", "--ranks", "2", "--zero-stage", "3"},
+       "--zero-stage"},
       {{"--model", llama}, "--device"},
       {{"--static", "1GB", "--act-per-sample", "1MB", "--device", "2GB", "--block", "8"},
        "--block only goes with --what-if --model"},

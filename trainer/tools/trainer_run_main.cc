@@ -62,7 +62,7 @@ constexpr const char* kUsage = R"(usage:
               [--microbatch N --blocks N] [--json]
   trainer-run --what-if --model DIR --device SIZE [--reserve 10%] [--block N]
               [--microbatch N] [--accumulation N] [--precision P] [--checkpoint none|all]
-              [--optimizer-state device|host] [--json]
+              [--optimizer-state device|host] [--ranks N [--zero-stage 0|1|2]] [--json]
 
 Trains the job described by a YAML job spec in the foreground, under its memory budget
 (memory.budget less memory.reserve): an allocation beyond it is an out-of-memory error.
@@ -141,7 +141,9 @@ options:
                        device and on the host. --block (default the smaller of
                        max_position_embeddings and 2048), --microbatch (1), --accumulation
                        (1), --precision (fp32), --checkpoint (none), --optimizer-state
-                       (device) set the ledger's shape
+                       (device) set the ledger's shape; --ranks N (1) adds the optimizer
+                       state sharded over N data-parallel ranks (ZeRO stage 1) to the fits,
+                       and --zero-stage (0) shards the ledger's
   --json               JSON on stdout even on a terminal (default when stdout is not one)
   --version            print the version, the LibTorch it runs on and its worker protocol
                        (with --json: protocol_version, trainer_version and software, which
@@ -274,7 +276,8 @@ Args ParseArgs(int argc, char** argv) {
     } else if (arg == "--static" || arg == "--act-per-sample" || arg == "--device" ||
                arg == "--reserve" || arg == "--microbatch" || arg == "--blocks" ||
                arg == "--model" || arg == "--block" || arg == "--accumulation" ||
-               arg == "--precision" || arg == "--checkpoint" || arg == "--optimizer-state") {
+               arg == "--precision" || arg == "--checkpoint" || arg == "--optimizer-state" ||
+               arg == "--ranks" || arg == "--zero-stage") {
       args.what_if_values[arg] = value();
     } else {
       throw UsageError("unknown argument '" + arg + "'");
@@ -354,11 +357,23 @@ int RunPaperLedger(const Args& args) {
       throw UsageError("--optimizer-state: expected device or host, got '" + it->second + "'");
     shape.optimizer_state = *placement;
   }
+  shape.ranks = CountFlag(args, "--ranks", 1, 1 << 16);
+  if (auto it = args.what_if_values.find("--zero-stage"); it != args.what_if_values.end()) {
+    shape.zero_stage = ParseCount("--zero-stage", it->second, 0, 2);
+    if (shape.zero_stage > 0 && shape.ranks == 1)
+      throw UsageError("--zero-stage shards over data-parallel ranks: it needs --ranks N above 1");
+    if (shape.zero_stage > 0 && shape.optimizer_state == trainerd::StatePlacement::kHost)
+      throw UsageError("--zero-stage does not go with --optimizer-state host");
+  }
   shape.libtorch =
       TORCH_VERSION_MAJOR >= 2 ? trainerd::PaperLibTorch::k2 : trainerd::PaperLibTorch::k1;
   const trainerd::MemoryLedger ledger = model->Ledger(shape, device, usable);
+  // Where the optimizer state is: {placement, ZeRO stage}; sharded only over ranks.
+  std::vector<std::pair<trainerd::StatePlacement, int>> states = {
+      {trainerd::StatePlacement::kDevice, 0}, {trainerd::StatePlacement::kHost, 0}};
+  if (shape.ranks > 1) states.emplace_back(trainerd::StatePlacement::kDevice, 1);
   nlohmann::json fits = nlohmann::json::array();
-  for (const trainerd::StatePlacement placement : trainerd::kStatePlacementNames.Values()) {
+  for (const auto& [placement, zero_stage] : states) {
     for (const trainerd::Precision precision :
          {trainerd::Precision::kFp32, trainerd::Precision::kBf16}) {
       for (const bool checkpoint_all : {false, true}) {
@@ -366,11 +381,13 @@ int RunPaperLedger(const Args& args) {
         option.precision = precision;
         option.checkpoint_all = checkpoint_all;
         option.optimizer_state = placement;
+        option.zero_stage = zero_stage;
         option.microbatch = 1;
         fits.push_back(
             {{"precision", trainerd::ToString(precision)},
              {"checkpoint", checkpoint_all ? "all" : "none"},
              {"optimizer_state", trainerd::ToString(placement)},
+             {"zero_stage", zero_stage},
              {"largest_microbatch", model->LargestMicrobatch(option, usable)},
              {"peak_bytes_at_microbatch_1", model->Ledger(option, device, usable).peak_bytes}});
       }
@@ -394,14 +411,17 @@ int RunPaperLedger(const Args& args) {
               shape.microbatch, shape.accumulation_steps, trainerd::ToString(shape.precision),
               shape.checkpoint_all ? "every layer" : "none");
   std::cout << trainerd::LedgerTable(ledger);
-  std::printf("\nlargest microbatch within %s usable, at block %d:\n%-10s %-14s %-16s %10s %16s\n",
+  std::printf("\nlargest microbatch within %s usable, at block %d:\n%-10s %-14s %-22s %10s %16s\n",
               trainerd::FormatBytes(usable).c_str(), shape.block_size, "precision", "checkpointing",
               "optimizer state", "microbatch", "peak at 1");
+  const std::string sharded = "sharded over " + std::to_string(shape.ranks);
   for (const nlohmann::json& fit : fits) {
     std::printf(
-        "%-10s %-14s %-16s %10d %16s\n", fit["precision"].get<std::string>().c_str(),
+        "%-10s %-14s %-22s %10d %16s\n", fit["precision"].get<std::string>().c_str(),
         fit["checkpoint"] == "all" ? "every layer" : "none",
-        fit["optimizer_state"] == "host" ? "on the host" : "on the device",
+        fit["zero_stage"] == 1              ? sharded.c_str()
+        : fit["optimizer_state"] == "host" ? "on the host"
+                                           : "on the device",
         fit["largest_microbatch"].get<int>(),
         trainerd::FormatBytes(fit["peak_bytes_at_microbatch_1"].get<std::int64_t>()).c_str());
   }
@@ -411,7 +431,8 @@ int RunPaperLedger(const Args& args) {
 int RunWhatIf(const Args& args) {
   if (args.what_if_values.count("--model") != 0) return RunPaperLedger(args);
   for (const char* flag :
-       {"--block", "--accumulation", "--precision", "--checkpoint", "--optimizer-state"}) {
+       {"--block", "--accumulation", "--precision", "--checkpoint", "--optimizer-state", "--ranks",
+        "--zero-stage"}) {
     if (args.what_if_values.count(flag) != 0)
       throw UsageError(std::string(flag) + " only goes with --what-if --model DIR");
   }

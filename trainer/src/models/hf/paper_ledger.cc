@@ -109,6 +109,7 @@ MemoryLedger PaperModel::Ledger(const PaperShape& shape, std::int64_t budget_byt
   ledger.plan.accumulation_steps = shape.accumulation_steps;
   ledger.plan.precision = shape.precision;
   ledger.plan.optimizer_state = shape.optimizer_state;
+  ledger.plan.zero_stage = shape.zero_stage;
   ledger.budget_bytes = budget_bytes;
   ledger.usable_bytes = usable_bytes;
   ledger.method = std::string("paper: formulas fitted to ledgers measured under LibTorch ") +
@@ -140,6 +141,18 @@ MemoryLedger PaperModel::Ledger(const PaperShape& shape, std::int64_t budget_byt
   const std::int64_t recomputed = recomputed_layer + (tied_ ? 4 * v * h : 0);
   ledger.temporaries_bytes =
       shape.checkpoint_all ? std::max(logits, recomputed) + (gpt2_ ? logits : 0) : logits;
+  if (shape.zero_stage > 0 && shape.ranks > 1) {  // as MeasureLedger shows a sharded plan
+    const auto shard = [&shape](std::int64_t bytes) { return (bytes + shape.ranks - 1) / shape.ranks; };
+    ledger.sharded_over_ranks = shape.ranks;
+    ledger.optimizer_state_on_other_ranks =
+        ledger.optimizer_state_bytes - shard(ledger.optimizer_state_bytes);
+    ledger.optimizer_state_bytes -= ledger.optimizer_state_on_other_ranks;
+    if (shape.zero_stage == 2) {  // the other shards' gradients live through a backward
+      const std::int64_t others = ledger.gradients_bytes - shard(ledger.gradients_bytes);
+      ledger.gradients_bytes -= others;
+      ledger.temporaries_bytes += others;
+    }
+  }
   const std::int64_t state =
       ledger.parameters_bytes + ledger.gradients_bytes + ledger.optimizer_state_bytes;
   const std::int64_t update =

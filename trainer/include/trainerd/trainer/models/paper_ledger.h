@@ -29,6 +29,11 @@ struct PaperShape {
   // kHost: AdamW's state, the fp32 master weights and a copy of the gradients in the ledger's
   // `host` part (its budget 0: unknown), none of the optimizer state on the device.
   StatePlacement optimizer_state = StatePlacement::kDevice;
+  // ZeRO over `ranks` data-parallel ranks (PlanSpec::zero_stage, with the state on the
+  // device): the ledger of the rank with the largest shard, the parameters taken as split
+  // evenly (the trainer splits them by whole tensors, state_sharding.h).
+  int zero_stage = 0;
+  int ranks = 1;
   int eval_windows = 16;  // data.eval_windows_per_slice: the held-out batch
   PaperLibTorch libtorch = PaperLibTorch::k2;
 };
