@@ -82,15 +82,16 @@ const std::map<std::string, KeyCase>& Cases() {
       {"training.eval_interval", {"7", Effect::kNotTrained}},
       {"training.checkpoint_interval", {"7", Effect::kNotTrained}},
       {"training.allow_batch_norm_accumulation", {"true", Effect::kNotTrained}},
-      {"plan.microbatch", {"2", Effect::kNotTrained}},
+      {"plan.microbatch", {"1", Effect::kNotTrained}},
       {"plan.accumulation_steps", {"2", Effect::kNotTrained}},
       {"plan.checkpoint_blocks", {"[0]", Effect::kNotTrained}},
       {"plan.precision", {"bf16", Effect::kNotTrained}},
       {"plan.optimizer_state", {"host", Effect::kNotTrained}},
+      {"plan.zero_stage", {"1", Effect::kNotTrained}},
       {"runtime.threads", {"2", Effect::kNotTrained}},
       {"runtime.device", {"cuda", Effect::kNotTrained}},
       {"runtime.fix_blas_core", {"false", Effect::kNotTrained}},
-      {"distributed.ranks", {"2", Effect::kNotTrained}},
+      {"distributed.ranks", {"1", Effect::kNotTrained}},
       {"distributed.launcher", {"slurm", Effect::kNotTrained}},
       {"distributed.timeout", {"10m", Effect::kNotTrained}},
       {"distributed.launcher_path", {"/opt/bin/torchrun", Effect::kNotTrained}},
@@ -101,6 +102,7 @@ const std::map<std::string, KeyCase>& Cases() {
       {"planner.precisions", {"[fp32]", Effect::kNotTrained}},
       {"planner.probe_microbatches", {"[1, 8]", Effect::kNotTrained}},
       {"planner.optimizer_states", {"[device]", Effect::kNotTrained}},
+      {"planner.zero_stages", {"[0]", Effect::kNotTrained}},
       {"window", {"2h", Effect::kNotTrained}},
       {"init_from", {"/srv/weights/model.safetensors", Effect::kContent}},
   };
@@ -114,9 +116,9 @@ const std::vector<std::string>& Bases() {
         "optimizer: {lr: 0.003}\n"
         "schedule: {warmup_updates: 3, min_lr: 0.0003}\n"
         "training: {effective_batch: 8, updates: 20, seed: 7}\n"
-        "plan: {microbatch: 4, checkpoint_blocks: none}\n"
+        "plan: {microbatch: 2, checkpoint_blocks: none}\n"
         "runtime: {threads: 1}\n"
-        "distributed: {ranks: 1, launcher: torchrun}\n"
+        "distributed: {ranks: 2, launcher: torchrun}\n"
         "memory: {budget: 64MiB}\n"
         "planner: {precisions: [fp32, bf16]}\n";
     const std::string text = "data: {format: text, files: [/usr/share/common-licenses/GPL-3]}\n";
