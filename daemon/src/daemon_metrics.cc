@@ -169,9 +169,8 @@ void DaemonMetrics::RunFinished(const store::RunRecord& run,
     f_->zero_stage.Add({}).Set(static_cast<double>(run.plan->zero_stage));
   } else {
     // A run stopped before planning had no plan: no series rather than the previous run's.
-    for (auto* family :
-         {&f_->microbatch, &f_->accumulation, &f_->checkpointed, &f_->state_on_host,
-          &f_->zero_stage}) {
+    for (auto* family : {&f_->microbatch, &f_->accumulation, &f_->checkpointed, &f_->state_on_host,
+                         &f_->zero_stage}) {
       if (family->Has({})) family->Remove(&family->Add({}));
     }
   }

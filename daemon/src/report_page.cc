@@ -78,7 +78,8 @@ std::string StoredPlanText(const Json& plan) {
          ", " +
          (blocks.empty() ? std::string("no blocks checkpointed")
                          : "blocks " + blocks.dump() + " checkpointed") +
-         (plan.value("optimizer_state", "device") == "host" ? ", optimizer state on the host" : "") +
+         (plan.value("optimizer_state", "device") == "host" ? ", optimizer state on the host"
+                                                            : "") +
          (plan.value("zero_stage", 0) > 0
               ? ", ZeRO stage " + std::to_string(plan.value("zero_stage", 0))
               : "");

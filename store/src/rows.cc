@@ -10,7 +10,8 @@ namespace {
 constexpr std::string_view kRunColumns =
     "config_hash, fallback_of, status, created_at, started_at, ended_at, deadline_at, "
     "microbatch, accumulation_steps, checkpoint_blocks, precision, optimizer_state, zero_stage, "
-    "hardware_id, software_id, shapes, seeds, data_fingerprint, throughput_method, parameters_bytes, "
+    "hardware_id, software_id, shapes, seeds, data_fingerprint, throughput_method, "
+    "parameters_bytes, "
     "gradients_bytes, "
     "optimizer_state_bytes, activations_bytes, temporaries_bytes, inputs_bytes, peak_bytes, "
     "samples_per_second, tokens_per_second, mfu, cost_per_sample, final_loss, parity_seconds, "
@@ -98,7 +99,8 @@ void BindSoftware(sqlite::Statement& stmt, const SoftwareFingerprint& software) 
 const std::string_view kSelectRun =
     "SELECT r.id, r.config_hash, r.fallback_of, r.status, r.created_at, r.started_at, "
     "r.ended_at, r.deadline_at, r.microbatch, r.accumulation_steps, r.checkpoint_blocks, "
-    "r.precision, r.optimizer_state, r.zero_stage, h.cpu_model, h.cpu_cores, h.memory_bytes, h.device, "
+    "r.precision, r.optimizer_state, r.zero_stage, h.cpu_model, h.cpu_cores, h.memory_bytes, "
+    "h.device, "
     "h.device_memory_bytes, "
     "h.isa, "
     "s.trainerd_version, s.libtorch_version, s.blas, s.compiler, r.shapes, r.seeds, "

@@ -134,10 +134,10 @@ TEST(DataParallelRankProcess, TrainsItsShareAndRankZeroWritesWhatItSaw) {
   const char* output = std::getenv("TRAINERD_TEST_RANK_OUTPUT");
   if (output == nullptr)
     GTEST_SKIP() << "a rank started by DataParallelTest through trainer-launch";
-  const JobSpec spec = ParallelJob(
-      std::atoi(std::getenv("TRAINERD_TEST_BATCH")), std::atoi(std::getenv("WORLD_SIZE")),
-      std::atoi(std::getenv("TRAINERD_TEST_MICROBATCH")),
-      std::atoi(std::getenv("TRAINERD_TEST_ZERO_STAGE")));
+  const JobSpec spec = ParallelJob(std::atoi(std::getenv("TRAINERD_TEST_BATCH")),
+                                   std::atoi(std::getenv("WORLD_SIZE")),
+                                   std::atoi(std::getenv("TRAINERD_TEST_MICROBATCH")),
+                                   std::atoi(std::getenv("TRAINERD_TEST_ZERO_STAGE")));
   torch::set_num_threads(1);
   Result<RankEnvironment> env = RankEnvironmentFrom(::getenv);
   ASSERT_TRUE(env.ok()) << env.status().message();
@@ -260,12 +260,13 @@ TEST_F(DataParallelTest, TwoRanksShardingGradientsAndOptimizerStateComputeOneRan
 // A sharded plan's checkpoint holds every rank's shard of AdamW's state, in the file an
 // unsharded plan writes: either plan resumes it and trains the one-rank job.
 TEST_F(DataParallelTest, ShardedAndUnshardedPlansResumeEachOthersCheckpoints) {
-  const auto reference = TrainThroughACheckpoint(ParallelJob(32, 1, 32), nullptr,
-                                                 dir_.File(""), 0, 0);
+  const auto reference =
+      TrainThroughACheckpoint(ParallelJob(32, 1, 32), nullptr, dir_.File(""), 0, 0);
   for (const auto& [saved_by, resumed_by] : {std::pair{2, 0}, std::pair{0, 2}, std::pair{1, 1}}) {
     SCOPED_TRACE("saved by stage " + std::to_string(saved_by) + ", resumed by stage " +
                  std::to_string(resumed_by));
-    const std::string run = dir_.File("run" + std::to_string(saved_by) + std::to_string(resumed_by));
+    const std::string run =
+        dir_.File("run" + std::to_string(saved_by) + std::to_string(resumed_by));
     std::filesystem::create_directories(run);
     ::setenv("TRAINERD_TEST_DIR", run.c_str(), 1);
     ::setenv("TRAINERD_TEST_SAVED_BY", std::to_string(saved_by).c_str(), 1);

@@ -284,8 +284,8 @@ TEST(JobSpecParserTest, PlanDerivesAccumulationAndNamesBlocks) {
   EXPECT_EQ(spec->plan.optimizer_state, StatePlacement::kHost);
   EXPECT_EQ(spec->plan.zero_stage, 0);
 
-  spec = ParseJobSpecText(std::string(kMinimal) + "distributed: {ranks: 2}\nplan: {zero_stage: 2}\n",
-                          "job.yaml");
+  spec = ParseJobSpecText(
+      std::string(kMinimal) + "distributed: {ranks: 2}\nplan: {zero_stage: 2}\n", "job.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status().message();
   EXPECT_EQ(spec->plan.zero_stage, 2);
   EXPECT_EQ(RankJob(*spec).distributed.job_ranks, 2);

@@ -347,10 +347,10 @@ TEST(TrainerRunTest, PlanAutoKeepsTheOptimizerStateOnTheHostWhenNothingElseFits)
 // unsharded runs out of memory.
 TEST(TrainerRunTest, PlanOnlyShardsTheOptimizerStateOfTwoRanksWhenNothingElseFits) {
   testing::TempDir dir;
-  const std::string config = dir.Write(
-      "job.yaml", testing::TinyGptYaml(3) +
-                      "planner: {precisions: [fp32], optimizer_states: [device]}\n"
-                      "memory: {reserve: 0}\ndistributed: {ranks: 2, timeout: 60s}\n");
+  const std::string config =
+      dir.Write("job.yaml", testing::TinyGptYaml(3) +
+                                "planner: {precisions: [fp32], optimizer_states: [device]}\n"
+                                "memory: {reserve: 0}\ndistributed: {ranks: 2, timeout: 60s}\n");
   const std::string baseline =
       dir.Write("baseline.json", R"({"microbatch": 1, "checkpoint_blocks": "all"})");
   ChildProcess ledger(

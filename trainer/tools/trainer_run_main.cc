@@ -419,7 +419,7 @@ int RunPaperLedger(const Args& args) {
     std::printf(
         "%-10s %-14s %-22s %10d %16s\n", fit["precision"].get<std::string>().c_str(),
         fit["checkpoint"] == "all" ? "every layer" : "none",
-        fit["zero_stage"] == 1              ? sharded.c_str()
+        fit["zero_stage"] == 1             ? sharded.c_str()
         : fit["optimizer_state"] == "host" ? "on the host"
                                            : "on the device",
         fit["largest_microbatch"].get<int>(),
@@ -430,9 +430,8 @@ int RunPaperLedger(const Args& args) {
 
 int RunWhatIf(const Args& args) {
   if (args.what_if_values.count("--model") != 0) return RunPaperLedger(args);
-  for (const char* flag :
-       {"--block", "--accumulation", "--precision", "--checkpoint", "--optimizer-state", "--ranks",
-        "--zero-stage"}) {
+  for (const char* flag : {"--block", "--accumulation", "--precision", "--checkpoint",
+                           "--optimizer-state", "--ranks", "--zero-stage"}) {
     if (args.what_if_values.count(flag) != 0)
       throw UsageError(std::string(flag) + " only goes with --what-if --model DIR");
   }

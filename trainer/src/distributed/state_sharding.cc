@@ -6,6 +6,17 @@
 #include "trainerd/trainer/device/torch_compat.h"
 
 namespace trainerd {
+namespace {
+
+// `parameter`'s AdamW state in `optimizer`, or nullptr before its first step.
+const torch::optim::AdamWParamState* StateOf(torch::optim::AdamW& optimizer,
+                                             const torch::Tensor& parameter) {
+  const auto it = optimizer.state().find(compat::OptimizerStateKey(parameter));
+  if (it == optimizer.state().end()) return nullptr;
+  return &static_cast<const torch::optim::AdamWParamState&>(*it->second);
+}
+
+}  // namespace
 
 std::vector<int> ShardOwners(const std::vector<std::int64_t>& numels, int ranks) {
   std::int64_t total = 0;
@@ -15,7 +26,8 @@ std::vector<int> ShardOwners(const std::vector<std::int64_t>& numels, int ranks)
   std::int64_t before = 0;
   for (std::int64_t n : numels) {
     const double middle = static_cast<double>(before) + static_cast<double>(n) / 2;
-    const auto rank = static_cast<int>(middle * ranks / static_cast<double>(std::max<std::int64_t>(total, 1)));
+    const auto rank =
+        static_cast<int>(middle * ranks / static_cast<double>(std::max<std::int64_t>(total, 1)));
     owners.push_back(std::clamp(rank, 0, ranks - 1));
     before += n;
   }
@@ -79,7 +91,8 @@ void ShardedModelState::BroadcastWeights() {
 std::unique_ptr<torch::optim::AdamW> ShardedModelState::FullOptimizer(
     torch::optim::AdamW& shard) const {
   return std::make_unique<torch::optim::AdamW>(
-      parameters_, static_cast<torch::optim::AdamWOptions&>(shard.param_groups().front().options()));
+      parameters_,
+      static_cast<torch::optim::AdamWOptions&>(shard.param_groups().front().options()));
 }
 
 std::unique_ptr<torch::optim::AdamW> ShardedModelState::GatherOptimizerState(
@@ -90,13 +103,9 @@ std::unique_ptr<torch::optim::AdamW> ShardedModelState::GatherOptimizerState(
   // Each parameter's step count from its owner: -1 where it has no state yet.
   std::vector<torch::Tensor> steps;
   for (const torch::Tensor& p : parameters_) {
-    const auto it = shard.state().find(compat::OptimizerStateKey(p));
-    const double step =
-        it == shard.state().end()
-            ? -1.0
-            : static_cast<double>(
-                  static_cast<const torch::optim::AdamWParamState&>(*it->second).step());
-    steps.push_back(torch::full({1}, step, torch::kDouble));
+    const torch::optim::AdamWParamState* state = StateOf(shard, p);
+    steps.push_back(
+        torch::full({1}, state ? static_cast<double>(state->step()) : -1.0, torch::kDouble));
   }
   group_->BroadcastFromOwners(steps, owners_);
   // Then the two moments of every parameter that has them, into host copies.
@@ -105,15 +114,13 @@ std::unique_ptr<torch::optim::AdamW> ShardedModelState::GatherOptimizerState(
   for (std::size_t i = 0; i < parameters_.size(); ++i) {
     const auto step = static_cast<std::int64_t>(steps[i].item<double>());
     if (step < 0) continue;
-    const auto key = compat::OptimizerStateKey(parameters_[i]);
     auto state = std::make_unique<torch::optim::AdamWParamState>();
     state->step(step);
-    const auto mine = shard.state().find(key);
+    const torch::optim::AdamWParamState* mine = StateOf(shard, parameters_[i]);  // owner's
     for (const bool square : {false, true}) {
       torch::Tensor moment =
-          mine != shard.state().end()
-              ? (square ? static_cast<torch::optim::AdamWParamState&>(*mine->second).exp_avg_sq()
-                        : static_cast<torch::optim::AdamWParamState&>(*mine->second).exp_avg())
+          mine != nullptr
+              ? (square ? mine->exp_avg_sq() : mine->exp_avg())
                     .to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true)
               : torch::empty(parameters_[i].sizes(),
                              torch::TensorOptions().dtype(parameters_[i].scalar_type()));
@@ -121,7 +128,7 @@ std::unique_ptr<torch::optim::AdamW> ShardedModelState::GatherOptimizerState(
       roots.push_back(owners_[i]);
       square ? state->exp_avg_sq(moment) : state->exp_avg(moment);
     }
-    full->state()[key] = std::move(state);
+    full->state()[compat::OptimizerStateKey(parameters_[i])] = std::move(state);
   }
   group_->BroadcastFromOwners(moments, roots);
   return full;

@@ -98,14 +98,13 @@ Trainer::Trainer(const JobSpec& spec, const Dataset& corpus, EventSink* sink,
                       group_);
   }
   const OptimizerSpec& o = spec_.optimizer;
-  optimizer_ =
-      std::make_unique<FusedAdamW>(host_state_ ? host_state_->parameters()
-                                   : sharding_ ? sharding_->owned()
-                                               : model_->parameters(),
-                                   torch::optim::AdamWOptions(o.lr)
-                                       .betas({o.beta1, o.beta2})
-                                       .weight_decay(o.weight_decay)
-                                       .eps(o.eps));
+  optimizer_ = std::make_unique<FusedAdamW>(host_state_ ? host_state_->parameters()
+                                            : sharding_ ? sharding_->owned()
+                                                        : model_->parameters(),
+                                            torch::optim::AdamWOptions(o.lr)
+                                                .betas({o.beta1, o.beta2})
+                                                .weight_decay(o.weight_decay)
+                                                .eps(o.eps));
   if (spec_.plan.precision == Precision::kFp16) scaler_.emplace();
   job_identity_ = JobIdentity(spec_, corpus_.fingerprint());
 }
@@ -118,8 +117,9 @@ MemorySnapshot Trainer::LedgerSnapshot() const {
   const DeviceMemory& memory = MemoryOf(device_);
   MemorySnapshot snapshot;
   for (const auto& p : model_->parameters()) snapshot.parameters_bytes += TensorBytes(p);
-  snapshot.gradients_bytes =
-      sharding_ && sharding_->stage() == 2 ? GradientBytes(sharding_->owned()) : GradientBytes(*model_);
+  snapshot.gradients_bytes = sharding_ && sharding_->stage() == 2
+                                 ? GradientBytes(sharding_->owned())
+                                 : GradientBytes(*model_);
   if (host_state_) {
     snapshot.host_state_bytes = HostMemoryOfProcess().live_bytes();
   } else {

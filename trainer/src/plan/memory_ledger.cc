@@ -72,7 +72,8 @@ std::string HostTable(const HostLedger& host) {
 // a plan that shards it over spec.distributed.job_ranks (state_sharding.h): the largest
 // shard's optimizer state (and, stage 2, gradients), the peaks less the state it does not keep.
 void ShardLedger(const JobSpec& spec, const torch::nn::Module& model, MemoryLedger* ledger) {
-  const std::int64_t outside = BytesOutsideLargestShard(model.parameters(), spec.distributed.job_ranks);
+  const std::int64_t outside =
+      BytesOutsideLargestShard(model.parameters(), spec.distributed.job_ranks);
   const std::int64_t state_not_kept = 2 * outside;  // AdamW's two moments
   ledger->sharded_over_ranks = spec.distributed.job_ranks;
   ledger->optimizer_state_on_other_ranks = state_not_kept;

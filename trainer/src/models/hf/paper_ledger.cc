@@ -142,7 +142,9 @@ MemoryLedger PaperModel::Ledger(const PaperShape& shape, std::int64_t budget_byt
   ledger.temporaries_bytes =
       shape.checkpoint_all ? std::max(logits, recomputed) + (gpt2_ ? logits : 0) : logits;
   if (shape.zero_stage > 0 && shape.ranks > 1) {  // as MeasureLedger shows a sharded plan
-    const auto shard = [&shape](std::int64_t bytes) { return (bytes + shape.ranks - 1) / shape.ranks; };
+    const auto shard = [&shape](std::int64_t bytes) {
+      return (bytes + shape.ranks - 1) / shape.ranks;
+    };
     ledger.sharded_over_ranks = shape.ranks;
     ledger.optimizer_state_on_other_ranks =
         ledger.optimizer_state_bytes - shard(ledger.optimizer_state_bytes);

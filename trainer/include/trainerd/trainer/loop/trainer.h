@@ -213,7 +213,7 @@ class Trainer {
   RankShare share_;  // this rank's samples of every update
   torch::Device device_;
   std::shared_ptr<TrainableModel> model_;
-  std::optional<HostModelState> host_state_;  // optimizer state on the host only
+  std::optional<HostModelState> host_state_;   // optimizer state on the host only
   std::optional<ShardedModelState> sharding_;  // ZeRO stage 1 or 2 over group_ only
   std::unique_ptr<torch::optim::AdamW> optimizer_;
   std::optional<DynamicLossScaler> scaler_;  // fp16 only
