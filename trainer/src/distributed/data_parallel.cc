@@ -162,6 +162,21 @@ double DataParallelGroup::Sum(double value) {
 
 bool DataParallelGroup::Any(bool value) { return Sum(value ? 1.0 : 0.0) > 0; }
 
+std::vector<bool> DataParallelGroup::AnyOf(const std::vector<bool>& values) {
+  torch::Tensor counts = torch::zeros({static_cast<std::int64_t>(values.size())},
+                                      torch::TensorOptions(torch::kFloat).device(device_));
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (values[i]) counts[static_cast<std::int64_t>(i)] = 1;
+  }
+  AllReduceSum(counts);
+  const torch::Tensor any = (counts > 0).cpu();
+  std::vector<bool> result(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    result[i] = any[static_cast<std::int64_t>(i)].item<bool>();
+  }
+  return result;
+}
+
 void DataParallelGroup::InBuckets(
     const std::vector<torch::Tensor>& tensors, const std::vector<torch::Tensor>& likes,
     const std::vector<int>& roots,

@@ -52,7 +52,6 @@ std::int64_t BytesOutsideLargestShard(const std::vector<torch::Tensor>& paramete
 ShardedModelState::ShardedModelState(std::vector<torch::Tensor> parameters, int stage,
                                      int microbatches, DataParallelGroup* group)
     : parameters_(std::move(parameters)),
-      taking_part_(parameters_.size(), false),
       stage_(stage),
       microbatches_(static_cast<std::size_t>(microbatches)),
       group_(group) {
@@ -65,20 +64,17 @@ ShardedModelState::ShardedModelState(std::vector<torch::Tensor> parameters, int 
   }
 }
 
-void ShardedModelState::SumGradientsToOwners(std::size_t index) {
-  if (index == 0) {  // every rank has run microbatch 0: the same parameters have gradients
-    for (std::size_t i = 0; i < parameters_.size(); ++i) {
-      taking_part_[i] = parameters_[i].grad().defined();
-    }
-  }
-  group_->SumGradientsToOwners(parameters_, owners_, taking_part_);
+void ShardedModelState::SumGradientsToOwners() {
+  std::vector<bool> held(parameters_.size());
+  for (std::size_t i = 0; i < parameters_.size(); ++i) held[i] = parameters_[i].grad().defined();
+  group_->SumGradientsToOwners(parameters_, owners_, group_->AnyOf(held));
   for (std::size_t i = 0; i < parameters_.size(); ++i) {
     if (owners_[i] != group_->rank()) parameters_[i].mutable_grad() = torch::Tensor();
   }
 }
 
 void ShardedModelState::SumRemainingMicrobatches(std::size_t done) {
-  for (std::size_t index = done; index < microbatches_; ++index) SumGradientsToOwners(index);
+  for (std::size_t index = done; index < microbatches_; ++index) SumGradientsToOwners();
 }
 
 void ShardedModelState::BroadcastWeights() {

@@ -99,7 +99,7 @@ double AccumulateGradients(TrainableModel& model, const std::vector<Batch>& micr
     if (precision.precision == Precision::kFp16) loss = precision.scaler->Scale(loss);
     if (hooks.after_forward) hooks.after_forward(index);
     loss.backward();
-    if (to_owners) sharding->SumGradientsToOwners(index);
+    if (to_owners) sharding->SumGradientsToOwners();
     if (hooks.after_backward) hooks.after_backward(index);
     loss_sum += terms.sum.item<double>();
     terms_seen += terms.count;

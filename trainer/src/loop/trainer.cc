@@ -182,6 +182,9 @@ std::vector<Batch> Trainer::Microbatches(int update) const {
 }
 
 void Trainer::set_test_only_fault(TrainingFault fault) {
+  // The faults act on one process's gradients and steps; a sharded rank holds a shard of them.
+  TORCH_CHECK(fault == TrainingFault::kNone || !sharding_,
+              "a test-only fault does not go with a sharded plan (plan.zero_stage)");
   fault_ = fault;
   model_->set_test_only_fresh_recompute(fault == TrainingFault::kRecomputeFreshRng);
 }

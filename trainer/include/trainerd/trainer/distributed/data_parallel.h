@@ -43,6 +43,8 @@ class DataParallelGroup {
   double Sum(double value);
   // Whether any rank passed true.
   bool Any(bool value);
+  // For each element, whether any rank passed true there (one allreduce).
+  std::vector<bool> AnyOf(const std::vector<bool>& values);
   // Replaces every defined gradient of `parameters` by its sum over the ranks: one allreduce
   // per bucket of consecutive gradients (kBucketBytes), each flattened into one tensor. All
   // ranks must hold gradients for the same parameters.

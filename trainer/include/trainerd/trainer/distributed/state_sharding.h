@@ -36,10 +36,11 @@ class ShardedModelState {
     return stage_ == 2 ? owned_ : parameters_;
   }
 
-  // Stage 2, after microbatch `index`'s backward: each gradient summed over the ranks into its
+  // Stage 2, after a microbatch's backward: each gradient summed over the ranks into its
   // owner's; the other ranks' gradients are dropped (their next backward starts them afresh).
-  // The parameters with a gradient after microbatch 0 take part in every sum of the update.
-  void SumGradientsToOwners(std::size_t index);
+  // A parameter takes part where any rank holds its gradient (the ranks agree on it first:
+  // an owner keeps its zeroed gradient between updates, the others do not).
+  void SumGradientsToOwners();
   // Stage 2, after this rank's `done` microbatches: the sums of the plan's other microbatches,
   // which a rank of a smaller share joins with nothing new to add.
   void SumRemainingMicrobatches(std::size_t done);
@@ -61,7 +62,6 @@ class ShardedModelState {
   std::vector<torch::Tensor> parameters_;
   std::vector<int> owners_;
   std::vector<torch::Tensor> owned_;
-  std::vector<bool> taking_part_;
   int stage_;
   std::size_t microbatches_;
   DataParallelGroup* group_;
