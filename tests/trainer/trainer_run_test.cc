@@ -299,6 +299,21 @@ TEST(TrainerRunTest, AHostBudgetBelowTheHostStateIsAnOomNamingItBeforeAnyUpdate)
   EXPECT_FALSE(std::filesystem::exists(dir.File("out/model.pt")));
 }
 
+// The ledger (trainer-run --ledger --json) of `config` under the named baseline's plan
+// (microbatch 1, every block checkpointed); null, with a failure, when trainer-run failed.
+nlohmann::json BaselineLedger(const testing::TempDir& dir, const std::string& config) {
+  const std::string baseline =
+      dir.Write("baseline.json", R"({"microbatch": 1, "checkpoint_blocks": "all"})");
+  ChildProcess ledger(
+      {TRAINER_RUN_PATH, "--config", config, "--plan", baseline, "--ledger", "--json"});
+  const std::vector<std::string> lines = ledger.ReadAllLines();
+  if (ledger.ExitCode() != 0 || lines.empty()) {
+    ADD_FAILURE() << "trainer-run --ledger failed: " << ledger.ReadAllStderr();
+    return nullptr;
+  }
+  return nlohmann::json::parse(lines.back());
+}
+
 // A budget below what the job's model state and its least activations need on the device:
 // the named baseline's peak less half its optimizer state. --plan auto keeps the state on the
 // host, trains under the budget, and writes the weights the same plan writes with the state on
@@ -308,13 +323,8 @@ TEST(TrainerRunTest, PlanAutoKeepsTheOptimizerStateOnTheHostWhenNothingElseFits)
   const std::string config =
       dir.Write("job.yaml",
                 testing::TinyGptYaml(3) + "planner: {precisions: [fp32]}\nmemory: {reserve: 0}\n");
-  const std::string baseline =
-      dir.Write("baseline.json", R"({"microbatch": 1, "checkpoint_blocks": "all"})");
-  ChildProcess ledger(
-      {TRAINER_RUN_PATH, "--config", config, "--plan", baseline, "--ledger", "--json"});
-  const std::vector<std::string> lines = ledger.ReadAllLines();
-  ASSERT_EQ(ledger.ExitCode(), 0) << ledger.ReadAllStderr();
-  const nlohmann::json measured = nlohmann::json::parse(lines.back());
+  const nlohmann::json measured = BaselineLedger(dir, config);
+  ASSERT_FALSE(measured.is_null());
   const std::int64_t budget = measured["peak_bytes"].get<std::int64_t>() -
                               measured["optimizer_state_bytes"].get<std::int64_t>() / 2;
   ::setenv("XDG_CACHE_HOME", dir.File("cache").c_str(), 1);
@@ -351,13 +361,8 @@ TEST(TrainerRunTest, PlanOnlyShardsTheOptimizerStateOfTwoRanksWhenNothingElseFit
       dir.Write("job.yaml", testing::TinyGptYaml(3) +
                                 "planner: {precisions: [fp32], optimizer_states: [device]}\n"
                                 "memory: {reserve: 0}\ndistributed: {ranks: 2, timeout: 60s}\n");
-  const std::string baseline =
-      dir.Write("baseline.json", R"({"microbatch": 1, "checkpoint_blocks": "all"})");
-  ChildProcess ledger(
-      {TRAINER_RUN_PATH, "--config", config, "--plan", baseline, "--ledger", "--json"});
-  const std::vector<std::string> lines = ledger.ReadAllLines();
-  ASSERT_EQ(ledger.ExitCode(), 0) << ledger.ReadAllStderr();
-  const nlohmann::json measured = nlohmann::json::parse(lines.back());
+  const nlohmann::json measured = BaselineLedger(dir, config);
+  ASSERT_FALSE(measured.is_null());
   const std::int64_t budget = measured["peak_bytes"].get<std::int64_t>() -
                               measured["optimizer_state_bytes"].get<std::int64_t>() / 4;
   ::setenv("XDG_CACHE_HOME", dir.File("cache").c_str(), 1);

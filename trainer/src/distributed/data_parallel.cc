@@ -163,17 +163,13 @@ double DataParallelGroup::Sum(double value) {
 bool DataParallelGroup::Any(bool value) { return Sum(value ? 1.0 : 0.0) > 0; }
 
 std::vector<bool> DataParallelGroup::AnyOf(const std::vector<bool>& values) {
-  torch::Tensor counts = torch::zeros({static_cast<std::int64_t>(values.size())},
-                                      torch::TensorOptions(torch::kFloat).device(device_));
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    if (values[i]) counts[static_cast<std::int64_t>(i)] = 1;
-  }
+  const std::vector<float> flags(values.begin(), values.end());
+  torch::Tensor counts = torch::tensor(flags).to(device_);
   AllReduceSum(counts);
-  const torch::Tensor any = (counts > 0).cpu();
+  counts = counts.cpu();
+  const float* summed = counts.data_ptr<float>();
   std::vector<bool> result(values.size());
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    result[i] = any[static_cast<std::int64_t>(i)].item<bool>();
-  }
+  for (std::size_t i = 0; i < values.size(); ++i) result[i] = summed[i] > 0;
   return result;
 }
 

@@ -341,32 +341,24 @@ std::vector<SliceLoss> Trainer::Evaluate() {
 }
 
 Result<CheckpointState> Trainer::LoadCheckpoint(const std::string& path) {
-  if (sharding_) {
-    // The file holds every parameter's state: loaded in host memory, this rank keeps its shard.
-    const std::unique_ptr<torch::optim::AdamW> full = sharding_->FullOptimizer(*optimizer_);
-    Result<CheckpointState> state = [&] {
-      const HostMemoryScope host;
-      return LoadTrainingCheckpoint(path, *model_, *full, job_identity_, device_,
-                                    torch::Device(torch::kCPU));
-    }();
-    if (state.ok()) {
-      HostModelState::MoveToDevice(*model_, device_);
-      sharding_->TakeOptimizerState(*full, *optimizer_, device_);
-    }
-    return state;
-  }
-  if (!host_state_) {
+  if (!host_state_ && !sharding_) {
     return LoadTrainingCheckpoint(path, *model_, *optimizer_, job_identity_, device_);
   }
   // Everything is loaded in host memory, then the parameters move to the device: the AdamW
-  // state of a model whose state does not fit the device never passes through it.
+  // state of a model whose state does not fit the device never passes through it. Sharded,
+  // the file holds every parameter's state and this rank keeps its shard.
+  const std::unique_ptr<torch::optim::AdamW> full =
+      sharding_ ? sharding_->FullOptimizer(*optimizer_) : nullptr;
   Result<CheckpointState> state = [&] {
     const HostMemoryScope host;
-    return LoadTrainingCheckpoint(path, *model_, *optimizer_, job_identity_, device_,
+    return LoadTrainingCheckpoint(path, *model_, full ? *full : *optimizer_, job_identity_, device_,
                                   torch::Device(torch::kCPU));
   }();
-  if (state.ok()) {
-    HostModelState::MoveToDevice(*model_, device_);
+  if (!state.ok()) return state;
+  HostModelState::MoveToDevice(*model_, device_);
+  if (full) {
+    sharding_->TakeOptimizerState(*full, *optimizer_, device_);
+  } else {
     host_state_->PullWeights();
   }
   return state;

@@ -72,15 +72,15 @@ std::string HostTable(const HostLedger& host) {
 // a plan that shards it over spec.distributed.job_ranks (state_sharding.h): the largest
 // shard's optimizer state (and, stage 2, gradients), the peaks less the state it does not keep.
 void ShardLedger(const JobSpec& spec, const torch::nn::Module& model, MemoryLedger* ledger) {
-  const std::int64_t outside =
-      BytesOutsideLargestShard(model.parameters(), spec.distributed.job_ranks);
-  const std::int64_t state_not_kept = 2 * outside;  // AdamW's two moments
-  ledger->sharded_over_ranks = spec.distributed.job_ranks;
+  const int ranks = spec.distributed.job_ranks;
+  const std::int64_t state_not_kept = OptimizerStateOnOtherRanks(model.parameters(), ranks);
+  ledger->sharded_over_ranks = ranks;
   ledger->optimizer_state_on_other_ranks = state_not_kept;
   ledger->optimizer_state_bytes -= state_not_kept;
   if (spec.plan.zero_stage == 2) {
-    ledger->gradients_bytes -= outside;
-    ledger->temporaries_bytes += outside;
+    const std::int64_t other_gradients = BytesOutsideLargestShard(model.parameters(), ranks);
+    ledger->gradients_bytes -= other_gradients;
+    ledger->temporaries_bytes += other_gradients;
   }
   ledger->evaluation_peak_bytes -= state_not_kept;
   ledger->peak_bytes -= state_not_kept;

@@ -70,7 +70,7 @@ Measurement MeasureUpdate(const JobSpec& spec, const Dataset& corpus, const Plan
     // left out of its limit and peak.
     const std::int64_t other_ranks =
         plan.zero_stage > 0
-            ? 2 * BytesOutsideLargestShard(trainer.model().parameters(), job.distributed.job_ranks)
+            ? OptimizerStateOnOtherRanks(trainer.model().parameters(), job.distributed.job_ranks)
             : 0;
     ScopedMemoryLimit limited(memory, limit > 0 ? limit + other_ranks : 0);
     DeviceTimer timer(trainer.device());

@@ -27,7 +27,6 @@ class ShardedModelState {
                     DataParallelGroup* group);
 
   int stage() const { return stage_; }
-  DataParallelGroup* group() const { return group_; }
   // This rank's shard: the parameters its optimizer steps.
   const std::vector<torch::Tensor>& owned() const { return owned_; }
   // The parameters whose gradients this rank holds when the step starts: its shard under
@@ -75,5 +74,10 @@ std::vector<int> ShardOwners(const std::vector<std::int64_t>& numels, int ranks)
 // sharded over `ranks` (0 for one rank): one copy of what the rank holding the most does not
 // keep of a sharded category. AdamW's state is two such copies, the gradients one.
 std::int64_t BytesOutsideLargestShard(const std::vector<torch::Tensor>& parameters, int ranks);
+// The AdamW state (two moments) of `parameters` that the rank holding the most does not keep.
+inline std::int64_t OptimizerStateOnOtherRanks(const std::vector<torch::Tensor>& parameters,
+                                               int ranks) {
+  return 2 * BytesOutsideLargestShard(parameters, ranks);
+}
 
 }  // namespace trainerd

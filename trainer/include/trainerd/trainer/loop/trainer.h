@@ -130,9 +130,6 @@ class Trainer {
   torch::OrderedDict<std::string, torch::Tensor> stepped_parameters() const;
   // The plan keeps the optimizer state on the host (PlanSpec::optimizer_state).
   const HostModelState* host_state() const { return host_state_ ? &*host_state_ : nullptr; }
-  // The plan shards the model's state over the ranks (PlanSpec::zero_stage, in a job of more
-  // than one rank).
-  const ShardedModelState* sharding() const { return sharding_ ? &*sharding_ : nullptr; }
   // The model's parameters were set from outside the loop (the parity check starts every
   // update from the reference's): the host's master weights take them.
   void AdoptModelWeights() {
