@@ -1,11 +1,14 @@
-// What keeping the optimizer state on the host (plan.optimizer_state: host,
-// docs/model-state.md) saves and costs, on the job of --config under its plan: the state on
-// the device and on the host in turn, over --rounds rounds. For each: the median update time
-// and the device's and the host's peak bytes over an update (the host's: allocations inside a
-// HostMemoryScope; on a CPU the device is the budgeted counting allocator). Prints one JSON
-// document.
+// What the levers on the model's own state (docs/model-state.md) save and cost, on the job of
+// --config under its plan: the job as it is ("device"), with the optimizer state on the host
+// (plan.optimizer_state: host, "host"), and as the job of rank-16 adapters on the layers
+// --lora-targets names with the base frozen (finetune: {method: lora}, "adapters"), and the
+// same with the frozen linear weights stored in bf16 ("adapters_bf16_base"), in turn, over
+// --rounds rounds. For each: the median update time and the device's and the host's peak
+// bytes over an update (the host's: allocations inside a HostMemoryScope; on a CPU the device
+// is the budgeted counting allocator). Prints one JSON document.
 //
 //   build/bench/model_state_bench [--config configs/default.yaml] [--rounds 7]
+//                                 [--lora-targets qkv,proj,mlp.0,mlp.2]
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -14,7 +17,9 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_flags.h"
@@ -26,9 +31,11 @@
 
 namespace {
 
-struct Placement {
-  explicit Placement(trainerd::StatePlacement placement) : where(placement) {}
-  trainerd::StatePlacement where;
+struct Variant {
+  explicit Variant(std::string variant) : name(std::move(variant)) {}
+  std::string name;
+  trainerd::StatePlacement where = trainerd::StatePlacement::kDevice;
+  trainerd::FinetuneSpec finetune;
   std::vector<double> update_seconds;
   std::int64_t device_peak = 0, host_peak = 0;
 };
@@ -40,12 +47,15 @@ int main(int argc, char** argv) {
   std::cerr << "model_state_bench: WARNING: built without NDEBUG; figures are not representative\n";
 #endif
   std::string config = "configs/default.yaml";
+  std::string lora_targets = "qkv,proj,mlp.0,mlp.2";
   std::int64_t rounds = 7;
   std::vector<char*> integer_flags = {argv[0]};
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--config" && i + 1 < argc) {
       config = argv[++i];
+    } else if (flag == "--lora-targets" && i + 1 < argc) {
+      lora_targets = argv[++i];
     } else {
       integer_flags.push_back(argv[i]);
     }
@@ -54,7 +64,8 @@ int main(int argc, char** argv) {
       !bench::ParseIntegerFlags(static_cast<int>(integer_flags.size()), integer_flags.data(),
                                 "model_state_bench", {{"--rounds", &rounds}}) ||
       rounds < 1) {
-    std::cerr << "usage: model_state_bench [--config FILE] [--rounds N] (N at least 1)\n";
+    std::cerr << "usage: model_state_bench [--config FILE] [--rounds N] [--lora-targets A,B] (N "
+                 "at least 1)\n";
     return 2;
   }
   int exit_code = 0;
@@ -62,14 +73,27 @@ int main(int argc, char** argv) {
   if (!loaded) return exit_code;
   trainerd::ConfigureRuntime(loaded->spec.runtime);
   trainerd::NullEventSink discard;
-  std::array<Placement, 2> placements = {Placement(trainerd::StatePlacement::kDevice),
-                                         Placement(trainerd::StatePlacement::kHost)};
+  std::array<Variant, 4> variants = {Variant("device"), Variant("host"), Variant("adapters"),
+                                     Variant("adapters_bf16_base")};
+  variants[1].where = trainerd::StatePlacement::kHost;
+  trainerd::FinetuneSpec lora = {trainerd::FinetuneMethod::kLora,
+                                 /*rank=*/16,
+                                 /*alpha=*/32,
+                                 /*dropout=*/0,
+                                 trainerd::Precision::kFp32,
+                                 {}};
+  std::stringstream list(lora_targets);
+  for (std::string target; std::getline(list, target, ',');) lora.targets.push_back(target);
+  variants[2].finetune = lora;
+  variants[3].finetune = lora;
+  variants[3].finetune.base_dtype = trainerd::Precision::kBf16;
   // One trainer alive at a time, so that each peak is its own; built afresh every round,
   // warmed up (the optimizer state exists after the first update), then one update timed.
   for (int round = 0; round < rounds; ++round) {
-    for (Placement& p : placements) {
+    for (Variant& p : variants) {
       trainerd::JobSpec spec = loaded->spec;
       spec.plan.optimizer_state = p.where;
+      spec.finetune = p.finetune;
       trainerd::Trainer trainer(spec, *loaded->corpus, &discard);
       for (int update = 0; update < 2; ++update) trainer.TrainUpdate(update);
       trainerd::DeviceMemory& device = trainerd::MemoryOf(trainer.device());
@@ -88,15 +112,19 @@ int main(int argc, char** argv) {
                         {"rounds", rounds},
                         {"threads", torch::get_num_threads()},
                         {"torch", TORCH_VERSION}};
-  for (const Placement& p : placements) {
-    out[trainerd::ToString(p.where)] = {
-        {"median_update_seconds", trainerd::Median(p.update_seconds)},
-        {"device_peak_bytes", p.device_peak},
-        {"host_peak_bytes", p.host_peak}};
+  for (const Variant& p : variants) {
+    out[p.name] = {{"median_update_seconds", trainerd::Median(p.update_seconds)},
+                   {"device_peak_bytes", p.device_peak},
+                   {"host_peak_bytes", p.host_peak}};
   }
-  out["host_over_device_update_time"] = trainerd::Median(placements[1].update_seconds) /
-                                        trainerd::Median(placements[0].update_seconds);
-  out["device_peak_saved_bytes"] = placements[0].device_peak - placements[1].device_peak;
+  out["adapter_targets"] = lora.targets;
+  out["adapter_rank"] = lora.rank;
+  for (std::size_t i = 1; i < variants.size(); ++i) {
+    out[variants[i].name + "_over_device_update_time"] =
+        trainerd::Median(variants[i].update_seconds) / trainerd::Median(variants[0].update_seconds);
+    out[variants[i].name + "_device_peak_saved_bytes"] =
+        variants[0].device_peak - variants[i].device_peak;
+  }
   std::cout << out.dump(2) << std::endl;
   return 0;
 }

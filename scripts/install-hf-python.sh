@@ -52,8 +52,8 @@ pip=("$staging/bin/python" -m pip install --quiet --disable-pip-version-check --
 "${pip[@]}" -r "$requirements"
 packages=$("$staging/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 ln -s "$libtorch/nvidia" "$packages/nvidia"
-"$staging/bin/python" -c 'import torch, transformers' ||
-  { echo "install-hf-python.sh: torch or transformers does not import" >&2; exit 1; }
+"$staging/bin/python" -c 'import torch, transformers, peft' ||
+  { echo "install-hf-python.sh: torch, transformers or peft does not import" >&2; exit 1; }
 touch "$staging/.complete"
 rm -rf "$site"
 mv "$staging" "$site"

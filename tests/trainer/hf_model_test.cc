@@ -190,6 +190,93 @@ TEST_P(HfReleaseTest, TransformersLoadsTheTrainedFolderAndAgreesWithTrainerd) {
 INSTANTIATE_TEST_SUITE_P(Variants, HfReleaseTest,
                          ::testing::Values("llama_tied_llama3_bias", "gpt2_hub_names"));
 
+// An adapter job (finetune: {method: lora}) on a folder releases the adapter as peft saves one
+// and the model with it merged: peft loads the adapter onto the base folder and computes the
+// logits trainerd's released model computes, within 1e-5; the release differs from the base
+// folder only in the targeted layers' weights. GPT-2's Conv1D stores its weight [in, out]
+// (peft's fan_in_fan_out).
+class HfAdapterReleaseTest
+    : public ::testing::TestWithParam<std::pair<std::string, std::vector<std::string>>> {};
+
+TEST_P(HfAdapterReleaseTest, PeftLoadsTheAdapterOntoTheBaseAndAgreesWithTheMergedRelease) {
+  const auto& [variant, targets] = GetParam();
+  const std::string base = kModels + "/" + variant;
+  testing::TempDir dir;
+  torch::Tensor tokens = torch::arange(0, 96, 3, torch::kShort).repeat({300});
+  std::ofstream(dir.File("train.bin"), std::ios::binary)
+      .write(static_cast<const char*>(tokens.data_ptr()), tokens.nbytes());
+  std::ofstream(dir.File("val.bin"), std::ios::binary)
+      .write(static_cast<const char*>(tokens.data_ptr()), 2000);
+  std::string target_list;
+  for (const std::string& t : targets) target_list += (target_list.empty() ? "" : ", ") + t;
+  const std::string job = dir.Write(
+      "job.yaml", "model: {kind: hf, path: " + base +
+                      ", block_size: 24}\n"
+                      "finetune: {method: lora, rank: 4, alpha: 8, dropout: 0.1, targets: [" +
+                      target_list +
+                      "]}\n"
+                      "data: {format: tokens, train: train.bin, eval: [val.bin]}\n"
+                      "optimizer: {lr: 0.01}\n"
+                      "training: {effective_batch: 4, updates: 6, seed: 3, eval_interval: 6, "
+                      "checkpoint_interval: 6}\n"
+                      "runtime: {threads: 1}\n");
+  const std::string out = dir.File("out");
+  testing::ChildProcess run({TRAINER_RUN_PATH, "--config", job, "--output-dir", out, "--json"});
+  run.ReadAllLines();
+  ASSERT_EQ(run.ExitCode(), 0) << run.ReadAllStderr();
+  const nlohmann::json config =
+      nlohmann::json::parse(testing::ReadFile(out + "/adapter_config.json"));
+  EXPECT_EQ(config["peft_type"], "LORA");
+  EXPECT_EQ(config["r"], 4);
+
+  // The merged release differs from the base only in the targeted layers' weights.
+  const std::map<std::string, torch::Tensor> released = ReadTensors(out + "/model.safetensors");
+  const std::map<std::string, torch::Tensor> adapter =
+      ReadTensors(out + "/adapter_model.safetensors");
+  int changed = 0;
+  for (const auto& [name, tensor] : Build(base)->StateDict()) {
+    ASSERT_TRUE(released.contains(name)) << name;
+    bool targeted = false;
+    for (const std::string& t : targets) {
+      targeted |= name.ends_with("." + t + ".weight");
+    }
+    if (targeted) {
+      ++changed;
+      EXPECT_FALSE(torch::equal(released.at(name), tensor)) << name << " did not change";
+      const std::string layer = name.substr(0, name.size() - std::string(".weight").size());
+      EXPECT_TRUE(adapter.contains("base_model.model." + layer + ".lora_A.weight")) << layer;
+    } else {
+      EXPECT_TRUE(torch::equal(released.at(name), tensor)) << name << " changed";
+    }
+  }
+  EXPECT_EQ(static_cast<std::size_t>(2 * changed), adapter.size());
+  EXPECT_EQ(released.size(), Build(base)->StateDict().size()) << "no adapter tensor in it";
+
+  std::shared_ptr<TrainableModel> trained = Build(out);
+  ASSERT_NE(trained, nullptr);
+  trained->eval();
+  const torch::Tensor ids = torch::randint(0, 96, {2, 24}, torch::kLong);
+  const torch::Tensor logits = trained->forward(ids).detach();
+  ASSERT_TRUE(WriteSafetensors(dir.File("ids.safetensors"), {{"input_ids", ids}}, {}).ok());
+  testing::ChildProcess python({TRAINERD_HF_PYTHON, TRAINERD_HF_SCRIPTS "/peft_logits.py", base,
+                                out, dir.File("ids.safetensors"), dir.File("logits.safetensors")});
+  python.ReadAllLines();
+  ASSERT_EQ(python.ExitCode(), 0) << python.ReadAllStderr();
+  const torch::Tensor want = ReadTensors(dir.File("logits.safetensors")).at("logits");
+  EXPECT_LE((logits - want).abs().max().item<double>(),
+            1e-5 * std::max(1.0, want.abs().max().item<double>()));
+  const torch::Tensor before = Build(base)->forward(ids);
+  EXPECT_GT((logits - before).abs().max().item<double>(), 1e-4) << "the adapter trained";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Variants, HfAdapterReleaseTest,
+    ::testing::Values(std::make_pair(std::string("llama_gqa"),
+                                     std::vector<std::string>{"q_proj", "v_proj", "down_proj"}),
+                      std::make_pair(std::string("gpt2"),
+                                     std::vector<std::string>{"c_attn", "mlp.c_proj"})),
+    [](const auto& info) { return info.param.first; });
+
 // Token ids the folder's vocabulary does not cover: the job's data error (exit 3), before
 // anything runs, naming config.json's vocab_size.
 TEST(HfDataTest, TokensBeyondTheVocabularyAreADataError) {

@@ -25,6 +25,9 @@ enum class Effect {
   kContent,     // a file whose content's hash joins the identity, not its path
   kKind,        // model.kind, data.format: the keys themselves change (the bases below)
   kOnlyValue,   // a key with one allowed value (optimizer.kind: adamw)
+  // finetune.method: its other value (full) refuses the adapters' keys the bases give;
+  // AnAdapterJobIsNotTheFullJob checks it changes the identity.
+  kCheckedApart,
 };
 
 struct KeyCase {
@@ -103,6 +106,12 @@ const std::map<std::string, KeyCase>& Cases() {
       {"planner.probe_microbatches", {"[1, 8]", Effect::kNotTrained}},
       {"planner.optimizer_states", {"[device]", Effect::kNotTrained}},
       {"planner.zero_stages", {"[0]", Effect::kNotTrained}},
+      {"finetune.method", {"", Effect::kCheckedApart}},
+      {"finetune.rank", {"8", Effect::kTrained}},
+      {"finetune.alpha", {"4", Effect::kTrained}},
+      {"finetune.dropout", {"0.1", Effect::kTrained}},
+      {"finetune.base_dtype", {"bf16", Effect::kTrained}},
+      {"finetune.targets", {"[proj]", Effect::kTrained}},
       {"window", {"2h", Effect::kNotTrained}},
       {"init_from", {"/srv/weights/model.safetensors", Effect::kContent}},
   };
@@ -120,7 +129,8 @@ const std::vector<std::string>& Bases() {
         "runtime: {threads: 1}\n"
         "distributed: {ranks: 2, launcher: torchrun}\n"
         "memory: {budget: 64MiB}\n"
-        "planner: {precisions: [fp32, bf16]}\n";
+        "planner: {precisions: [fp32, bf16]}\n"
+        "finetune: {method: lora, rank: 4, alpha: 8, dropout: 0, targets: [qkv]}\n";
     const std::string text = "data: {format: text, files: [/usr/share/common-licenses/GPL-3]}\n";
     const std::string own = "ignore_index: -100, flops_per_sample: 1e8";
     return std::vector<std::string>{
@@ -209,7 +219,10 @@ TEST(JobIdentityTest, EveryKeyThatChangesWhatIsTrainedChangesItAndNoOtherKeyDoes
         }
         walked.insert(path);
         const KeyCase& c = found->second;
-        if (c.effect == Effect::kKind || c.effect == Effect::kOnlyValue) continue;
+        if (c.effect == Effect::kKind || c.effect == Effect::kOnlyValue ||
+            c.effect == Effect::kCheckedApart) {
+          continue;
+        }
         YAML::Node changed = YAML::Clone(base);
         At(changed, section)[key] = YAML::Load(c.value);
         const std::string what =
@@ -232,6 +245,13 @@ TEST(JobIdentityTest, EachModelKindAndDataFormatIsItsOwnJob) {
   std::set<std::string> identities;
   for (const std::string& text : Bases()) identities.insert(IdentityOf(YAML::Load(text), text));
   EXPECT_EQ(identities.size(), Bases().size());
+}
+
+TEST(JobIdentityTest, AnAdapterJobIsNotTheFullJob) {
+  YAML::Node full = YAML::Load(Bases()[0]);
+  const std::string adapted = IdentityOf(full, "the base job");
+  full["finetune"] = YAML::Load("{method: full}");
+  EXPECT_NE(IdentityOf(full, "full training"), adapted);
 }
 
 // The files' paths stay out; what they hold joins: the data's fingerprint, the model file's

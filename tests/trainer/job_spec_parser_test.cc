@@ -292,6 +292,33 @@ TEST(JobSpecParserTest, PlanDerivesAccumulationAndNamesBlocks) {
   EXPECT_EQ(RankJob(*spec).distributed.ranks, 1);
 }
 
+TEST(JobSpecParserTest, FinetuneReadsAdaptersAndRefusesTheirKeysWithFullTraining) {
+  Result<JobSpec> spec = ParseJobSpecText(
+      std::string(kMinimal) +
+          "finetune: {method: lora, rank: 16, alpha: 32, dropout: 5%, targets: [qkv, mlp.0]}\n",
+      "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(spec->finetune.method, FinetuneMethod::kLora);
+  EXPECT_EQ(spec->finetune.rank, 16);
+  EXPECT_EQ(spec->finetune.alpha, 32);
+  EXPECT_DOUBLE_EQ(spec->finetune.dropout, 0.05);
+  EXPECT_EQ(spec->finetune.targets, (std::vector<std::string>{"qkv", "mlp.0"}));
+  EXPECT_EQ(ParseJobSpecText(kMinimal, "job.yaml")->finetune.method, FinetuneMethod::kFull);
+
+  EXPECT_NE(ErrorOf(std::string(kMinimal) + "finetune: {method: lora}\n")
+                .find("finetune.targets: expected the names of the linear layers to adapt"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(std::string(kMinimal) + "finetune: {method: full, rank: 4}\n")
+                .find("finetune.rank: expected nothing with method: full"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(std::string(kMinimal) + "finetune: {method: lora, rank: 0, targets: [qkv]}\n")
+                .find("finetune.rank: expected an integer in [1, 65536]"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(std::string(kMinimal) + "finetune: {method: qlora}\n")
+                .find("finetune.method: expected one of full lora, got 'qlora'"),
+            std::string::npos);
+}
+
 TEST(JobSpecParserTest, AZeroStageNeedsRanksAndTheOptimizerStateOnTheDevice) {
   EXPECT_NE(ErrorOf(std::string(kMinimal) + "plan: {zero_stage: 1}\n")
                 .find("plan.zero_stage: expected 0 with distributed.ranks 1 (ZeRO shards the "

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <string_view>
 
@@ -62,14 +63,16 @@ constexpr const char* kUsage = R"(usage:
               [--microbatch N --blocks N] [--json]
   trainer-run --what-if --model DIR --device SIZE [--reserve 10%] [--block N]
               [--microbatch N] [--accumulation N] [--precision P] [--checkpoint none|all]
-              [--optimizer-state device|host] [--ranks N [--zero-stage 0|1|2]] [--json]
+              [--optimizer-state device|host] [--ranks N [--zero-stage 0|1|2]]
+              [--lora-rank R [--lora-targets q_proj,v_proj] [--lora-base fp32|bf16]]
+              [--json]
 
 Trains the job described by a YAML job spec in the foreground, under its memory budget
 (memory.budget less memory.reserve): an allocation beyond it is an out-of-memory error.
 
 options:
-  --config FILE        job spec (model, data, optimizer, schedule, training, plan, runtime,
-                       memory, planner, window)
+  --config FILE        job spec (model, finetune, data, optimizer, schedule, training, plan,
+                       runtime, memory, planner, window, init_from)
   --plan FILE          replace the spec's plan with this YAML/JSON mapping: microbatch,
                        accumulation_steps, checkpoint_blocks (all, none or [0, 2]),
                        precision (fp32, bf16, fp16), optimizer_state (device, host)
@@ -143,7 +146,11 @@ options:
                        (1), --precision (fp32), --checkpoint (none), --optimizer-state
                        (device) set the ledger's shape; --ranks N (1) adds the optimizer
                        state sharded over N data-parallel ranks (ZeRO stage 1) to the fits,
-                       and --zero-stage (0) shards the ledger's
+                       and --zero-stage (0) shards the ledger's; --lora-rank R trains
+                       adapters of rank R on --lora-targets (the family's q_proj,v_proj or
+                       c_attn) with the base frozen, its linear weights stored in
+                       --lora-base (fp32). Where full training fits nowhere, the fits of
+                       rank-16 adapters on a bf16 base follow
   --json               JSON on stdout even on a terminal (default when stdout is not one)
   --version            print the version, the LibTorch it runs on and its worker protocol
                        (with --json: protocol_version, trainer_version and software, which
@@ -277,7 +284,8 @@ Args ParseArgs(int argc, char** argv) {
                arg == "--reserve" || arg == "--microbatch" || arg == "--blocks" ||
                arg == "--model" || arg == "--block" || arg == "--accumulation" ||
                arg == "--precision" || arg == "--checkpoint" || arg == "--optimizer-state" ||
-               arg == "--ranks" || arg == "--zero-stage") {
+               arg == "--ranks" || arg == "--zero-stage" || arg == "--lora-rank" ||
+               arg == "--lora-targets" || arg == "--lora-base") {
       args.what_if_values[arg] = value();
     } else {
       throw UsageError("unknown argument '" + arg + "'");
@@ -315,6 +323,55 @@ double ReserveFlag(const Args& args) {
 int CountFlag(const Args& args, const std::string& flag, int fallback, int max) {
   const auto it = args.what_if_values.find(flag);
   return it == args.what_if_values.end() ? fallback : ParseCount(flag, it->second, 1, max);
+}
+
+// The rank --what-if --model suggests adapters of when full training fits nowhere.
+constexpr int kRecommendedRank = 16;
+
+// The largest microbatch and the peak at microbatch 1 of `shape` at fp32 and bf16, with no
+// layer and every layer checkpointed, for each place of the optimizer state: on the device,
+// on the host, and (over shape.ranks > 1) sharded at ZeRO stage 1.
+nlohmann::json PaperFits(const trainerd::PaperModel& model, const trainerd::PaperShape& shape,
+                         std::int64_t device, std::int64_t usable) {
+  std::vector<std::pair<trainerd::StatePlacement, int>> states = {
+      {trainerd::StatePlacement::kDevice, 0}, {trainerd::StatePlacement::kHost, 0}};
+  if (shape.ranks > 1) states.emplace_back(trainerd::StatePlacement::kDevice, 1);
+  nlohmann::json fits = nlohmann::json::array();
+  for (const auto& [placement, zero_stage] : states) {
+    for (const trainerd::Precision precision :
+         {trainerd::Precision::kFp32, trainerd::Precision::kBf16}) {
+      for (const bool checkpoint_all : {false, true}) {
+        trainerd::PaperShape option = shape;
+        option.precision = precision;
+        option.checkpoint_all = checkpoint_all;
+        option.optimizer_state = placement;
+        option.zero_stage = zero_stage;
+        option.microbatch = 1;
+        fits.push_back(
+            {{"precision", trainerd::ToString(precision)},
+             {"checkpoint", checkpoint_all ? "all" : "none"},
+             {"optimizer_state", trainerd::ToString(placement)},
+             {"zero_stage", zero_stage},
+             {"largest_microbatch", model.LargestMicrobatch(option, usable)},
+             {"peak_bytes_at_microbatch_1", model.Ledger(option, device, usable).peak_bytes}});
+      }
+    }
+  }
+  return fits;
+}
+
+void PrintPaperFits(const nlohmann::json& fits, int ranks) {
+  const std::string sharded = "sharded over " + std::to_string(ranks);
+  for (const nlohmann::json& fit : fits) {
+    std::printf(
+        "%-10s %-14s %-22s %10d %16s\n", fit["precision"].get<std::string>().c_str(),
+        fit["checkpoint"] == "all" ? "every layer" : "none",
+        fit["zero_stage"] == 1             ? sharded.c_str()
+        : fit["optimizer_state"] == "host" ? "on the host"
+                                           : "on the device",
+        fit["largest_microbatch"].get<int>(),
+        trainerd::FormatBytes(fit["peak_bytes_at_microbatch_1"].get<std::int64_t>()).c_str());
+  }
 }
 
 // --what-if --model DIR: the paper ledger at the asked shape, then what fits.
@@ -367,41 +424,57 @@ int RunPaperLedger(const Args& args) {
   }
   shape.libtorch =
       TORCH_VERSION_MAJOR >= 2 ? trainerd::PaperLibTorch::k2 : trainerd::PaperLibTorch::k1;
-  const trainerd::MemoryLedger ledger = model->Ledger(shape, device, usable);
-  // Where the optimizer state is: {placement, ZeRO stage}; sharded only over ranks.
-  std::vector<std::pair<trainerd::StatePlacement, int>> states = {
-      {trainerd::StatePlacement::kDevice, 0}, {trainerd::StatePlacement::kHost, 0}};
-  if (shape.ranks > 1) states.emplace_back(trainerd::StatePlacement::kDevice, 1);
-  nlohmann::json fits = nlohmann::json::array();
-  for (const auto& [placement, zero_stage] : states) {
-    for (const trainerd::Precision precision :
-         {trainerd::Precision::kFp32, trainerd::Precision::kBf16}) {
-      for (const bool checkpoint_all : {false, true}) {
-        trainerd::PaperShape option = shape;
-        option.precision = precision;
-        option.checkpoint_all = checkpoint_all;
-        option.optimizer_state = placement;
-        option.zero_stage = zero_stage;
-        option.microbatch = 1;
-        fits.push_back(
-            {{"precision", trainerd::ToString(precision)},
-             {"checkpoint", checkpoint_all ? "all" : "none"},
-             {"optimizer_state", trainerd::ToString(placement)},
-             {"zero_stage", zero_stage},
-             {"largest_microbatch", model->LargestMicrobatch(option, usable)},
-             {"peak_bytes_at_microbatch_1", model->Ledger(option, device, usable).peak_bytes}});
+  if (args.what_if_values.count("--lora-rank") != 0) {
+    trainerd::FinetuneSpec adapters;
+    adapters.method = trainerd::FinetuneMethod::kLora;
+    adapters.rank = CountFlag(args, "--lora-rank", 8, 65536);
+    adapters.targets = model->DefaultAdapterTargets();
+    if (auto it = args.what_if_values.find("--lora-base"); it != args.what_if_values.end()) {
+      if (it->second != "fp32" && it->second != "bf16")
+        throw UsageError("--lora-base: expected fp32 or bf16, got '" + it->second + "'");
+      adapters.base_dtype = *trainerd::kPrecisionNames.Parse(it->second);
+    }
+    if (auto it = args.what_if_values.find("--lora-targets"); it != args.what_if_values.end()) {
+      adapters.targets.clear();
+      std::stringstream list(it->second);
+      for (std::string target; std::getline(list, target, ',');) {
+        if (!target.empty()) adapters.targets.push_back(target);
       }
     }
+    if (trainerd::Result<std::int64_t> n = model->AdapterParameters(adapters); !n.ok()) {
+      throw UsageError("--lora-targets: " + n.status().message());
+    }
+    shape.adapters = adapters;
+  } else if (args.what_if_values.count("--lora-targets") != 0 ||
+             args.what_if_values.count("--lora-base") != 0) {
+    throw UsageError("--lora-targets and --lora-base go with --lora-rank R");
+  }
+  const trainerd::MemoryLedger ledger = model->Ledger(shape, device, usable);
+  const nlohmann::json fits = PaperFits(*model, shape, device, usable);
+  // Full training that fits nowhere: what rank-16 adapters on the family's usual layers need.
+  nlohmann::json recommendation;
+  const bool nothing_fits = std::all_of(fits.begin(), fits.end(), [](const nlohmann::json& fit) {
+    return fit["largest_microbatch"] == 0;
+  });
+  if (nothing_fits && !shape.adapters) {
+    trainerd::PaperShape adapted = shape;
+    adapted.adapters =
+        trainerd::FinetuneSpec{trainerd::FinetuneMethod::kLora, kRecommendedRank,
+                               2.0 * kRecommendedRank,          0.0,
+                               trainerd::Precision::kBf16,      model->DefaultAdapterTargets()};
+    recommendation = {{"rank", kRecommendedRank},
+                      {"base_dtype", "bf16"},
+                      {"targets", adapted.adapters->targets},
+                      {"fits", PaperFits(*model, adapted, device, usable)}};
   }
   if (args.json) {
-    std::cout << nlohmann::json{{"paper_ledger",
-                                 {{"architecture", model->architecture()},
-                                  {"parameters", model->parameters()},
-                                  {"block_size", shape.block_size},
-                                  {"ledger", trainerd::ToJson(ledger)},
-                                  {"fits", fits}}}}
-                     .dump()
-              << std::endl;
+    nlohmann::json paper = {{"architecture", model->architecture()},
+                            {"parameters", model->parameters()},
+                            {"block_size", shape.block_size},
+                            {"ledger", trainerd::ToJson(ledger)},
+                            {"fits", fits}};
+    if (!recommendation.is_null()) paper["adapters_recommendation"] = recommendation;
+    std::cout << nlohmann::json{{"paper_ledger", paper}}.dump() << std::endl;
     return exit_code::kOk;
   }
   std::printf("%s, %.3f billion parameters (%s/config.json); %s\n", model->architecture().c_str(),
@@ -414,24 +487,27 @@ int RunPaperLedger(const Args& args) {
   std::printf("\nlargest microbatch within %s usable, at block %d:\n%-10s %-14s %-22s %10s %16s\n",
               trainerd::FormatBytes(usable).c_str(), shape.block_size, "precision", "checkpointing",
               "optimizer state", "microbatch", "peak at 1");
-  const std::string sharded = "sharded over " + std::to_string(shape.ranks);
-  for (const nlohmann::json& fit : fits) {
+  PrintPaperFits(fits, shape.ranks);
+  if (!recommendation.is_null()) {
+    std::string targets;
+    for (const nlohmann::json& t : recommendation["targets"]) {
+      targets += (targets.empty() ? "" : ", ") + t.get<std::string>();
+    }
     std::printf(
-        "%-10s %-14s %-22s %10d %16s\n", fit["precision"].get<std::string>().c_str(),
-        fit["checkpoint"] == "all" ? "every layer" : "none",
-        fit["zero_stage"] == 1             ? sharded.c_str()
-        : fit["optimizer_state"] == "host" ? "on the host"
-                                           : "on the device",
-        fit["largest_microbatch"].get<int>(),
-        trainerd::FormatBytes(fit["peak_bytes_at_microbatch_1"].get<std::int64_t>()).c_str());
+        "\nfull training fits nowhere on this device. With rank-%d adapters on %s and the frozen "
+        "base's linear weights in bf16 (the job's finetune: {method: lora, rank: %d, base_dtype: "
+        "bf16, targets: [%s]}):\n",
+        kRecommendedRank, targets.c_str(), kRecommendedRank, targets.c_str());
+    PrintPaperFits(recommendation["fits"], shape.ranks);
   }
   return exit_code::kOk;
 }
 
 int RunWhatIf(const Args& args) {
   if (args.what_if_values.count("--model") != 0) return RunPaperLedger(args);
-  for (const char* flag : {"--block", "--accumulation", "--precision", "--checkpoint",
-                           "--optimizer-state", "--ranks", "--zero-stage"}) {
+  for (const char* flag :
+       {"--block", "--accumulation", "--precision", "--checkpoint", "--optimizer-state", "--ranks",
+        "--zero-stage", "--lora-rank", "--lora-targets", "--lora-base"}) {
     if (args.what_if_values.count(flag) != 0)
       throw UsageError(std::string(flag) + " only goes with --what-if --model DIR");
   }

@@ -71,7 +71,7 @@ std::optional<std::int64_t> UpdateTermCount(const TrainableModel& model,
 void DivideGradients(TrainableModel& model, std::int64_t terms) {
   TORCH_CHECK(terms > 0, "an update without a single valid target");
   torch::NoGradGuard no_grad;
-  for (const torch::Tensor& p : model.parameters()) {
+  for (const torch::Tensor& p : TrainableParameters(model)) {
     if (p.grad().defined()) p.grad().div_(static_cast<double>(terms));
   }
 }
@@ -108,7 +108,7 @@ double AccumulateGradients(TrainableModel& model, const std::vector<Batch>& micr
   if (group != nullptr) {
     // Once per update, after the last backward: no communication for the other microbatches
     // (stage 2 summed each one's into the owners').
-    if (!to_owners) group->SumGradients(model.parameters());
+    if (!to_owners) group->SumGradients(TrainableParameters(model));
     loss_sum = group->Sum(loss_sum);
     // A known count is already the whole batch's: no second reduction for it.
     terms_seen = known_terms ? *known_terms : SumOverRanks(group, terms_seen);

@@ -2,12 +2,31 @@
 
 namespace trainerd {
 
+namespace {
+
+// A frozen parameter (adapters.h) gets no weight gradient: of the 6 FLOPs per element and
+// token that forward and backward cost, 2 are not done.
+FlopsPerSample WithoutFrozenGradients(FlopsPerSample flops, const TrainableModel& model) {
+  const std::int64_t total = CountParameters(model);
+  const std::int64_t frozen = total - CountTrainableParameters(model);
+  if (!flops.value || frozen == 0) return flops;
+  *flops.value *= 1.0 - static_cast<double>(frozen) / (3.0 * static_cast<double>(total));
+  flops.method += ", less the frozen parameters' weight gradients (a third of their share)";
+  return flops;
+}
+
+}  // namespace
+
 FlopsPerSample TrainingFlopsPerSample(const TrainableModel& model, const ModelSpec& spec) {
   if (spec.flops_per_sample) return {spec.flops_per_sample, "given: model.flops_per_sample"};
-  if (std::optional<FlopsPerSample> own = model.TrainingFlops()) return *own;
+  if (std::optional<FlopsPerSample> own = model.TrainingFlops()) {
+    return WithoutFrozenGradients(*own, model);
+  }
   if (spec.loaded && spec.loaded->counted_flops_per_sample) {
-    return {spec.loaded->counted_flops_per_sample,
-            "counted: 3 x the matrix-product FLOPs of one forward (forward + backward)"};
+    return WithoutFrozenGradients(
+        {spec.loaded->counted_flops_per_sample,
+         "counted: 3 x the matrix-product FLOPs of one forward (forward + backward)"},
+        model);
   }
   const std::string why =
       spec.loaded ? spec.loaded->flops_unknown_reason : "it was not run on a sample to count them";

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "loop/adapter_files.h"
 #include "loop/fused_adamw.h"
 #include "loop/model_description.h"
 #include "loop/safetensors_writer.h"
@@ -23,6 +24,7 @@
 #include "trainerd/trainer/loop/model_state_bytes.h"
 #include "trainerd/trainer/loop/throughput.h"
 #include "trainerd/trainer/loop/training_checkpoint.h"
+#include "trainerd/trainer/models/adapters.h"
 #include "trainerd/trainer/models/build_model.h"
 #include "trainerd/trainer/semantics/lr_schedule.h"
 #include "trainerd/trainer/spec/job_identity.h"
@@ -51,7 +53,7 @@ double MeanLoss(const std::vector<SliceLoss>& slices) {
 // The first of the parameters with the fewest elements.
 torch::Tensor SmallestParameter(TrainableModel& model) {
   torch::Tensor smallest;
-  for (const torch::Tensor& p : model.parameters()) {
+  for (const torch::Tensor& p : TrainableParameters(model)) {
     if (!smallest.defined() || p.numel() < smallest.numel()) smallest = p;
   }
   return smallest;
@@ -86,21 +88,23 @@ Trainer::Trainer(const JobSpec& spec, const Dataset& corpus, EventSink* sink,
     const Status loaded = LoadInitialWeights(spec_.init_from.path, model_.get());
     TORCH_CHECK(loaded.ok(), loaded.message());
   }
+  const Status adapted = AttachAdapters(spec_, model_.get());  // ResolveModel checked targets
+  TORCH_CHECK(adapted.ok(), adapted.message());
   model_->set_checkpointed_blocks(spec_.plan.checkpoint_blocks);
   model_->to(device_);
   if (spec_.plan.optimizer_state == StatePlacement::kHost) {
-    host_state_.emplace(model_->named_parameters());
+    host_state_.emplace(NamedTrainableParameters(*model_));
   }
   // One rank owns all the state: a sharded plan's RankJob (the planner's, the ledger's) is
   // the unsharded one.
   if (group_ != nullptr && spec_.plan.zero_stage > 0) {
-    sharding_.emplace(model_->parameters(), spec_.plan.zero_stage, spec_.plan.accumulation_steps,
-                      group_);
+    sharding_.emplace(TrainableParameters(*model_), spec_.plan.zero_stage,
+                      spec_.plan.accumulation_steps, group_);
   }
   const OptimizerSpec& o = spec_.optimizer;
   optimizer_ = std::make_unique<FusedAdamW>(host_state_ ? host_state_->parameters()
                                             : sharding_ ? sharding_->owned()
-                                                        : model_->parameters(),
+                                                        : TrainableParameters(*model_),
                                             torch::optim::AdamWOptions(o.lr)
                                                 .betas({o.beta1, o.beta2})
                                                 .weight_decay(o.weight_decay)
@@ -221,7 +225,8 @@ UpdateStats Trainer::Update(int update, const AfterForward& after_forward, bool 
   if ((fault_ == TrainingFault::kInfGradient && update >= 1) ||
       (fault_ == TrainingFault::kOverflowFirstUpdate && update == 0)) {
     torch::NoGradGuard no_grad;
-    model_->parameters().front().grad().view(-1)[0] = std::numeric_limits<double>::infinity();
+    TrainableParameters(*model_).front().grad().view(-1)[0] =
+        std::numeric_limits<double>::infinity();
   }
   // kFrozenParameter: the smallest tensor is put back as it was before the step.
   const torch::Tensor frozen =
@@ -251,7 +256,7 @@ StepResult Trainer::Step(const BeforeClip& before_clip) {
     return result;
   }
   if (!host_state_) {
-    return UnscaleClipStep(model_->parameters(), *optimizer_, clip, precision_context(),
+    return UnscaleClipStep(TrainableParameters(*model_), *optimizer_, clip, precision_context(),
                            before_clip);
   }
   const HostMemoryScope host;
@@ -268,14 +273,14 @@ StepResult Trainer::MeasureSkipped(const BeforeClip& before_clip) {
     return MeasureWithoutStep(sharding_->with_gradients(), before_clip,
                               sharding_->stage() == 2 ? group_ : nullptr);
   }
-  if (!host_state_) return MeasureWithoutStep(model_->parameters(), before_clip);
+  if (!host_state_) return MeasureWithoutStep(TrainableParameters(*model_), before_clip);
   const HostMemoryScope host;
   host_state_->PullGradients();  // what the observer reads (stepped_parameters)
   return MeasureWithoutStep(host_state_->parameters(), before_clip);
 }
 
 torch::OrderedDict<std::string, torch::Tensor> Trainer::stepped_parameters() const {
-  return host_state_ ? host_state_->named_parameters() : model_->named_parameters();
+  return host_state_ ? host_state_->named_parameters() : NamedTrainableParameters(*model_);
 }
 
 std::optional<std::string> Trainer::HostBudgetRefusal() {
@@ -300,11 +305,12 @@ void Trainer::CommitMicrobatchFault(double lr) {
       ZeroGradients(model_->parameters());
       return;
     case TrainingFault::kClipPerMicrobatch:
-      torch::nn::utils::clip_grad_norm_(model_->parameters(), spec_.training.grad_clip);
+      torch::nn::utils::clip_grad_norm_(TrainableParameters(*model_), spec_.training.grad_clip);
       return;
     case TrainingFault::kWeightDecayPerMicrobatch: {  // what AdamW's step does once
       const torch::NoGradGuard no_grad;
-      for (torch::Tensor& p : model_->parameters()) p.mul_(1 - lr * spec_.optimizer.weight_decay);
+      for (torch::Tensor& p : TrainableParameters(*model_))
+        p.mul_(1 - lr * spec_.optimizer.weight_decay);
       return;
     }
     default:
@@ -553,6 +559,11 @@ Status Trainer::EvaluateAndCheckpoint(const TrainerOptions& options, TrainOutcom
 
 Result<FinishEvent::ModelFiles> Trainer::WriteModelFiles(const TrainerOptions& options,
                                                          TrainOutcome* outcome) {
+  const std::filesystem::path dir = std::filesystem::path(options.model_path).parent_path();
+  // An adapter job releases its adapter, then the model with the adapter merged into it.
+  Result<std::vector<std::string>> adapter = WriteAdapterFiles(spec_, *model_, dir.string());
+  if (!adapter.ok()) return adapter.status();
+  MergeAdapters(model_.get());
   TemporaryFile temporary(options.model_path);
   model_->SaveArtifact(temporary.path());
   if (Status s = temporary.Commit(); !s.ok()) return s;
@@ -560,7 +571,6 @@ Result<FinishEvent::ModelFiles> Trainer::WriteModelFiles(const TrainerOptions& o
   if (!hash.ok()) return hash.status();
   outcome->model_sha256 = *hash;
   // Beside it: the weights as safetensors and what they are, for code without trainerd.
-  const std::filesystem::path dir = std::filesystem::path(options.model_path).parent_path();
   const std::string weights = (dir / "model.safetensors").string();
   const std::string description = (dir / "model.json").string();
   if (Status s = WriteSafetensors(weights, model_->StateDict(),
@@ -573,6 +583,7 @@ Result<FinishEvent::ModelFiles> Trainer::WriteModelFiles(const TrainerOptions& o
   FinishEvent::ModelFiles written{weights, {*weights_hash}, description, {}};
   Result<std::vector<std::string>> companions = model_->WriteCompanionFiles(dir.string());
   if (!companions.ok()) return companions.status();
+  companions->insert(companions->end(), adapter->begin(), adapter->end());
   for (const std::string& name : *companions) {
     const std::string path = (dir / name).string();
     Result<std::string> hash = Sha256File(path);

@@ -57,6 +57,29 @@ std::int64_t CountParameters(const torch::nn::Module& model) {
   return total;
 }
 
+std::vector<torch::Tensor> TrainableParameters(const torch::nn::Module& model) {
+  std::vector<torch::Tensor> trainable;
+  for (const torch::Tensor& p : model.parameters()) {
+    if (p.requires_grad()) trainable.push_back(p);
+  }
+  return trainable;
+}
+
+torch::OrderedDict<std::string, torch::Tensor> NamedTrainableParameters(
+    const torch::nn::Module& model) {
+  torch::OrderedDict<std::string, torch::Tensor> trainable;
+  for (const auto& p : model.named_parameters()) {
+    if (p.value().requires_grad()) trainable.insert(p.key(), p.value());
+  }
+  return trainable;
+}
+
+std::int64_t CountTrainableParameters(const torch::nn::Module& model) {
+  std::int64_t total = 0;
+  for (const torch::Tensor& p : TrainableParameters(model)) total += p.numel();
+  return total;
+}
+
 SampleFormat SampleFormatOf(ModelInputs inputs) {
   switch (inputs) {
     case ModelInputs::kTokens:

@@ -7,6 +7,7 @@
 #include "trainerd/common/array_file.h"
 #include "trainerd/common/sha256.h"
 #include "trainerd/trainer/device/matmul_flops.h"
+#include "trainerd/trainer/models/adapters.h"
 #include "trainerd/trainer/models/build_model.h"
 #include "trainerd/trainer/models/model_registry.h"
 #include "trainerd/trainer/spec/data_format.h"
@@ -146,6 +147,7 @@ Status ResolveModel(JobSpec* spec, const Dataset& data) {
     return Status::InvalidArgument(origin + ": model: " + m.options.dump() +
                                    ": the model cannot be built: " + ModelErrorReason(e));
   }
+  if (Status s = AttachAdapters(*spec, model.get()); !s.ok()) return s;
   LoadedModel loaded;
   loaded.blocks = model->num_blocks();
   loaded.batch_statistics = model->has_batch_statistics();

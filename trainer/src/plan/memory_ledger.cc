@@ -73,12 +73,13 @@ std::string HostTable(const HostLedger& host) {
 // shard's optimizer state (and, stage 2, gradients), the peaks less the state it does not keep.
 void ShardLedger(const JobSpec& spec, const torch::nn::Module& model, MemoryLedger* ledger) {
   const int ranks = spec.distributed.job_ranks;
-  const std::int64_t state_not_kept = OptimizerStateOnOtherRanks(model.parameters(), ranks);
+  const std::int64_t state_not_kept = OptimizerStateOnOtherRanks(TrainableParameters(model), ranks);
   ledger->sharded_over_ranks = ranks;
   ledger->optimizer_state_on_other_ranks = state_not_kept;
   ledger->optimizer_state_bytes -= state_not_kept;
   if (spec.plan.zero_stage == 2) {
-    const std::int64_t other_gradients = BytesOutsideLargestShard(model.parameters(), ranks);
+    const std::int64_t other_gradients =
+        BytesOutsideLargestShard(TrainableParameters(model), ranks);
     ledger->gradients_bytes -= other_gradients;
     ledger->temporaries_bytes += other_gradients;
   }
@@ -110,7 +111,10 @@ Result<MemoryLedger> MeasureLedger(const JobSpec& spec, const Dataset& corpus,
           "measuring the ledger: the fp16 loss scaler skipped every update it tried: the "
           "gradients overflow at every scale");
     }
-    for (const auto& p : trainer.model().parameters()) ledger.parameters_bytes += TensorBytes(p);
+    for (const auto& p : trainer.model().parameters()) {
+      ledger.parameters_bytes += TensorBytes(p);
+      if (!p.requires_grad()) ledger.frozen_parameters_bytes += TensorBytes(p);
+    }
     ledger.gradients_bytes = GradientBytes(trainer.model());
     if (const HostModelState* host = trainer.host_state()) {
       ledger.host = HostLedger{};
@@ -197,6 +201,10 @@ std::string LedgerTable(const MemoryLedger& ledger) {
                 "evaluation peak", FormatBytes(ledger.evaluation_peak_bytes).c_str());
   out += line;
   if (ledger.host) out += HostTable(*ledger.host);
+  if (ledger.frozen_parameters_bytes > 0) {
+    out += "parameters: " + FormatBytes(ledger.frozen_parameters_bytes) +
+           " of them frozen (adapters train the rest): no gradients, no optimizer state\n";
+  }
   if (ledger.sharded_over_ranks > 1) {
     out += std::string(ledger.plan.zero_stage == 2 ? "gradients and optimizer state"
                                                    : "optimizer state") +

@@ -69,9 +69,9 @@ Measurement MeasureUpdate(const JobSpec& spec, const Dataset& corpus, const Plan
     // One process holds all of a sharded plan's state: what the other ranks would keep is
     // left out of its limit and peak.
     const std::int64_t other_ranks =
-        plan.zero_stage > 0
-            ? OptimizerStateOnOtherRanks(trainer.model().parameters(), job.distributed.job_ranks)
-            : 0;
+        plan.zero_stage > 0 ? OptimizerStateOnOtherRanks(TrainableParameters(trainer.model()),
+                                                         job.distributed.job_ranks)
+                            : 0;
     ScopedMemoryLimit limited(memory, limit > 0 ? limit + other_ranks : 0);
     DeviceTimer timer(trainer.device());
     // Warm-up until an update steps: the optimizer state is in every timed update's peak.

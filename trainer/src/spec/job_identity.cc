@@ -20,7 +20,7 @@ std::string JobIdentity(const JobSpec& spec, const std::string& data_fingerprint
   const ModelSpec& m = spec.model;
   const OptimizerSpec& o = spec.optimizer;
   const TrainingSpec& t = spec.training;
-  const nlohmann::json canonical = {
+  nlohmann::json canonical = {
       {"model",
        {{"kind", m.kind},
         {"options", Without(m.options, ModelKindOf(m).NonIdentityKeys())},
@@ -47,6 +47,16 @@ std::string JobIdentity(const JobSpec& spec, const std::string& data_fingerprint
         {"grad_clip", t.grad_clip},
         {"seed", t.seed}}},
   };
+  // Only an adapter job says how it fine-tunes: full training's identities stay what they were.
+  const FinetuneSpec& f = spec.finetune;
+  if (f.method != FinetuneMethod::kFull) {
+    canonical["finetune"] = {{"method", ToString(f.method)},
+                             {"rank", f.rank},
+                             {"alpha", f.alpha},
+                             {"dropout", f.dropout},
+                             {"base_dtype", ToString(f.base_dtype)},
+                             {"targets", f.targets}};
+  }
   // Keys sorted, numbers printed to round-trip: the same job always hashes the same.
   return Sha256Hex(canonical.dump());
 }

@@ -11,6 +11,12 @@ const char* ToString(LossKind kind) { return kLossKindNames.Name(kind); }
 const char* ToString(Precision precision) { return kPrecisionNames.Name(precision); }
 const char* ToString(StatePlacement placement) { return kStatePlacementNames.Name(placement); }
 const char* ToString(Launcher launcher) { return kLauncherNames.Name(launcher); }
+const char* ToString(FinetuneMethod method) { return kFinetuneMethodNames.Name(method); }
+
+bool TargetNamesModule(const std::string& target, const std::string& path) {
+  return path == target || (path.size() > target.size() && path.ends_with(target) &&
+                            path[path.size() - target.size() - 1] == '.');
+}
 
 RankShare ShareOfRank(int effective_batch, int ranks, int rank) {
   const int base = effective_batch / ranks;

@@ -233,6 +233,32 @@ void ReadMemory(YamlReader memory, MemorySpec* spec) {
   memory.RejectUnknownKeys();
 }
 
+void ReadFinetune(YamlReader finetune, FinetuneSpec* spec) {
+  std::string method = ToString(spec->method);
+  finetune.String("method", &method, kFinetuneMethodNames.Names());
+  spec->method = kFinetuneMethodNames.Parse(method).value_or(spec->method);
+  if (spec->method == FinetuneMethod::kFull) {
+    for (const char* key : {"rank", "alpha", "dropout", "base_dtype", "targets"}) {
+      if (finetune.Has(key))
+        finetune.Fail(key, "nothing with method: full (adapters' key)", "a value");
+    }
+    finetune.RejectUnknownKeys();
+    return;
+  }
+  finetune.Int("rank", &spec->rank, 1, 65536);
+  finetune.Double("alpha", &spec->alpha, 0.0, 1e6, /*min_open=*/true);
+  finetune.Fraction("dropout", &spec->dropout, 0.0, 0.99);
+  std::string base = ToString(spec->base_dtype);
+  finetune.String("base_dtype", &base, {"fp32", "bf16"});
+  spec->base_dtype = kPrecisionNames.Parse(base).value_or(spec->base_dtype);
+  finetune.StringList("targets", &spec->targets);
+  if (finetune.ok() && spec->targets.empty()) {
+    finetune.Fail("targets", "the names of the linear layers to adapt (q_proj, v_proj, ...)",
+                  "none");
+  }
+  finetune.RejectUnknownKeys();
+}
+
 // init_from: current_release, or a release folder or model.safetensors file.
 void ReadInitFrom(YamlReader& top, const std::string& base_dir, InitSpec* init) {
   std::string from;
@@ -256,6 +282,7 @@ Result<JobSpec> ParseJobSpecText(const std::string& yaml_text, const std::string
       base_dir.empty() ? std::filesystem::path(origin).parent_path().string() : base_dir;
   ReadData(top.Child("data"), base, &spec.data);
   ReadModel(top.Child("model"), base, spec.data, &spec.model);
+  ReadFinetune(top.Child("finetune"), &spec.finetune);
   ReadOptimizer(top.Child("optimizer"), &spec.optimizer);
   ReadSchedule(top.Child("schedule"), spec.optimizer, &spec.schedule);
   ReadTraining(top.Child("training"), &spec.training);

@@ -236,6 +236,7 @@ template <typename V>
 void Fields(V& v, MemoryLedger& s) {
   v("protocol_version", s.protocol_version);
   v("parameters_bytes", s.parameters_bytes);
+  v("frozen_parameters_bytes", s.frozen_parameters_bytes);
   v("gradients_bytes", s.gradients_bytes);
   v("optimizer_state_bytes", s.optimizer_state_bytes);
   v("activations_bytes", s.activations_bytes);

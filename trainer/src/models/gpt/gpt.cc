@@ -26,9 +26,9 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptOptions& options, int 
     : n_head_(options.n_head), kernels_(options.kernels) {
   const std::int64_t c = options.n_embd;
   qkv_ = register_module("qkv",
-                         torch::nn::Linear(torch::nn::LinearOptions(c, 3 * c).bias(options.bias)));
+                         AdaptableLinear(torch::nn::LinearOptions(c, 3 * c).bias(options.bias)));
   proj_ =
-      register_module("proj", torch::nn::Linear(torch::nn::LinearOptions(c, c).bias(options.bias)));
+      register_module("proj", AdaptableLinear(torch::nn::LinearOptions(c, c).bias(options.bias)));
   attn_dropout_ = register_module("attn_dropout",
                                   SampleDropout(options.dropout, site, MasksOf(options.kernels)));
   resid_dropout_ = register_module(
@@ -81,10 +81,10 @@ GptBlockImpl::GptBlockImpl(const GptOptions& options, int site) {
   attn_ = register_module("attn", CausalSelfAttention(options, site));
   ln2_ = register_module("ln2", BiasOptionalLayerNorm(c, options.bias));
   mlp_ = register_module(
-      "mlp", torch::nn::Sequential(
-                 torch::nn::Linear(torch::nn::LinearOptions(c, 4 * c).bias(options.bias)),
-                 torch::nn::GELU(),
-                 torch::nn::Linear(torch::nn::LinearOptions(4 * c, c).bias(options.bias))));
+      "mlp",
+      torch::nn::Sequential(
+          AdaptableLinear(torch::nn::LinearOptions(c, 4 * c).bias(options.bias)), torch::nn::GELU(),
+          AdaptableLinear(torch::nn::LinearOptions(4 * c, c).bias(options.bias))));
   mlp_dropout_ = register_module(
       "mlp_dropout", SampleDropout(options.dropout, site + 2, MasksOf(options.kernels)));
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "models/gpt/gpt_spec.h"
+#include "trainerd/trainer/models/adaptable_linear.h"
 #include "trainerd/trainer/models/model.h"
 #include "trainerd/trainer/semantics/sample_dropout.h"
 
@@ -56,8 +57,8 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
  private:
   int n_head_;
   GptKernels kernels_;
-  torch::nn::Linear qkv_{nullptr};
-  torch::nn::Linear proj_{nullptr};
+  AdaptableLinear qkv_{nullptr};
+  AdaptableLinear proj_{nullptr};
   SampleDropout attn_dropout_{nullptr};
   SampleDropout resid_dropout_{nullptr};
 };

@@ -12,7 +12,24 @@ Conv1DImpl::Conv1DImpl(std::int64_t in, std::int64_t out) {
 torch::Tensor Conv1DImpl::forward(const torch::Tensor& x) {
   std::vector<std::int64_t> shape = x.sizes().vec();
   shape.back() = weight_.size(1);
-  return torch::addmm(bias_, x.reshape({-1, x.size(-1)}), weight_).view(shape);
+  torch::Tensor y = weight_.scalar_type() == torch::kFloat  // not a narrow frozen base's
+                        ? torch::addmm(bias_, x.reshape({-1, x.size(-1)}), weight_).view(shape)
+                        : LinearOfStoredWeight(x, weight_.t(), bias_);
+  if (adapter_) y = y + adapter_->forward(x);
+  return y;
+}
+
+void Conv1DImpl::AttachAdapter(const FinetuneSpec& spec, int site) {
+  TORCH_CHECK(!adapter_, "the layer has an adapter already");
+  adapter_.emplace(*this, weight_.size(0), weight_.size(1), spec, site);
+}
+
+void Conv1DImpl::MergeAdapter() {
+  if (!adapter_) return;
+  torch::NoGradGuard no_grad;
+  weight_.set_data(weight_.to(torch::kFloat) + adapter_->Delta().t());
+  adapter_->Remove(*this);
+  adapter_.reset();
 }
 
 Gpt2AttentionImpl::Gpt2AttentionImpl(const HfDecoderConfig& config, int site)

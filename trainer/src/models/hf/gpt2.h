@@ -11,15 +11,19 @@
 #include <torch/torch.h>
 
 #include "models/hf/hf_model.h"
+#include "trainerd/trainer/models/adaptable_linear.h"
 #include "trainerd/trainer/semantics/sample_dropout.h"
 
 namespace trainerd {
 
-// x W + b with W [in, out].
-class Conv1DImpl : public torch::nn::Module {
+// x W + b with W [in, out]; takes an adapter as peft does (fan_in_fan_out).
+class Conv1DImpl : public torch::nn::Module, public AdaptableLayer {
  public:
   Conv1DImpl(std::int64_t in, std::int64_t out);
   torch::Tensor forward(const torch::Tensor& x);
+  void AttachAdapter(const FinetuneSpec& spec, int site) override;
+  void MergeAdapter() override;
+  bool fan_in_fan_out() const override { return true; }
 
  private:
   torch::Tensor weight_, bias_;

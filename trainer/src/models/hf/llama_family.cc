@@ -8,8 +8,8 @@
 namespace trainerd {
 namespace {
 
-torch::nn::Linear Linear(std::int64_t in, std::int64_t out, bool bias) {
-  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
+AdaptableLinear Linear(std::int64_t in, std::int64_t out, bool bias) {
+  return AdaptableLinear(torch::nn::LinearOptions(in, out).bias(bias));
 }
 
 // theta^(-2i/d) for i < d/2, in float32 as transformers computes it; rescaled per Llama 3.1
@@ -137,7 +137,10 @@ LlamaFamilyLm::LlamaFamilyLm(const HfDecoderConfig& config, int block_size, std:
     : HfModel(config, block_size, std::move(folder)) {
   model_ = register_module("model", HfBackbone(config));
   if (!config.tie_word_embeddings) {
-    lm_head_ = register_module("lm_head", Linear(config.hidden_size, config.vocab_size, false));
+    lm_head_ = register_module(
+        "lm_head",
+        torch::nn::Linear(
+            torch::nn::LinearOptions(config.hidden_size, config.vocab_size).bias(false)));
   }
 }
 

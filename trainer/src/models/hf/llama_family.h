@@ -11,6 +11,7 @@
 #include <torch/torch.h>
 
 #include "models/hf/hf_model.h"
+#include "trainerd/trainer/models/adaptable_linear.h"
 #include "trainerd/trainer/semantics/sample_dropout.h"
 
 namespace trainerd {
@@ -40,7 +41,7 @@ class HfAttentionImpl : public torch::nn::Module {
 
  private:
   std::int64_t heads_, kv_heads_, head_dim_;
-  torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, o_proj_{nullptr};
+  AdaptableLinear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, o_proj_{nullptr};
   SampleDropout dropout_{nullptr};
 };
 TORCH_MODULE(HfAttention);
@@ -51,7 +52,7 @@ class HfMlpImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x);  // down(silu(gate(x)) * up(x))
 
  private:
-  torch::nn::Linear gate_proj_{nullptr}, up_proj_{nullptr}, down_proj_{nullptr};
+  AdaptableLinear gate_proj_{nullptr}, up_proj_{nullptr}, down_proj_{nullptr};
 };
 TORCH_MODULE(HfMlp);
 

@@ -66,6 +66,55 @@ std::int64_t PaperModel::parameters() const {
   return embeddings + layers_ * LayerParameters() + final_norm;
 }
 
+std::vector<PaperModel::LinearLayer> PaperModel::LayerLinears() const {
+  const std::int64_t h = hidden_, inner = intermediate_;
+  if (gpt2_) {
+    return {{"attn.c_attn", h, 3 * h},
+            {"attn.c_proj", h, h},
+            {"mlp.c_fc", h, inner},
+            {"mlp.c_proj", inner, h}};
+  }
+  const std::int64_t q = heads_ * head_dim_, kv = kv_heads_ * head_dim_;
+  return {{"self_attn.q_proj", h, q}, {"self_attn.k_proj", h, kv}, {"self_attn.v_proj", h, kv},
+          {"self_attn.o_proj", q, h}, {"mlp.gate_proj", h, inner}, {"mlp.up_proj", h, inner},
+          {"mlp.down_proj", inner, h}};
+}
+
+PaperModel::LayerAdapters PaperModel::AdaptersOfLayer(const FinetuneSpec& adapters) const {
+  LayerAdapters sum;
+  for (const LinearLayer& linear : LayerLinears()) {
+    const bool named = std::any_of(
+        adapters.targets.begin(), adapters.targets.end(),
+        [&](const std::string& target) { return TargetNamesModule(target, linear.path); });
+    if (!named) continue;
+    sum.parameters += adapters.rank * (linear.in + linear.out);
+    sum.inputs += linear.in;
+    ++sum.layers;
+  }
+  return sum;
+}
+
+Result<std::int64_t> PaperModel::AdapterParameters(const FinetuneSpec& adapters) const {
+  for (const std::string& target : adapters.targets) {
+    FinetuneSpec one = adapters;
+    one.targets = {target};
+    if (AdaptersOfLayer(one).layers == 0) {
+      std::string names;
+      for (const LinearLayer& linear : LayerLinears()) {
+        names += (names.empty() ? "" : ", ") + linear.path.substr(linear.path.find('.') + 1);
+      }
+      return Status::InvalidArgument("adapter target '" + target + "' names no linear layer of " +
+                                     architecture_ + "; its layers: " + names);
+    }
+  }
+  return layers_ * AdaptersOfLayer(adapters).parameters;
+}
+
+std::vector<std::string> PaperModel::DefaultAdapterTargets() const {
+  if (gpt2_) return {"c_attn"};
+  return {"q_proj", "v_proj"};
+}
+
 MemoryLedger PaperModel::Ledger(const PaperShape& shape, std::int64_t budget_bytes,
                                 std::int64_t usable_bytes) const {
   const std::int64_t t = shape.block_size, m = shape.microbatch, h = hidden_, inner = intermediate_,
@@ -79,7 +128,13 @@ MemoryLedger PaperModel::Ledger(const PaperShape& shape, std::int64_t budget_byt
   // Per layer, and outside the layers (embeddings, final norm, head, loss): the coefficients
   // are bytes per position of each width, fitted to measured ledgers (docs/hugging-face.md).
   Kept layer, outside;
-  layer.fixed = half ? 2 * LinearParameters() : 0;  // autocast's bf16/fp16 copies of the weights
+  // Frozen linear weights stored in bf16 (finetune.base_dtype): half their bytes, and no cast
+  // copy kept for the backward (autocast takes them as they are; fp32 widens them anew).
+  const bool narrow_base = shape.adapters && shape.adapters->base_dtype == Precision::kBf16;
+  std::int64_t weights_in_linears = 0;
+  for (const LinearLayer& linear : LayerLinears()) weights_in_linears += linear.in * linear.out;
+  // autocast's bf16/fp16 copies of the weights
+  layer.fixed = half ? 2 * (LinearParameters() - (narrow_base ? weights_in_linears : 0)) : 0;
   if (gpt2_) {
     layer.per_position = (half ? 20 * h + 4 * inner : 32 * h + 8 * inner) + 16 + 4 * heads;
     outside.per_position = 4 * v + (half ? 6 : 8) * h + 8;
@@ -98,6 +153,14 @@ MemoryLedger PaperModel::Ledger(const PaperShape& shape, std::int64_t budget_byt
     if (half) layer.fixed += 8 * t * d;  // the rotary tables cast for q and k
     outside.per_position = 4 * v + (half ? (v2 ? 10 : 14) : (v2 ? 12 : 16)) * h + 4;
     outside.fixed = (half ? 2 * v * h : 8 * t * d) + kLossBytes;
+  }
+  // With adapters, each keeps its rank-wide product, and its input where dropout makes that a
+  // new tensor.
+  const LayerAdapters adapters =
+      shape.adapters ? AdaptersOfLayer(*shape.adapters) : LayerAdapters{};
+  if (shape.adapters) {
+    layer.per_position += 4 * (adapters.layers * shape.adapters->rank +
+                               (shape.adapters->dropout > 0 ? adapters.inputs : 0));
   }
   const std::int64_t layer_bytes = m * t * layer.per_position + layer.fixed;
   const std::int64_t checkpointed_bytes = m * t * h * 4 + kCheckpointStateBytes;
@@ -118,13 +181,18 @@ MemoryLedger PaperModel::Ledger(const PaperShape& shape, std::int64_t budget_byt
     if (shape.checkpoint_all) ledger.plan.checkpoint_blocks.push_back(i);
     ledger.blocks.push_back({i, layer_bytes, checkpointed_shown, 0.0});
   }
-  const std::int64_t parameters = this->parameters();
-  ledger.parameters_bytes = 4 * parameters;  // fp32 master weights at every precision
-  ledger.gradients_bytes = 4 * parameters;
+  // What trains: every parameter, or with adapters only theirs.
+  const std::int64_t frozen = shape.adapters ? this->parameters() : 0;
+  const std::int64_t trained = shape.adapters ? layers_ * adapters.parameters : this->parameters();
+  const std::int64_t narrow = narrow_base ? layers_ * weights_in_linears : 0;
+  // fp32 master weights at every precision
+  ledger.frozen_parameters_bytes = 4 * frozen - 2 * narrow;
+  ledger.parameters_bytes = ledger.frozen_parameters_bytes + 4 * trained;
+  ledger.gradients_bytes = 4 * trained;
   if (shape.optimizer_state == StatePlacement::kHost) {
-    ledger.host = HostLedger{4 * parameters, 4 * parameters, 8 * parameters, 16 * parameters, 0};
+    ledger.host = HostLedger{4 * trained, 4 * trained, 8 * trained, 16 * trained, 0};
   } else {
-    ledger.optimizer_state_bytes = 8 * parameters;  // AdamW's two moments
+    ledger.optimizer_state_bytes = 8 * trained;  // AdamW's two moments
   }
   ledger.inputs_bytes = std::int64_t{shape.accumulation_steps} * m * t * 16;  // int64 ids, targets
   ledger.activations_bytes = layers_ * (shape.checkpoint_all ? checkpointed_bytes : layer_bytes) +

@@ -112,6 +112,15 @@ class TrainableModel : public torch::nn::Module {
 
 std::int64_t CountParameters(const torch::nn::Module& model);
 
+// The parameters the optimizer updates: all of them, less those a job froze (adapters.h).
+// Gradients, their sums over ranks, the clip, the step, the shards and the host's copy are
+// theirs.
+std::vector<torch::Tensor> TrainableParameters(const torch::nn::Module& model);
+torch::OrderedDict<std::string, torch::Tensor> NamedTrainableParameters(
+    const torch::nn::Module& model);
+// Their elements.
+std::int64_t CountTrainableParameters(const torch::nn::Module& model);
+
 // The samples a model reading `inputs` is given.
 SampleFormat SampleFormatOf(ModelInputs inputs);
 

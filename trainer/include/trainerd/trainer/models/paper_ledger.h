@@ -6,7 +6,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "trainerd/common/status.h"
 #include "trainerd/trainer/spec/job_spec.h"
@@ -34,6 +36,12 @@ struct PaperShape {
   // evenly (the trainer splits them by whole tensors, state_sharding.h).
   int zero_stage = 0;
   int ranks = 1;
+  // finetune: {method: lora}: the model's own parameters frozen (no gradients, no optimizer
+  // state), adapters of adapters->rank on the layers adapters->targets names trained; their
+  // input after dropout (where dropout > 0) and their rank-wide product kept as activations;
+  // with adapters->base_dtype bf16, the linear layers' weights in 2 bytes and never cast.
+  // REQUIRES: AdapterParameters(*adapters) is ok.
+  std::optional<FinetuneSpec> adapters = std::nullopt;
   int eval_windows = 16;  // data.eval_windows_per_slice: the held-out batch
   PaperLibTorch libtorch = PaperLibTorch::k2;
 };
@@ -55,7 +63,23 @@ class PaperModel {
   // ignored); 0 when not even one sample fits.
   int LargestMicrobatch(PaperShape shape, std::int64_t usable_bytes) const;
 
+  // The parameters of `adapters` on every layer; InvalidArgument naming the target that names
+  // no linear layer of the architecture, and those it has.
+  Result<std::int64_t> AdapterParameters(const FinetuneSpec& adapters) const;
+  // What peft adapts in this family by default: q_proj and v_proj, GPT-2's c_attn.
+  std::vector<std::string> DefaultAdapterTargets() const;
+
  private:
+  struct LinearLayer {
+    std::string path;  // within a decoder layer ("self_attn.q_proj")
+    std::int64_t in, out;
+  };
+  std::vector<LinearLayer> LayerLinears() const;
+  // Elements and input widths of the adapters on one layer (the layers they name).
+  struct LayerAdapters {
+    std::int64_t parameters = 0, inputs = 0, layers = 0;
+  };
+  LayerAdapters AdaptersOfLayer(const FinetuneSpec& adapters) const;
   // Weights of the layer's matrix products (with GPT-2's biases: autocast casts those too).
   std::int64_t LinearParameters() const;
   std::int64_t LayerParameters() const;

@@ -241,9 +241,39 @@ struct InitSpec {
   std::string sha256;            // of the weights file: filled by trainer-run before training
 };
 
+// What a job trains of its model (finetune:; docs/model-state.md). kFull: every parameter.
+// kLora: the model's own parameters frozen, and low-rank adapters (LoRA, as the `peft` package
+// defines them) trained on the linear layers `targets` names: each such layer computes
+// W x + b + (alpha / rank) B A dropout(x), with A [rank, in] and B [out, rank] starting at
+// zero. A job, not a plan: the planner never switches to it.
+enum class FinetuneMethod {
+  kFull,
+  kLora,
+};
+inline constexpr EnumNames<FinetuneMethod, 2> kFinetuneMethodNames{{{
+    {FinetuneMethod::kFull, "full"},
+    {FinetuneMethod::kLora, "lora"},
+}}};
+struct FinetuneSpec {
+  FinetuneMethod method = FinetuneMethod::kFull;
+  int rank = 8;
+  double alpha = 16;
+  double dropout = 0;  // on the adapters' input, split-invariant like the model's
+  // How the frozen linear layers' weights are stored: fp32, or bf16 (half the bytes, and no
+  // cast copy under a bf16 plan; every plan computes with the same rounded weights).
+  Precision base_dtype = Precision::kFp32;
+  // Layer names as peft matches them: a layer's dotted path or its last parts ("q_proj",
+  // "mlp.0"), in the order given.
+  std::vector<std::string> targets;
+};
+// peft's target_modules rule: `target` names the module at dotted `path` when it is the path,
+// or the path ends with "." + target.
+bool TargetNamesModule(const std::string& target, const std::string& path);
+
 struct JobSpec {
   std::string source_path;  // the YAML file it came from
   ModelSpec model;
+  FinetuneSpec finetune;
   DataSpec data;
   OptimizerSpec optimizer;
   ScheduleSpec schedule;
@@ -266,6 +296,7 @@ const char* ToString(LossKind kind);
 const char* ToString(Precision precision);
 const char* ToString(StatePlacement placement);
 const char* ToString(Launcher launcher);
+const char* ToString(FinetuneMethod method);
 // {microbatch, accumulation_steps, checkpoint_blocks, precision, optimizer_state, zero_stage}:
 // the plan as every report (events, ledger, planner, parity) and the store show it
 // (worker_protocol.h parses it).

@@ -29,7 +29,7 @@ namespace trainerd {
 
 // Raised whenever a type below changes its fields: a daemon refuses a worker of another
 // version (trainer-run --version --json).
-inline constexpr int kWorkerProtocolVersion = 10;
+inline constexpr int kWorkerProtocolVersion = 11;
 
 // A SHA-256 as 64 lowercase hex digits: it names release files, so nothing else is accepted.
 struct Sha256Digest {
@@ -266,6 +266,9 @@ struct HostLedger {
 struct MemoryLedger {
   int protocol_version = kWorkerProtocolVersion;
   std::int64_t parameters_bytes = 0;
+  // Of those, the frozen ones' (finetune: lora freezes the model's own): no gradient and no
+  // optimizer state.
+  std::int64_t frozen_parameters_bytes = 0;
   std::int64_t gradients_bytes = 0;
   std::int64_t optimizer_state_bytes = 0;
   std::int64_t activations_bytes = 0;
