@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -228,6 +229,12 @@ TEST_P(HfAdapterReleaseTest, PeftLoadsTheAdapterOntoTheBaseAndAgreesWithTheMerge
       nlohmann::json::parse(testing::ReadFile(out + "/adapter_config.json"));
   EXPECT_EQ(config["peft_type"], "LORA");
   EXPECT_EQ(config["r"], 4);
+  const nlohmann::json about = nlohmann::json::parse(testing::ReadFile(out + "/model.json"));
+  EXPECT_EQ(about["finetune"]["method"], "lora");
+  const nlohmann::json& companions = about["files"]["companions"];
+  for (const char* name : {"adapter_config.json", "adapter_model.safetensors"}) {
+    EXPECT_NE(std::find(companions.begin(), companions.end(), name), companions.end()) << name;
+  }
 
   // The merged release differs from the base only in the targeted layers' weights.
   const std::map<std::string, torch::Tensor> released = ReadTensors(out + "/model.safetensors");

@@ -280,6 +280,24 @@ TEST(TrainerRunTest, ABudgetTooSmallForTheForcedPlanIsAnOomWithPlanAndLedger) {
   EXPECT_GT(error["details"]["ledger"]["parameters_bytes"].get<std::int64_t>(), 0);
 }
 
+// When not even the named baseline fits, the planner names adapters as the job's own choice for
+// a full-training job, and not for a job that trains adapters already.
+TEST(TrainerRunTest, WhenNothingFitsThePlannerNamesAdaptersAsTheJobsOwnChoice) {
+  testing::TempDir dir;
+  for (const bool adapters : {false, true}) {
+    const std::string config = dir.Write(
+        "job.yaml", testing::TinyGptYaml(3) +
+                        (adapters ? "finetune: {method: lora, rank: 2, targets: [qkv]}\n" : ""));
+    ChildProcess child(
+        {TRAINER_RUN_PATH, "--config", config, "--plan-only", "--json", "--budget", "64KiB"});
+    child.ReadAllLines();
+    const std::string error = child.ReadAllStderr();
+    EXPECT_EQ(child.ExitCode(), 4) << error;
+    EXPECT_NE(error.find("does not fit: even the named baseline"), std::string::npos) << error;
+    EXPECT_EQ(error.find("finetune: {method: lora}") != std::string::npos, !adapters) << error;
+  }
+}
+
 TEST(TrainerRunTest, AHostBudgetBelowTheHostStateIsAnOomNamingItBeforeAnyUpdate) {
   testing::TempDir dir;
   const std::string config =

@@ -29,13 +29,16 @@ nlohmann::json DescribeModel(const JobSpec& spec, const TrainableModel& model,
                        {"shape", tensor.sizes().vec()},
                        {"dtype", std::string(c10::toString(tensor.scalar_type()))}});
   }
-  return {{"model", ModelConfigJson(spec.model)},
-          {"parameters", CountParameters(model)},
-          {"tensors", tensors},
-          {"files", files},
-          {"job_identity", job_identity},
-          {"data_fingerprint", data_fingerprint},
-          {"torch_version", TORCH_VERSION}};
+  nlohmann::json about = {{"model", ModelConfigJson(spec.model)},
+                          {"parameters", CountParameters(model)},
+                          {"tensors", tensors},
+                          {"files", files},
+                          {"job_identity", job_identity},
+                          {"data_fingerprint", data_fingerprint},
+                          {"torch_version", TORCH_VERSION}};
+  // An adapter job's release: the merged model, and the adapter beside it.
+  if (spec.finetune.method != FinetuneMethod::kFull) about["finetune"] = ToJson(spec.finetune);
+  return about;
 }
 
 }  // namespace trainerd

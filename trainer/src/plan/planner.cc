@@ -553,11 +553,19 @@ Status ValidateBaseline(const JobSpec& spec, const Dataset& corpus,
     fits = TimeOnce(spec, corpus, &baseline, rejected);
   }
   if (!fits) {
+    // A plan never changes the job; adapters would, and are the team's to choose.
+    const std::string adapters =
+        spec.finetune.method == FinetuneMethod::kFull
+            ? ". A plan keeps the job; the job's own choice would be low-rank adapters with the "
+              "base frozen (finetune: {method: lora}), whose gradients and optimizer state are "
+              "the adapters' alone (docs/model-state.md)"
+            : "";
     return Status::OutOfMemory(
         "does not fit: even the named baseline (" + DescribePlan(baseline.candidate.plan) +
         ") needs more than " + FormatBytes(usable) + " usable (memory.budget " +
         FormatBytes(spec.memory.budget_bytes) + " less " +
-        std::to_string(static_cast<int>(spec.memory.reserve_fraction * 100)) + "% reserve)");
+        std::to_string(static_cast<int>(spec.memory.reserve_fraction * 100)) + "% reserve)" +
+        adapters);
   }
   result->plan = baseline.candidate.plan;
   result->measured_peak_bytes = result->predicted_peak_bytes = baseline.measured_peak;

@@ -48,15 +48,7 @@ std::string JobIdentity(const JobSpec& spec, const std::string& data_fingerprint
         {"seed", t.seed}}},
   };
   // Only an adapter job says how it fine-tunes: full training's identities stay what they were.
-  const FinetuneSpec& f = spec.finetune;
-  if (f.method != FinetuneMethod::kFull) {
-    canonical["finetune"] = {{"method", ToString(f.method)},
-                             {"rank", f.rank},
-                             {"alpha", f.alpha},
-                             {"dropout", f.dropout},
-                             {"base_dtype", ToString(f.base_dtype)},
-                             {"targets", f.targets}};
-  }
+  if (spec.finetune.method != FinetuneMethod::kFull) canonical["finetune"] = ToJson(spec.finetune);
   // Keys sorted, numbers printed to round-trip: the same job always hashes the same.
   return Sha256Hex(canonical.dump());
 }

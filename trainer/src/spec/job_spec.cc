@@ -13,6 +13,15 @@ const char* ToString(StatePlacement placement) { return kStatePlacementNames.Nam
 const char* ToString(Launcher launcher) { return kLauncherNames.Name(launcher); }
 const char* ToString(FinetuneMethod method) { return kFinetuneMethodNames.Name(method); }
 
+nlohmann::json ToJson(const FinetuneSpec& f) {
+  return {{"method", ToString(f.method)},
+          {"rank", f.rank},
+          {"alpha", f.alpha},
+          {"dropout", f.dropout},
+          {"base_dtype", ToString(f.base_dtype)},
+          {"targets", f.targets}};
+}
+
 bool TargetNamesModule(const std::string& target, const std::string& path) {
   return path == target || (path.size() > target.size() && path.ends_with(target) &&
                             path[path.size() - target.size() - 1] == '.');

@@ -301,6 +301,9 @@ const char* ToString(FinetuneMethod method);
 // the plan as every report (events, ledger, planner, parity) and the store show it
 // (worker_protocol.h parses it).
 nlohmann::json ToJson(const PlanSpec& plan);
+// {method, rank, alpha, dropout, base_dtype, targets}: an adapter job as its identity and its
+// release's model.json give it.
+nlohmann::json ToJson(const FinetuneSpec& finetune);
 
 // What one rank trains of `job`: its largest share as the effective batch, one rank. The
 // planner, the ledger, the parity check and the profile plan and measure this job.
