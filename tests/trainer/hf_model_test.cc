@@ -224,23 +224,29 @@ TEST_P(HfAdapterReleaseTest, PeftLoadsTheAdapterOntoTheBaseAndAgreesWithTheMerge
                       "runtime: {threads: 1}\n");
   const std::string out = dir.File("out");
   testing::ChildProcess run({TRAINER_RUN_PATH, "--config", job, "--output-dir", out, "--json"});
-  run.ReadAllLines();
+  const std::vector<std::string> events = run.ReadAllLines();
   ASSERT_EQ(run.ExitCode(), 0) << run.ReadAllStderr();
+  // The FLOPs of an update without the frozen weights' gradients, counted before the merge.
+  const nlohmann::json finish = nlohmann::json::parse(events.back());
+  ASSERT_EQ(finish["event"], "finish");
+  EXPECT_NE(finish["flops_method"].get<std::string>().find("frozen"), std::string::npos)
+      << finish["flops_method"];
+  const std::string adapter_dir = out + "/adapter";
   const nlohmann::json config =
-      nlohmann::json::parse(testing::ReadFile(out + "/adapter_config.json"));
+      nlohmann::json::parse(testing::ReadFile(adapter_dir + "/adapter_config.json"));
   EXPECT_EQ(config["peft_type"], "LORA");
   EXPECT_EQ(config["r"], 4);
   const nlohmann::json about = nlohmann::json::parse(testing::ReadFile(out + "/model.json"));
   EXPECT_EQ(about["finetune"]["method"], "lora");
   const nlohmann::json& companions = about["files"]["companions"];
-  for (const char* name : {"adapter_config.json", "adapter_model.safetensors"}) {
+  for (const char* name : {"adapter/adapter_config.json", "adapter/adapter_model.safetensors"}) {
     EXPECT_NE(std::find(companions.begin(), companions.end(), name), companions.end()) << name;
   }
 
   // The merged release differs from the base only in the targeted layers' weights.
   const std::map<std::string, torch::Tensor> released = ReadTensors(out + "/model.safetensors");
   const std::map<std::string, torch::Tensor> adapter =
-      ReadTensors(out + "/adapter_model.safetensors");
+      ReadTensors(adapter_dir + "/adapter_model.safetensors");
   int changed = 0;
   for (const auto& [name, tensor] : Build(base)->StateDict()) {
     ASSERT_TRUE(released.contains(name)) << name;
@@ -267,12 +273,21 @@ TEST_P(HfAdapterReleaseTest, PeftLoadsTheAdapterOntoTheBaseAndAgreesWithTheMerge
   const torch::Tensor logits = trained->forward(ids).detach();
   ASSERT_TRUE(WriteSafetensors(dir.File("ids.safetensors"), {{"input_ids", ids}}, {}).ok());
   testing::ChildProcess python({TRAINERD_HF_PYTHON, TRAINERD_HF_SCRIPTS "/peft_logits.py", base,
-                                out, dir.File("ids.safetensors"), dir.File("logits.safetensors")});
+                                adapter_dir, dir.File("ids.safetensors"),
+                                dir.File("logits.safetensors")});
   python.ReadAllLines();
   ASSERT_EQ(python.ExitCode(), 0) << python.ReadAllStderr();
   const torch::Tensor want = ReadTensors(dir.File("logits.safetensors")).at("logits");
   EXPECT_LE((logits - want).abs().max().item<double>(),
             1e-5 * std::max(1.0, want.abs().max().item<double>()));
+  // The release folder itself is the plain merged model to transformers, peft installed or not.
+  testing::ChildProcess merged({TRAINERD_HF_PYTHON, TRAINERD_HF_SCRIPTS "/transformers_logits.py",
+                                out, dir.File("ids.safetensors"), dir.File("merged.safetensors")});
+  merged.ReadAllLines();
+  ASSERT_EQ(merged.ExitCode(), 0) << merged.ReadAllStderr();
+  const torch::Tensor plain = ReadTensors(dir.File("merged.safetensors")).at("logits");
+  EXPECT_LE((logits - plain).abs().max().item<double>(),
+            1e-5 * std::max(1.0, plain.abs().max().item<double>()));
   const torch::Tensor before = Build(base)->forward(ids);
   EXPECT_GT((logits - before).abs().max().item<double>(), 1e-4) << "the adapter trained";
 }

@@ -246,7 +246,10 @@ TEST(HfPaperModelTest, WhatIfRecommendsAdaptersWhereFullTrainingFitsNowhere) {
   const nlohmann::json& ledger = lora.at("ledger");
   // 16 x (4096 + 4096 + 4096 + 1024) adapter elements in each of 32 layers, 4 bytes each.
   EXPECT_EQ(ledger.at("gradients_bytes"), 4LL * 32 * 16 * (4096 + 4096 + 4096 + 1024));
-  EXPECT_LT(ledger.at("frozen_parameters_bytes").get<std::int64_t>(), 3LL * 8'030'261'248);
+  // Every weight in 4 bytes, less 2 for each of the 32 layers' q, k, v, o, gate, up, down.
+  EXPECT_EQ(
+      ledger.at("frozen_parameters_bytes"),
+      4LL * 8'030'261'248 - 2LL * 32 * (2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336));
   EXPECT_FALSE(lora.contains("adapters_recommendation"));
 
   testing::ChildProcess bad({TRAINER_RUN_PATH, "--what-if", "--model", kPublic + "/Llama-3.1-8B",

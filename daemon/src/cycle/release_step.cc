@@ -28,8 +28,8 @@ class ReleaseStep : public CycleStep {
  private:
   // The worker's model files copied into the release folder `dir`: model.pt (verified
   // against model_sha256) and, when the worker wrote them, model.safetensors and the files
-  // its model's code needs beside it (each verified) and model.json with the release's
-  // identity added. Returns model.pt's hash.
+  // its model's code needs beside it (each verified, at its path relative to the weights) and
+  // model.json with the release's identity added. Returns model.pt's hash.
   static Result<std::string> CopyReleaseFiles(const FinishEvent& fin, const store::RunRecord& run,
                                               bool released, const std::string& dir,
                                               CycleContext& context) {
@@ -45,8 +45,14 @@ class ReleaseStep : public CycleStep {
     Result<std::string> weights = files.CopyVerified(
         model_files.weights, dir + "/model.safetensors", model_files.weights_sha256.hex);
     if (!weights.ok()) return weights.status();
+    // Where the worker wrote them, relative to the weights (an adapter job's adapter/ folder).
+    const std::filesystem::path beside = std::filesystem::path(model_files.weights).parent_path();
     for (const FinishEvent::Companion& companion : model_files.companions) {
-      const std::string name = std::filesystem::path(companion.path).filename().string();
+      const std::filesystem::path relative =
+          std::filesystem::path(companion.path).lexically_relative(beside);
+      const std::string name = relative.empty() || *relative.begin() == ".."
+                                   ? std::filesystem::path(companion.path).filename().string()
+                                   : relative.string();
       Result<std::string> copied_companion =
           files.CopyVerified(companion.path, dir + "/" + name, companion.sha256.hex);
       if (!copied_companion.ok()) return copied_companion.status();

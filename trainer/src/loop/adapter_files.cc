@@ -39,7 +39,10 @@ Result<std::vector<std::string>> WriteAdapterFiles(const JobSpec& spec, torch::n
       {"modules_to_save", nullptr},
       {"use_rslora", false},
       {"use_dora", false}};
-  const std::filesystem::path folder(dir);
+  const std::filesystem::path folder = std::filesystem::path(dir) / kAdapterFolder;
+  std::error_code ec;
+  std::filesystem::create_directories(folder, ec);
+  if (ec) return Status::IOError(folder.string() + ": " + ec.message());
   if (Status s = WriteSafetensors((folder / kAdapterWeightsFile).string(), AdapterTensors(model),
                                   {{"format", "pt"}});
       !s.ok()) {
@@ -49,7 +52,8 @@ Result<std::vector<std::string>> WriteAdapterFiles(const JobSpec& spec, torch::n
       !s.ok()) {
     return s;
   }
-  return std::vector<std::string>{kAdapterConfigFile, kAdapterWeightsFile};
+  const std::string in = std::string(kAdapterFolder) + "/";
+  return std::vector<std::string>{in + kAdapterConfigFile, in + kAdapterWeightsFile};
 }
 
 }  // namespace trainerd

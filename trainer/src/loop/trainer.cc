@@ -563,7 +563,7 @@ Result<FinishEvent::ModelFiles> Trainer::WriteModelFiles(const TrainerOptions& o
   // An adapter job releases its adapter, then the model with the adapter merged into it.
   Result<std::vector<std::string>> adapter = WriteAdapterFiles(spec_, *model_, dir.string());
   if (!adapter.ok()) return adapter.status();
-  MergeAdapters(model_.get());
+  if (spec_.finetune.method != FinetuneMethod::kFull) MergeAdapters(model_.get());
   TemporaryFile temporary(options.model_path);
   model_->SaveArtifact(temporary.path());
   if (Status s = temporary.Commit(); !s.ok()) return s;
@@ -602,6 +602,8 @@ Result<FinishEvent::ModelFiles> Trainer::WriteModelFiles(const TrainerOptions& o
 
 Status Trainer::Finish(const TrainerOptions& options, const RunTiming& timing,
                        TrainOutcome* outcome) {
+  // Counted before the model files merge an adapter job's adapters (and unfreeze its base).
+  const FlopsPerSample per_sample = TrainingFlopsPerSample(*model_, spec_.model);
   Result<FinishEvent::ModelFiles> model_files = WriteModelFiles(options, outcome);
   if (!model_files.ok()) return model_files.status();
   const TrainingSpec& t = spec_.training;
@@ -621,7 +623,6 @@ Status Trainer::Finish(const TrainerOptions& options, const RunTiming& timing,
   // The training's peaks, read before the FLOP/s probe allocates its matrices.
   const std::int64_t peak_bytes = memory.peak_bytes();
   const std::int64_t reserved_peak_bytes = memory.peak_reserved_bytes();
-  const FlopsPerSample per_sample = TrainingFlopsPerSample(*model_, spec_.model);
   // The peak is one rank's (this process's device and threads): MFU compares it with a
   // rank's share of the job's FLOP/s, which near or above a cached peak has it probed again.
   const int world_size = this->world_size();

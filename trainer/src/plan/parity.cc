@@ -81,7 +81,7 @@ struct Side {
     if (on_host) host.emplace();
     const UpdateStats stats =
         replay_skip ? trainer.ReplaySkip(update) : trainer.TrainUpdate(update);
-    after = Snapshot(trainer.model().named_parameters(), false);
+    after = Snapshot(NamedTrainableParameters(trainer.model()), false);
     return stats;
   }
   // Frees the snapshots once judged.
@@ -302,7 +302,8 @@ Result<CheckShape> ShapeAt(const JobSpec& spec, const Dataset& corpus, int batch
   // A side whose plan keeps the optimizer state on the host holds the rest on the device.
   const bool host_plan = plan.plan.optimizer_state == StatePlacement::kHost;
   const std::int64_t side_state = host_plan ? full - ledger->optimizer_state_bytes : full;
-  m.snapshot_bytes = 5 * ledger->parameters_bytes;
+  // Copies of the parameters the optimizer steps (a frozen base never changes).
+  m.snapshot_bytes = 5 * (ledger->parameters_bytes - ledger->frozen_parameters_bytes);
   const std::int64_t shared = on_cpu ? m.snapshot_bytes : 0;
   m.limit_bytes = m.usable_bytes + shared;
   m.reference_on_host = host_plan && on_cpu;
@@ -412,7 +413,7 @@ Status RunCheck(const CheckShape& shape, const Dataset& corpus, int updates, Tra
     Side& reference = *reference_side;
     report->own_dropout_switched_off = plans.back()->own_dropout_switched_off;
     Side& as_planned = *plans.back();
-    Tensors start = Snapshot(reference.trainer.model().named_parameters(), false);
+    Tensors start = Snapshot(NamedTrainableParameters(reference.trainer.model()), false);
     int stepped = 0, skipped_in_a_row = 0;
     for (int update = 0; stepped < updates; ++update) {
       // Each update is judged from the same parameters: AdamW's first steps normalise each

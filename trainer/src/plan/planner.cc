@@ -191,7 +191,8 @@ Result<BlockRanking> RankBlocks(const JobSpec& spec, const Dataset& corpus) {
   const auto probe = static_cast<double>(ledger_spec.plan.microbatch);
   r.recompute_seconds_per_sample = total_cost / probe;
   r.input_bytes_per_sample = static_cast<double>(ledger->inputs_bytes) / probe;
-  r.parameters_bytes = ledger->parameters_bytes;
+  // What the host would hold copies of: the parameters the optimizer steps.
+  r.parameters_bytes = ledger->parameters_bytes - ledger->frozen_parameters_bytes;
   r.optimizer_state_bytes = ledger->optimizer_state_bytes + ledger->optimizer_state_on_other_ranks;
   r.optimizer_state_on_other_ranks = ledger->optimizer_state_on_other_ranks;
   return r;
