@@ -72,6 +72,21 @@ std::string ErrorOf(const std::string& folder) {
   return "";
 }
 
+// The logits a script of hf/ wrote when run with `args`, whose last one is its output file.
+torch::Tensor PythonLogits(const std::vector<std::string>& args) {
+  testing::ChildProcess python(args);
+  python.ReadAllLines();
+  const int code = python.ExitCode();
+  EXPECT_EQ(code, 0) << python.ReadAllStderr();
+  return code == 0 ? ReadTensors(args.back()).at("logits") : torch::Tensor();
+}
+
+void ExpectSameLogits(const torch::Tensor& got, const torch::Tensor& want) {
+  ASSERT_TRUE(want.defined());
+  EXPECT_LE((got - want).abs().max().item<double>(),
+            1e-5 * std::max(1.0, want.abs().max().item<double>()));
+}
+
 class HfReferenceTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HfReferenceTest, LogitsAndGradientsEqualTransformers) {
@@ -175,13 +190,9 @@ TEST_P(HfReleaseTest, TransformersLoadsTheTrainedFolderAndAgreesWithTrainerd) {
   const torch::Tensor ids = torch::randint(0, 96, {2, 24}, torch::kLong);
   const torch::Tensor logits = trained->forward(ids).detach();
   ASSERT_TRUE(WriteSafetensors(dir.File("ids.safetensors"), {{"input_ids", ids}}, {}).ok());
-  testing::ChildProcess python({TRAINERD_HF_PYTHON, TRAINERD_HF_SCRIPTS "/transformers_logits.py",
-                                out, dir.File("ids.safetensors"), dir.File("logits.safetensors")});
-  python.ReadAllLines();
-  ASSERT_EQ(python.ExitCode(), 0) << python.ReadAllStderr();
-  const torch::Tensor want = ReadTensors(dir.File("logits.safetensors")).at("logits");
-  EXPECT_LE((logits - want).abs().max().item<double>(),
-            1e-5 * std::max(1.0, want.abs().max().item<double>()));
+  ExpectSameLogits(
+      logits, PythonLogits({TRAINERD_HF_PYTHON, TRAINERD_HF_SCRIPTS "/transformers_logits.py", out,
+                            dir.File("ids.safetensors"), dir.File("logits.safetensors")}));
   // Trained: not the folder it started from.
   const torch::Tensor before = Build(kModels + "/" + GetParam())->forward(ids);
   EXPECT_GT((logits - before).abs().max().item<double>(), 1e-3);
@@ -272,22 +283,13 @@ TEST_P(HfAdapterReleaseTest, PeftLoadsTheAdapterOntoTheBaseAndAgreesWithTheMerge
   const torch::Tensor ids = torch::randint(0, 96, {2, 24}, torch::kLong);
   const torch::Tensor logits = trained->forward(ids).detach();
   ASSERT_TRUE(WriteSafetensors(dir.File("ids.safetensors"), {{"input_ids", ids}}, {}).ok());
-  testing::ChildProcess python({TRAINERD_HF_PYTHON, TRAINERD_HF_SCRIPTS "/peft_logits.py", base,
-                                adapter_dir, dir.File("ids.safetensors"),
-                                dir.File("logits.safetensors")});
-  python.ReadAllLines();
-  ASSERT_EQ(python.ExitCode(), 0) << python.ReadAllStderr();
-  const torch::Tensor want = ReadTensors(dir.File("logits.safetensors")).at("logits");
-  EXPECT_LE((logits - want).abs().max().item<double>(),
-            1e-5 * std::max(1.0, want.abs().max().item<double>()));
+  ExpectSameLogits(logits, PythonLogits({TRAINERD_HF_PYTHON, TRAINERD_HF_SCRIPTS "/peft_logits.py",
+                                         base, adapter_dir, dir.File("ids.safetensors"),
+                                         dir.File("peft.safetensors")}));
   // The release folder itself is the plain merged model to transformers, peft installed or not.
-  testing::ChildProcess merged({TRAINERD_HF_PYTHON, TRAINERD_HF_SCRIPTS "/transformers_logits.py",
-                                out, dir.File("ids.safetensors"), dir.File("merged.safetensors")});
-  merged.ReadAllLines();
-  ASSERT_EQ(merged.ExitCode(), 0) << merged.ReadAllStderr();
-  const torch::Tensor plain = ReadTensors(dir.File("merged.safetensors")).at("logits");
-  EXPECT_LE((logits - plain).abs().max().item<double>(),
-            1e-5 * std::max(1.0, plain.abs().max().item<double>()));
+  ExpectSameLogits(
+      logits, PythonLogits({TRAINERD_HF_PYTHON, TRAINERD_HF_SCRIPTS "/transformers_logits.py", out,
+                            dir.File("ids.safetensors"), dir.File("merged.safetensors")}));
   const torch::Tensor before = Build(base)->forward(ids);
   EXPECT_GT((logits - before).abs().max().item<double>(), 1e-4) << "the adapter trained";
 }
