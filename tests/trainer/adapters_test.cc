@@ -3,16 +3,21 @@
 // base keeps its values and has neither gradients nor optimizer state, and the ledger says so;
 // merging keeps the outputs and leaves the plain model; an accumulated, checkpointed adapter
 // plan with dropout passes parity, and a step per microbatch fails it; a bf16 base halves the
-// frozen linear weights and trains under fp32 and bf16 plans alike.
+// frozen linear weights and trains under fp32 and bf16 plans alike; an interrupted adapter job
+// resumes to the uninterrupted release.
 #include "trainerd/trainer/models/adapters.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <atomic>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "../support/recording_sink.h"
+#include "../support/stop_after_update.h"
+#include "../support/temp_dir.h"
 #include "../support/tiny_job_test.h"
 #include "trainerd/trainer/loop/model_state_bytes.h"
 #include "trainerd/trainer/loop/trainer.h"
@@ -182,6 +187,43 @@ TEST_F(AdaptersTest, ABf16BaseHalvesTheFrozenLinearWeightsAndEveryPlanTrainsWith
     EXPECT_EQ(p.value().scalar_type(), torch::kFloat) << p.key();
   }
   EXPECT_LE((model.forward(tokens).detach() - adapted).abs().max().item<double>(), 1e-5);
+}
+
+// An adapter job on a bf16 base interrupted after 2 of 4 updates and resumed from its
+// checkpoint (the adapters, their AdamW state and the bf16 base) releases the model an
+// uninterrupted run releases, bit for bit.
+TEST_F(AdaptersTest, AnInterruptedAdapterJobResumesToTheUninterruptedRelease) {
+  JobSpec spec = Lora({"qkv", "mlp.2"}, /*dropout=*/0.1, Precision::kBf16);
+  spec.training.updates = 4;
+  const auto released = [&](const std::string& dir, int stop_after) {
+    TrainerOptions options;
+    options.checkpoint_path = dir + "/checkpoint.pt";
+    options.model_path = dir + "/model.pt";
+    std::atomic<bool> stop{false};
+    options.stop_requested = &stop;
+    if (stop_after > 0) {
+      testing::StopAfterUpdate sink(stop_after, &stop);
+      Trainer first(spec, *corpus_, &sink);
+      const Result<TrainOutcome> interrupted = first.Run(options);
+      EXPECT_TRUE(interrupted.ok() && interrupted->kind == TrainOutcome::Kind::kInterrupted);
+      stop = false;
+      options.resume = Resume::kRequired;
+    }
+    testing::RecordingSink sink;
+    Trainer trainer(spec, *corpus_, &sink);
+    const Result<TrainOutcome> outcome = trainer.Run(options);
+    EXPECT_TRUE(outcome.ok() && outcome->kind == TrainOutcome::Kind::kFinished);
+    EXPECT_EQ(sink.Of("update").size(), static_cast<std::size_t>(4 - stop_after))
+        << "the resumed run trains only the updates after its checkpoint";
+    return Values(trainer.model());
+  };
+  testing::TempDir straight, resumed;
+  const std::map<std::string, torch::Tensor> want = released(straight.path().string(), 0);
+  const std::map<std::string, torch::Tensor> got = released(resumed.path().string(), 2);
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [name, tensor] : want) {
+    EXPECT_TRUE(torch::equal(got.at(name), tensor)) << name;
+  }
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "../support/cuda_test.h"
+#include "../support/stop_after_update.h"
 #include "../support/temp_dir.h"
 #include "../support/tiny_job_test.h"
 #include "trainerd/trainer/device/device_memory.h"
@@ -134,19 +135,6 @@ TEST_F(HostModelStateTest, TheLedgerCountsTheStateOnTheHostAndNotOnTheDevice) {
   EXPECT_NE(LedgerTable(*host).find("on the host"), std::string::npos) << LedgerTable(*host);
 }
 
-// Stops a run once it has emitted the update event of `update`.
-class StopAfterUpdate : public EventSink {
- public:
-  StopAfterUpdate(int update, std::atomic<bool>* stop) : update_(update), stop_(stop) {}
-  void Emit(const WorkerEvent& event) override {
-    if (const auto* u = std::get_if<UpdateEvent>(&event); u && u->update == update_) *stop_ = true;
-  }
-
- private:
-  int update_;
-  std::atomic<bool>* stop_;
-};
-
 // Resumed under a device limit that holds the job with its state on the host only (the named
 // baseline's peak less half its optimizer state): the checkpoint's AdamW state is loaded in
 // host memory, never on the device (loaded there, it ran out of memory and was taken for a
@@ -164,7 +152,7 @@ TEST_F(HostModelStateTest, AJobResumesAcrossPlacementsFromOneCheckpoint) {
   std::atomic<bool> stop{false};
   options.stop_requested = &stop;
   {  // two updates on the device, interrupted: a checkpoint with the state on the device
-    StopAfterUpdate sink(2, &stop);
+    testing::StopAfterUpdate sink(2, &stop);
     Trainer first(With(StatePlacement::kDevice), *corpus_, &sink);
     Result<TrainOutcome> outcome = first.Run(options);
     ASSERT_TRUE(outcome.ok()) << outcome.status().message();

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <filesystem>
 
+#include "../support/stop_after_update.h"
 #include "../support/temp_dir.h"
 #include "../support/tiny_job_test.h"
 #include "trainerd/trainer/loop/gradient_accumulation.h"
@@ -136,20 +137,6 @@ TEST_F(PrecisionTest, AnInfiniteGradientInFp32OrBf16TakesNoStep) {
   }
 }
 
-// Asks the run to stop once it has reported update `at`.
-class StopAfterUpdate : public EventSink {
- public:
-  StopAfterUpdate(int at, std::atomic<bool>* stop) : at_(at), stop_(stop) {}
-  void Emit(const WorkerEvent& event) override {
-    const auto* update = std::get_if<UpdateEvent>(&event);
-    if (update != nullptr && update->update == at_) *stop_ = true;
-  }
-
- private:
-  int at_;
-  std::atomic<bool>* stop_;
-};
-
 // Resuming an fp16 run restores the scaler the checkpoint saved, not a fresh one.
 TEST_F(PrecisionTest, ResumeRestoresTheLossScaler) {
   testing::TempDir dir;
@@ -158,7 +145,7 @@ TEST_F(PrecisionTest, ResumeRestoresTheLossScaler) {
   std::atomic<bool> stop{false};
   TrainerOptions options = RunIn(dir, &stop);
   {
-    StopAfterUpdate sink(2, &stop);
+    testing::StopAfterUpdate sink(2, &stop);
     Trainer trainer(spec_, *corpus_, &sink);
     trainer.set_test_only_fault(TrainingFault::kInfGradient);  // update 2 overflows
     Result<TrainOutcome> interrupted = trainer.Run(options);
@@ -205,7 +192,8 @@ TEST_F(PrecisionTest, AnFp16RunThatSkipsEveryOneOfItsUpdatesHasDiverged) {
   std::atomic<bool> stop{false};
   TrainerOptions options = RunIn(dir, &stop);
   {
-    StopAfterUpdate sink(1, &stop);  // update 1 steps, then the run stops with a checkpoint
+    testing::StopAfterUpdate sink(1,
+                                  &stop);  // update 1 steps, then the run stops with a checkpoint
     Trainer trainer(spec_, *corpus_, &sink);
     ASSERT_EQ(trainer.Run(options)->kind, TrainOutcome::Kind::kInterrupted);
   }
