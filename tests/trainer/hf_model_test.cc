@@ -87,6 +87,29 @@ void ExpectSameLogits(const torch::Tensor& got, const torch::Tensor& want) {
             1e-5 * std::max(1.0, want.abs().max().item<double>()));
 }
 
+// trainer-run's events for 6 updates of `folder` on token ids below 96, released into
+// dir/out; `finetune` is the job's finetune: section, or "".
+std::vector<std::string> TrainFolder(const testing::TempDir& dir, const std::string& folder,
+                                     const std::string& finetune) {
+  torch::Tensor tokens = torch::arange(0, 96, 3, torch::kShort).repeat({300});
+  std::ofstream(dir.File("train.bin"), std::ios::binary)
+      .write(static_cast<const char*>(tokens.data_ptr()), tokens.nbytes());
+  std::ofstream(dir.File("val.bin"), std::ios::binary)
+      .write(static_cast<const char*>(tokens.data_ptr()), 2000);
+  const std::string job = dir.Write(
+      "job.yaml", "model: {kind: hf, path: " + folder + ", block_size: 24}\n" + finetune +
+                      "data: {format: tokens, train: train.bin, eval: [val.bin]}\n"
+                      "optimizer: {lr: 0.01}\n"
+                      "training: {effective_batch: 4, updates: 6, seed: 3, eval_interval: 6, "
+                      "checkpoint_interval: 6}\n"
+                      "runtime: {threads: 1}\n");
+  testing::ChildProcess run(
+      {TRAINER_RUN_PATH, "--config", job, "--output-dir", dir.File("out"), "--json"});
+  std::vector<std::string> events = run.ReadAllLines();
+  EXPECT_EQ(run.ExitCode(), 0) << run.ReadAllStderr();
+  return events;
+}
+
 class HfReferenceTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HfReferenceTest, LogitsAndGradientsEqualTransformers) {
@@ -162,23 +185,9 @@ class HfReleaseTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HfReleaseTest, TransformersLoadsTheTrainedFolderAndAgreesWithTrainerd) {
   testing::TempDir dir;
-  torch::Tensor tokens = torch::arange(0, 96, 3, torch::kShort).repeat({300});
-  std::ofstream(dir.File("train.bin"), std::ios::binary)
-      .write(static_cast<const char*>(tokens.data_ptr()), tokens.nbytes());
-  std::ofstream(dir.File("val.bin"), std::ios::binary)
-      .write(static_cast<const char*>(tokens.data_ptr()), 2000);
-  const std::string job = dir.Write(
-      "job.yaml", "model: {kind: hf, path: " + kModels + "/" + GetParam() +
-                      ", block_size: 24}\n"
-                      "data: {format: tokens, train: train.bin, eval: [val.bin]}\n"
-                      "optimizer: {lr: 0.01}\n"
-                      "training: {effective_batch: 4, updates: 6, seed: 3, eval_interval: 6, "
-                      "checkpoint_interval: 6}\n"
-                      "runtime: {threads: 1}\n");
+  TrainFolder(dir, kModels + "/" + GetParam(), "");
+  ASSERT_FALSE(::testing::Test::HasFailure());
   const std::string out = dir.File("out");
-  testing::ChildProcess run({TRAINER_RUN_PATH, "--config", job, "--output-dir", out, "--json"});
-  run.ReadAllLines();
-  ASSERT_EQ(run.ExitCode(), 0) << run.ReadAllStderr();
   for (const char* name : {"config.json", "generation_config.json", "model.safetensors"}) {
     EXPECT_TRUE(fs::exists(out + "/" + name)) << name;
   }
@@ -215,28 +224,14 @@ TEST_P(HfAdapterReleaseTest, PeftLoadsTheAdapterOntoTheBaseAndAgreesWithTheMerge
   const auto& [variant, targets] = GetParam();
   const std::string base = kModels + "/" + variant;
   testing::TempDir dir;
-  torch::Tensor tokens = torch::arange(0, 96, 3, torch::kShort).repeat({300});
-  std::ofstream(dir.File("train.bin"), std::ios::binary)
-      .write(static_cast<const char*>(tokens.data_ptr()), tokens.nbytes());
-  std::ofstream(dir.File("val.bin"), std::ios::binary)
-      .write(static_cast<const char*>(tokens.data_ptr()), 2000);
   std::string target_list;
   for (const std::string& t : targets) target_list += (target_list.empty() ? "" : ", ") + t;
-  const std::string job = dir.Write(
-      "job.yaml", "model: {kind: hf, path: " + base +
-                      ", block_size: 24}\n"
-                      "finetune: {method: lora, rank: 4, alpha: 8, dropout: 0.1, targets: [" +
-                      target_list +
-                      "]}\n"
-                      "data: {format: tokens, train: train.bin, eval: [val.bin]}\n"
-                      "optimizer: {lr: 0.01}\n"
-                      "training: {effective_batch: 4, updates: 6, seed: 3, eval_interval: 6, "
-                      "checkpoint_interval: 6}\n"
-                      "runtime: {threads: 1}\n");
+  const std::vector<std::string> events =
+      TrainFolder(dir, base,
+                  "finetune: {method: lora, rank: 4, alpha: 8, dropout: 0.1, targets: [" +
+                      target_list + "]}\n");
+  ASSERT_FALSE(::testing::Test::HasFailure());
   const std::string out = dir.File("out");
-  testing::ChildProcess run({TRAINER_RUN_PATH, "--config", job, "--output-dir", out, "--json"});
-  const std::vector<std::string> events = run.ReadAllLines();
-  ASSERT_EQ(run.ExitCode(), 0) << run.ReadAllStderr();
   // The FLOPs of an update without the frozen weights' gradients, counted before the merge.
   const nlohmann::json finish = nlohmann::json::parse(events.back());
   ASSERT_EQ(finish["event"], "finish");

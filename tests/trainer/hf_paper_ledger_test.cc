@@ -45,13 +45,33 @@ std::string FolderOf(const std::string& variant, const testing::TempDir& dir) {
   return folder;
 }
 
+// The ledger trainer-run --ledger measures for `folder` at block 32, effective batch 4, on
+// token ids below 96; `sections` gives the job's plan: (and finetune:) sections.
+MemoryLedger MeasuredLedger(const testing::TempDir& dir, const std::string& folder,
+                            const std::string& sections) {
+  const torch::Tensor tokens = torch::arange(0, 96, 7, torch::kShort).repeat({1000});
+  std::ofstream(dir.File("tokens.bin"), std::ios::binary)
+      .write(static_cast<const char*>(tokens.data_ptr()), tokens.nbytes());
+  const std::string job =
+      dir.Write("job.yaml", "model: {kind: hf, path: " + folder + ", block_size: 32}\n" + sections +
+                                "data: {format: tokens, train: tokens.bin, eval: [tokens.bin]}\n"
+                                "training: {effective_batch: 4, updates: 2, seed: 5}\n"
+                                "runtime: {threads: 1}\nmemory: {budget: 1GiB}\n");
+  testing::ChildProcess run({TRAINER_RUN_PATH, "--config", job, "--ledger", "--json"});
+  const std::vector<std::string> lines = run.ReadAllLines();
+  EXPECT_EQ(run.ExitCode(), 0) << folder << ": " << run.ReadAllStderr();
+  if (lines.empty()) return {};
+  const nlohmann::json json = nlohmann::json::parse(lines.back());
+  std::vector<std::string> mistyped;
+  const MemoryLedger measured = Parse<MemoryLedger>(json, &mistyped);
+  EXPECT_TRUE(mistyped.empty()) << json.dump();
+  return measured;
+}
+
 class HfPaperLedgerTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HfPaperLedgerTest, TheFormulasPredictTheMeasuredLedgerWithinFivePercent) {
   testing::TempDir dir;
-  const torch::Tensor tokens = torch::arange(0, 96, 7, torch::kShort).repeat({1000});
-  std::ofstream(dir.File("tokens.bin"), std::ios::binary)
-      .write(static_cast<const char*>(tokens.data_ptr()), tokens.nbytes());
   const std::string folder = FolderOf(GetParam(), dir);
   Result<PaperModel> paper = PaperModel::Read(folder);
   ASSERT_TRUE(paper.ok()) << paper.status().message();
@@ -59,21 +79,11 @@ TEST_P(HfPaperLedgerTest, TheFormulasPredictTheMeasuredLedgerWithinFivePercent) 
     for (const bool checkpoint_all : {false, true}) {
       const std::string name = GetParam() + " " + ToString(precision) +
                                (checkpoint_all ? ", every layer checkpointed" : "");
-      const std::string job = dir.Write(
-          "job.yaml", "model: {kind: hf, path: " + folder + ", block_size: 32}\n" +
-                          "data: {format: tokens, train: tokens.bin, eval: [tokens.bin]}\n"
-                          "training: {effective_batch: 4, updates: 2, seed: 5}\n"
-                          "plan: {microbatch: 2, precision: " +
-                          ToString(precision) +
-                          ", checkpoint_blocks: " + (checkpoint_all ? "all" : "none") + "}\n" +
-                          "runtime: {threads: 1}\nmemory: {budget: 1GiB}\n");
-      testing::ChildProcess run({TRAINER_RUN_PATH, "--config", job, "--ledger", "--json"});
-      const std::vector<std::string> lines = run.ReadAllLines();
-      ASSERT_EQ(run.ExitCode(), 0) << name << ": " << run.ReadAllStderr();
-      const nlohmann::json json = nlohmann::json::parse(lines.back());
-      std::vector<std::string> mistyped;
-      const MemoryLedger measured = Parse<MemoryLedger>(json, &mistyped);
-      ASSERT_TRUE(mistyped.empty()) << json.dump();
+      const MemoryLedger measured =
+          MeasuredLedger(dir, folder,
+                         "plan: {microbatch: 2, precision: " + std::string(ToString(precision)) +
+                             ", checkpoint_blocks: " + (checkpoint_all ? "all" : "none") + "}\n");
+      ASSERT_FALSE(::testing::Test::HasFailure()) << name;
 
       PaperShape shape;
       shape.block_size = 32;
@@ -119,20 +129,9 @@ INSTANTIATE_TEST_SUITE_P(Variants, HfPaperLedgerTest,
 // the device's peak as measured without it.
 TEST(HfPaperModelTest, TheHostStatePlacementMovesTheStateOffTheDeviceAsMeasured) {
   testing::TempDir dir;
-  const torch::Tensor tokens = torch::arange(0, 96, 7, torch::kShort).repeat({1000});
-  std::ofstream(dir.File("tokens.bin"), std::ios::binary)
-      .write(static_cast<const char*>(tokens.data_ptr()), tokens.nbytes());
   const std::string folder = FolderOf("llama_gqa", dir);
-  const std::string job =
-      dir.Write("job.yaml", "model: {kind: hf, path: " + folder + ", block_size: 32}\n" +
-                                "data: {format: tokens, train: tokens.bin, eval: [tokens.bin]}\n"
-                                "training: {effective_batch: 4, updates: 2, seed: 5}\n"
-                                "plan: {microbatch: 2, optimizer_state: host}\n"
-                                "runtime: {threads: 1}\nmemory: {budget: 1GiB}\n");
-  testing::ChildProcess run({TRAINER_RUN_PATH, "--config", job, "--ledger", "--json"});
-  const std::vector<std::string> lines = run.ReadAllLines();
-  ASSERT_EQ(run.ExitCode(), 0) << run.ReadAllStderr();
-  const MemoryLedger measured = Parse<MemoryLedger>(nlohmann::json::parse(lines.back()));
+  const MemoryLedger measured =
+      MeasuredLedger(dir, folder, "plan: {microbatch: 2, optimizer_state: host}\n");
   ASSERT_TRUE(measured.host);
   Result<PaperModel> paper = PaperModel::Read(folder);
   ASSERT_TRUE(paper.ok()) << paper.status().message();
@@ -158,24 +157,14 @@ TEST(HfPaperModelTest, TheHostStatePlacementMovesTheStateOffTheDeviceAsMeasured)
 // weight's product (20-25 % less than full training on these models), within 55 %.
 TEST(HfPaperModelTest, AdaptersFreezeTheBaseAsMeasuredAndBoundTheActivations) {
   testing::TempDir dir;
-  const torch::Tensor tokens = torch::arange(0, 96, 7, torch::kShort).repeat({1000});
-  std::ofstream(dir.File("tokens.bin"), std::ios::binary)
-      .write(static_cast<const char*>(tokens.data_ptr()), tokens.nbytes());
   for (const auto& [variant, targets] : std::vector<std::pair<std::string, std::string>>{
            {"llama_gqa", "q_proj, v_proj, down_proj"}, {"gpt2", "c_attn, mlp.c_proj"}}) {
     const std::string folder = FolderOf(variant, dir);
-    const std::string job = dir.Write(
-        "job.yaml", "model: {kind: hf, path: " + folder + ", block_size: 32}\n" +
-                        "finetune: {method: lora, rank: 4, dropout: 0.1, targets: [" + targets +
-                        "]}\n"
-                        "data: {format: tokens, train: tokens.bin, eval: [tokens.bin]}\n"
-                        "training: {effective_batch: 4, updates: 2, seed: 5}\n"
-                        "plan: {microbatch: 2}\n"
-                        "runtime: {threads: 1}\nmemory: {budget: 1GiB}\n");
-    testing::ChildProcess run({TRAINER_RUN_PATH, "--config", job, "--ledger", "--json"});
-    const std::vector<std::string> lines = run.ReadAllLines();
-    ASSERT_EQ(run.ExitCode(), 0) << variant << ": " << run.ReadAllStderr();
-    const MemoryLedger measured = Parse<MemoryLedger>(nlohmann::json::parse(lines.back()));
+    const MemoryLedger measured =
+        MeasuredLedger(dir, folder,
+                       "finetune: {method: lora, rank: 4, dropout: 0.1, targets: [" + targets +
+                           "]}\nplan: {microbatch: 2}\n");
+    ASSERT_FALSE(::testing::Test::HasFailure()) << variant;
     Result<PaperModel> paper = PaperModel::Read(folder);
     ASSERT_TRUE(paper.ok()) << paper.status().message();
     PaperShape shape;

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""What peft computes with an adapter trainerd released (tests/trainer/hf_adapter_test.cc).
+"""What peft computes with an adapter trainerd released (tests/trainer/hf_model_test.cc).
 
     peft_logits.py BASE_FOLDER ADAPTER_FOLDER IDS.safetensors OUT.safetensors
 
 Loads BASE_FOLDER with AutoModelForCausalLM.from_pretrained (eager attention, float32), puts
 the adapter of ADAPTER_FOLDER (adapter_config.json, adapter_model.safetensors) on it with
-peft's PeftModel.from_pretrained, fails when peft reports an adapter tensor it did not load or
-one the model lacks, and writes the logits of the `input_ids` of IDS.safetensors in evaluation
+peft's PeftModel.from_pretrained, fails unless the model's adapter tensors are the file's by
+name and value, and writes the logits of the `input_ids` of IDS.safetensors in evaluation
 mode to OUT.safetensors as `logits`.
 """
 import sys
@@ -14,7 +14,8 @@ import sys
 import peft
 import torch
 import transformers
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
+from transformers_logits import write_logits
 
 
 def main():
@@ -24,8 +25,7 @@ def main():
     base = transformers.AutoModelForCausalLM.from_pretrained(
         base_folder, attn_implementation="eager", dtype=torch.float32)
     model = peft.PeftModel.from_pretrained(base, adapter_folder)
-    # Every tensor of the file went somewhere: peft reports none unexpected, and each
-    # adapter weight the model has differs from the zero B it starts with somewhere.
+    # The model's adapter tensors are the file's, by name and value.
     stored = load_file(adapter_folder + "/adapter_model.safetensors")
     loaded = {name: tensor for name, tensor in model.state_dict().items() if "lora_" in name}
     names = {name.replace(".default", "") for name in loaded}
@@ -35,10 +35,7 @@ def main():
     for name, tensor in loaded.items():
         if not torch.equal(tensor, stored[name.replace(".default", "")]):
             sys.exit("peft_logits.py: %s was not loaded as stored" % name)
-    model.eval()
-    with torch.no_grad():
-        logits = model(input_ids=load_file(ids_path)["input_ids"]).logits
-    save_file({"logits": logits.contiguous()}, out_path)
+    write_logits(model, ids_path, out_path)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,14 @@ import transformers
 from safetensors.torch import load_file, save_file
 
 
+def write_logits(model, ids_path, out_path):
+    """Writes `model`'s logits of the input_ids of `ids_path`, in evaluation mode."""
+    model.eval()
+    with torch.no_grad():
+        logits = model(input_ids=load_file(ids_path)["input_ids"]).logits
+    save_file({"logits": logits.contiguous()}, out_path)
+
+
 def main():
     if len(sys.argv) != 4:
         sys.exit(__doc__)
@@ -25,10 +33,7 @@ def main():
         sys.exit("transformers_logits.py: %s loads with %s" % (folder, problems))
     if model.dtype != torch.float32:
         sys.exit("transformers_logits.py: %s loads as %s, not float32" % (folder, model.dtype))
-    model.eval()
-    with torch.no_grad():
-        logits = model(input_ids=load_file(ids_path)["input_ids"]).logits
-    save_file({"logits": logits.contiguous()}, out_path)
+    write_logits(model, ids_path, out_path)
 
 
 if __name__ == "__main__":

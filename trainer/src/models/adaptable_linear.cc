@@ -57,23 +57,32 @@ void LowRankAdapter::Remove(torch::nn::Module& layer) {
   for (const char* name : {"lora_A", "lora_B", "lora_dropout"}) layer.unregister_module(name);
 }
 
+void AdaptableLayer::AttachAdapter(const FinetuneSpec& spec, int site) {
+  TORCH_CHECK(!adapter_, "the layer has an adapter already");
+  const torch::Tensor& weight = stored_weight();
+  const int in_dim = fan_in_fan_out() ? 0 : 1;
+  adapter_.emplace(layer_module(), weight.size(in_dim), weight.size(1 - in_dim), spec, site);
+}
+
+void AdaptableLayer::MergeAdapter() {
+  if (!adapter_) return;
+  torch::NoGradGuard no_grad;
+  const torch::Tensor delta = adapter_->Delta();
+  torch::Tensor& weight = stored_weight();
+  weight.set_data(weight.to(torch::kFloat) + (fan_in_fan_out() ? delta.t() : delta));
+  adapter_->Remove(layer_module());
+  adapter_.reset();
+}
+
+void AdaptableLayer::StoreWeightAs(torch::ScalarType dtype) {
+  torch::Tensor& weight = stored_weight();
+  weight.set_data(weight.to(dtype));
+}
+
 torch::Tensor AdaptableLinearImpl::forward(const torch::Tensor& x) {
   torch::Tensor y = LinearOfStoredWeight(x, weight, bias);
   if (adapter_) y = y + adapter_->forward(x);
   return y;
-}
-
-void AdaptableLinearImpl::AttachAdapter(const FinetuneSpec& spec, int site) {
-  TORCH_CHECK(!adapter_, "the layer has an adapter already");
-  adapter_.emplace(*this, options.in_features(), options.out_features(), spec, site);
-}
-
-void AdaptableLinearImpl::MergeAdapter() {
-  if (!adapter_) return;
-  torch::NoGradGuard no_grad;
-  weight.set_data(weight.to(torch::kFloat) + adapter_->Delta());
-  adapter_->Remove(*this);
-  adapter_.reset();
 }
 
 }  // namespace trainerd

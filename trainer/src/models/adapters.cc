@@ -73,10 +73,9 @@ Status AttachAdapters(const JobSpec& spec, torch::nn::Module* model) {
   for (torch::Tensor& p : model->parameters()) p.requires_grad_(false);
   if (finetune.base_dtype == Precision::kBf16) {
     for (const auto& item : modules) {
-      if (dynamic_cast<AdaptableLayer*>(item.value().get()) == nullptr) continue;
-      const auto own = item.value()->named_parameters(/*recurse=*/false);
-      torch::Tensor weight = own["weight"];
-      weight.set_data(weight.to(torch::kBFloat16));
+      if (auto* layer = dynamic_cast<AdaptableLayer*>(item.value().get())) {
+        layer->StoreWeightAs(torch::kBFloat16);
+      }
     }
   }
   int site = kFirstAdapterSite;

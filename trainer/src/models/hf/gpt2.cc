@@ -19,19 +19,6 @@ torch::Tensor Conv1DImpl::forward(const torch::Tensor& x) {
   return y;
 }
 
-void Conv1DImpl::AttachAdapter(const FinetuneSpec& spec, int site) {
-  TORCH_CHECK(!adapter_, "the layer has an adapter already");
-  adapter_.emplace(*this, weight_.size(0), weight_.size(1), spec, site);
-}
-
-void Conv1DImpl::MergeAdapter() {
-  if (!adapter_) return;
-  torch::NoGradGuard no_grad;
-  weight_.set_data(weight_.to(torch::kFloat) + adapter_->Delta().t());
-  adapter_->Remove(*this);
-  adapter_.reset();
-}
-
 Gpt2AttentionImpl::Gpt2AttentionImpl(const HfDecoderConfig& config, int site)
     : heads_(config.num_attention_heads) {
   const std::int64_t width = config.hidden_size;

@@ -21,9 +21,11 @@ class Conv1DImpl : public torch::nn::Module, public AdaptableLayer {
  public:
   Conv1DImpl(std::int64_t in, std::int64_t out);
   torch::Tensor forward(const torch::Tensor& x);
-  void AttachAdapter(const FinetuneSpec& spec, int site) override;
-  void MergeAdapter() override;
   bool fan_in_fan_out() const override { return true; }
+
+ protected:
+  torch::nn::Module& layer_module() override { return *this; }
+  torch::Tensor& stored_weight() override { return weight_; }
 
  private:
   torch::Tensor weight_, bias_;

@@ -38,20 +38,27 @@ class LowRankAdapter {
 };
 
 // A layer that takes an adapter. Implementations add adapter_->forward(x) to their output
-// when one is attached.
+// when one is attached, and give the module the adapter registers on and their stored weight.
 class AdaptableLayer {
  public:
   virtual ~AdaptableLayer() = default;
   // REQUIRES: no adapter yet.
-  virtual void AttachAdapter(const FinetuneSpec& spec, int site) = 0;
+  void AttachAdapter(const FinetuneSpec& spec, int site);
   // Folds the adapter into the weight and removes it: the layer then computes what it
   // computed with the adapter (up to rounding), as plain parameters. No-op without one.
-  virtual void MergeAdapter() = 0;
+  void MergeAdapter();
+  // Stores the weight as `dtype` (a frozen base's finetune.base_dtype).
+  void StoreWeightAs(torch::ScalarType dtype);
   // True when the layer stores its weight [in, out] (GPT-2's Conv1D), peft's fan_in_fan_out.
   virtual bool fan_in_fan_out() const { return false; }
   bool has_adapter() const { return adapter_.has_value(); }
 
  protected:
+  // The module the adapter's parameters are registered on: the layer itself.
+  virtual torch::nn::Module& layer_module() = 0;
+  // The weight, [out, in] or, with fan_in_fan_out, [in, out].
+  virtual torch::Tensor& stored_weight() = 0;
+
   std::optional<LowRankAdapter> adapter_;
 };
 
@@ -66,8 +73,10 @@ class AdaptableLinearImpl : public torch::nn::LinearImpl, public AdaptableLayer 
  public:
   using LinearImpl::LinearImpl;
   torch::Tensor forward(const torch::Tensor& x);
-  void AttachAdapter(const FinetuneSpec& spec, int site) override;
-  void MergeAdapter() override;
+
+ protected:
+  torch::nn::Module& layer_module() override { return *this; }
+  torch::Tensor& stored_weight() override { return weight; }
 };
 TORCH_MODULE(AdaptableLinear);
 
