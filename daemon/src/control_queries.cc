@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "trainerd/common/sha256.h"
@@ -104,8 +105,33 @@ nlohmann::json ReleaseJson(const store::Release& release) {
           {"gate_passed", release.gate_passed},
           {"gate", ParsedOrText(release.gate_details_json)},
           {"created_at", release.created_at},
-          {"current", release.current}};
+          {"current", release.current},
+          {"live_at", release.live_at ? nlohmann::json(*release.live_at) : nullptr},
+          {"previous_release",
+           release.previous_release_id ? nlohmann::json(*release.previous_release_id) : nullptr},
+          {"pinned", release.pinned},
+          {"withdrawn", release.withdrawn_json ? ParsedOrText(*release.withdrawn_json)
+                                               : nlohmann::json(nullptr)}};
 }
+
+namespace {
+
+nlohmann::json OutcomeTotalsJson(store::Store& store, std::int64_t release_id) {
+  nlohmann::json list = nlohmann::json::array();
+  Result<std::vector<store::OutcomeTotal>> totals =
+      store.GetOutcomeTotals(release_id, std::numeric_limits<double>::infinity());
+  for (const store::OutcomeTotal& t : totals.ok() ? *totals : std::vector<store::OutcomeTotal>{}) {
+    list.push_back({{"slice", t.slice},
+                    {"metric", t.metric},
+                    {"value", t.value},
+                    {"count", t.count},
+                    {"first_at", t.first_at},
+                    {"last_at", t.last_at}});
+  }
+  return list;
+}
+
+}  // namespace
 
 nlohmann::json EventJson(const store::Event& event) {
   return {{"id", event.id},
@@ -189,6 +215,26 @@ nlohmann::json AnswerFromStore(store::Store& store, const std::string& job_path,
                {"events", events},
                {"slice_evals", evals},
                {"updates_recorded", updates}});
+  }
+  if (command == "release" && request.value("action", "") == "show") {
+    const nlohmann::json id = request.value("release", nlohmann::json());
+    if (!id.is_number_integer())
+      return Error(kBadRequest, "release: release must be an integer id");
+    Result<store::Release> release = store.GetRelease(id.get<std::int64_t>());
+    if (!release.ok()) {
+      return release.status().code() == Status::Code::kNotFound
+                 ? Error(kNotFound, "no release " + std::to_string(id.get<std::int64_t>()))
+                 : Error(kInternalError, release.status().message());
+    }
+    nlohmann::json result = {{"release", ReleaseJson(*release)},
+                             {"outcomes", OutcomeTotalsJson(store, release->id)}};
+    if (release->previous_release_id) {
+      result["previous_outcomes"] = OutcomeTotalsJson(store, *release->previous_release_id);
+    }
+    if (Result<store::RunRecord> run = store.GetRun(release->run_id); run.ok()) {
+      result["run"] = RunJson(*run);
+    }
+    return Ok(result);
   }
   if (command == "configs") {
     Result<std::vector<store::ConfigVersion>> versions = store.ListConfigVersions();

@@ -14,6 +14,7 @@
 #include "trainerd/daemon/event_log.h"
 #include "trainerd/daemon/host_fingerprint.h"
 #include "trainerd/daemon/log.h"
+#include "trainerd/daemon/outcome_lines.h"
 #include "trainerd/daemon/policy.h"
 #include "trainerd/daemon/schedule.h"
 #include "trainerd/daemon/state_layout.h"
@@ -58,7 +59,8 @@ Daemon::Daemon(asio::io_context& io, DaemonConfig config, std::string config_pat
       options_(options),
       signals_(io, SIGTERM, SIGINT, SIGHUP),
       wake_(io),
-      watchdog_(io) {}
+      watchdog_(io),
+      outcome_timer_(io) {}
 
 void Daemon::StopStaleWorker() {
   std::ifstream in(StateLayout(config_.state_dir).WorkerPidFile());
@@ -167,6 +169,8 @@ nlohmann::json Daemon::HandleControl(const nlohmann::json& request) {
     return Ok({{"cancelled", progress_.run_id ? nlohmann::json(*progress_.run_id) : nullptr}});
   }
   if (command == "rollback") return Rollback(request);
+  if (command == "outcome") return RecordOutcomes(request);
+  if (command == "release") return ReleaseCommand(request);
   return Error(kBadRequest, "unknown command '" + command + "'");
 }
 
@@ -177,8 +181,8 @@ nlohmann::json Daemon::Rollback(const nlohmann::json& request) {
   return request.value("model", false) ? RollbackModel(request) : RollbackConfig(request);
 }
 
-// The model: back to the newest gate-passed release older than the current one, or to the
-// release given; releases/current follows.
+// The model: back to the newest gate-passed release older than the current one that was not
+// withdrawn, or to the release given; releases/current follows.
 nlohmann::json Daemon::RollbackModel(const nlohmann::json& request) {
   const double now = clock_.Now();
   Result<std::vector<store::Release>> releases = store_->ListReleases(10000);
@@ -192,14 +196,14 @@ nlohmann::json Daemon::RollbackModel(const nlohmann::json& request) {
     target = request["release"].get<std::int64_t>();
   } else {
     for (const store::Release& r : *releases) {  // newest first
-      if (r.gate_passed && *current && r.id < (*current)->id) {
+      if (r.gate_passed && !r.withdrawn_json && *current && r.id < (*current)->id) {
         target = r.id;
         break;
       }
     }
     if (!target) return Error(kNotFound, "no earlier released model to roll back to");
   }
-  if (Status s = store_->SetCurrentRelease(*target); !s.ok()) {
+  if (Status s = store_->SetCurrentRelease(*target, now); !s.ok()) {
     return Error(s.code() == Status::Code::kNotFound ? kNotFound : kConflict, s.message());
   }
   for (const store::Release& r : *releases) {
@@ -265,6 +269,137 @@ nlohmann::json Daemon::RollbackConfig(const nlohmann::json& request) {
            .dump()});
   metrics_->Rollback("operator");
   return Ok({{"active_config", target}});
+}
+
+Result<store::Release> Daemon::OutcomeRelease(const std::string& name) {
+  if (name.size() < 12) {  // an id (OutcomeLineFromJson allows nothing else this short)
+    Result<store::Release> release = store_->GetRelease(std::stoll(name));
+    if (!release.ok() && release.status().code() == Status::Code::kNotFound) {
+      return Status::NotFound("release " + name + " is unknown");
+    }
+    return release;
+  }
+  Result<std::vector<store::Release>> found = store_->FindReleasesByArtifact(name);
+  if (!found.ok()) return found.status();
+  for (const store::Release& r : *found) {  // newest first
+    if (r.artifact_hash != found->front().artifact_hash) {
+      return Status::InvalidArgument("model hash " + name + " starts more than one model's");
+    }
+  }
+  for (const store::Release& r : *found) {
+    if (r.live_at) return r;
+  }
+  if (!found->empty()) return found->front();
+  return Status::NotFound("no release holds a model whose sha256 starts with " + name);
+}
+
+// trainerctl outcome add / import: every line checked and resolved, then stored in one
+// transaction; a bad line refuses them all, naming it.
+nlohmann::json Daemon::RecordOutcomes(const nlohmann::json& request) {
+  const double now = clock_.Now();
+  const nlohmann::json& items = request.contains("outcomes") ? request["outcomes"] : nullptr;
+  if (!items.is_array() || items.empty()) {
+    return Error(kBadRequest, "outcome: outcomes must be a list of one or more outcomes");
+  }
+  if (request.contains("source") && !request["source"].is_string()) {
+    return Error(kBadRequest, "outcome: source must be a string");
+  }
+  const std::string source = request.value("source", "outcome");
+  std::vector<store::Outcome> outcomes;
+  std::vector<std::string> names;
+  for (const nlohmann::json& item : items) {
+    const nlohmann::json line_json =
+        item.is_object() ? item.value("line", nlohmann::json()) : nlohmann::json();
+    const std::int64_t line_number =
+        line_json.is_number_integer() ? line_json.get<std::int64_t>() : 0;
+    const std::string where = source + (line_number > 0 ? ":" + std::to_string(line_number) : "");
+    Result<OutcomeLine> line = OutcomeLineFromJson(item, where);
+    if (!line.ok()) return Error(kBadRequest, line.status().message());
+    Result<store::Release> release = OutcomeRelease(line->release);
+    if (!release.ok()) {
+      return Error(
+          release.status().code() == Status::Code::kInternal ? kInternalError : kBadRequest,
+          where + ": " + release.status().message());
+    }
+    const std::string name = "release " + std::to_string(release->id);
+    if (!release->live_at) {
+      return Error(kBadRequest, where + ": " + name +
+                                    " never went live (its gate withheld it), so it has no "
+                                    "outcomes");
+    }
+    const double at = line->at.value_or(now);
+    if (at < *release->live_at) {
+      return Error(kBadRequest, where + ": at " + FormatUtc(at) + " is before " + name +
+                                    " went live (" + FormatUtc(*release->live_at) + ")");
+    }
+    if (at > now + 300) {
+      return Error(kBadRequest, where + ": at " + FormatUtc(at) + " is in the future");
+    }
+    outcomes.push_back({release->id, line->slice, line->metric, at, line->value, line->count});
+    names.push_back(where);
+  }
+  Result<std::int64_t> added = store_->RecordOutcomes(outcomes, names);
+  if (!added.ok()) {
+    return Error(
+        added.status().code() == Status::Code::kInvalidArgument ? kBadRequest : kInternalError,
+        added.status().message());
+  }
+  RecordAndLog(
+      *store_,
+      {0, now, std::nullopt, "outcomes_recorded", store::Severity::kInfo,
+       std::to_string(*added) + " outcomes recorded from " + source + " (" +
+           std::to_string(outcomes.size() - *added) + " already stored)",
+       nlohmann::json{{"source", source}, {"added", *added}, {"lines", outcomes.size()}}.dump()});
+  if (!cycle_running_) CheckOutcomes();  // else after the cycle, which may be releasing
+  return Ok({{"added", *added}, {"already_stored", outcomes.size() - *added}});
+}
+
+// trainerctl release pin|unpin|show ID.
+nlohmann::json Daemon::ReleaseCommand(const nlohmann::json& request) {
+  const std::string action = request.value("action", "");
+  if (action == "show") {
+    nlohmann::json answer = AnswerFromStore(*store_, config_.job_path, request);
+    if (!answer.value("ok", false) || !answer["result"]["release"].value("current", false)) {
+      return answer;
+    }
+    if (Result<std::optional<OutcomeVerdict>> verdict = outcome_watch_->Verdict();
+        verdict.ok() && *verdict) {
+      answer["result"]["verdict"] = ToJson(**verdict);
+    }
+    return answer;
+  }
+  if (action != "pin" && action != "unpin") {
+    return Error(kBadRequest, "release: action must be pin, unpin or show");
+  }
+  if (!request.contains("release") || !request["release"].is_number_integer()) {
+    return Error(kBadRequest, "release: release must be an integer id");
+  }
+  const std::int64_t id = request["release"];
+  if (Status s = store_->SetReleasePinned(id, action == "pin"); !s.ok()) {
+    return Error(s.code() == Status::Code::kNotFound ? kNotFound : kInternalError, s.message());
+  }
+  RecordAndLog(*store_,
+               {0, clock_.Now(), std::nullopt, "release_" + action + "ned", store::Severity::kInfo,
+                "operator " + action + "ned release " + std::to_string(id) +
+                    (action == "pin" ? ": its outcomes never roll it back"
+                                     : ": its outcomes may roll it back again"),
+                nlohmann::json{{"release", id}}.dump()});
+  return Ok(ReleaseJson(*store_->GetRelease(id)));
+}
+
+void Daemon::CheckOutcomes() {
+  if (Result<std::optional<OutcomeVerdict>> verdict = outcome_watch_->Check(); !verdict.ok()) {
+    Log(LogPriority::kError, "outcomes: " + verdict.status().message());
+  }
+}
+
+void Daemon::ArmOutcomeCheck() {
+  outcome_timer_.expires_after(TimerDelay(config_.outcomes.check_interval_seconds));
+  outcome_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    if (!cycle_running_) CheckOutcomes();
+    ArmOutcomeCheck();
+  });
 }
 
 bool Daemon::CycleDue(const Window& window) {
@@ -405,6 +540,9 @@ asio::awaitable<int> Daemon::Main() {
     metrics_endpoint_ = std::move(*endpoint);
     Log(LogPriority::kInfo, "metrics on http://" + config_.metrics_listen + "/metrics");
   }
+  outcome_watch_ = std::make_unique<OutcomeWatch>(config_, *store_, files_, clock_, metrics_.get());
+  CheckOutcomes();
+  if (!options_.once) ArmOutcomeCheck();
   if (Status s = StartControlServer(); !s.ok()) {
     Log(LogPriority::kError, s.message());
     co_return exit_code::kInternal;
@@ -446,6 +584,7 @@ asio::awaitable<int> Daemon::Main() {
     CycleOutcome outcome = co_await cycle.Run(*window, trigger, RunToResume(now));
     cycle_running_ = false;
     ApplyPendingReload();
+    CheckOutcomes();
     if (options_.once) {
       code = stopping_          ? exit_code::kInterrupted
              : outcome.released ? exit_code::kOk
@@ -456,6 +595,7 @@ asio::awaitable<int> Daemon::Main() {
   }
   if (stopping_ && !options_.once) code = exit_code::kOk;  // a service stop is not a failure
   watchdog_.cancel();
+  outcome_timer_.cancel();
   signals_.cancel();
   control_.reset();
   store_.reset();  // closes the database cleanly

@@ -194,7 +194,40 @@ void ReadRegression(YamlReader regression, RegressionConfig* out) {
   regression.RejectUnknownKeys();
 }
 
+void ReadOutcomes(YamlReader outcomes, OutcomesConfig* out) {
+  for (YamlReader metric : outcomes.ChildList("metrics")) {
+    OutcomeMetricConfig m;
+    metric.String("name", &m.name, {});
+    if (metric.ok() && m.name.empty()) metric.Fail("name", "the metric's name", "nothing");
+    if (metric.ok() && out->Metric(m.name) != nullptr) {
+      metric.Fail("name", "a name no other metric has", Quoted(m.name));
+    }
+    std::string better;
+    metric.String("better", &better, {"higher", "lower"});
+    if (metric.ok() && better.empty()) metric.Fail("better", "higher or lower", "nothing");
+    m.higher_is_better = better == "higher";
+    metric.DurationSeconds("maturity", &m.maturity_seconds, 0, 365 * kDaySeconds);
+    int min_count = static_cast<int>(m.min_count);
+    metric.Int("min_count", &min_count, 1, 1'000'000'000);
+    m.min_count = min_count;
+    metric.Fraction("tolerance", &m.tolerance, 0, 1);
+    metric.RejectUnknownKeys();
+    out->metrics.push_back(m);
+  }
+  outcomes.StringList("slices", &out->slices);
+  outcomes.DurationSeconds("check_interval", &out->check_interval_seconds, 0, kDaySeconds,
+                           /*min_open=*/true);
+  outcomes.RejectUnknownKeys();
+}
+
 }  // namespace
+
+const OutcomeMetricConfig* OutcomesConfig::Metric(const std::string& name) const {
+  for (const OutcomeMetricConfig& m : metrics) {
+    if (m.name == name) return &m;
+  }
+  return nullptr;
+}
 
 double RegressionConfig::ToleranceFor(const std::string& slice) const {
   const auto it = slice_tolerances.find(slice);
@@ -240,6 +273,7 @@ Result<DaemonConfig> ParseDaemonConfigText(const std::string& yaml_text,
   metrics.RejectUnknownKeys();
   ReadCost(top.Child("cost"), &config.cost);
   ReadRegression(top.Child("regression"), &config.regression);
+  ReadOutcomes(top.Child("outcomes"), &config.outcomes);
   YamlReader retries = top.Child("retries");
   retries.Int("max_attempts", &config.max_attempts, 1, 16);
   retries.RejectUnknownKeys();

@@ -9,6 +9,7 @@
 
 #include <exception>
 #include <sstream>
+#include <tuple>
 #include <vector>
 
 namespace trainerd::daemon {
@@ -28,7 +29,8 @@ constexpr std::string_view kOutcomes[] = {"succeeded", "oom",         "crashed",
                                           "cancelled", "interrupted", "rejected"};
 constexpr std::string_view kFallbackReasons[] = {"oom", "crash", "leak", "rejected"};
 constexpr std::string_view kRollbackReasons[] = {
-    "oom", "crash", "leak", "rejected", "regression", "invalid_config", "operator"};
+    "oom",        "crash",          "leak",     "rejected",
+    "regression", "invalid_config", "operator", "outcome_regression"};
 
 // Registers a family and records its name in `names`.
 Family<Gauge>& GaugeFamily(prometheus::Registry& registry, std::vector<std::string>& names,
@@ -106,6 +108,14 @@ struct DaemonMetrics::Families {
   Family<Gauge>& zero_stage =
       GaugeFamily(*registry, names, "trainerd_plan_zero_stage",
                   "The last run's plan: its ZeRO stage over the data-parallel ranks (0: none)");
+  Family<Gauge>& outcome_value = GaugeFamily(
+      *registry, names, "trainerd_outcome_value",
+      "Outcomes the serving side reported, count-weighted mean, by release (the current one and "
+      "the one it replaced: role), slice and metric");
+  Family<Gauge>& outcome_count =
+      GaugeFamily(*registry, names, "trainerd_outcome_count",
+                  "How many outcomes trainerd_outcome_value is the mean of, by the same labels");
+  std::vector<Gauge*> outcome_values, outcome_counts;  // their series, replaced as a whole
   Family<Gauge>& time_model_error = GaugeFamily(
       *registry, names, "trainerd_plan_time_model_error_ratio",
       "The planner's last choice: its time model's predicted over measured update, less 1");
@@ -172,6 +182,32 @@ void DaemonMetrics::RunFinished(const store::RunRecord& run,
     for (auto* family : {&f_->microbatch, &f_->accumulation, &f_->checkpointed, &f_->state_on_host,
                          &f_->zero_stage}) {
       if (family->Has({})) family->Remove(&family->Add({}));
+    }
+  }
+}
+
+void DaemonMetrics::Outcomes(std::int64_t current,
+                             const std::vector<store::OutcomeTotal>& current_totals,
+                             std::int64_t previous,
+                             const std::vector<store::OutcomeTotal>& previous_totals) {
+  // Only these two releases have series: the label stays bounded however many nights pass.
+  for (Gauge* series : f_->outcome_values) f_->outcome_value.Remove(series);
+  for (Gauge* series : f_->outcome_counts) f_->outcome_count.Remove(series);
+  f_->outcome_values.clear();
+  f_->outcome_counts.clear();
+  for (const auto& [release, role, totals] : {std::tuple(current, "current", &current_totals),
+                                              std::tuple(previous, "previous", &previous_totals)}) {
+    for (const store::OutcomeTotal& total : *totals) {
+      const prometheus::Labels labels = {{"release", std::to_string(release)},
+                                         {"role", role},
+                                         {"slice", total.slice},
+                                         {"metric", total.metric}};
+      Gauge& value = f_->outcome_value.Add(labels);
+      value.Set(total.value);
+      f_->outcome_values.push_back(&value);
+      Gauge& count = f_->outcome_count.Add(labels);
+      count.Set(static_cast<double>(total.count));
+      f_->outcome_counts.push_back(&count);
     }
   }
 }

@@ -197,4 +197,60 @@ std::string FormatConfigs(const Json& result) {
   return Table(rows);
 }
 
+std::string FormatRelease(const Json& result) {
+  const Json& r = result["release"];
+  std::ostringstream out;
+  out << "release " << r.value("id", 0) << " of run " << r.value("run_id", 0) << ": model "
+      << Short(r["artifact_sha256"]) << (r.value("current", false) ? ", current" : "")
+      << (r.value("pinned", false) ? ", pinned" : "") << "\n";
+  out << "  gate " << (r.value("gate_passed", false) ? "passed" : "failed") << ", live since "
+      << TimeText(r["live_at"]) << ", replaced release "
+      << (r["previous_release"].is_number() ? std::to_string(r["previous_release"].get<int>())
+                                            : std::string("-"))
+      << "\n";
+  if (r["withdrawn"].is_object()) {
+    out << "  withdrawn at " << TimeText(r["withdrawn"]["at"])
+        << " after its outcomes regressed; release " << r["withdrawn"].value("rolled_back_to", 0)
+        << " current again\n";
+  }
+  if (result.contains("run")) {
+    const Json& run = result["run"];
+    out << "  config " << Short(run["config_hash"]) << ", data " << Short(run["data_fingerprint"])
+        << ", " << Plan(run["plan"]) << "\n";
+  }
+  // Outcomes by slice and metric, this release's beside the one it replaced.
+  std::vector<std::vector<std::string>> rows = {
+      {"SLICE", "METRIC", "VALUE", "COUNT", "PREVIOUS", "COUNT", "VERDICT"}};
+  const Json previous = result.value("previous_outcomes", Json::array());
+  const Json compared = result.contains("verdict") ? result["verdict"]["compared"] : Json::array();
+  for (const Json& o : result["outcomes"]) {
+    std::vector<std::string> row = {o.value("slice", ""),
+                                    o.value("metric", ""),
+                                    NumberText(o["value"], "%.6g"),
+                                    std::to_string(o.value("count", 0)),
+                                    "-",
+                                    "-",
+                                    "-"};
+    for (const Json& p : previous) {
+      if (p["slice"] == o["slice"] && p["metric"] == o["metric"]) {
+        row[4] = NumberText(p["value"], "%.6g");
+        row[5] = std::to_string(p.value("count", 0));
+      }
+    }
+    for (const Json& c : compared) {
+      if (c["slice"] == o["slice"] && c["metric"] == o["metric"]) {
+        row[6] = c.value("regressed", false) ? "regressed" : "ok";
+      }
+    }
+    rows.push_back(row);
+  }
+  out << (rows.size() > 1 ? Table(rows) : "  no outcomes reported\n");
+  if (result.contains("verdict")) {
+    for (const Json& w : result["verdict"]["waiting"]) {
+      out << "  waiting: " << w.get<std::string>() << "\n";
+    }
+  }
+  return out.str();
+}
+
 }  // namespace trainerd::daemon

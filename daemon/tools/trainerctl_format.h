@@ -11,5 +11,6 @@ std::string FormatStatus(const nlohmann::json& status);
 std::string FormatRuns(const nlohmann::json& runs);
 std::string FormatShow(const nlohmann::json& show);
 std::string FormatConfigs(const nlohmann::json& configs);
+std::string FormatRelease(const nlohmann::json& release);
 
 }  // namespace trainerd::daemon

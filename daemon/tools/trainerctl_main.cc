@@ -17,8 +17,10 @@
 #include "trainerd/daemon/control_queries.h"
 #include "trainerd/daemon/daemon_config.h"
 #include "trainerd/daemon/host_fingerprint.h"
+#include "trainerd/daemon/outcome_lines.h"
 #include "trainerd/store/store.h"
 #include "trainerd/trainer/spec/profile_text.h"
+#include "trainerd/trainer/spec/yaml_reader.h"
 
 namespace {
 
@@ -29,7 +31,7 @@ constexpr const char* kUsage =
     R"(usage: trainerctl [--config FILE | --state-dir DIR] [--socket PATH] [--json] COMMAND
 
 Talks to trainerd over its control socket. Read-only commands (status, runs, show, report,
-profile, configs) read the database directly when the daemon is not running. Options go before or
+profile, configs, release show) read the database directly when the daemon is not running. Options go before or
 after the command, as `--opt VALUE` or `--opt=VALUE`; everything after `what-if` goes to
 trainer-run.
 
@@ -62,14 +64,26 @@ commands:
                              hash prefix) active; the job file's version is marked bad
   rollback --model [--release ID]
                              make the previous released model (or release ID) current
+  outcome add --release R --slice NAME --metric NAME --value X [--count N] [--at TIME]
+                             record an outcome the serving side measured of release R (an
+                             id, or 12+ hex digits of the sha256 its model.json names):
+                             X is the mean of N outcomes (default 1) up to TIME (Unix
+                             seconds or 2026-12-05T10:00:00Z; default now)
+  outcome import FILE        record a file of outcomes in one transaction: JSON lines or
+                             CSV with the columns release, slice, metric, value and
+                             optionally count and at; a bad line refuses the whole file
+  release show ID            a release: its run, gate, pin, withdrawal, and its outcomes
+                             beside those of the release it replaced
+  release pin ID             its outcomes never roll it back (unpin: they may again)
 
 exit codes:
   0  ok
   1  other error (the daemon refused the request, the database failed)
   2  usage error (an unknown command or option, a missing or malformed value, a number that
      is not a positive integer)
-  3  trainerd is not running (for run-now, cancel, rollback)
-  4  no such run or config version
+  3  trainerd is not running (for run-now, cancel, rollback, outcome, release pin)
+  4  no such run, config version or release
+  5  bad input: an outcome line or file the daemon refused (the message names the line)
 )";
 
 constexpr int kOk = 0;
@@ -77,6 +91,7 @@ constexpr int kError = 1;
 constexpr int kUsageError = 2;
 constexpr int kNotRunning = 3;
 constexpr int kNoSuchThing = 4;
+constexpr int kBadInput = 5;
 
 struct Args {
   std::string config;
@@ -92,6 +107,10 @@ struct Args {
   bool model = false;                    // rollback --model
   std::int64_t release = 0;              // rollback --model --release ID; 0: the previous one
   std::vector<std::string> worker_args;  // what-if ARGS...
+  std::string action;                    // outcome add|import, release show|pin|unpin
+  std::string file;                      // outcome import FILE
+  daemon::OutcomeLine outcome;           // outcome add
+  std::string at;                        // outcome add --at TIME
 };
 
 struct Paths {
@@ -146,6 +165,9 @@ int Print(const Json& response, const Args& args) {
     const Json& error = response["error"];
     if (args.json) std::cout << response.dump() << "\n";
     const std::string code = error.value("code", "");
+    if (args.command == "outcome" && code == daemon::kBadRequest) {
+      return Fail(error.value("message", "error"), kBadInput);
+    }
     return Fail(error.value("message", "error"), code == daemon::kNotFound ? kNoSuchThing : kError);
   }
   const Json& result = response["result"];
@@ -161,6 +183,11 @@ int Print(const Json& response, const Args& args) {
     std::cout << daemon::FormatShow(result);
   } else if (args.command == "configs") {
     std::cout << daemon::FormatConfigs(result);
+  } else if (args.command == "release" && args.action == "show") {
+    std::cout << daemon::FormatRelease(result);
+  } else if (args.command == "outcome") {
+    std::cout << result.value("added", 0) << " outcomes recorded, "
+              << result.value("already_stored", 0) << " already stored\n";
   } else {
     std::cout << result.dump() << "\n";
   }
@@ -202,6 +229,53 @@ Json Request(const Args& args) {
   if (!args.to.empty()) request["to"] = args.to;
   if (args.model) request["model"] = true;
   if (args.release > 0) request["release"] = args.release;
+  if (args.command == "release") request["action"] = args.action;
+  return request;
+}
+
+// The outcome request: the one line of `outcome add`, or the lines of FILE; nullopt after a
+// message when FILE cannot be read or holds a bad line.
+std::optional<Json> OutcomeRequest(const Args& args) {
+  Json request = {{"command", "outcome"}, {"outcomes", Json::array()}};
+  if (args.action == "add") {
+    daemon::OutcomeLine line = args.outcome;
+    if (!args.at.empty()) {
+      line.at = daemon::ParseOutcomeTime(args.at);
+      if (!line.at) {
+        Fail(
+            "--at: expected Unix seconds or an ISO 8601 UTC time such as 2026-12-05T10:00:00Z, "
+            "got '" +
+                args.at + "'",
+            kUsageError);
+        return std::nullopt;
+      }
+    }
+    request["source"] = "outcome add";
+    request["outcomes"].push_back(daemon::ToJson(line));
+    return request;
+  }
+  trainerd::Result<std::string> text = trainerd::ReadConfigFile(args.file);
+  if (!text.ok()) {
+    Fail(text.status().message(), kBadInput);
+    return std::nullopt;
+  }
+  trainerd::Result<std::vector<daemon::OutcomeLine>> lines =
+      daemon::ParseOutcomeFile(*text, args.file);
+  if (!lines.ok()) {
+    Fail(lines.status().message(), kBadInput);
+    return std::nullopt;
+  }
+  request["source"] = args.file;
+  for (const daemon::OutcomeLine& line : *lines)
+    request["outcomes"].push_back(daemon::ToJson(line));
+  if (request.dump().size() + 1 > daemon::kMaxRequestBytes) {
+    Fail(args.file + ": " + std::to_string(lines->size()) +
+             " outcomes are more than one import "
+             "takes (" +
+             std::to_string(daemon::kMaxRequestBytes >> 20) + " MiB of requests): split the file",
+         kBadInput);
+    return std::nullopt;
+  }
   return request;
 }
 
@@ -260,6 +334,24 @@ std::optional<int> ParseCommandLine(int argc, char** argv, Args& args) {
   CLI::Option* model = rollback->add_flag("--model", args.model);
   rollback->add_option("--release", args.release)->check(kPositiveInteger)->needs(model);
   to->excludes(model);
+  CLI::App* outcome = app.add_subcommand("outcome");
+  outcome->require_subcommand(1, 1);
+  CLI::App* add = outcome->add_subcommand("add");
+  add->add_option("--release", args.outcome.release)->required();
+  add->add_option("--slice", args.outcome.slice)->required();
+  add->add_option("--metric", args.outcome.metric)->required();
+  add->add_option("--value", args.outcome.value)->required();
+  add->add_option("--count", args.outcome.count)->check(kPositiveInteger);
+  add->add_option("--at", args.at);
+  outcome->add_subcommand("import")->add_option("FILE", args.file)->required();
+  CLI::App* release = app.add_subcommand("release");
+  release->require_subcommand(1, 1);
+  for (const char* action : {"show", "pin", "unpin"}) {
+    release->add_subcommand(action)
+        ->add_option("ID", args.release, "release id")
+        ->required()
+        ->check(kPositiveInteger);
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -285,6 +377,10 @@ std::optional<int> ParseCommandLine(int argc, char** argv, Args& args) {
   }
   args.command = app.get_subcommands().front()->get_name();
   args.worker_args = what_if->remaining();
+  for (const CLI::App* parent : {outcome, release}) {
+    if (!parent->get_subcommands().empty())
+      args.action = parent->get_subcommands().front()->get_name();
+  }
   return std::nullopt;
 }
 
@@ -322,12 +418,17 @@ int main(int argc, char** argv) {
                 kUsageError);
   }
 
-  const Json request = Request(args);
+  std::optional<Json> outcome_request;
+  if (args.command == "outcome" && !(outcome_request = OutcomeRequest(args))) {
+    return args.action == "add" ? kUsageError : kBadInput;
+  }
+  const Json request = outcome_request ? *outcome_request : Request(args);
   trainerd::Result<Json> response = daemon::SendControlRequest(paths.socket, request);
   if (response.ok()) return Print(*response, args);
   const bool read_only = args.command == "status" || args.command == "runs" ||
                          args.command == "show" || args.command == "report" ||
-                         args.command == "profile" || args.command == "configs";
+                         args.command == "profile" || args.command == "configs" ||
+                         (args.command == "release" && args.action == "show");
   if (response.status().code() != trainerd::Status::Code::kNotFound) {
     return Fail(response.status().message(), kError);
   }

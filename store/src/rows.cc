@@ -297,7 +297,40 @@ Release ReadRelease(sqlite::Statement& stmt) {
   release.gate_details_json = stmt.ReadText();
   release.created_at = stmt.ReadDouble();
   release.current = stmt.ReadBool();
+  release.live_at = stmt.ReadOptionalDouble();
+  release.previous_release_id = stmt.ReadOptionalInt64();
+  release.pinned = stmt.ReadBool();
+  release.withdrawn_json = stmt.ReadOptionalText();
   return release;
+}
+
+// --- Outcomes --------------------------------------------------------------------------
+
+void BindOutcome(sqlite::Statement& stmt, const Outcome& outcome) {
+  stmt.Bind(outcome.release_id, outcome.slice, outcome.metric, outcome.at, outcome.value,
+            outcome.count);
+}
+
+Outcome ReadOutcome(sqlite::Statement& stmt) {
+  Outcome outcome;
+  outcome.release_id = stmt.ReadInt64();
+  outcome.slice = stmt.ReadText();
+  outcome.metric = stmt.ReadText();
+  outcome.at = stmt.ReadDouble();
+  outcome.value = stmt.ReadDouble();
+  outcome.count = stmt.ReadInt64();
+  return outcome;
+}
+
+OutcomeTotal ReadOutcomeTotal(sqlite::Statement& stmt) {
+  OutcomeTotal total;
+  total.slice = stmt.ReadText();
+  total.metric = stmt.ReadText();
+  total.value = stmt.ReadDouble();
+  total.count = stmt.ReadInt64();
+  total.first_at = stmt.ReadDouble();
+  total.last_at = stmt.ReadDouble();
+  return total;
 }
 
 }  // namespace trainerd::store::rows

@@ -104,8 +104,20 @@ inline constexpr std::string_view kInsertRelease =
     "created_at) VALUES (?, ?, ?, ?, ?, ?) RETURNING id";
 inline constexpr std::string_view kSelectRelease =
     "SELECT id, run_id, artifact_path, artifact_hash, gate_passed, gate_details, created_at, "
-    "is_current FROM releases";
+    "is_current, live_at, previous_release_id, pinned, withdrawn FROM releases";
 void BindRelease(sqlite::Statement& stmt, const Release& release);
 Release ReadRelease(sqlite::Statement& stmt);
+
+// --- Outcomes --------------------------------------------------------------------------
+inline constexpr std::string_view kInsertOutcome =
+    "INSERT INTO outcomes (release_id, slice, metric, at, value, count) VALUES (?, ?, ?, ?, ?, ?)";
+inline constexpr std::string_view kSelectOutcome =
+    "SELECT release_id, slice, metric, at, value, count FROM outcomes";
+inline constexpr std::string_view kSelectOutcomeTotal =
+    "SELECT slice, metric, SUM(value * count) / SUM(count), SUM(count), MIN(at), MAX(at) "
+    "FROM outcomes";
+void BindOutcome(sqlite::Statement& stmt, const Outcome& outcome);
+Outcome ReadOutcome(sqlite::Statement& stmt);
+OutcomeTotal ReadOutcomeTotal(sqlite::Statement& stmt);
 
 }  // namespace trainerd::store::rows

@@ -17,7 +17,7 @@ struct Migration {
 
 // The schema's history. A released step never changes: databases in the field already ran
 // it. A change is a new step at the end, and kSchemaVersion follows it.
-constexpr std::array<Migration, 8> kMigrations = {{
+constexpr std::array<Migration, 9> kMigrations = {{
     {1, R"sql(
 CREATE TABLE config_versions (
   hash       TEXT PRIMARY KEY,
@@ -291,6 +291,27 @@ UPDATE runs SET optimizer_state = 'device' WHERE microbatch IS NOT NULL;
     {8, R"sql(
 ALTER TABLE runs ADD COLUMN zero_stage INTEGER CHECK (zero_stage IS NULL OR zero_stage IN (0, 1, 2));
 UPDATE runs SET zero_stage = 0 WHERE microbatch IS NOT NULL;
+)sql"},
+    // Outcomes per release, and the releases' life: when each went live and after which
+    // (releases before this version went live when made, after the gate-passed one before),
+    // pinned by an operator, withdrawn after their outcomes regressed.
+    {9, R"sql(
+ALTER TABLE releases ADD COLUMN live_at REAL;
+ALTER TABLE releases ADD COLUMN previous_release_id INTEGER REFERENCES releases (id);
+ALTER TABLE releases ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0 CHECK (pinned IN (0, 1));
+ALTER TABLE releases ADD COLUMN withdrawn TEXT CHECK (withdrawn IS NULL OR json_valid(withdrawn));
+UPDATE releases SET live_at = created_at,
+  previous_release_id = (SELECT MAX(p.id) FROM releases p WHERE p.gate_passed = 1 AND p.id < releases.id)
+  WHERE gate_passed = 1;
+CREATE TABLE outcomes (
+  release_id INTEGER NOT NULL REFERENCES releases (id),
+  slice      TEXT NOT NULL,
+  metric     TEXT NOT NULL,
+  at         REAL NOT NULL,
+  value      REAL NOT NULL,
+  count      INTEGER NOT NULL CHECK (count >= 1),
+  PRIMARY KEY (release_id, slice, metric, at)
+) WITHOUT ROWID;
 )sql"},
 }};
 

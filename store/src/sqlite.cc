@@ -218,6 +218,14 @@ std::optional<double> Statement::ReadOptionalDouble() {
   return ReadDouble();
 }
 
+std::optional<std::string> Statement::ReadOptionalText() {
+  if (IsNull()) {
+    ++next_column_;
+    return std::nullopt;
+  }
+  return ReadText();
+}
+
 // --- Transaction -----------------------------------------------------------------------
 
 Result<Transaction> Transaction::Begin(Connection& db) {

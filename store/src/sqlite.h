@@ -104,6 +104,7 @@ class Statement {
   std::string ReadText();
   std::optional<std::int64_t> ReadOptionalInt64();
   std::optional<double> ReadOptionalDouble();
+  std::optional<std::string> ReadOptionalText();
   // Whether the next column to read is NULL; Skip passes over `columns` columns.
   bool NextIsNull() const { return IsNull(); }
   void Skip(int columns) { next_column_ += columns; }

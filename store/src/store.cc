@@ -1,6 +1,7 @@
 #include "trainerd/store/store.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <system_error>
 #include <utility>
@@ -453,20 +454,73 @@ Result<std::int64_t> Store::RecordRelease(const Release& release) {
   return release_id;
 }
 
-Status Store::SetCurrentRelease(std::int64_t release_id) {
+namespace {
+
+std::string ReleaseName(std::int64_t release_id) { return "release " + std::to_string(release_id); }
+
+// Makes `release_id` current at `at` inside the caller's transaction.
+Status MakeCurrent(Connection& db, std::int64_t release_id, double at) {
+  Result<Release> release = QueryExisting<Release>(
+      db, Sql(rows::kSelectRelease, "WHERE id = ?"),
+      [&](Statement& stmt) { stmt.Bind(release_id); }, rows::ReadRelease, ReleaseName(release_id));
+  if (!release.ok()) return release.status();
+  const std::string name = "run store '" + db.path() + "': " + ReleaseName(release_id);
+  if (!release->gate_passed) {
+    return Status::FailedPrecondition(name + " did not pass the release gate");
+  }
+  Result<std::optional<std::int64_t>> withdrawn = QueryFirst<std::int64_t>(
+      db, "SELECT id FROM releases WHERE artifact_hash = ? AND withdrawn IS NOT NULL",
+      [&](Statement& stmt) { stmt.Bind(release->artifact_hash); },
+      [](Statement& stmt) { return stmt.ReadInt64(); });
+  if (!withdrawn.ok()) return withdrawn.status();
+  if (*withdrawn) {
+    return Status::FailedPrecondition(
+        name + " holds model " + release->artifact_hash.substr(0, 12) + ", which " +
+        (**withdrawn == release_id ? std::string("was") : ReleaseName(**withdrawn) + " was") +
+        " withdrawn after its outcomes regressed");
+  }
+  Result<std::optional<Release>> before = QueryFirst<Release>(
+      db, Sql(rows::kSelectRelease, "WHERE is_current = 1"), [](Statement&) {}, rows::ReadRelease);
+  if (!before.ok()) return before.status();
+  Status status =
+      Execute(db, "UPDATE releases SET is_current = 0 WHERE is_current = 1", [](Statement&) {});
+  if (!status.ok()) return status;
+  const std::optional<std::int64_t> previous =
+      *before ? std::optional<std::int64_t>((*before)->id) : std::nullopt;
+  return Execute(db,
+                 "UPDATE releases SET is_current = 1, live_at = COALESCE(live_at, ?), "
+                 "previous_release_id = CASE WHEN live_at IS NULL THEN ? "
+                 "ELSE previous_release_id END WHERE id = ?",
+                 [&](Statement& stmt) { stmt.Bind(at, previous, release_id); });
+}
+
+}  // namespace
+
+Status Store::SetCurrentRelease(std::int64_t release_id, double at) {
+  return InTransaction(*db_, [&]() { return MakeCurrent(*db_, release_id, at); });
+}
+
+Status Store::WithdrawRelease(std::int64_t release_id, std::int64_t to,
+                              const std::string& reason_json, double at) {
   return InTransaction(*db_, [&]() -> Status {
     Result<Release> release = GetRelease(release_id);
     if (!release.ok()) return release.status();
-    if (!release->gate_passed) {
-      return Status::FailedPrecondition("run store '" + db_->path() + "': release " +
-                                        std::to_string(release_id) +
-                                        " did not pass the release gate");
-    }
-    Status status =
-        Execute(*db_, "UPDATE releases SET is_current = 0 WHERE is_current = 1", [](Statement&) {});
+    const std::string name = "run store '" + db_->path() + "': " + ReleaseName(release_id);
+    if (!release->current) return Status::FailedPrecondition(name + " is not the current one");
+    if (release->pinned) return Status::FailedPrecondition(name + " is pinned");
+    Status status = Execute(*db_, "UPDATE releases SET withdrawn = ? WHERE id = ?",
+                            [&](Statement& stmt) { stmt.Bind(reason_json, release_id); });
     if (!status.ok()) return status;
-    return Execute(*db_, "UPDATE releases SET is_current = 1 WHERE id = ?",
-                   [&](Statement& stmt) { stmt.Bind(release_id); });
+    return MakeCurrent(*db_, to, at);
+  });
+}
+
+Status Store::SetReleasePinned(std::int64_t release_id, bool pinned) {
+  return InTransaction(*db_, [&]() -> Status {
+    Result<Release> release = GetRelease(release_id);
+    if (!release.ok()) return release.status();
+    return Execute(*db_, "UPDATE releases SET pinned = ? WHERE id = ?",
+                   [&](Statement& stmt) { stmt.Bind(pinned, release_id); });
   });
 }
 
@@ -489,6 +543,62 @@ Result<std::vector<Release>> Store::ListReleases(int limit) {
   return QueryAll<Release>(
       *db_, Sql(rows::kSelectRelease, "ORDER BY id DESC LIMIT ?"),
       [&](Statement& stmt) { stmt.Bind(limit); }, rows::ReadRelease);
+}
+
+Result<std::vector<Release>> Store::FindReleasesByArtifact(std::string_view hash_prefix) {
+  return QueryAll<Release>(
+      *db_, Sql(rows::kSelectRelease, "WHERE substr(artifact_hash, 1, ?) = ? ORDER BY id DESC"),
+      [&](Statement& stmt) {
+        stmt.Bind(static_cast<std::int64_t>(hash_prefix.size()), hash_prefix);
+      },
+      rows::ReadRelease);
+}
+
+// --- Outcomes --------------------------------------------------------------------------
+
+Result<std::int64_t> Store::RecordOutcomes(const std::vector<Outcome>& outcomes,
+                                           const std::vector<std::string>& names) {
+  std::int64_t added = 0;
+  Status status = InTransaction(*db_, [&]() -> Status {
+    for (std::size_t i = 0; i < outcomes.size(); ++i) {
+      const Outcome& o = outcomes[i];
+      const std::string where = (i < names.size() ? names[i] : "outcome " + std::to_string(i + 1)) +
+                                " (" + ReleaseName(o.release_id) + ", slice '" + o.slice +
+                                "', metric '" + o.metric + "')";
+      if (!std::isfinite(o.value) || !std::isfinite(o.at) || o.count < 1) {
+        return Status::InvalidArgument(where + ": needs a finite value and time and a count >= 1");
+      }
+      Result<Release> release = GetRelease(o.release_id);
+      if (!release.ok()) return Status::InvalidArgument(where + ": " + release.status().message());
+      Result<std::optional<Outcome>> stored = QueryFirst<Outcome>(
+          *db_,
+          Sql(rows::kSelectOutcome, "WHERE release_id = ? AND slice = ? AND metric = ? AND at = ?"),
+          [&](Statement& stmt) { stmt.Bind(o.release_id, o.slice, o.metric, o.at); },
+          rows::ReadOutcome);
+      if (!stored.ok()) return stored.status();
+      if (*stored) {
+        if (**stored == o) continue;
+        return Status::InvalidArgument(
+            where + " at " + std::to_string(o.at) + ": stored already with value " +
+            std::to_string((*stored)->value) + " and count " + std::to_string((*stored)->count));
+      }
+      Status inserted =
+          Execute(*db_, rows::kInsertOutcome, [&](Statement& stmt) { rows::BindOutcome(stmt, o); });
+      if (!inserted.ok()) return inserted;
+      ++added;
+    }
+    return Status::Ok();
+  });
+  if (!status.ok()) return status;
+  return added;
+}
+
+Result<std::vector<OutcomeTotal>> Store::GetOutcomeTotals(std::int64_t release_id, double until) {
+  return QueryAll<OutcomeTotal>(
+      *db_,
+      Sql(rows::kSelectOutcomeTotal,
+          "WHERE release_id = ? AND at <= ? GROUP BY slice, metric ORDER BY slice, metric"),
+      [&](Statement& stmt) { stmt.Bind(release_id, until); }, rows::ReadOutcomeTotal);
 }
 
 }  // namespace trainerd::store

@@ -29,7 +29,8 @@ TEST(ParseControlRequestTest, AnythingElseIsABadRequestWithTheServersMessage) {
   }
   const std::string oversized =
       R"({"command": "status", "pad": ")" + std::string(kMaxRequestBytes, 'x') + "\"}";
-  EXPECT_EQ(ParseControlRequest(oversized).status().message(), "request longer than 65536 bytes");
+  EXPECT_EQ(ParseControlRequest(oversized).status().message(),
+            "request longer than 16777216 bytes");
 }
 
 class AnswerFromStoreTest : public ::testing::Test {

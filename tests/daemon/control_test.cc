@@ -13,6 +13,7 @@
 #include <csignal>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,21 +21,17 @@
 #include "../support/child_process.h"
 #include "../support/temp_dir.h"
 #include "../support/tiny_job.h"
+#include "../support/trainerctl.h"
 #include "../support/utc_clock.h"
 #include "trainerd/daemon/control_client.h"
+#include "trainerd/daemon/control_queries.h"
 
 namespace trainerd {
 namespace {
 
 using Json = nlohmann::json;
 using testing::ChildProcess;
-
-struct Ctl {
-  int code = -1;
-  std::string out;
-  std::string err;
-  Json json() const { return Json::parse(out, nullptr, false); }
-};
+using testing::Ctl;
 
 class ControlTest : public ::testing::Test {
  protected:
@@ -79,14 +76,7 @@ class ControlTest : public ::testing::Test {
 
   // trainerctl ARGS..., nothing added.
   Ctl RunAsGiven(const std::vector<std::string>& args) const {
-    std::vector<std::string> argv = {TRAINERCTL_PATH};
-    argv.insert(argv.end(), args.begin(), args.end());
-    ChildProcess ctl(argv);
-    Ctl result;
-    for (const std::string& line : ctl.ReadAllLines()) result.out += line + "\n";
-    result.err = ctl.ReadAllStderr();
-    result.code = ctl.ExitCode();
-    return result;
+    return testing::RunTrainerctl(args);
   }
 
   // Waits until `runs` runs have ended.
@@ -240,6 +230,32 @@ TEST_F(ControlTest, ReadOnlyCommandsReadTheDatabaseWhenTheDaemonIsDown) {
   EXPECT_EQ(Run({"show"}).code, 2);
 }
 
+// An import is one transaction: a daemon SIGKILLed while it takes 20 000 outcomes has stored
+// all of them or none (wherever the kill lands, before, during or after the commit). And
+// release show reads the database when the daemon is down.
+TEST_F(ControlTest, ADaemonKilledDuringAnOutcomeImportStoredAllOfItOrNone) {
+  StartDaemon();
+  ASSERT_EQ(Run({"run-now"}).code, 0);
+  ASSERT_TRUE(WaitForRuns(1));
+  ASSERT_EQ(Run({"status", "--json"}).json()["current_release"]["id"], 1);
+  std::string lines = "release,slice,metric,value,count\n";
+  constexpr int kLines = 20000;
+  for (int i = 0; i < kLines; ++i) lines += "1,s" + std::to_string(i) + ",ctr,0.5,3\n";
+  const std::string file = dir_.Write("outcomes.csv", lines);
+  ChildProcess import(
+      {TRAINERCTL_PATH, "--config", dir_.File("trainerd.yaml"), "outcome", "import", file});
+  std::this_thread::sleep_for(std::chrono::milliseconds(std::random_device()() % 400));
+  daemon_->Signal(SIGKILL);
+  EXPECT_NE(daemon_->ExitCode(), 0);
+  daemon_.reset();
+  import.ExitCode();
+  const Ctl shown = Run({"release", "show", "1", "--json"});
+  ASSERT_EQ(shown.code, 0) << shown.err;
+  const std::size_t stored = shown.json()["outcomes"].size();
+  EXPECT_TRUE(stored == 0 || stored == kLines) << stored << " of " << kLines;
+  EXPECT_EQ(Run({"release", "show", "2"}).code, 4);
+}
+
 TEST_F(ControlTest, OptionsGoBeforeOrAfterTheCommandAndABadValueIsAUsageError) {
   StartDaemon();
   ASSERT_EQ(Run({"run-now"}).code, 0);
@@ -291,7 +307,7 @@ TEST_F(ControlTest, BadRequestsGetJsonErrorsAndTheDaemonCarriesOn) {
   // Found by review of the fuzz harness: a non-boolean threw inside the handler ("internal").
   reply = Json::parse(Raw("{\"command\": \"rollback\", \"model\": \"yes\"}\n"), nullptr, false);
   EXPECT_EQ(reply["error"]["code"], "bad_request");
-  reply = Json::parse(Raw(std::string(70000, 'x')), nullptr, false);
+  reply = Json::parse(Raw(std::string(daemon::kMaxRequestBytes + 10, 'x')), nullptr, false);
   EXPECT_EQ(reply["error"]["code"], "bad_request");
   EXPECT_NE(reply["error"]["message"].get<std::string>().find("longer than"), std::string::npos);
   // Two requests on one connection: two answers.

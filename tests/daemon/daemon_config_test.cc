@@ -107,6 +107,31 @@ worker:
   EXPECT_EQ(config->worker_path, "/srv/conf/bin/trainer-run");
 }
 
+TEST(DaemonConfigTest, OutcomesListTheWatchedMetricsWithDefaults) {
+  Result<DaemonConfig> config = ParseDaemonConfigText(
+      "job: j.yaml\noutcomes:\n  metrics:\n"
+      "    - {name: ctr, better: higher}\n"
+      "    - {name: refund_rate, better: lower, maturity: 168h, min_count: 50, tolerance: 5%}\n"
+      "  slices: [en, de]\n  check_interval: 10m\n",
+      "trainerd.yaml");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  const OutcomesConfig& outcomes = config->outcomes;
+  ASSERT_EQ(outcomes.metrics.size(), 2u);
+  EXPECT_EQ(outcomes.metrics[0].name, "ctr");
+  EXPECT_TRUE(outcomes.metrics[0].higher_is_better);
+  EXPECT_EQ(outcomes.metrics[0].maturity_seconds, 72 * 3600);
+  EXPECT_EQ(outcomes.metrics[0].min_count, 100);
+  EXPECT_DOUBLE_EQ(outcomes.metrics[0].tolerance, 0.02);
+  EXPECT_FALSE(outcomes.metrics[1].higher_is_better);
+  EXPECT_EQ(outcomes.metrics[1].maturity_seconds, 7 * 24 * 3600);
+  EXPECT_EQ(outcomes.metrics[1].min_count, 50);
+  EXPECT_DOUBLE_EQ(outcomes.metrics[1].tolerance, 0.05);
+  EXPECT_EQ(outcomes.slices, (std::vector<std::string>{"en", "de"}));
+  EXPECT_EQ(outcomes.check_interval_seconds, 600);
+  EXPECT_EQ(outcomes.Metric("refund_rate"), &outcomes.metrics[1]);
+  EXPECT_EQ(outcomes.Metric("clicks"), nullptr);
+}
+
 TEST(DaemonConfigTest, ParityUpdatesZeroTurnsTheParityCheckOff) {
   Result<DaemonConfig> config =
       ParseDaemonConfigText("job: j.yaml\nparity: {updates: 0}\n", "/etc/trainerd/trainerd.yaml");
@@ -287,6 +312,29 @@ TEST(DaemonConfigTest, ErrorsNameFileLineKeyAndValue) {
       {"job: j.yaml\nworker:\n  binary: x\n", "trainerd.yaml:3: worker.binary: unknown key"},
       {"job: j.yaml\nstate_dir: [a]\n",
        "trainerd.yaml:2: state_dir: expected a string, got a list"},
+      {"job: j.yaml\noutcomes:\n  metrics: {name: ctr}\n",
+       "trainerd.yaml:3: outcomes.metrics: expected a list of mappings"},
+      {"job: j.yaml\noutcomes:\n  metrics:\n    - ctr\n",
+       "trainerd.yaml:4: outcomes.metrics[0]: expected a mapping"},
+      {"job: j.yaml\noutcomes:\n  metrics:\n    - {name: ctr}\n",
+       "trainerd.yaml:4: outcomes.metrics[0].better: expected higher or lower, got nothing"},
+      {"job: j.yaml\noutcomes:\n  metrics:\n    - {name: ctr, better: up}\n",
+       "trainerd.yaml:4: outcomes.metrics[0].better: expected one of"},
+      {"job: j.yaml\noutcomes:\n  metrics:\n    - {better: higher}\n",
+       "trainerd.yaml:4: outcomes.metrics[0].name: expected the metric's name, got nothing"},
+      {"job: j.yaml\noutcomes:\n  metrics:\n    - {name: ctr, better: higher}\n"
+       "    - {name: ctr, better: lower}\n",
+       "trainerd.yaml:5: outcomes.metrics[1].name: expected a name no other metric has, got "
+       "'ctr'"},
+      {"job: j.yaml\noutcomes:\n  metrics:\n    - {name: ctr, better: higher, min_count: 0}\n",
+       "trainerd.yaml:4: outcomes.metrics[0].min_count: expected an integer in [1, 1000000000], "
+       "got '0'"},
+      {"job: j.yaml\noutcomes:\n  metrics:\n    - {name: ctr, better: higher, maturity: soon}\n",
+       "trainerd.yaml:4: outcomes.metrics[0].maturity: expected a duration"},
+      {"job: j.yaml\noutcomes:\n  metrics:\n    - {name: ctr, better: higher, window: 3d}\n",
+       "trainerd.yaml:4: outcomes.metrics[0].window: unknown key"},
+      {"job: j.yaml\noutcomes:\n  check_interval: 0s\n",
+       "trainerd.yaml:3: outcomes.check_interval: expected a duration in (0s, 24h]"},
   };
   for (const auto& c : cases) {
     const std::string error = ErrorOf(c.yaml);

@@ -129,6 +129,7 @@ TEST(DaemonMetricsTest, FamilyNamesAreTheFamiliesServedAfterARun) {
   metrics.RunFinished(FinishedRun(store::RunStatus::kSucceeded), {{"all", 2.5}});
   metrics.Budget(1 << 30, 1 << 29);
   metrics.PlanTimed(0.1);
+  metrics.Outcomes(2, {{"en", "ctr", 0.1, 10, 0, 0}}, 1, {});
   std::set<std::string> served;
   std::istringstream exposition(metrics.Exposition());
   for (std::string line; std::getline(exposition, line);) {
@@ -139,6 +140,21 @@ TEST(DaemonMetricsTest, FamilyNamesAreTheFamiliesServedAfterARun) {
   const std::set<std::string> named(metrics.FamilyNames().begin(), metrics.FamilyNames().end());
   EXPECT_EQ(named, served);
   EXPECT_EQ(named.size(), metrics.FamilyNames().size()) << "a family is named twice";
+}
+
+TEST(DaemonMetricsTest, OutcomesHaveSeriesOnlyForTheCurrentReleaseAndTheOneItReplaced) {
+  DaemonMetrics metrics("v");
+  metrics.Outcomes(2, {{"en", "ctr", 0.1, 10, 0, 0}}, 1, {{"en", "ctr", 0.2, 30, 0, 0}});
+  metrics.Outcomes(3, {{"de", "ctr", 0.4, 5, 0, 0}}, 2, {{"en", "ctr", 0.1, 10, 0, 0}});
+  const std::string text = metrics.Exposition();
+  EXPECT_TRUE(Contains(
+      text, R"(trainerd_outcome_value{metric="ctr",release="3",role="current",slice="de"} 0.4)"))
+      << text;
+  EXPECT_TRUE(Contains(
+      text, R"(trainerd_outcome_count{metric="ctr",release="2",role="previous",slice="en"} 10)"))
+      << text;
+  EXPECT_FALSE(Contains(text, R"(release="1")")) << "the release two nights back is gone";
+  EXPECT_FALSE(Contains(text, R"(release="2",role="current")"));
 }
 
 TEST(DaemonMetricsTest, RestoringTheLastRunDoesNotCountIt) {

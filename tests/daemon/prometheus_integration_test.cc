@@ -107,13 +107,27 @@ TEST(PrometheusIntegrationTest, DashboardQueriesReturnDataAndAlertRulesEvaluate)
   const int prometheus_port = FreePort();
   const std::string target = "127.0.0.1:" + std::to_string(metrics_port);
   // The planner chooses the plan: its time model's error is one of the dashboard's series.
+  // Two nights, a release each, and outcomes for both: the outcome panels' series.
   testing::TinyGptYamlOptions job;
-  job.updates = 20;
-  dir.Write("job.yaml", testing::TinyGptYaml(job));
   dir.Write("trainerd.yaml", "job: job.yaml\nstate_dir: state\nmetrics: {listen: \"" + target +
-                                 "\"}\ncost: {per_device_hour: 0.35}\n");
-  ChildProcess daemon({TRAINERD_PATH, "--config", dir.File("trainerd.yaml"), "--once"});
-  ASSERT_EQ(daemon.ExitCode(), 0) << daemon.ReadAllStderr();
+                                 "\"}\ncost: {per_device_hour: 0.35}\n"
+                                 "regression: {eval_loss_tolerance: 100%}\n");
+  for (const int updates : {20, 24}) {
+    job.updates = updates;
+    dir.Write("job.yaml", testing::TinyGptYaml(job));
+    ChildProcess daemon({TRAINERD_PATH, "--config", dir.File("trainerd.yaml"), "--once"});
+    ASSERT_EQ(daemon.ExitCode(), 0) << daemon.ReadAllStderr();
+  }
+  {
+    Result<std::unique_ptr<store::Store>> store = store::Store::Open(dir.File("state/trainerd.db"));
+    ASSERT_TRUE(store.ok()) << store.status().message();
+    const store::Release current = *(*store)->CurrentRelease().value();
+    ASSERT_TRUE(current.previous_release_id.has_value());
+    for (const std::int64_t release : {current.id, *current.previous_release_id}) {
+      const double at = *(*store)->GetRelease(release)->live_at + 1;
+      ASSERT_TRUE((*store)->RecordOutcomes({{release, "en", "ctr", at, 0.1, 10}}).ok());
+    }
+  }
   // --once exits after its cycle: serve the finished run's metrics from a long-running
   // daemon whose next window is hours away (it restores them from the store).
   dir.Write("trainerd.yaml", "job: job.yaml\nstate_dir: state\nmetrics: {listen: \"" + target +

@@ -142,7 +142,7 @@ class RunReportTest : public ::testing::Test {
     Result<std::int64_t> release = store_->RecordRelease(
         {0, second_, "releases/run-2", std::string(64, 'a'), true, gate.dump(), 61, false});
     ASSERT_TRUE(release.ok());
-    ASSERT_TRUE(store_->SetCurrentRelease(*release).ok());
+    ASSERT_TRUE(store_->SetCurrentRelease(*release, 61).ok());
     Run(store::RunStatus::kSucceeded, std::nullopt, naive, {});
   }
 

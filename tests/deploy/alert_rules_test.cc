@@ -45,9 +45,9 @@ class DeployAlertRulesTest : public ::testing::Test {
 };
 
 TEST_F(DeployAlertRulesTest, HasTheRequiredAlerts) {
-  for (const char* name :
-       {"TrainerdDown", "TrainerdMissedWindow", "TrainerdNoSuccessfulRun", "TrainerdOomOrFallback",
-        "TrainerdWindowMarginNegative", "TrainerdMemoryLeak", "TrainerdRollback"}) {
+  for (const char* name : {"TrainerdDown", "TrainerdMissedWindow", "TrainerdNoSuccessfulRun",
+                           "TrainerdOomOrFallback", "TrainerdWindowMarginNegative",
+                           "TrainerdMemoryLeak", "TrainerdRollback", "TrainerdOutcomeRegression"}) {
     EXPECT_TRUE(alerts_.count(name)) << "no alert " << name;
   }
 }

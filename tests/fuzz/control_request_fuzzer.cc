@@ -91,7 +91,7 @@ void Seed(store::Store& s, const std::string& job_text) {
       Must(s.RecordRelease({0, done, "/var/lib/trainerd/releases/1.pt", std::string(64, 'a'), true,
                             R"({"slices":{"GPL-3":{"loss":1.5}}})", t0 + 3600, false}),
            "release");
-  Must(s.SetCurrentRelease(release), "current release");
+  Must(s.SetCurrentRelease(release, t0 + 3600), "current release");
 
   const std::int64_t running = Must(s.CreateRun(Run(good, t0 + 86400)), "run 2");
   Must(s.MarkRunStarted(running, t0 + 86401), "start 2");

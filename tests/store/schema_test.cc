@@ -90,6 +90,10 @@ TEST(SchemaTest, MigratesEveryEarlierVersionKeepingItsData) {
       EXPECT_EQ(migrated.GetRun(5)->plan, std::nullopt);
       EXPECT_EQ(migrated.GetRun(5)->status, RunStatus::kInterrupted);
       EXPECT_EQ(migrated.CurrentRelease()->value().run_id, 1);
+      // Before version 9 a gate-passed release went live when it was made.
+      EXPECT_EQ(migrated.CurrentRelease()->value().live_at,
+                migrated.CurrentRelease()->value().created_at);
+      EXPECT_FALSE(migrated.CurrentRelease()->value().withdrawn_json.has_value());
     }
 
     // No run of an earlier version ran a parity check the store knows of.
@@ -116,7 +120,7 @@ TEST(SchemaTest, MigratesEveryEarlierVersionKeepingItsData) {
     EXPECT_EQ(migrated.GetRun(*id)->world_size, 4);
     Result<std::int64_t> release = migrated.RecordRelease({0, 1, "/m.pt", "sha256:m", true});
     ASSERT_TRUE(IsOk(release));
-    EXPECT_TRUE(IsOk(migrated.SetCurrentRelease(*release)));
+    EXPECT_TRUE(IsOk(migrated.SetCurrentRelease(*release, 100)));
   }
 }
 
@@ -139,7 +143,8 @@ std::string RowsOfVersion3Tables(const std::string& path) {
            "SELECT * FROM update_metrics ORDER BY run_id, update_index",
            "SELECT * FROM slice_evals ORDER BY run_id, update_index, slice",
            "SELECT * FROM events ORDER BY id",
-           "SELECT * FROM releases ORDER BY id",
+           "SELECT id, run_id, artifact_path, artifact_hash, gate_passed, gate_details, "
+           "created_at, is_current FROM releases ORDER BY id",
            "SELECT * FROM sqlite_sequence ORDER BY name",
        }) {
     rows += std::string(query) + "\n" + db.Query(query) + "\n";

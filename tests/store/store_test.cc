@@ -602,17 +602,25 @@ TEST_F(StoreTest, ExactlyOneReleaseIsCurrentAfterEachSwitch) {
   ASSERT_TRUE(IsOk(failed));
   EXPECT_FALSE(store_->CurrentRelease()->has_value()) << "recorded releases are not current";
 
-  ASSERT_TRUE(IsOk(store_->SetCurrentRelease(*first)));
+  ASSERT_TRUE(IsOk(store_->SetCurrentRelease(*first, 50)));
   Release expected = passed;
   expected.id = *first;
+  expected.live_at = 50;  // the first release ever: no previous one
   EXPECT_EQ(store_->CurrentRelease()->value(), expected);
 
-  ASSERT_TRUE(IsOk(store_->SetCurrentRelease(*second)));
+  ASSERT_TRUE(IsOk(store_->SetCurrentRelease(*second, 60)));
   EXPECT_EQ(store_->CurrentRelease()->value().id, *second);
+  EXPECT_EQ(store_->CurrentRelease()->value().live_at, 60);
+  EXPECT_EQ(store_->CurrentRelease()->value().previous_release_id, *first);
   EXPECT_FALSE(store_->GetRelease(*first)->current);
+  // Current again later: it went live at 50, after no release, still.
+  ASSERT_TRUE(IsOk(store_->SetCurrentRelease(*first, 70)));
+  EXPECT_EQ(store_->GetRelease(*first)->live_at, 50);
+  EXPECT_EQ(store_->GetRelease(*first)->previous_release_id, std::nullopt);
+  ASSERT_TRUE(IsOk(store_->SetCurrentRelease(*second, 80)));
 
-  EXPECT_EQ(store_->SetCurrentRelease(*failed).code(), Status::Code::kFailedPrecondition);
-  EXPECT_EQ(store_->SetCurrentRelease(9999).code(), Status::Code::kNotFound);
+  EXPECT_EQ(store_->SetCurrentRelease(*failed, 90).code(), Status::Code::kFailedPrecondition);
+  EXPECT_EQ(store_->SetCurrentRelease(9999, 90).code(), Status::Code::kNotFound);
   EXPECT_EQ(store_->CurrentRelease()->value().id, *second);
 
   Result<std::vector<Release>> releases = store_->ListReleases(10);
@@ -622,6 +630,76 @@ TEST_F(StoreTest, ExactlyOneReleaseIsCurrentAfterEachSwitch) {
   EXPECT_EQ(std::count_if(releases->begin(), releases->end(),
                           [](const Release& release) { return release.current; }),
             1);
+}
+
+TEST_F(StoreTest, AWithdrawnReleaseAndItsModelNeverBecomeCurrentAgain) {
+  const std::int64_t run = FinishedRunId(SampleRun("cfg-a"), RunStatus::kSucceeded);
+  const std::int64_t first = *store_->RecordRelease({0, run, "/m/a.pt", "sha256:a", true});
+  const std::int64_t second = *store_->RecordRelease({0, run, "/m/b.pt", "sha256:b", true});
+  const std::int64_t same_model = *store_->RecordRelease({0, run, "/m/b2.pt", "sha256:b", true});
+  ASSERT_TRUE(IsOk(store_->SetCurrentRelease(first, 10)));
+  EXPECT_EQ(store_->WithdrawRelease(second, first, "{}", 15).code(),
+            Status::Code::kFailedPrecondition)
+      << "only the current release is withdrawn";
+  ASSERT_TRUE(IsOk(store_->SetCurrentRelease(second, 20)));
+  ASSERT_TRUE(IsOk(store_->SetReleasePinned(second, true)));
+  EXPECT_EQ(store_->WithdrawRelease(second, first, R"({"why":"x"})", 30).code(),
+            Status::Code::kFailedPrecondition)
+      << "a pinned release stays";
+  EXPECT_TRUE(store_->GetRelease(second)->current);
+  ASSERT_TRUE(IsOk(store_->SetReleasePinned(second, false)));
+  ASSERT_TRUE(IsOk(store_->WithdrawRelease(second, first, R"({"why":"x"})", 30)));
+  EXPECT_EQ(store_->CurrentRelease()->value().id, first);
+  EXPECT_EQ(store_->GetRelease(second)->withdrawn_json, R"({"why":"x"})");
+  EXPECT_EQ(store_->SetCurrentRelease(second, 40).code(), Status::Code::kFailedPrecondition);
+  const Status again = store_->SetCurrentRelease(same_model, 40);
+  EXPECT_EQ(again.code(), Status::Code::kFailedPrecondition) << "another release of its model";
+  EXPECT_NE(again.message().find("release " + std::to_string(second) + " was withdrawn"),
+            std::string::npos)
+      << again.message();
+  EXPECT_EQ(store_->CurrentRelease()->value().id, first);
+  EXPECT_EQ(store_->SetReleasePinned(9999, true).code(), Status::Code::kNotFound);
+
+  Result<std::vector<Release>> found = store_->FindReleasesByArtifact("sha256:b");
+  ASSERT_TRUE(IsOk(found));
+  ASSERT_EQ(found->size(), 2u);
+  EXPECT_EQ((*found)[0].id, same_model);
+  EXPECT_TRUE(store_->FindReleasesByArtifact("sha256:c")->empty());
+}
+
+TEST_F(StoreTest, OutcomesAreOneTransactionIdempotentPerKeyAndTotalledByCount) {
+  const std::int64_t run = FinishedRunId(SampleRun("cfg-a"), RunStatus::kSucceeded);
+  const std::int64_t release = *store_->RecordRelease({0, run, "/m/a.pt", "sha256:a", true});
+  const std::vector<Outcome> batch = {{release, "en", "ctr", 100, 0.10, 300},
+                                      {release, "en", "ctr", 200, 0.20, 100},
+                                      {release, "de", "ctr", 150, 0.5, 1}};
+  Result<std::int64_t> added = store_->RecordOutcomes(batch);
+  ASSERT_TRUE(IsOk(added));
+  EXPECT_EQ(*added, 3);
+  EXPECT_EQ(*store_->RecordOutcomes(batch), 0) << "the same lines again add nothing";
+
+  Result<std::vector<OutcomeTotal>> totals = store_->GetOutcomeTotals(release, 1000);
+  ASSERT_TRUE(IsOk(totals));
+  ASSERT_EQ(totals->size(), 2u);
+  EXPECT_EQ((*totals)[0], (OutcomeTotal{"de", "ctr", 0.5, 1, 150, 150}));
+  EXPECT_EQ((*totals)[1].slice, "en");
+  EXPECT_DOUBLE_EQ((*totals)[1].value, (0.10 * 300 + 0.20 * 100) / 400);
+  EXPECT_EQ((*totals)[1].count, 400);
+  EXPECT_EQ(store_->GetOutcomeTotals(release, 120)->size(), 1u) << "only those up to the time";
+
+  // A batch with one bad outcome stores none of it.
+  for (const Outcome& bad :
+       {Outcome{release, "en", "ctr", 100, 0.3, 300},  // another value
+        Outcome{release, "en", "ctr", 300, NAN, 1}, Outcome{release, "en", "ctr", 300, 0.1, 0},
+        Outcome{9999, "en", "ctr", 300, 0.1, 1}}) {
+    const std::vector<Outcome> mixed = {{release, "fr", "ctr", 100, 0.4, 10}, bad};
+    Result<std::int64_t> refused = store_->RecordOutcomes(mixed);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().code(), Status::Code::kInvalidArgument);
+    EXPECT_NE(refused.status().message().find("outcome 2"), std::string::npos)
+        << refused.status().message();
+    EXPECT_EQ(store_->GetOutcomeTotals(release, 1000)->size(), 2u) << "fr stored nothing";
+  }
 }
 
 }  // namespace

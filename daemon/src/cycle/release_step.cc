@@ -115,7 +115,7 @@ class ReleaseStep : public CycleStep {
                      "model " + Short(*sha) + " not released; the current release stays");
       return false;
     }
-    if (Status s = store.SetCurrentRelease(*release_id); !s.ok()) {
+    if (Status s = store.SetCurrentRelease(*release_id, release.created_at); !s.ok()) {
       context.RecordIfFailed(run.id, s);
       return false;
     }

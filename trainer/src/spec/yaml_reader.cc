@@ -377,6 +377,27 @@ YamlReader YamlReader::Child(const std::string& key) {
                     errors_);
 }
 
+std::vector<YamlReader> YamlReader::ChildList(const std::string& key) {
+  std::vector<YamlReader> children;
+  const auto value = Lookup(key);
+  if (!value) return children;
+  if (!value->IsSequence()) {
+    FailAt(*value, key, "a list of mappings");
+    return children;
+  }
+  const std::string list_prefix = prefix_.empty() ? key : prefix_ + "." + key;
+  for (std::size_t i = 0; i < value->size(); ++i) {
+    const YAML::Node item = (*value)[i];
+    const std::string index = "[" + std::to_string(i) + "]";
+    if (!item.IsMap()) {
+      FailAt(item, key + index, "a mapping");
+      continue;
+    }
+    children.push_back(YamlReader(item, origin_, list_prefix + index, errors_));
+  }
+  return children;
+}
+
 void YamlReader::RejectUnknownKeys() {
   if (!node_.IsMap()) return;
   for (const auto& entry : node_) {

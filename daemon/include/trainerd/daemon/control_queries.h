@@ -15,7 +15,7 @@
 namespace trainerd::daemon {
 
 // A request is one line of JSON of at most this many bytes: {"command": "...", ...}.
-inline constexpr std::size_t kMaxRequestBytes = 64 * 1024;
+inline constexpr std::size_t kMaxRequestBytes = 16 * 1024 * 1024;  // an outcome import's lines
 
 // Error codes of {"ok": false, "error": {"code": ..., "message": ...}}.
 inline constexpr const char* kBadRequest = "bad_request";     // malformed, oversized, unknown
@@ -43,7 +43,8 @@ nlohmann::json EventJson(const store::Event& event);
 nlohmann::json ActiveConfigJson(store::Store& store, const std::string& job_path);
 
 // Answers the read-only commands from the store: "runs" {limit}, "show" {run}, "report" {run}
-// (the report's facts and its HTML page, run_report.h), "configs",
+// (the report's facts and its HTML page, run_report.h), "configs", "release" {action: show,
+// release} (the release, its run, its outcomes and those of the release it replaced),
 // and the stored part of "status" (active config, last known-good, current release, last
 // run). Anything else is a bad_request.
 nlohmann::json AnswerFromStore(store::Store& store, const std::string& job_path,

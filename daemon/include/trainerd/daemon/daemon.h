@@ -17,6 +17,7 @@
 #include "trainerd/daemon/daemon_metrics.h"
 #include "trainerd/daemon/file_store.h"
 #include "trainerd/daemon/nightly_cycle.h"
+#include "trainerd/daemon/outcome_watch.h"
 #include "trainerd/daemon/process_launcher.h"
 #include "trainerd/daemon/status_cache.h"
 #include "trainerd/daemon/systemd_notifier.h"
@@ -63,6 +64,14 @@ class Daemon {
   nlohmann::json Rollback(const nlohmann::json& request);
   nlohmann::json RollbackModel(const nlohmann::json& request);
   nlohmann::json RollbackConfig(const nlohmann::json& request);
+  nlohmann::json RecordOutcomes(const nlohmann::json& request);
+  nlohmann::json ReleaseCommand(const nlohmann::json& request);
+  // The release an outcome names: an id, or a prefix of its model's hash (the newest
+  // release of that model that went live).
+  Result<store::Release> OutcomeRelease(const std::string& name);
+  // OutcomeWatch::Check, its failure logged; re-armed every outcomes.check_interval.
+  void CheckOutcomes();
+  void ArmOutcomeCheck();
 
   asio::io_context& io_;
   DaemonConfig config_;
@@ -81,11 +90,13 @@ class Daemon {
   std::unique_ptr<DaemonMetrics> metrics_;
   std::unique_ptr<MetricsEndpoint> metrics_endpoint_;
   std::unique_ptr<ControlServer> control_;
+  std::unique_ptr<OutcomeWatch> outcome_watch_;
   CycleProgress progress_;  // the last progress report of the running cycle
   bool run_now_ = false;    // trainerctl run-now: start a cycle at once
   asio::signal_set signals_;
   asio::steady_timer wake_;
   asio::steady_timer watchdog_;
+  asio::steady_timer outcome_timer_;
   bool stopping_ = false;
   bool cycle_running_ = false;
   std::optional<double> last_cycle_window_;  // start of the window last run by this process

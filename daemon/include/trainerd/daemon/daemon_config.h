@@ -4,8 +4,10 @@
 // copyable, no shared state.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "trainerd/common/status.h"
 
@@ -33,6 +35,26 @@ struct RegressionConfig {
   double ToleranceFor(const std::string& slice) const;
 };
 
+// An outcome the serving side reports per release (trainerctl outcome) that the daemon
+// watches: once the current release and the one before it have each been live `maturity`
+// with at least `min_count` outcomes on a slice, a current value worse than the previous by
+// more than `tolerance` (relative) rolls the model back (docs/outcomes.md).
+struct OutcomeMetricConfig {
+  std::string name;
+  bool higher_is_better = true;  // better: higher | lower
+  double maturity_seconds = 72 * 3600.0;
+  std::int64_t min_count = 100;  // >= 1
+  double tolerance = 0.02;       // fraction of the previous release's value, [0, 1]
+};
+
+struct OutcomesConfig {
+  std::vector<OutcomeMetricConfig> metrics;  // none: outcomes are kept and shown, not judged
+  std::vector<std::string> slices;           // the slices judged; none: every slice reported
+  double check_interval_seconds = 3600;      // how often maturity is looked at; (0, 24h]
+  // The metric named `name`, or null.
+  const OutcomeMetricConfig* Metric(const std::string& name) const;
+};
+
 // Relative paths in the YAML are relative to the config file's folder; after parsing every
 // path below is absolute and lexically normal (the folder of a relative `origin` is taken
 // against the current directory at parse time).
@@ -50,6 +72,7 @@ struct DaemonConfig {
   std::string metrics_listen = "127.0.0.1:9464";
   CostConfig cost;
   RegressionConfig regression;
+  OutcomesConfig outcomes;
   // Updates of the parity check (trainer-run --parity --parity-updates N) that a plan not yet
   // validated for its config version and hardware passes before it trains; [0, 1000],
   // 0 = no check (`parity.updates`).

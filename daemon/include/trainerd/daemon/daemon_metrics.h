@@ -1,5 +1,6 @@
 // The daemon's Prometheus metrics (prometheus-cpp): base units, `_total` counters, bounded
-// labels (outcome, reason, category, slice; never a run id). The nightly cycle reports into
+// labels (outcome, reason, category, slice; never a run id, and release ids only of the current
+// release and the one it replaced). The nightly cycle and the outcome watch report into
 // it; MetricsEndpoint serves it on /metrics. Names and meanings: docs/operations.md and
 // deploy/README.md. Counters start at 0 for every label value so that increase() sees the
 // first event; gauges about the last run appear after the first finished run (a restarted
@@ -43,8 +44,13 @@ class DaemonMetrics {
   void LastSuccess(double ended_at);
   // reason: "oom", "crash" or "leak".
   void Fallback(std::string_view reason);
-  // reason: "oom", "crash", "leak", "regression", "invalid_config" or "operator".
+  // reason: "oom", "crash", "leak", "regression", "invalid_config", "operator" or
+  // "outcome_regression".
   void Rollback(std::string_view reason);
+  // The outcomes of the current release and of the one it replaced, replacing those set
+  // before (OutcomeWatch::Check).
+  void Outcomes(std::int64_t current, const std::vector<store::OutcomeTotal>& current_totals,
+                std::int64_t previous, const std::vector<store::OutcomeTotal>& previous_totals);
 
   // The text exposition format, as /metrics serves it.
   std::string Exposition() const;

@@ -1,6 +1,6 @@
 // The records the run store keeps: config versions and their state history, runs with their
-// plan, fingerprints and measurements, per-update metrics, per-slice evals, events and
-// releases.
+// plan, fingerprints and measurements, per-update metrics, per-slice evals, events,
+// releases and their outcomes.
 //
 // Units everywhere in this header: timestamps are Unix seconds (UTC, fractional, double),
 // supplied by the caller so that tests and the daemon can use an injected clock; sizes are
@@ -205,8 +205,43 @@ struct Release {
   std::string gate_details_json = "{}";  // JSON object: per-slice losses and tolerances
   double created_at = 0;                 // Unix seconds
   bool current = false;                  // maintained by Store::SetCurrentRelease only
+  // When it first became current (Unix seconds), and the release current just before then;
+  // empty until it goes live (the previous release also for the first release ever).
+  std::optional<double> live_at = std::nullopt;
+  std::optional<std::int64_t> previous_release_id = std::nullopt;
+  // An operator pinned it: its outcomes never roll it back (Store::SetReleasePinned).
+  bool pinned = false;
+  // Why it was withdrawn, a JSON object (an outcome regression's evidence); empty unless it
+  // was. Neither it nor another release of its artifact hash becomes current again.
+  std::optional<std::string> withdrawn_json = std::nullopt;
 
   bool operator==(const Release&) const = default;
+};
+
+// What the serving side measured of a live release's predictions: `value` of `metric` on
+// `slice`, the mean over `count` outcomes observed up to `at`. Keyed by release, slice,
+// metric and time.
+struct Outcome {
+  std::int64_t release_id = 0;
+  std::string slice;
+  std::string metric;
+  double at = 0;  // Unix seconds
+  double value = 0;
+  std::int64_t count = 1;  // >= 1
+
+  bool operator==(const Outcome&) const = default;
+};
+
+// A release's outcomes of one slice and metric taken together.
+struct OutcomeTotal {
+  std::string slice;
+  std::string metric;
+  double value = 0;        // the count-weighted mean of the outcomes' values
+  std::int64_t count = 0;  // their counts' sum
+  double first_at = 0;     // the earliest and latest outcome's time
+  double last_at = 0;
+
+  bool operator==(const OutcomeTotal&) const = default;
 };
 
 }  // namespace trainerd::store

@@ -1,5 +1,5 @@
-// The run store: a durable, versioned record of every config version, run, metric, event and
-// release, kept in one SQLite database file (see docs/store.md).
+// The run store: a durable, versioned record of every config version, run, metric, event,
+// release and outcome, kept in one SQLite database file (see docs/store.md).
 //
 // Durability: the database runs in WAL mode with synchronous=FULL; a call that returned Ok
 // has been committed and synced, and writes that belong together commit in one
@@ -28,7 +28,7 @@ class Connection;
 
 // The schema version this build writes and reads (PRAGMA user_version). Open migrates
 // older databases to it and refuses newer ones.
-inline constexpr int kSchemaVersion = 8;
+inline constexpr int kSchemaVersion = 9;
 
 struct StoreOptions {
   // How long a statement waits for a lock held by another connection, milliseconds.
@@ -152,15 +152,40 @@ class Store {
 
   // Records a release, not current whatever `release.current` says, and returns its id.
   [[nodiscard]] Result<std::int64_t> RecordRelease(const Release& release);
-  // Makes one release current and the previous current one not, atomically. NotFound for
-  // an unknown id; FailedPrecondition when its gate did not pass.
-  [[nodiscard]] Status SetCurrentRelease(std::int64_t release_id);
+  // Makes one release current and the previous current one not, atomically, at `at`: the
+  // first time, its live_at and previous_release_id are set. NotFound for an unknown id;
+  // FailedPrecondition when its gate did not pass, or it or a release of the same artifact
+  // hash was withdrawn.
+  [[nodiscard]] Status SetCurrentRelease(std::int64_t release_id, double at);
+  // Withdraws the current release `release_id` (withdrawn_json = `reason_json`) and makes
+  // `to` current at `at`, in one transaction. FailedPrecondition when `release_id` is not the
+  // current release or is pinned, or when `to` cannot be made current; NotFound for an
+  // unknown id.
+  [[nodiscard]] Status WithdrawRelease(std::int64_t release_id, std::int64_t to,
+                                       const std::string& reason_json, double at);
+  // Pins or unpins a release. NotFound for an unknown id.
+  [[nodiscard]] Status SetReleasePinned(std::int64_t release_id, bool pinned);
   // Empty when no release was ever made current.
   [[nodiscard]] Result<std::optional<Release>> CurrentRelease();
   // NotFound for an unknown id.
   [[nodiscard]] Result<Release> GetRelease(std::int64_t release_id);
   // The last `limit` releases, newest first. REQUIRES: limit >= 0.
   [[nodiscard]] Result<std::vector<Release>> ListReleases(int limit);
+  // The releases whose artifact hash starts with `hash_prefix`, newest first.
+  [[nodiscard]] Result<std::vector<Release>> FindReleasesByArtifact(std::string_view hash_prefix);
+
+  // --- Outcomes --------------------------------------------------------------------------
+
+  // Records outcomes in one transaction: all of them or none. An outcome equal to a stored
+  // one is skipped; returns how many were new. InvalidArgument, naming the outcome (as
+  // names[i] where given, else "outcome i+1"), when another value or count is stored under
+  // its key, or when it breaks the record's rules (count >= 1, a finite value and time, an
+  // existing release).
+  [[nodiscard]] Result<std::int64_t> RecordOutcomes(const std::vector<Outcome>& outcomes,
+                                                    const std::vector<std::string>& names = {});
+  // A release's outcomes by slice and metric (ordered by both), those observed up to `until`.
+  [[nodiscard]] Result<std::vector<OutcomeTotal>> GetOutcomeTotals(std::int64_t release_id,
+                                                                   double until);
 
  private:
   explicit Store(std::unique_ptr<sqlite::Connection> db);

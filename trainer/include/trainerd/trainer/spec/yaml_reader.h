@@ -65,6 +65,8 @@ class YamlReader {
 
   // A nested mapping; absent keys give an empty reader. Errors propagate to this reader.
   YamlReader Child(const std::string& key);
+  // A list of mappings, a reader for each (errors name "key[i].field"); none when absent.
+  std::vector<YamlReader> ChildList(const std::string& key);
   // Whether `key` is present; it is a known key either way (the unknown-key error lists it).
   bool Has(const std::string& key);
 

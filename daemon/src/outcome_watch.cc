@@ -1,0 +1,181 @@
+#include "trainerd/daemon/outcome_watch.h"
+
+#include <cmath>
+
+#include "trainerd/daemon/current_release.h"
+#include "trainerd/daemon/event_log.h"
+#include "trainerd/daemon/json_text.h"
+
+namespace trainerd::daemon {
+namespace {
+
+const store::OutcomeTotal* Find(const std::vector<store::OutcomeTotal>& totals,
+                                const std::string& slice, const std::string& metric) {
+  for (const store::OutcomeTotal& t : totals) {
+    if (t.slice == slice && t.metric == metric) return &t;
+  }
+  return nullptr;
+}
+
+std::string Hours(double seconds) {
+  return std::to_string(static_cast<long long>(std::floor(seconds / 3600))) + " h";
+}
+
+nlohmann::json TotalJson(const store::OutcomeTotal& total) {
+  return {{"value", total.value},
+          {"count", total.count},
+          {"first_at", total.first_at},
+          {"last_at", total.last_at}};
+}
+
+}  // namespace
+
+bool OutcomeVerdict::regressed() const {
+  for (const OutcomeComparison& c : compared) {
+    if (c.regressed) return true;
+  }
+  return false;
+}
+
+OutcomeVerdict CompareOutcomes(const OutcomesConfig& config,
+                               const std::vector<store::OutcomeTotal>& current,
+                               const std::vector<store::OutcomeTotal>& previous,
+                               double live_seconds) {
+  OutcomeVerdict verdict;
+  for (const OutcomeMetricConfig& metric : config.metrics) {
+    if (live_seconds < metric.maturity_seconds) {
+      verdict.waiting.push_back(metric.name + ": live " + Hours(live_seconds) + " of its " +
+                                Hours(metric.maturity_seconds) + " maturity");
+      continue;
+    }
+    std::vector<std::string> slices = config.slices;
+    if (slices.empty()) {
+      for (const store::OutcomeTotal& t : current) {
+        if (t.metric == metric.name) slices.push_back(t.slice);
+      }
+    }
+    for (const std::string& slice : slices) {
+      const store::OutcomeTotal* now = Find(current, slice, metric.name);
+      const store::OutcomeTotal* before = Find(previous, slice, metric.name);
+      const std::int64_t now_count = now ? now->count : 0;
+      const std::int64_t before_count = before ? before->count : 0;
+      if (now_count < metric.min_count || before_count < metric.min_count) {
+        verdict.waiting.push_back(metric.name + " on " + slice + ": " + std::to_string(now_count) +
+                                  " outcomes for the current release and " +
+                                  std::to_string(before_count) + " for the previous, " +
+                                  std::to_string(metric.min_count) + " needed for each");
+        continue;
+      }
+      OutcomeComparison c;
+      c.current = *now;
+      c.previous = *before;
+      const double worse =
+          metric.higher_is_better ? before->value - now->value : now->value - before->value;
+      c.worse_by = before->value == 0 ? (worse > 0   ? INFINITY
+                                         : worse < 0 ? -INFINITY
+                                                     : 0)
+                                      : worse / std::abs(before->value);
+      c.tolerance = metric.tolerance;
+      c.regressed = c.worse_by > metric.tolerance;
+      verdict.compared.push_back(c);
+    }
+  }
+  return verdict;
+}
+
+nlohmann::json ToJson(const OutcomeVerdict& verdict) {
+  nlohmann::json compared = nlohmann::json::array();
+  for (const OutcomeComparison& c : verdict.compared) {
+    compared.push_back({{"slice", c.current.slice},
+                        {"metric", c.current.metric},
+                        {"current", TotalJson(c.current)},
+                        {"previous", TotalJson(c.previous)},
+                        {"worse_by", std::isfinite(c.worse_by) ? nlohmann::json(c.worse_by)
+                                                               : nlohmann::json(nullptr)},
+                        {"tolerance", c.tolerance},
+                        {"regressed", c.regressed}});
+  }
+  return {{"compared", compared}, {"waiting", verdict.waiting}, {"regressed", verdict.regressed()}};
+}
+
+OutcomeWatch::OutcomeWatch(const DaemonConfig& config, store::Store& store, FileStore& files,
+                           const Clock& clock, DaemonMetrics* metrics)
+    : config_(config), store_(store), files_(files), clock_(clock), metrics_(metrics) {}
+
+Result<std::optional<OutcomeWatch::Judged>> OutcomeWatch::Judge() {
+  const double now = clock_.Now();
+  Result<std::optional<store::Release>> current = store_.CurrentRelease();
+  if (!current.ok()) return current.status();
+  if (!*current || !(*current)->previous_release_id || !(*current)->live_at) {
+    return std::optional<Judged>();
+  }
+  Judged judged;
+  judged.current = **current;
+  Result<store::Release> previous = store_.GetRelease(*judged.current.previous_release_id);
+  if (!previous.ok()) return previous.status();
+  judged.previous = *previous;
+  Result<std::vector<store::OutcomeTotal>> totals = store_.GetOutcomeTotals(judged.current.id, now);
+  if (!totals.ok()) return totals.status();
+  Result<std::vector<store::OutcomeTotal>> before =
+      store_.GetOutcomeTotals(judged.previous.id, now);
+  if (!before.ok()) return before.status();
+  if (metrics_) metrics_->Outcomes(judged.current.id, *totals, judged.previous.id, *before);
+  judged.verdict =
+      CompareOutcomes(config_.outcomes, *totals, *before, now - *judged.current.live_at);
+  return std::optional<Judged>(std::move(judged));
+}
+
+Result<std::optional<OutcomeVerdict>> OutcomeWatch::Verdict() {
+  Result<std::optional<Judged>> judged = Judge();
+  if (!judged.ok()) return judged.status();
+  if (!*judged) return std::optional<OutcomeVerdict>();
+  return std::optional<OutcomeVerdict>((*judged)->verdict);
+}
+
+Result<std::optional<OutcomeVerdict>> OutcomeWatch::Check() {
+  Result<std::optional<Judged>> judged = Judge();
+  if (!judged.ok()) return judged.status();
+  if (!*judged) return std::optional<OutcomeVerdict>();
+  const double now = clock_.Now();
+  const store::Release& release = (*judged)->current;
+  const store::Release& previous = (*judged)->previous;
+  const OutcomeVerdict& verdict = (*judged)->verdict;
+  // A pinned release stays; one whose model the previous release holds too has nothing to
+  // go back to.
+  if (!verdict.regressed() || release.pinned || release.artifact_hash == previous.artifact_hash) {
+    return std::optional<OutcomeVerdict>(verdict);
+  }
+  nlohmann::json evidence = ToJson(verdict);
+  evidence["release"] = release.id;
+  evidence["rolled_back_to"] = previous.id;
+  evidence["at"] = now;
+  std::string worst;
+  for (const OutcomeComparison& c : verdict.compared) {
+    if (!c.regressed) continue;
+    worst += (worst.empty() ? "" : "; ") + c.current.metric + " on " + c.current.slice + " " +
+             NumberText(c.current.value, "%.6g") + " (" + std::to_string(c.current.count) +
+             " outcomes) against " + NumberText(c.previous.value, "%.6g") + " (" +
+             std::to_string(c.previous.count) + ")";
+  }
+  if (Status s = store_.WithdrawRelease(release.id, previous.id, evidence.dump(), now); !s.ok()) {
+    RecordAndLog(store_,
+                 {0, now, release.run_id, "outcome_rollback_failed", store::Severity::kError,
+                  "release " + std::to_string(release.id) +
+                      "'s outcomes regressed, and it stays current: " + s.message(),
+                  evidence.dump()});
+    return std::optional<OutcomeVerdict>(verdict);
+  }
+  if (Status s = LinkCurrentRelease(files_, config_.state_dir, previous.artifact_path); !s.ok()) {
+    RecordAndLog(store_,
+                 {0, now, release.run_id, "release_link_failed", store::Severity::kError,
+                  "releases/current still names the withdrawn release: " + s.message(), "{}"});
+  }
+  RecordAndLog(store_, {0, now, release.run_id, "outcome_regression", store::Severity::kError,
+                        "release " + std::to_string(release.id) + " withdrawn, release " +
+                            std::to_string(previous.id) + " current again: " + worst,
+                        evidence.dump()});
+  if (metrics_) metrics_->Rollback("outcome_regression");
+  return std::optional<OutcomeVerdict>(verdict);
+}
+
+}  // namespace trainerd::daemon
