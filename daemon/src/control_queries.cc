@@ -216,7 +216,7 @@ nlohmann::json AnswerFromStore(store::Store& store, const std::string& job_path,
                {"slice_evals", evals},
                {"updates_recorded", updates}});
   }
-  if (command == "release" && request.value("action", "") == "show") {
+  if (command == "release" && request.contains("action") && request["action"] == "show") {
     const nlohmann::json id = request.value("release", nlohmann::json());
     if (!id.is_number_integer())
       return Error(kBadRequest, "release: release must be an integer id");

@@ -356,7 +356,8 @@ nlohmann::json Daemon::RecordOutcomes(const nlohmann::json& request) {
 
 // trainerctl release pin|unpin|show ID.
 nlohmann::json Daemon::ReleaseCommand(const nlohmann::json& request) {
-  const std::string action = request.value("action", "");
+  const nlohmann::json action_json = request.value("action", nlohmann::json());
+  const std::string action = action_json.is_string() ? action_json.get<std::string>() : "";
   if (action == "show") {
     nlohmann::json answer = AnswerFromStore(*store_, config_.job_path, request);
     if (!answer.value("ok", false) || !answer["result"]["release"].value("current", false)) {

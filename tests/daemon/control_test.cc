@@ -307,6 +307,12 @@ TEST_F(ControlTest, BadRequestsGetJsonErrorsAndTheDaemonCarriesOn) {
   // Found by review of the fuzz harness: a non-boolean threw inside the handler ("internal").
   reply = Json::parse(Raw("{\"command\": \"rollback\", \"model\": \"yes\"}\n"), nullptr, false);
   EXPECT_EQ(reply["error"]["code"], "bad_request");
+  reply = Json::parse(Raw("{\"command\": \"release\", \"action\": 5, \"release\": 1}\n"), nullptr,
+                      false);
+  EXPECT_EQ(reply["error"]["code"], "bad_request");
+  reply = Json::parse(Raw("{\"command\": \"outcome\", \"outcomes\": [{\"release\": 1}]}\n"),
+                      nullptr, false);
+  EXPECT_EQ(reply["error"]["code"], "bad_request");
   reply = Json::parse(Raw(std::string(daemon::kMaxRequestBytes + 10, 'x')), nullptr, false);
   EXPECT_EQ(reply["error"]["code"], "bad_request");
   EXPECT_NE(reply["error"]["message"].get<std::string>().find("longer than"), std::string::npos);
