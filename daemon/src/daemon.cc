@@ -394,6 +394,12 @@ void Daemon::CheckOutcomes() {
   }
 }
 
+void Daemon::ApplyRetention() {
+  if (Result<RetentionReport> report = retention_->Apply(); !report.ok()) {
+    Log(LogPriority::kError, "retention: " + report.status().message());
+  }
+}
+
 void Daemon::ArmOutcomeCheck() {
   outcome_timer_.expires_after(TimerDelay(config_.outcomes.check_interval_seconds));
   outcome_timer_.async_wait([this](const boost::system::error_code& ec) {
@@ -544,6 +550,8 @@ asio::awaitable<int> Daemon::Main() {
   outcome_watch_ = std::make_unique<OutcomeWatch>(config_, *store_, files_, clock_, metrics_.get());
   CheckOutcomes();
   if (!options_.once) ArmOutcomeCheck();
+  retention_ = std::make_unique<Retention>(config_, *store_, files_, clock_, metrics_.get());
+  ApplyRetention();
   if (Status s = StartControlServer(); !s.ok()) {
     Log(LogPriority::kError, s.message());
     co_return exit_code::kInternal;
@@ -586,6 +594,7 @@ asio::awaitable<int> Daemon::Main() {
     cycle_running_ = false;
     ApplyPendingReload();
     CheckOutcomes();
+    ApplyRetention();
     if (options_.once) {
       code = stopping_          ? exit_code::kInterrupted
              : outcome.released ? exit_code::kOk

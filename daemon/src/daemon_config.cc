@@ -274,6 +274,11 @@ Result<DaemonConfig> ParseDaemonConfigText(const std::string& yaml_text,
   ReadCost(top.Child("cost"), &config.cost);
   ReadRegression(top.Child("regression"), &config.regression);
   ReadOutcomes(top.Child("outcomes"), &config.outcomes);
+  YamlReader retention = top.Child("retention");
+  retention.Int("releases", &config.retention.releases, 1, 100000);
+  retention.DurationSeconds("files", &config.retention.files_seconds, 0, 3650 * kDaySeconds,
+                            /*min_open=*/true);
+  retention.RejectUnknownKeys();
   YamlReader retries = top.Child("retries");
   retries.Int("max_attempts", &config.max_attempts, 1, 16);
   retries.RejectUnknownKeys();

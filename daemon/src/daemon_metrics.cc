@@ -116,6 +116,15 @@ struct DaemonMetrics::Families {
       GaugeFamily(*registry, names, "trainerd_outcome_count",
                   "How many outcomes trainerd_outcome_value is the mean of, by the same labels");
   std::vector<Gauge*> outcome_values, outcome_counts;  // their series, replaced as a whole
+  Family<Gauge>& storage =
+      GaugeFamily(*registry, names, "trainerd_storage_bytes",
+                  "Bytes of the state directory after the last retention pass");
+  Family<Gauge>& night_storage =
+      GaugeFamily(*registry, names, "trainerd_storage_night_bytes",
+                  "Bytes the newest run added: its release, report, worker log and trace");
+  Family<Counter>& retention_removed =
+      CounterFamily(*registry, names, "trainerd_retention_removed_bytes_total",
+                    "Bytes the retention policy removed");
   Family<Gauge>& time_model_error = GaugeFamily(
       *registry, names, "trainerd_plan_time_model_error_ratio",
       "The planner's last choice: its time model's predicted over measured update, less 1");
@@ -133,6 +142,7 @@ DaemonMetrics::DaemonMetrics(const std::string& version) : f_(std::make_unique<F
   f_->in_progress.Add({}).Set(0);
   f_->ooms.Add({});
   f_->leaks.Add({});
+  f_->retention_removed.Add({});
 }
 
 DaemonMetrics::~DaemonMetrics() = default;
@@ -210,6 +220,13 @@ void DaemonMetrics::Outcomes(std::int64_t current,
       f_->outcome_counts.push_back(&count);
     }
   }
+}
+
+void DaemonMetrics::Storage(std::int64_t storage_bytes, std::int64_t night_bytes,
+                            std::int64_t removed_bytes) {
+  f_->storage.Add({}).Set(static_cast<double>(storage_bytes));
+  f_->night_storage.Add({}).Set(static_cast<double>(night_bytes));
+  f_->retention_removed.Add({}).Increment(static_cast<double>(removed_bytes));
 }
 
 void DaemonMetrics::PlanTimed(double time_model_error) {

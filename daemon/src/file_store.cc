@@ -63,7 +63,7 @@ Result<std::string> LocalFileStore::CopyVerified(const std::string& source,
 
 void LocalFileStore::Remove(const std::string& path) {
   std::error_code ec;
-  std::filesystem::remove(path, ec);
+  std::filesystem::remove_all(path, ec);
 }
 
 Status LocalFileStore::ReplaceSymlink(const std::string& link, const std::string& target) {

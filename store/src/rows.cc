@@ -301,6 +301,7 @@ Release ReadRelease(sqlite::Statement& stmt) {
   release.previous_release_id = stmt.ReadOptionalInt64();
   release.pinned = stmt.ReadBool();
   release.withdrawn_json = stmt.ReadOptionalText();
+  release.files_removed_at = stmt.ReadOptionalDouble();
   return release;
 }
 

@@ -104,7 +104,7 @@ inline constexpr std::string_view kInsertRelease =
     "created_at) VALUES (?, ?, ?, ?, ?, ?) RETURNING id";
 inline constexpr std::string_view kSelectRelease =
     "SELECT id, run_id, artifact_path, artifact_hash, gate_passed, gate_details, created_at, "
-    "is_current, live_at, previous_release_id, pinned, withdrawn FROM releases";
+    "is_current, live_at, previous_release_id, pinned, withdrawn, files_removed_at FROM releases";
 void BindRelease(sqlite::Statement& stmt, const Release& release);
 Release ReadRelease(sqlite::Statement& stmt);
 

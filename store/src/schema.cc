@@ -17,7 +17,7 @@ struct Migration {
 
 // The schema's history. A released step never changes: databases in the field already ran
 // it. A change is a new step at the end, and kSchemaVersion follows it.
-constexpr std::array<Migration, 9> kMigrations = {{
+constexpr std::array<Migration, 10> kMigrations = {{
     {1, R"sql(
 CREATE TABLE config_versions (
   hash       TEXT PRIMARY KEY,
@@ -312,6 +312,10 @@ CREATE TABLE outcomes (
   count      INTEGER NOT NULL CHECK (count >= 1),
   PRIMARY KEY (release_id, slice, metric, at)
 ) WITHOUT ROWID;
+)sql"},
+    // When the retention policy removed a release's files.
+    {10, R"sql(
+ALTER TABLE releases ADD COLUMN files_removed_at REAL;
 )sql"},
 }};
 

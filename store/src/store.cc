@@ -468,6 +468,9 @@ Status MakeCurrent(Connection& db, std::int64_t release_id, double at) {
   if (!release->gate_passed) {
     return Status::FailedPrecondition(name + " did not pass the release gate");
   }
+  if (release->files_removed_at) {
+    return Status::FailedPrecondition(name + "'s files were removed by the retention policy");
+  }
   Result<std::optional<std::int64_t>> withdrawn = QueryFirst<std::int64_t>(
       db, "SELECT id FROM releases WHERE artifact_hash = ? AND withdrawn IS NOT NULL",
       [&](Statement& stmt) { stmt.Bind(release->artifact_hash); },
@@ -512,6 +515,24 @@ Status Store::WithdrawRelease(std::int64_t release_id, std::int64_t to,
                             [&](Statement& stmt) { stmt.Bind(reason_json, release_id); });
     if (!status.ok()) return status;
     return MakeCurrent(*db_, to, at);
+  });
+}
+
+Status Store::MarkReleaseFilesRemoved(const std::vector<std::int64_t>& release_ids, double at) {
+  return InTransaction(*db_, [&]() -> Status {
+    for (const std::int64_t id : release_ids) {
+      Result<Release> release = GetRelease(id);
+      if (!release.ok()) return release.status();
+      if (release->current) {
+        return Status::FailedPrecondition("run store '" + db_->path() + "': " + ReleaseName(id) +
+                                          " is current: its files stay");
+      }
+      Status status = Execute(
+          *db_, "UPDATE releases SET files_removed_at = COALESCE(files_removed_at, ?) WHERE id = ?",
+          [&](Statement& stmt) { stmt.Bind(at, id); });
+      if (!status.ok()) return status;
+    }
+    return Status::Ok();
   });
 }
 

@@ -132,6 +132,18 @@ TEST(DaemonConfigTest, OutcomesListTheWatchedMetricsWithDefaults) {
   EXPECT_EQ(outcomes.Metric("clicks"), nullptr);
 }
 
+TEST(DaemonConfigTest, RetentionKeepsTenReleasesAndThirtyDaysOfFilesUnlessTold) {
+  Result<DaemonConfig> defaults = ParseDaemonConfigText("job: j.yaml\n", "trainerd.yaml");
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->retention.releases, 10);
+  EXPECT_EQ(defaults->retention.files_seconds, 30 * 24 * 3600);
+  Result<DaemonConfig> told = ParseDaemonConfigText(
+      "job: j.yaml\nretention: {releases: 3, files: 168h}\n", "trainerd.yaml");
+  ASSERT_TRUE(told.ok()) << told.status().message();
+  EXPECT_EQ(told->retention.releases, 3);
+  EXPECT_EQ(told->retention.files_seconds, 7 * 24 * 3600);
+}
+
 TEST(DaemonConfigTest, ParityUpdatesZeroTurnsTheParityCheckOff) {
   Result<DaemonConfig> config =
       ParseDaemonConfigText("job: j.yaml\nparity: {updates: 0}\n", "/etc/trainerd/trainerd.yaml");
@@ -333,6 +345,11 @@ TEST(DaemonConfigTest, ErrorsNameFileLineKeyAndValue) {
        "trainerd.yaml:4: outcomes.metrics[0].maturity: expected a duration"},
       {"job: j.yaml\noutcomes:\n  metrics:\n    - {name: ctr, better: higher, window: 3d}\n",
        "trainerd.yaml:4: outcomes.metrics[0].window: unknown key"},
+      {"job: j.yaml\nretention:\n  releases: 0\n",
+       "trainerd.yaml:3: retention.releases: expected an integer in [1, 100000], got '0'"},
+      {"job: j.yaml\nretention:\n  files: forever\n",
+       "trainerd.yaml:3: retention.files: expected a duration"},
+      {"job: j.yaml\nretention:\n  logs: 3h\n", "trainerd.yaml:3: retention.logs: unknown key"},
       {"job: j.yaml\noutcomes:\n  check_interval: 0s\n",
        "trainerd.yaml:3: outcomes.check_interval: expected a duration in (0s, 24h]"},
   };

@@ -130,6 +130,7 @@ TEST(DaemonMetricsTest, FamilyNamesAreTheFamiliesServedAfterARun) {
   metrics.Budget(1 << 30, 1 << 29);
   metrics.PlanTimed(0.1);
   metrics.Outcomes(2, {{"en", "ctr", 0.1, 10, 0, 0}}, 1, {});
+  metrics.Storage(5000, 1000, 0);
   std::set<std::string> served;
   std::istringstream exposition(metrics.Exposition());
   for (std::string line; std::getline(exposition, line);) {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "../support/delegating_file_store.h"
 #include "../support/temp_dir.h"
 #include "../support/tiny_job.h"
 #include "trainerd/daemon/state_layout.h"
@@ -40,26 +41,15 @@ class SegfaultingFirstWorker final : public ProcessLauncher {
 };
 
 // The local filesystem, except that writing under releases/ fails as on a full disk.
-class FullReleaseDisk final : public FileStore {
+class FullReleaseDisk final : public testing::DelegatingFileStore {
  public:
-  Result<std::string> Read(const std::string& path) override { return real_.Read(path); }
-  Status WriteAtomically(const std::string& path, const std::string& contents) override {
-    return real_.WriteAtomically(path, contents);
-  }
   Result<std::string> CopyVerified(const std::string& source, const std::string& destination,
                                    const std::string& expected_sha256) override {
     if (destination.find("/releases/") != std::string::npos) {
       return Status::IOError(destination + ": No space left on device");
     }
-    return real_.CopyVerified(source, destination, expected_sha256);
+    return DelegatingFileStore::CopyVerified(source, destination, expected_sha256);
   }
-  void Remove(const std::string& path) override { real_.Remove(path); }
-  Status ReplaceSymlink(const std::string& link, const std::string& target) override {
-    return real_.ReplaceSymlink(link, target);
-  }
-
- private:
-  LocalFileStore real_;
 };
 
 bool IsParityLaunch(const LaunchSpec& spec) {

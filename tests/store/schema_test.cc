@@ -94,6 +94,10 @@ TEST(SchemaTest, MigratesEveryEarlierVersionKeepingItsData) {
       EXPECT_EQ(migrated.CurrentRelease()->value().live_at,
                 migrated.CurrentRelease()->value().created_at);
       EXPECT_FALSE(migrated.CurrentRelease()->value().withdrawn_json.has_value());
+      EXPECT_FALSE(migrated.CurrentRelease()->value().files_removed_at.has_value());
+    }
+    if (version >= 9) {  // the fixture's outcome
+      EXPECT_EQ(migrated.GetOutcomeTotals(1, 2e9)->size(), 1u);
     }
 
     // No run of an earlier version ran a parity check the store knows of.

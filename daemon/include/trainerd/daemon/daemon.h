@@ -19,6 +19,7 @@
 #include "trainerd/daemon/nightly_cycle.h"
 #include "trainerd/daemon/outcome_watch.h"
 #include "trainerd/daemon/process_launcher.h"
+#include "trainerd/daemon/retention.h"
 #include "trainerd/daemon/status_cache.h"
 #include "trainerd/daemon/systemd_notifier.h"
 #include "trainerd/daemon/worker_supervisor.h"
@@ -72,6 +73,8 @@ class Daemon {
   // OutcomeWatch::Check, its failure logged; re-armed every outcomes.check_interval.
   void CheckOutcomes();
   void ArmOutcomeCheck();
+  // Retention::Apply, its failure logged.
+  void ApplyRetention();
 
   asio::io_context& io_;
   DaemonConfig config_;
@@ -91,6 +94,7 @@ class Daemon {
   std::unique_ptr<MetricsEndpoint> metrics_endpoint_;
   std::unique_ptr<ControlServer> control_;
   std::unique_ptr<OutcomeWatch> outcome_watch_;
+  std::unique_ptr<Retention> retention_;
   CycleProgress progress_;  // the last progress report of the running cycle
   bool run_now_ = false;    // trainerctl run-now: start a cycle at once
   asio::signal_set signals_;

@@ -55,6 +55,14 @@ struct OutcomesConfig {
   const OutcomeMetricConfig* Metric(const std::string& name) const;
 };
 
+// What the state directory keeps (docs/daemon.md, "Retention"): applied after each night and
+// at start-up. Kept whatever the counts say: the current release, the release it replaced,
+// the release a model rollback would pick, and every pinned release.
+struct RetentionConfig {
+  int releases = 10;                        // the newest releases kept, besides those; >= 1
+  double files_seconds = 30 * 24 * 3600.0;  // reports, profile traces and worker logs kept
+};
+
 // Relative paths in the YAML are relative to the config file's folder; after parsing every
 // path below is absolute and lexically normal (the folder of a relative `origin` is taken
 // against the current directory at parse time).
@@ -73,6 +81,7 @@ struct DaemonConfig {
   CostConfig cost;
   RegressionConfig regression;
   OutcomesConfig outcomes;
+  RetentionConfig retention;
   // Updates of the parity check (trainer-run --parity --parity-updates N) that a plan not yet
   // validated for its config version and hardware passes before it trains; [0, 1000],
   // 0 = no check (`parity.updates`).

@@ -47,6 +47,9 @@ class DaemonMetrics {
   // reason: "oom", "crash", "leak", "regression", "invalid_config", "operator" or
   // "outcome_regression".
   void Rollback(std::string_view reason);
+  // A retention pass: the state directory's bytes after it, the newest run's, and what it
+  // removed.
+  void Storage(std::int64_t storage_bytes, std::int64_t night_bytes, std::int64_t removed_bytes);
   // The outcomes of the current release and of the one it replaced, replacing those set
   // before (OutcomeWatch::Check).
   void Outcomes(std::int64_t current, const std::vector<store::OutcomeTotal>& current_totals,

@@ -23,7 +23,7 @@ class FileStore {
   virtual Result<std::string> CopyVerified(const std::string& source,
                                            const std::string& destination,
                                            const std::string& expected_sha256) = 0;
-  // Removes `path` if it exists.
+  // Removes `path` if it exists: a file, or a folder with everything in it.
   virtual void Remove(const std::string& path) = 0;
   // Makes `link` a symbolic link to `target` (relative to the link's folder), replacing what
   // was there atomically (a temporary link renamed over it): a reader sees the old target

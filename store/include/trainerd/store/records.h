@@ -214,6 +214,9 @@ struct Release {
   // Why it was withdrawn, a JSON object (an outcome regression's evidence); empty unless it
   // was. Neither it nor another release of its artifact hash becomes current again.
   std::optional<std::string> withdrawn_json = std::nullopt;
+  // When the retention policy removed its files (Unix seconds); empty while they are kept.
+  // A release whose files were removed never becomes current again.
+  std::optional<double> files_removed_at = std::nullopt;
 
   bool operator==(const Release&) const = default;
 };

@@ -28,7 +28,7 @@ class Connection;
 
 // The schema version this build writes and reads (PRAGMA user_version). Open migrates
 // older databases to it and refuses newer ones.
-inline constexpr int kSchemaVersion = 9;
+inline constexpr int kSchemaVersion = 10;
 
 struct StoreOptions {
   // How long a statement waits for a lock held by another connection, milliseconds.
@@ -154,8 +154,8 @@ class Store {
   [[nodiscard]] Result<std::int64_t> RecordRelease(const Release& release);
   // Makes one release current and the previous current one not, atomically, at `at`: the
   // first time, its live_at and previous_release_id are set. NotFound for an unknown id;
-  // FailedPrecondition when its gate did not pass, or it or a release of the same artifact
-  // hash was withdrawn.
+  // FailedPrecondition when its gate did not pass, its files were removed, or it or a release
+  // of the same artifact hash was withdrawn.
   [[nodiscard]] Status SetCurrentRelease(std::int64_t release_id, double at);
   // Withdraws the current release `release_id` (withdrawn_json = `reason_json`) and makes
   // `to` current at `at`, in one transaction. FailedPrecondition when `release_id` is not the
@@ -165,6 +165,12 @@ class Store {
                                        const std::string& reason_json, double at);
   // Pins or unpins a release. NotFound for an unknown id.
   [[nodiscard]] Status SetReleasePinned(std::int64_t release_id, bool pinned);
+  // Records that the retention policy removes the files of `release_ids` at `at`, in one
+  // transaction, before they are removed: a record never names files that are gone.
+  // FailedPrecondition (and nothing recorded) when one of them is current; NotFound for an
+  // unknown id.
+  [[nodiscard]] Status MarkReleaseFilesRemoved(const std::vector<std::int64_t>& release_ids,
+                                               double at);
   // Empty when no release was ever made current.
   [[nodiscard]] Result<std::optional<Release>> CurrentRelease();
   // NotFound for an unknown id.

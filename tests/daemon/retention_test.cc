@@ -1,0 +1,206 @@
+// The retention policy over ten simulated nights on a real run store and real files, with the
+// clock set by the test: exactly what the policy keeps stays (the newest releases, the
+// current one, the one it replaced, the rollback target, pinned ones; files of recent runs),
+// and a pass cut off between recording and removing leaves no record naming missing files.
+#include "trainerd/daemon/retention.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "../support/delegating_file_store.h"
+#include "../support/temp_dir.h"
+#include "trainerd/daemon/state_layout.h"
+
+namespace trainerd::daemon {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr double kDay = 24 * 3600;
+
+class SetClock final : public Clock {
+ public:
+  double Now() const override { return now; }
+  double now = 1'800'000'000;
+};
+
+// The local filesystem, except that the first removal does nothing: the daemon was killed
+// after recording what it removes and before removing it.
+class KilledBeforeTheFirstRemoval final : public testing::DelegatingFileStore {
+ public:
+  void Remove(const std::string& path) override {
+    if (killed_) DelegatingFileStore::Remove(path);
+    killed_ = true;
+  }
+
+ private:
+  bool killed_ = false;
+};
+
+// The local filesystem, checking at each removal of a release's folder that the store
+// already records it as removed: the record comes first.
+class RecordedBeforeRemoved final : public testing::DelegatingFileStore {
+ public:
+  explicit RecordedBeforeRemoved(store::Store& store) : store_(store) {}
+  void Remove(const std::string& path) override {
+    const Result<std::vector<store::Release>> releases = store_.ListReleases(100);
+    for (const store::Release& r : releases.ok() ? *releases : std::vector<store::Release>{}) {
+      if (fs::path(r.artifact_path).parent_path() == fs::path(path)) {
+        EXPECT_TRUE(r.files_removed_at.has_value()) << path << " removed before it was recorded";
+      }
+    }
+    DelegatingFileStore::Remove(path);
+  }
+
+ private:
+  store::Store& store_;
+};
+
+store::Release Made(std::int64_t id, bool current = false) {
+  store::Release r;
+  r.id = id;
+  r.gate_passed = true;
+  r.current = current;
+  return r;
+}
+
+TEST(ReleasesToRemoveTest, KeepsTheNewestTheCurrentItsPredecessorTheRollbackTargetAndPinned) {
+  std::vector<store::Release> releases;
+  for (std::int64_t id = 1; id <= 10; ++id) releases.push_back(Made(id));
+  releases[6].current = true;           // 7: rolled back to, after 8, 9 and 10
+  releases[6].previous_release_id = 4;  // went live after 4
+  releases[5].withdrawn_json = "{}";    // 6: withdrawn, so 5 is the rollback target
+  releases[1].pinned = true;            // 2
+  releases[0].files_removed_at = 1;     // 1: gone already
+  EXPECT_EQ(ReleasesToRemove(releases, 3), (std::vector<std::int64_t>{3, 6}));
+  EXPECT_EQ(ReleasesToRemove(releases, 1), (std::vector<std::int64_t>{3, 6, 8, 9}));
+}
+
+class RetentionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_.state_dir = dir_.File("state");
+    config_.retention.releases = 3;
+    config_.retention.files_seconds = 5 * kDay;
+    ASSERT_TRUE(StateLayout(config_.state_dir).CreateDirectories().ok());
+    Result<std::unique_ptr<store::Store>> store = store::Store::Open(config_.database_path());
+    ASSERT_TRUE(store.ok()) << store.status().message();
+    store_ = std::move(*store);
+    ASSERT_TRUE(store_->RecordConfigVersion({"cfg", "model: {kind: gpt}\n", 1.0}).ok());
+  }
+
+  static void WriteBytes(const std::string& path, std::size_t bytes) {
+    fs::create_directories(fs::path(path).parent_path());
+    std::ofstream(path) << std::string(bytes, 'x');
+  }
+
+  // A night: a run with its log and report, and its model released and made current.
+  std::int64_t Night() {
+    clock_.now += kDay;
+    store::RunRecord run;
+    run.config_hash = "cfg";
+    run.created_at = clock_.now;
+    run.deadline_at = clock_.now + 3600;
+    const std::int64_t run_id = *store_->CreateRun(run);
+    const StateLayout layout(config_.state_dir);
+    WriteBytes(layout.RunLog(run_id), 100);
+    WriteBytes(layout.RunReport(run_id), 200);
+    const std::string sha(64, static_cast<char>('a' + run_id));
+    const std::string folder = layout.ReleaseDir(run_id, sha, true);
+    WriteBytes(folder + "/model.pt", 1000);
+    const std::int64_t id = *store_->RecordRelease(
+        {0, run_id, folder + "/model.pt", sha, true, "{}", clock_.now, false});
+    EXPECT_TRUE(store_->SetCurrentRelease(id, clock_.now).ok());
+    return id;
+  }
+
+  bool FolderExists(std::int64_t release) {
+    return fs::exists(fs::path(store_->GetRelease(release)->artifact_path).parent_path());
+  }
+
+  // No record names files that are gone: a release kept by the store has its folder.
+  void ExpectNoRecordNamesMissingFiles() {
+    const Result<std::vector<store::Release>> releases = store_->ListReleases(100);
+    ASSERT_TRUE(releases.ok());
+    for (const store::Release& r : *releases) {
+      if (!r.files_removed_at) {
+        EXPECT_TRUE(FolderExists(r.id)) << "release " << r.id;
+      }
+    }
+  }
+
+  testing::TempDir dir_;
+  DaemonConfig config_;
+  SetClock clock_;
+  std::unique_ptr<store::Store> store_;
+};
+
+TEST_F(RetentionTest, TenNightsKeepExactlyWhatThePolicySays) {
+  RecordedBeforeRemoved files(*store_);
+  Retention retention(config_, *store_, files, clock_, nullptr);
+  std::vector<std::int64_t> ids;
+  for (int night = 1; night <= 10; ++night) {
+    ids.push_back(Night());
+    if (night == 2) {
+      ASSERT_TRUE(store_->SetReleasePinned(ids.back(), true).ok());
+    }
+    Result<RetentionReport> report = retention.Apply();
+    ASSERT_TRUE(report.ok()) << report.status().message();
+    ExpectNoRecordNamesMissingFiles();
+    // Kept: the newest three (the current one, the one it replaced, the rollback target
+    // among them) and the pinned release of night 2.
+    std::set<std::int64_t> expected;
+    if (night >= 2) expected.insert(2);
+    for (int back = 0; back < 3 && back < night; ++back) expected.insert(ids[night - 1 - back]);
+    std::set<std::int64_t> kept;
+    for (const std::int64_t id : ids) {
+      if (FolderExists(id)) kept.insert(id);
+      EXPECT_EQ(FolderExists(id), !store_->GetRelease(id)->files_removed_at) << id;
+    }
+    EXPECT_EQ(kept, expected) << "night " << night;
+    EXPECT_GT(report->storage_bytes, 0);
+    EXPECT_EQ(report->night_bytes, 1000 + 100 + 200) << "night " << night;
+  }
+  // Logs and reports of runs more than five days old are gone, the rest stay.
+  const StateLayout layout(config_.state_dir);
+  for (std::int64_t run = 1; run <= 10; ++run) {
+    EXPECT_EQ(fs::exists(layout.RunLog(run)), run >= 5) << run;
+    EXPECT_EQ(fs::exists(layout.RunReport(run)), run >= 5) << run;
+  }
+  // A release whose files are gone never becomes current again.
+  EXPECT_EQ(store_->SetCurrentRelease(ids[3], clock_.now).code(),
+            Status::Code::kFailedPrecondition);
+  Result<std::vector<store::Event>> events = store_->ListRecentEvents(100);
+  ASSERT_TRUE(events.ok());
+  int retention_events = 0;
+  for (const store::Event& e : *events) retention_events += e.kind == "retention";
+  EXPECT_EQ(retention_events, 6) << "nights 4 and 6 to 10 removed a release each";
+}
+
+TEST_F(RetentionTest,
+       APassKilledBeforeItRemovedLeavesNoRecordNamingMissingFilesAndTheNextFinishes) {
+  std::vector<std::int64_t> ids;
+  for (int night = 1; night <= 5; ++night) ids.push_back(Night());
+  KilledBeforeTheFirstRemoval killed;
+  Retention first(config_, *store_, killed, clock_, nullptr);
+  ASSERT_TRUE(first.Apply().ok());
+  ExpectNoRecordNamesMissingFiles();
+  // Releases 1 and 2 go, newest first: the cut-off removal is release 2's.
+  EXPECT_TRUE(store_->GetRelease(ids[1])->files_removed_at.has_value());
+  EXPECT_TRUE(FolderExists(ids[1])) << "the removal that was cut off";
+  EXPECT_FALSE(FolderExists(ids[0]));
+  LocalFileStore files;
+  Retention next(config_, *store_, files, clock_, nullptr);
+  Result<RetentionReport> report = next.Apply();
+  ASSERT_TRUE(report.ok());
+  EXPECT_FALSE(FolderExists(ids[1])) << "finished by the next pass";
+  EXPECT_TRUE(report->releases_removed.empty());
+  EXPECT_EQ(report->bytes_removed, 1000);
+}
+
+}  // namespace
+}  // namespace trainerd::daemon
