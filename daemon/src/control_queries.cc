@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "trainerd/common/sha256.h"
+#include "trainerd/daemon/policy.h"
 #include "trainerd/daemon/report_page.h"
 #include "trainerd/daemon/run_report.h"
 
@@ -111,7 +112,9 @@ nlohmann::json ReleaseJson(const store::Release& release) {
            release.previous_release_id ? nlohmann::json(*release.previous_release_id) : nullptr},
           {"pinned", release.pinned},
           {"withdrawn", release.withdrawn_json ? ParsedOrText(*release.withdrawn_json)
-                                               : nlohmann::json(nullptr)}};
+                                               : nlohmann::json(nullptr)},
+          {"files_removed_at",
+           release.files_removed_at ? nlohmann::json(*release.files_removed_at) : nullptr}};
 }
 
 namespace {
@@ -132,6 +135,25 @@ nlohmann::json OutcomeTotalsJson(store::Store& store, std::int64_t release_id) {
 }
 
 }  // namespace
+
+void AddOutcomesJson(store::Store& store, const store::Release& release, nlohmann::json* into) {
+  (*into)["outcomes"] = OutcomeTotalsJson(store, release.id);
+  (*into)["previous_outcomes"] = release.previous_release_id
+                                     ? OutcomeTotalsJson(store, *release.previous_release_id)
+                                     : nlohmann::json::array();
+}
+
+Status AddRunReleaseJson(store::Store& store, std::int64_t run_id, nlohmann::json* into) {
+  (*into)["release"] = nullptr;
+  Result<std::vector<store::Release>> releases = store.ListReleases(1'000'000);
+  if (!releases.ok()) return releases.status();
+  for (const store::Release& r : *releases) {
+    if (r.run_id != run_id) continue;
+    (*into)["release"] = ReleaseJson(r);
+    AddOutcomesJson(store, r, into);
+  }
+  return Status::Ok();
+}
 
 nlohmann::json EventJson(const store::Event& event) {
   return {{"id", event.id},
@@ -211,10 +233,14 @@ nlohmann::json AnswerFromStore(store::Store& store, const std::string& job_path,
     if (Result<std::vector<store::UpdateMetric>> m = store.GetMetrics(run->id); m.ok()) {
       updates = m->size();
     }
-    return Ok({{"run", RunJson(*run)},
-               {"events", events},
-               {"slice_evals", evals},
-               {"updates_recorded", updates}});
+    nlohmann::json result = {{"run", RunJson(*run)},
+                             {"events", events},
+                             {"slice_evals", evals},
+                             {"updates_recorded", updates}};
+    if (Status s = AddRunReleaseJson(store, run->id, &result); !s.ok()) {
+      return Error(kInternalError, s.message());
+    }
+    return Ok(result);
   }
   if (command == "release" && request.contains("action") && request["action"] == "show") {
     const nlohmann::json id = request.value("release", nlohmann::json());
@@ -226,13 +252,18 @@ nlohmann::json AnswerFromStore(store::Store& store, const std::string& job_path,
                  ? Error(kNotFound, "no release " + std::to_string(id.get<std::int64_t>()))
                  : Error(kInternalError, release.status().message());
     }
-    nlohmann::json result = {{"release", ReleaseJson(*release)},
-                             {"outcomes", OutcomeTotalsJson(store, release->id)}};
-    if (release->previous_release_id) {
-      result["previous_outcomes"] = OutcomeTotalsJson(store, *release->previous_release_id);
-    }
+    nlohmann::json result = {{"release", ReleaseJson(*release)}};
+    AddOutcomesJson(store, *release, &result);
     if (Result<store::RunRecord> run = store.GetRun(release->run_id); run.ok()) {
       result["run"] = RunJson(*run);
+    }
+    // The run's final eval loss by slice, what its gate judged.
+    result["slice_losses"] = nlohmann::json::object();
+    if (Result<std::vector<store::SliceEval>> evals = store.GetSliceEvals(release->run_id);
+        evals.ok()) {
+      for (const auto& [slice, loss] : FinalSliceLosses(*evals)) {
+        result["slice_losses"][slice] = std::isfinite(loss) ? nlohmann::json(loss) : nullptr;
+      }
     }
     return Ok(result);
   }

@@ -402,6 +402,54 @@ std::string GateSection(const Json& facts) {
   return html + "</table></section>\n";
 }
 
+// What the run's release did once live: its state, and its outcomes beside the previous
+// release's (docs/outcomes.md). None for a run that released no model.
+std::string OutcomesSection(const Json& facts) {
+  const Json& release = facts["release"];
+  if (!release.is_object() || !release.value("gate_passed", false)) return "";
+  std::string html = "<section id=\"outcomes\"><h2>After the release</h2>\n<p>";
+  html += release["live_at"].is_number() ? "Live since " + TimeText(release["live_at"])
+                                         : std::string("Never live");
+  if (release["previous_release"].is_number()) {
+    html += ", after release " + Text(release["previous_release"]);
+  }
+  html += release.value("current", false) ? "; current" : "; not current";
+  if (release.value("pinned", false)) html += "; pinned";
+  const Json& withdrawn = release["withdrawn"];
+  if (withdrawn.is_object()) {
+    html += "; <span class=\"fail\">withdrawn</span> at " + TimeText(withdrawn["at"]) +
+            " after its outcomes regressed, release " + Text(withdrawn["rolled_back_to"]) +
+            " current again";
+  }
+  if (release["files_removed_at"].is_number()) {
+    html += "; its files were removed by the retention policy at " +
+            TimeText(release["files_removed_at"]);
+  }
+  html += ".</p>\n";
+  const Json outcomes = facts.value("outcomes", Json::array());
+  if (outcomes.empty()) {
+    return html + "<p class=\"muted\">No outcomes reported (trainerctl outcome).</p></section>\n";
+  }
+  html += "<table>" +
+          Row({"slice", "metric", "value", "outcomes", "previous release", "outcomes"}, "th");
+  for (const Json& o : outcomes) {
+    std::vector<std::string> row = {Text(o["slice"]),
+                                    Text(o["metric"]),
+                                    NumberText(o["value"], "%.6g"),
+                                    Text(o["count"]),
+                                    "-",
+                                    "-"};
+    for (const Json& p : facts.value("previous_outcomes", Json::array())) {
+      if (p["slice"] == o["slice"] && p["metric"] == o["metric"]) {
+        row[4] = NumberText(p["value"], "%.6g");
+        row[5] = Text(p["count"]);
+      }
+    }
+    html += Row(row);
+  }
+  return html + "</table></section>\n";
+}
+
 std::string ProvenanceSection(const Json& run) {
   const Json& hw = run["hardware"];
   const Json& sw = run["software"];
@@ -435,8 +483,9 @@ std::string RenderReportPage(const Json& facts) {
          ", deadline " + TimeText(run["deadline_at"]) + "</p></header>\n" + PlanSection(facts) +
          MemorySection(facts) + ProfileSection(facts) + CurvesSection(facts) +
          ThroughputSection(run) + NightSection(facts) + GateSection(facts) +
-         ProvenanceSection(run) + "<footer class=\"muted\"><p>Written by trainerd at " +
-         TimeText(facts["generated_at"]) + ".</p></footer>\n</body></html>\n";
+         OutcomesSection(facts) + ProvenanceSection(run) +
+         "<footer class=\"muted\"><p>Written by trainerd at " + TimeText(facts["generated_at"]) +
+         ".</p></footer>\n</body></html>\n";
 }
 
 }  // namespace trainerd::daemon

@@ -111,11 +111,7 @@ Result<nlohmann::json> GatherRunReport(store::Store& store, std::int64_t run_id,
   for (const store::RunRecord& r : Chain(*run, *recent)) {
     report["night"].push_back(NightRunJson(store, r));
   }
-  Result<std::vector<store::Release>> releases = store.ListReleases(200);
-  if (!releases.ok()) return releases.status();
-  for (const store::Release& r : *releases) {
-    if (r.run_id == run_id) report["release"] = ReleaseJson(r);
-  }
+  if (Status s = AddRunReleaseJson(store, run_id, &report); !s.ok()) return s;
   return report;
 }
 

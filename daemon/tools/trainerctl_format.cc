@@ -65,6 +65,37 @@ std::string Config(const Json& config) {
   return Short(config["hash"]) + " (" + config.value("state", "") + ")";
 }
 
+// A release's outcomes by slice and metric beside those of the release it replaced, with the
+// verdict where `result` has one.
+std::string OutcomesTable(const Json& result) {
+  std::vector<std::vector<std::string>> rows = {
+      {"SLICE", "METRIC", "VALUE", "COUNT", "PREVIOUS", "COUNT", "VERDICT"}};
+  const Json previous = result.value("previous_outcomes", Json::array());
+  const Json compared = result.contains("verdict") ? result["verdict"]["compared"] : Json::array();
+  for (const Json& o : result["outcomes"]) {
+    std::vector<std::string> row = {o.value("slice", ""),
+                                    o.value("metric", ""),
+                                    NumberText(o["value"], "%.6g"),
+                                    std::to_string(o.value("count", 0)),
+                                    "-",
+                                    "-",
+                                    "-"};
+    for (const Json& p : previous) {
+      if (p["slice"] == o["slice"] && p["metric"] == o["metric"]) {
+        row[4] = NumberText(p["value"], "%.6g");
+        row[5] = std::to_string(p.value("count", 0));
+      }
+    }
+    for (const Json& c : compared) {
+      if (c["slice"] == o["slice"] && c["metric"] == o["metric"]) {
+        row[6] = c.value("regressed", false) ? "regressed" : "ok";
+      }
+    }
+    rows.push_back(row);
+  }
+  return rows.size() > 1 ? Table(rows) : "  no outcomes reported\n";
+}
+
 }  // namespace
 
 std::string FormatStatus(const Json& s) {
@@ -184,6 +215,12 @@ std::string FormatShow(const Json& result) {
                       e.value("message", "")});
   }
   if (!events.empty()) out += "\nevents\n" + Table(events);
+  if (const Json& release = result.value("release", Json()); release.is_object()) {
+    out += "\nrelease " + std::to_string(release.value("id", 0)) + ": model " +
+           Short(release["artifact_sha256"]) +
+           (release.value("current", false) ? ", current" : ", not current") +
+           (release["withdrawn"].is_object() ? ", withdrawn" : "") + "\n" + OutcomesTable(result);
+  }
   return out;
 }
 
@@ -216,35 +253,21 @@ std::string FormatRelease(const Json& result) {
   if (result.contains("run")) {
     const Json& run = result["run"];
     out << "  config " << Short(run["config_hash"]) << ", data " << Short(run["data_fingerprint"])
-        << ", " << Plan(run["plan"]) << "\n";
+        << ", trainerd " << run["software"].value("trainerd_version", "-") << ", "
+        << Plan(run["plan"]) << "\n";
+    const Json& peak = run["peak_memory_bytes"];
+    out << "  peak " << BytesText(peak.is_object() ? peak["peak"] : Json()) << ", "
+        << NumberText(run["samples_per_second"], "%.1f") << " samples/s, cost per sample "
+        << NumberText(run["cost_per_sample"], "%.3g") << "\n";
   }
-  // Outcomes by slice and metric, this release's beside the one it replaced.
-  std::vector<std::vector<std::string>> rows = {
-      {"SLICE", "METRIC", "VALUE", "COUNT", "PREVIOUS", "COUNT", "VERDICT"}};
-  const Json previous = result.value("previous_outcomes", Json::array());
-  const Json compared = result.contains("verdict") ? result["verdict"]["compared"] : Json::array();
-  for (const Json& o : result["outcomes"]) {
-    std::vector<std::string> row = {o.value("slice", ""),
-                                    o.value("metric", ""),
-                                    NumberText(o["value"], "%.6g"),
-                                    std::to_string(o.value("count", 0)),
-                                    "-",
-                                    "-",
-                                    "-"};
-    for (const Json& p : previous) {
-      if (p["slice"] == o["slice"] && p["metric"] == o["metric"]) {
-        row[4] = NumberText(p["value"], "%.6g");
-        row[5] = std::to_string(p.value("count", 0));
-      }
+  if (result.contains("slice_losses") && !result["slice_losses"].empty()) {
+    out << "  eval loss";
+    for (const auto& [slice, loss] : result["slice_losses"].items()) {
+      out << " " << slice << " " << NumberText(loss, "%.4f");
     }
-    for (const Json& c : compared) {
-      if (c["slice"] == o["slice"] && c["metric"] == o["metric"]) {
-        row[6] = c.value("regressed", false) ? "regressed" : "ok";
-      }
-    }
-    rows.push_back(row);
+    out << "\n";
   }
-  out << (rows.size() > 1 ? Table(rows) : "  no outcomes reported\n");
+  out << OutcomesTable(result);
   if (result.contains("verdict")) {
     for (const Json& w : result["verdict"]["waiting"]) {
       out << "  waiting: " << w.get<std::string>() << "\n";

@@ -47,7 +47,8 @@ commands:
   status                     phase, current run with progress and ETA against the deadline,
                              next start, active config, last known-good, current release
   runs [--limit N]           the last N runs (default 20)
-  show RUN                   the whole run record with its memory, evals and events
+  show RUN                   the whole run record with its memory, evals, events, and its
+                             release with its outcomes
   report RUN [--output FILE] the run's report page (one HTML file: plan, memory ledger,
                              curves, the night's fallbacks, release gate) on stdout or
                              in FILE; with --json the facts it is drawn from

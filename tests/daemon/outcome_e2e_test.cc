@@ -199,6 +199,15 @@ TEST_F(OutcomeE2eTest, TwoNightsOutcomesForBothAndARegressedSliceRollsTheModelBa
                 .string());
   const testing::Ctl text = Run({"release", "show", std::to_string(second)});
   EXPECT_NE(text.out.find("withdrawn at"), std::string::npos) << text.out;
+  // The run's record shows its release beside it, with the same outcomes.
+  const std::string run = std::to_string(shown["release"]["run_id"].get<std::int64_t>());
+  const Json run_shown = Run({"show", run, "--json"}).json();
+  EXPECT_EQ(run_shown["release"]["id"], second);
+  EXPECT_EQ(run_shown["outcomes"], shown["outcomes"]);
+  EXPECT_NE(Run({"show", run})
+                .out.find("release " + std::to_string(second) + ": model " + sha.substr(0, 12) +
+                          ", not current, withdrawn"),
+            std::string::npos);
 }
 
 }  // namespace

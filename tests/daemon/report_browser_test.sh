@@ -102,7 +102,7 @@ class Page(html.parser.HTMLParser):
 p = Page()
 p.feed(page)
 problems = []
-want = ["plan", "memory", "profile", "curves", "throughput", "night", "gate", "provenance"]
+want = ["plan", "memory", "profile", "curves", "throughput", "night", "gate", "outcomes", "provenance"]
 if p.sections != want:
     problems.append("sections %s, expected %s" % (p.sections, want))
 if "script" in p.tags or p.loads:
@@ -132,7 +132,7 @@ browser() {
 }
 browser --dump-dom "file://$tmp/page.html" > "$tmp/dom.html" ||
   fail "chromium --dump-dom failed: $(tail -5 "$tmp/chromium.log")"
-for section in plan memory profile curves throughput night gate provenance; do
+for section in plan memory profile curves throughput night gate outcomes provenance; do
   grep -q "<section id=\"$section\">" "$tmp/dom.html" || fail "Chromium's DOM has no section $section"
 done
 charts=$(grep -o '<svg' "$tmp/dom.html" | wc -l)

@@ -242,8 +242,8 @@ TEST_F(RunReportTest, TheNightsChainTheCurvesAndTheReleaseAreGathered) {
 TEST_F(RunReportTest, ThePageShowsEverySectionAndItsLedgerBarAddsUpToTheRecordedCategories) {
   RecordTwoNights();
   const std::string html = RenderReportPage(*GatherRunReport(*store_, second_, 100));
-  for (const char* section :
-       {"plan", "memory", "profile", "curves", "throughput", "night", "gate", "provenance"}) {
+  for (const char* section : {"plan", "memory", "profile", "curves", "throughput", "night", "gate",
+                              "outcomes", "provenance"}) {
     EXPECT_NE(html.find("<section id=\"" + std::string(section) + "\">"), std::string::npos)
         << section;
   }
@@ -293,6 +293,46 @@ TEST_F(RunReportTest, ThePageShowsEverySectionAndItsLedgerBarAddsUpToTheRecorded
   EXPECT_NE(html.find("<circle class=\"dot\" data-name=\"matrix products\""), std::string::npos);
   EXPECT_EQ(html.find("<circle class=\"dot\" data-name=\"dropout\""), std::string::npos);
   EXPECT_NE(html.find("<code>aten::mm</code>"), std::string::npos);
+}
+
+// The release side by side with what happened to it: when it went live, its outcomes by
+// slice and metric with their counts, and its withdrawal.
+TEST_F(RunReportTest, TheReleasesOutcomesAndWithdrawalAreOnItsRunsPage) {
+  RecordTwoNights();
+  const std::int64_t release = (*store_->CurrentRelease())->id;
+  std::string html = RenderReportPage(*GatherRunReport(*store_, second_, 100));
+  EXPECT_NE(html.find("Live since 1970-01-01T00:01:01Z; current."), std::string::npos) << html;
+  EXPECT_NE(html.find("No outcomes reported"), std::string::npos);
+  ASSERT_TRUE(store_
+                  ->RecordOutcomes({{release, "en", "ctr", 70, 0.125, 400},
+                                    {release, "en", "ctr", 80, 0.375, 100}})
+                  .ok());
+  Result<Json> facts = GatherRunReport(*store_, second_, 100);
+  ASSERT_TRUE(facts.ok());
+  ASSERT_EQ((*facts)["outcomes"].size(), 1u);
+  EXPECT_EQ((*facts)["outcomes"][0]["count"], 500);
+  EXPECT_TRUE((*facts)["previous_outcomes"].empty()) << "the first release replaced none";
+  html = RenderReportPage(*facts);
+  EXPECT_NE(html.find("<tr><td>en</td><td>ctr</td><td>0.175</td><td>500</td><td>-</td>"),
+            std::string::npos)
+      << html;
+
+  // Withdrawn in favour of a later release, as the outcome watch does.
+  Result<std::int64_t> other =
+      store_->RecordRelease({0, 3, "releases/run-3", std::string(64, 'b'), true, "{}", 90, false});
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE(store_->SetCurrentRelease(*other, 90).ok());
+  ASSERT_TRUE(store_->SetCurrentRelease(release, 95).ok());
+  ASSERT_TRUE(
+      store_->WithdrawRelease(release, *other, R"({"at": 99, "rolled_back_to": 2})", 99).ok());
+  html = RenderReportPage(*GatherRunReport(*store_, second_, 100));
+  EXPECT_NE(html.find("; not current; <span class=\"fail\">withdrawn</span> at "
+                      "1970-01-01T00:01:39Z after its outcomes regressed, release 2 current again"),
+            std::string::npos)
+      << html;
+  // The first run released nothing: no such section.
+  EXPECT_EQ(RenderReportPage(*GatherRunReport(*store_, 1, 100)).find("id=\"outcomes\""),
+            std::string::npos);
 }
 
 TEST_F(RunReportTest, ARunStoppedBeforeItsLedgerSaysSoInsteadOfDrawingNumbers) {

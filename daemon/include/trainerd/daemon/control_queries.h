@@ -36,15 +36,24 @@ nlohmann::json RunJson(const store::RunRecord& run);
 nlohmann::json ConfigJson(const store::ConfigVersion& version);
 nlohmann::json ReleaseJson(const store::Release& release);
 nlohmann::json EventJson(const store::Event& event);
+// Sets `into`'s "outcomes" (the release's outcomes by slice and metric: value, count,
+// first_at, last_at) and "previous_outcomes" (the same of the release it replaced; empty for
+// the first release).
+void AddOutcomesJson(store::Store& store, const store::Release& release, nlohmann::json* into);
+// Sets `into`'s "release" to run `run_id`'s release (null when it released none), with
+// AddOutcomesJson's fields beside it.
+Status AddRunReleaseJson(store::Store& store, std::int64_t run_id, nlohmann::json* into);
 
 // The config version the next cycle would run: the job file's version unless it is bad or
 // unreadable (state "new" when the file changed since the last cycle), else the last
 // known-good version. Empty object when there is none.
 nlohmann::json ActiveConfigJson(store::Store& store, const std::string& job_path);
 
-// Answers the read-only commands from the store: "runs" {limit}, "show" {run}, "report" {run}
+// Answers the read-only commands from the store: "runs" {limit}, "show" {run} (the run, its
+// events and evals, and its release with its outcomes), "report" {run}
 // (the report's facts and its HTML page, run_report.h), "configs", "release" {action: show,
-// release} (the release, its run, its outcomes and those of the release it replaced),
+// release} (the release, its run and its final eval loss by slice, its outcomes and those of
+// the release it replaced),
 // and the stored part of "status" (active config, last known-good, current release, last
 // run). Anything else is a bad_request.
 nlohmann::json AnswerFromStore(store::Store& store, const std::string& job_path,

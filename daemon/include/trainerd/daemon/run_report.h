@@ -5,7 +5,8 @@
 // metrics, at most kMaxReportUpdates of them, evenly spaced, the last always kept),
 // "updates_recorded", "night" (every run of the run's chain of fallbacks, oldest first, each
 // with its config version, plan, where the plan came from and the error event that ended it),
-// "release" (the run's release, or null) and "generated_at". The page is
+// "release" (the run's release, or null), with the release "outcomes" and "previous_outcomes"
+// (control_queries.h, AddOutcomesJson), and "generated_at". The page is
 // RenderReportPage(facts) (report_page.h).
 #pragma once
 
