@@ -82,6 +82,8 @@ nlohmann::json RunJson(const store::RunRecord& run) {
       {"final_loss", Optional(run.final_loss)},
       {"parity_seconds", Optional(run.parity_seconds)},
       {"peak_memory_bytes", nullptr},
+      {"storage_bytes", run.storage_bytes ? nlohmann::json(*run.storage_bytes) : nullptr},
+      {"state_dir_bytes", run.state_dir_bytes ? nlohmann::json(*run.state_dir_bytes) : nullptr},
   };
   if (run.peak_memory) {
     j["peak_memory_bytes"] = nlohmann::json::object();

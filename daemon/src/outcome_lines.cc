@@ -161,7 +161,10 @@ Result<OutcomeLine> OutcomeLineFromJson(const nlohmann::json& json, const std::s
     return Status::InvalidArgument(where + ": expected an object with " + kColumns);
   }
   OutcomeLine line;
-  for (const auto& [key, value] : json.items()) {
+  for (auto item = json.begin(); item != json.end(); ++item) {
+    // Named, not a structured binding: clang 14 does not capture those in the lambda.
+    const std::string& key = item.key();
+    const nlohmann::json& value = item.value();
     const auto bad = [&](const std::string& expected) {
       return Status::InvalidArgument(where + ": " + key + ": expected " + expected + ", got " +
                                      value.dump());

@@ -126,6 +126,13 @@ Result<RetentionReport> Retention::Apply() {
       }
     }
   }
+  // The night's storage, recorded with its run once (a later start-up's pass leaves it).
+  if (!runs->empty() && store::IsFinished(runs->front().status) && !runs->front().storage_bytes) {
+    if (Status s = store_.SetRunStorage(runs->front().id, report.night_bytes, report.storage_bytes);
+        !s.ok()) {
+      return s;
+    }
+  }
   if (metrics_) metrics_->Storage(report.storage_bytes, report.night_bytes, report.bytes_removed);
   if (!report.files_removed.empty()) {
     RecordAndLog(store_,

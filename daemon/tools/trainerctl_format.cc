@@ -186,6 +186,8 @@ std::string FormatShow(const Json& result) {
       {"throughput method", run.value("throughput_method", "")},
       {"MFU", NumberText(run["mfu"], "%.3f")},
       {"cost per sample", NumberText(run["cost_per_sample"], "%.3g")},
+      {"storage", BytesText(run.value("storage_bytes", Json())) + " (state directory " +
+                      BytesText(run.value("state_dir_bytes", Json())) + ")"},
       {"final loss", NumberText(run["final_loss"], "%.4f")},
       // value(): a daemon older than the parity check sends no such key.
       {"parity check", run.value("parity_seconds", Json()).is_number()

@@ -107,7 +107,7 @@ const std::string_view kSelectRun =
     "r.data_fingerprint, r.throughput_method, r.parameters_bytes, r.gradients_bytes, "
     "r.optimizer_state_bytes, r.activations_bytes, r.temporaries_bytes, r.inputs_bytes, "
     "r.peak_bytes, r.samples_per_second, r.tokens_per_second, r.mfu, r.cost_per_sample, "
-    "r.final_loss, r.parity_seconds, r.world_size "
+    "r.final_loss, r.parity_seconds, r.world_size, r.storage_bytes, r.state_dir_bytes "
     "FROM runs r JOIN hardware h ON h.id = r.hardware_id JOIN software s ON s.id = "
     "r.software_id";
 
@@ -164,6 +164,8 @@ Result<RunRecord> ReadRun(sqlite::Statement& stmt) {
   run.final_loss = stmt.ReadOptionalDouble();
   run.parity_seconds = stmt.ReadOptionalDouble();
   run.world_size = stmt.ReadInt64();
+  run.storage_bytes = stmt.ReadOptionalInt64();
+  run.state_dir_bytes = stmt.ReadOptionalInt64();
   return run;
 }
 

@@ -17,7 +17,7 @@ struct Migration {
 
 // The schema's history. A released step never changes: databases in the field already ran
 // it. A change is a new step at the end, and kSchemaVersion follows it.
-constexpr std::array<Migration, 10> kMigrations = {{
+constexpr std::array<Migration, 11> kMigrations = {{
     {1, R"sql(
 CREATE TABLE config_versions (
   hash       TEXT PRIMARY KEY,
@@ -316,6 +316,13 @@ CREATE TABLE outcomes (
     // When the retention policy removed a release's files.
     {10, R"sql(
 ALTER TABLE releases ADD COLUMN files_removed_at REAL;
+)sql"},
+    // What a run left in the state directory, and the directory's bytes, after its night's
+    // retention pass.
+    {11, R"sql(
+ALTER TABLE runs ADD COLUMN storage_bytes INTEGER CHECK (storage_bytes IS NULL OR storage_bytes >= 0);
+ALTER TABLE runs ADD COLUMN state_dir_bytes INTEGER
+  CHECK (state_dir_bytes IS NULL OR state_dir_bytes >= 0);
 )sql"},
 }};
 

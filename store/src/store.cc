@@ -328,6 +328,25 @@ Status Store::FinishRun(const RunRecord& run, const std::vector<UpdateMetric>& m
   });
 }
 
+Status Store::SetRunStorage(std::int64_t run_id, std::int64_t storage_bytes,
+                            std::int64_t state_dir_bytes) {
+  if (storage_bytes < 0 || state_dir_bytes < 0) {
+    return Status::InvalidArgument("storage bytes must be >= 0, got " +
+                                   std::to_string(storage_bytes) + " and " +
+                                   std::to_string(state_dir_bytes));
+  }
+  return InTransaction(*db_, [&]() -> Status {
+    Result<RunStatus> status = StoredRunStatus(*db_, run_id);
+    if (!status.ok()) return status.status();
+    if (!IsFinished(*status)) {
+      return Status::FailedPrecondition("run store '" + db_->path() + "': " + RunName(run_id) +
+                                        " has not finished");
+    }
+    return Execute(*db_, "UPDATE runs SET storage_bytes = ?, state_dir_bytes = ? WHERE id = ?",
+                   [&](Statement& stmt) { stmt.Bind(storage_bytes, state_dir_bytes, run_id); });
+  });
+}
+
 Result<std::vector<std::int64_t>> Store::MarkUnfinishedAsInterrupted(double at) {
   std::vector<std::int64_t> ids;
   Status status = InTransaction(*db_, [&]() -> Status {

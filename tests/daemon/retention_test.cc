@@ -106,6 +106,13 @@ class RetentionTest : public ::testing::Test {
     run.created_at = clock_.now;
     run.deadline_at = clock_.now + 3600;
     const std::int64_t run_id = *store_->CreateRun(run);
+    EXPECT_TRUE(store_->MarkRunStarted(run_id, clock_.now).ok());
+    run.id = run_id;
+    run.status = store::RunStatus::kSucceeded;
+    run.started_at = clock_.now;
+    run.ended_at = clock_.now + 60;
+    run.plan = PlanSpec{8, 1, {}, Precision::kFp32};
+    EXPECT_TRUE(store_->FinishRun(run, {}, {}, {}).ok());
     const StateLayout layout(config_.state_dir);
     WriteBytes(layout.RunLog(run_id), 100);
     WriteBytes(layout.RunReport(run_id), 200);
@@ -164,6 +171,9 @@ TEST_F(RetentionTest, TenNightsKeepExactlyWhatThePolicySays) {
     EXPECT_EQ(kept, expected) << "night " << night;
     EXPECT_GT(report->storage_bytes, 0);
     EXPECT_EQ(report->night_bytes, 1000 + 100 + 200) << "night " << night;
+    const store::RunRecord run = *store_->GetRun(store_->GetRelease(ids.back())->run_id);
+    EXPECT_EQ(run.storage_bytes, 1000 + 100 + 200) << "night " << night;
+    EXPECT_EQ(run.state_dir_bytes, report->storage_bytes) << "night " << night;
   }
   // Logs and reports of runs more than five days old are gone, the rest stay.
   const StateLayout layout(config_.state_dir);

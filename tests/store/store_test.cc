@@ -632,6 +632,18 @@ TEST_F(StoreTest, ExactlyOneReleaseIsCurrentAfterEachSwitch) {
             1);
 }
 
+TEST_F(StoreTest, AFinishedRunTakesItsStorageBytes) {
+  const std::int64_t running = CreateRun(SampleRun("cfg-a"));
+  EXPECT_EQ(store_->SetRunStorage(running, 10, 20).code(), Status::Code::kFailedPrecondition);
+  const std::int64_t done = FinishedRunId(SampleRun("cfg-a"), RunStatus::kSucceeded);
+  EXPECT_EQ(store_->SetRunStorage(done, -1, 20).code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(store_->SetRunStorage(9999, 1, 2).code(), Status::Code::kNotFound);
+  ASSERT_TRUE(IsOk(store_->SetRunStorage(done, 1300, 1 << 20)));
+  EXPECT_EQ(store_->GetRun(done)->storage_bytes, 1300);
+  EXPECT_EQ(store_->GetRun(done)->state_dir_bytes, 1 << 20);
+  EXPECT_EQ(store_->GetRun(running)->storage_bytes, std::nullopt);
+}
+
 TEST_F(StoreTest, AWithdrawnReleaseAndItsModelNeverBecomeCurrentAgain) {
   const std::int64_t run = FinishedRunId(SampleRun("cfg-a"), RunStatus::kSucceeded);
   const std::int64_t first = *store_->RecordRelease({0, run, "/m/a.pt", "sha256:a", true});

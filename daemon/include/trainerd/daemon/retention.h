@@ -39,7 +39,8 @@ class Retention {
             DaemonMetrics* metrics);
 
   // Applies the policy now: a `retention` event names what was removed (none when nothing
-  // was), and the metrics show the storage bytes.
+  // was), the newest run's record takes its storage bytes and the state directory's (when
+  // it has none yet), and the metrics show them.
   Result<RetentionReport> Apply();
 
  private:

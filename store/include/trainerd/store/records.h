@@ -160,6 +160,11 @@ struct RunRecord {
   // Processes that trained the job data-parallel (distributed.ranks); samples_per_second and
   // tokens_per_second are the whole job's, a rank's share is them divided by this.
   std::int64_t world_size = 1;
+  // Measured after the night's retention pass (Store::SetRunStorage): the bytes the run left in
+  // the state directory (its release, report, worker log and profile trace) and the state
+  // directory's bytes then; empty until measured.
+  std::optional<std::int64_t> storage_bytes = std::nullopt;
+  std::optional<std::int64_t> state_dir_bytes = std::nullopt;
 
   bool operator==(const RunRecord&) const = default;
 };

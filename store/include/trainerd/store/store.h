@@ -28,7 +28,7 @@ class Connection;
 
 // The schema version this build writes and reads (PRAGMA user_version). Open migrates
 // older databases to it and refuses newer ones.
-inline constexpr int kSchemaVersion = 10;
+inline constexpr int kSchemaVersion = 11;
 
 struct StoreOptions {
   // How long a statement waits for a lock held by another connection, milliseconds.
@@ -114,6 +114,11 @@ class Store {
   [[nodiscard]] Status FinishRun(const RunRecord& run, const std::vector<UpdateMetric>& metrics,
                                  const std::vector<SliceEval>& evals,
                                  const std::vector<Event>& events);
+  // Records a finished run's storage bytes and the state directory's, measured after the
+  // night's retention pass. NotFound for an unknown id; FailedPrecondition for a run that has
+  // not finished; InvalidArgument for negative bytes.
+  [[nodiscard]] Status SetRunStorage(std::int64_t run_id, std::int64_t storage_bytes,
+                                     std::int64_t state_dir_bytes);
   // For a daemon restart: every run still kRunning, or kScheduled (its daemon died between
   // creating it and starting it), becomes kInterrupted with ended_at = `at`, in one
   // transaction. Returns their ids, ascending.
