@@ -196,7 +196,8 @@ nlohmann::json Daemon::RollbackModel(const nlohmann::json& request) {
     target = request["release"].get<std::int64_t>();
   } else {
     for (const store::Release& r : *releases) {  // newest first
-      if (r.gate_passed && !r.withdrawn_json && *current && r.id < (*current)->id) {
+      if (r.gate_passed && !r.withdrawn_json && !r.files_removed_at && *current &&
+          r.id < (*current)->id) {
         target = r.id;
         break;
       }
@@ -327,7 +328,9 @@ nlohmann::json Daemon::RecordOutcomes(const nlohmann::json& request) {
                                     " never went live (its gate withheld it), so it has no "
                                     "outcomes");
     }
-    const double at = line->at.value_or(now);
+    // A line without a time takes the time it arrives, a microsecond apart from the others
+    // of the import so that two such lines are two outcomes.
+    const double at = line->at.value_or(now + 1e-6 * static_cast<double>(outcomes.size()));
     if (at < *release->live_at) {
       return Error(kBadRequest, where + ": at " + FormatUtc(at) + " is before " + name +
                                     " went live (" + FormatUtc(*release->live_at) + ")");
@@ -403,7 +406,8 @@ void Daemon::ApplyRetention() {
 void Daemon::ArmOutcomeCheck() {
   outcome_timer_.expires_after(TimerDelay(config_.outcomes.check_interval_seconds));
   outcome_timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (ec) return;
+    // A wait that completed just before Main cancelled it runs after the store closed.
+    if (ec || stopping_ || !store_) return;
     if (!cycle_running_) CheckOutcomes();
     ArmOutcomeCheck();
   });

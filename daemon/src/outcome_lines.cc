@@ -13,6 +13,21 @@ namespace {
 
 constexpr const char* kColumns = "release, slice, metric, value and optionally count and at";
 
+// Outcomes counted at once, at most: their sums stay far inside 64 bits.
+constexpr std::int64_t kMaxCount = 1'000'000'000'000;
+// Times outside 1970-5138 are not times an outcome was observed at.
+constexpr double kMaxTime = 1e11;
+
+// Whether `text` is UTF-8, as JSON text (the control request) must be.
+bool IsUtf8(const std::string& text) {
+  try {
+    nlohmann::json(text).dump();
+    return true;
+  } catch (const nlohmann::json::type_error&) {
+    return false;
+  }
+}
+
 bool IsDigits(const std::string& text) {
   if (text.empty()) return false;
   for (const char c : text) {
@@ -94,6 +109,7 @@ nlohmann::json CsvRowJson(const std::vector<std::string>& header,
 Result<std::vector<OutcomeLine>> ParseCsv(std::istringstream& in, const std::string& first_line,
                                           const std::string& source) {
   std::optional<std::vector<std::string>> header = SplitCsv(first_line);
+  if (!header) return Status::InvalidArgument(source + ":1: a quoted field is not closed");
   const std::set<std::string> known = {"release", "slice", "metric", "value", "count", "at"};
   std::set<std::string> seen;
   for (std::string& column : *header) {
@@ -166,8 +182,9 @@ Result<OutcomeLine> OutcomeLineFromJson(const nlohmann::json& json, const std::s
     const std::string& key = item.key();
     const nlohmann::json& value = item.value();
     const auto bad = [&](const std::string& expected) {
-      return Status::InvalidArgument(where + ": " + key + ": expected " + expected + ", got " +
-                                     value.dump());
+      return Status::InvalidArgument(
+          where + ": " + key + ": expected " + expected + ", got " +
+          value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     };
     if (key == "line") {
       if (!value.is_number_integer() || value.get<std::int64_t>() < 0 ||
@@ -179,25 +196,32 @@ Result<OutcomeLine> OutcomeLineFromJson(const nlohmann::json& json, const std::s
       line.release = value.is_number_unsigned() ? std::to_string(value.get<std::uint64_t>())
                      : value.is_string()        ? value.get<std::string>()
                                                 : "";
+      // sha256 prefixes as stored: lower case.
+      for (char& c : line.release)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       if (!IsDigits(line.release) && !(line.release.size() >= 12 && IsHex(line.release))) {
         return bad("a release id or 12+ hex digits of its model's sha256");
       }
     } else if (key == "slice" || key == "metric") {
-      if (!value.is_string() || value.get<std::string>().empty()) return bad("a name");
+      if (!value.is_string() || value.get<std::string>().empty() ||
+          !IsUtf8(value.get<std::string>())) {
+        return bad("a name in UTF-8");
+      }
       (key == "slice" ? line.slice : line.metric) = value.get<std::string>();
     } else if (key == "value") {
       if (!value.is_number() || !std::isfinite(value.get<double>())) return bad("a finite number");
       line.value = value.get<double>();
     } else if (key == "count") {
-      if (!value.is_number_integer() || value.get<std::int64_t>() < 1) {
-        return bad("a whole number of outcomes, at least 1");
+      if (!value.is_number_integer() || value.get<std::int64_t>() < 1 ||
+          value.get<std::int64_t>() > kMaxCount) {
+        return bad("a whole number of outcomes, at least 1 and at most 10^12");
       }
       line.count = value.get<std::int64_t>();
     } else if (key == "at") {
       line.at = value.is_number()   ? std::optional<double>(value.get<double>())
                 : value.is_string() ? ParseOutcomeTime(value.get<std::string>())
                                     : std::nullopt;
-      if (!line.at || !std::isfinite(*line.at)) {
+      if (!line.at || !std::isfinite(*line.at) || *line.at < 0 || *line.at > kMaxTime) {
         return bad("Unix seconds or an ISO 8601 UTC time such as 2026-12-05T10:00:00Z");
       }
     } else {

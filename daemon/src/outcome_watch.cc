@@ -140,9 +140,10 @@ Result<std::optional<OutcomeVerdict>> OutcomeWatch::Check() {
   const store::Release& release = (*judged)->current;
   const store::Release& previous = (*judged)->previous;
   const OutcomeVerdict& verdict = (*judged)->verdict;
-  // A pinned release stays; one whose model the previous release holds too has nothing to
-  // go back to.
-  if (!verdict.regressed() || release.pinned || release.artifact_hash == previous.artifact_hash) {
+  // A pinned release stays; one whose model the previous release holds too, or whose
+  // previous release was withdrawn or lost its files, has nothing to go back to.
+  if (!verdict.regressed() || release.pinned || release.artifact_hash == previous.artifact_hash ||
+      previous.withdrawn_json || previous.files_removed_at) {
     return std::optional<OutcomeVerdict>(verdict);
   }
   nlohmann::json evidence = ToJson(verdict);

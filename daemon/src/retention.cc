@@ -12,14 +12,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A release's files: its folder, or the artifact itself for a release made before releases
-// had folders (releases/run-<id>-<sha>.pt).
-std::string ReleasePath(const std::string& state_dir, const store::Release& release) {
+// A release's files: its run-<id>-<sha12> folder, or the artifact itself for a release made
+// before releases had folders (releases/run-<id>-<sha>.pt, releases/rejected/run-...pt).
+std::string ReleasePath(const store::Release& release) {
   const fs::path artifact(release.artifact_path);
-  const fs::path releases = fs::path(StateLayout(state_dir).CurrentReleaseLink()).parent_path();
   const fs::path folder = artifact.parent_path();
-  return folder.lexically_normal() == releases.lexically_normal() ? artifact.string()
-                                                                  : folder.string();
+  return folder.filename().string().rfind("run-", 0) == 0 ? folder.string() : artifact.string();
 }
 
 // Bytes of the file or folder at `path` (0 when absent); links are not followed.
@@ -102,7 +100,7 @@ Result<RetentionReport> Retention::Apply() {
   for (const store::Release& r : *releases) {
     if (r.current) current_runs.insert(r.run_id);
     if (!r.files_removed_at && newly.count(r.id) == 0) continue;
-    RemoveCounted(ReleasePath(config_.state_dir, r), &report);
+    RemoveCounted(ReleasePath(r), &report);
   }
   Result<std::vector<store::RunRecord>> runs = store_.ListRecentRuns(1'000'000);
   if (!runs.ok()) return runs.status();
@@ -122,7 +120,7 @@ Result<RetentionReport> Retention::Apply() {
                          BytesAt(layout.ProfileTrace(newest));
     for (const store::Release& r : *releases) {
       if (r.run_id == newest && !r.files_removed_at && newly.count(r.id) == 0) {
-        report.night_bytes += BytesAt(ReleasePath(config_.state_dir, r));
+        report.night_bytes += BytesAt(ReleasePath(r));
       }
     }
   }

@@ -251,6 +251,13 @@ std::optional<Json> OutcomeRequest(const Args& args) {
         return std::nullopt;
       }
     }
+    // Checked here as the daemon checks it: a name that is not UTF-8 cannot even be sent.
+    if (trainerd::Result<daemon::OutcomeLine> checked =
+            daemon::OutcomeLineFromJson(daemon::ToJson(line), "outcome add");
+        !checked.ok()) {
+      Fail(checked.status().message(), kBadInput);
+      return std::nullopt;
+    }
     request["source"] = "outcome add";
     request["outcomes"].push_back(daemon::ToJson(line));
     return request;
@@ -421,7 +428,9 @@ int main(int argc, char** argv) {
 
   std::optional<Json> outcome_request;
   if (args.command == "outcome" && !(outcome_request = OutcomeRequest(args))) {
-    return args.action == "add" ? kUsageError : kBadInput;
+    return args.action == "add" && !args.at.empty() && !daemon::ParseOutcomeTime(args.at)
+               ? kUsageError
+               : kBadInput;
   }
   const Json request = outcome_request ? *outcome_request : Request(args);
   trainerd::Result<Json> response = daemon::SendControlRequest(paths.socket, request);

@@ -605,8 +605,10 @@ Result<std::int64_t> Store::RecordOutcomes(const std::vector<Outcome>& outcomes,
       const std::string where = (i < names.size() ? names[i] : "outcome " + std::to_string(i + 1)) +
                                 " (" + ReleaseName(o.release_id) + ", slice '" + o.slice +
                                 "', metric '" + o.metric + "')";
-      if (!std::isfinite(o.value) || !std::isfinite(o.at) || o.count < 1) {
-        return Status::InvalidArgument(where + ": needs a finite value and time and a count >= 1");
+      if (!std::isfinite(o.value) || !std::isfinite(o.at) || o.count < 1 ||
+          o.count > 1'000'000'000'000) {
+        return Status::InvalidArgument(where +
+                                       ": needs a finite value and time and a count in [1, 10^12]");
       }
       Result<Release> release = GetRelease(o.release_id);
       if (!release.ok()) return Status::InvalidArgument(where + ": " + release.status().message());

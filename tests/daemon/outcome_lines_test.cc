@@ -42,6 +42,14 @@ TEST(OutcomeLinesTest, JsonLinesAndCsvGiveTheSameOutcomes) {
   }
 }
 
+TEST(OutcomeLinesTest, AModelHashIsLowerCasedAsStored) {
+  Result<std::vector<OutcomeLine>> lines = ParseOutcomeFile(
+      "{\"release\": \"D0F28859CA93\", \"slice\": \"en\", \"metric\": \"ctr\", \"value\": 1}\n",
+      "o");
+  ASSERT_TRUE(lines.ok()) << lines.status().message();
+  EXPECT_EQ((*lines)[0].release, "d0f28859ca93");
+}
+
 TEST(OutcomeLinesTest, TimesAreUnixSecondsOrIso8601InUtc) {
   EXPECT_EQ(ParseOutcomeTime("1796464800"), 1796464800.0);
   EXPECT_EQ(ParseOutcomeTime("1796464800.25"), 1796464800.25);
@@ -62,15 +70,17 @@ TEST(OutcomeLinesTest, EachBadLineIsRefusedNamingItsFileLineAndField) {
       {"", "o: no outcomes"},
       {csv_header + "3,en,ctr,nan,1,\n", "o:2: value: expected a finite number, got \"nan\""},
       {csv_header + "3,en,ctr,0.1,-4,\n",
-       "o:2: count: expected a whole number of outcomes, at least 1, got \"-4\""},
+       "o:2: count: expected a whole number of outcomes, at least 1 and at most 10^12, got "
+       "\"-4\""},
       {csv_header + "3,en,ctr,0.1,2.5,\n",
-       "o:2: count: expected a whole number of outcomes, at least 1, got \"2.5\""},
+       "o:2: count: expected a whole number of outcomes, at least 1 and at most 10^12, got "
+       "\"2.5\""},
       {csv_header + "3,en,ctr,0.1,1,soon\n", "o:2: at: expected Unix seconds or an ISO 8601"},
       {csv_header + "3,en,ctr\n", "o:2: 3 fields, the header names 6"},
       {csv_header + "3,\"en,ctr,0.1,1,\n", "o:2: a quoted field is not closed"},
       {csv_header + "latest,en,ctr,0.1,1,\n",
        "o:2: release: expected a release id or 12+ hex digits of its model's sha256"},
-      {csv_header + "3,,ctr,0.1,1,\n", "o:2: slice: expected a name, got \"\""},
+      {csv_header + "3,,ctr,0.1,1,\n", "o:2: slice: expected a name in UTF-8, got \"\""},
       {"release,slice,metric\n3,en,ctr\n", "o:1: the CSV header has no column 'value'"},
       {"release,slice,metric,value,clicks\n", "o:1: the CSV header's column 'clicks'"},
       {"{\"release\": 3, \"slice\": \"en\", \"metric\": \"ctr\", \"value\": 1}\n{\"release\": 3,\n",
@@ -82,6 +92,12 @@ TEST(OutcomeLinesTest, EachBadLineIsRefusedNamingItsFileLineAndField) {
        "o:1: unknown field 'user'"},
       {"{\"release\": -3, \"slice\": \"en\", \"metric\": \"ctr\", \"value\": 1}\n",
        "o:1: release: expected a release id"},
+      {csv_header + "3,en,ctr,0.1,1000000000001,\n",
+       "o:2: count: expected a whole number of outcomes, at least 1 and at most 10^12"},
+      {csv_header + "3,en,ctr,0.1,1,1e300\n", "o:2: at: expected Unix seconds or an ISO 8601"},
+      {csv_header + "3,en,ctr,0.1,1,-5\n", "o:2: at: expected Unix seconds or an ISO 8601"},
+      {csv_header + "3,Z\xfcrich,ctr,0.1,1,\n", "o:2: slice: expected a name in UTF-8, got"},
+      {"release,\"slice,metric,value\n3,en,ctr,0.1\n", "o:1: a quoted field is not closed"},
   };
   for (const auto& c : cases) {
     Result<std::vector<OutcomeLine>> parsed = ParseOutcomeFile(c.text, "o");

@@ -191,6 +191,33 @@ TEST_F(RetentionTest, TenNightsKeepExactlyWhatThePolicySays) {
   EXPECT_EQ(retention_events, 6) << "nights 4 and 6 to 10 removed a release each";
 }
 
+// Releases made before releases had folders are files, some under releases/rejected/:
+// removing one removes that file, not the folder it shares with the others.
+TEST_F(RetentionTest, AnOldReleaseThatIsAFileGoesAloneNotItsFolder) {
+  const std::string rejected = config_.state_dir + "/releases/rejected";
+  const std::string old_release = rejected + "/run-1-" + std::string(12, 'a') + ".pt";
+  const std::string other = rejected + "/run-9-" + std::string(12, 'f') + ".pt";
+  WriteBytes(old_release, 500);
+  WriteBytes(other, 700);
+  store::RunRecord run;
+  run.config_hash = "cfg";
+  run.created_at = clock_.now;
+  run.deadline_at = clock_.now + 1;
+  const std::int64_t run_id = *store_->CreateRun(run);
+  ASSERT_TRUE(store_
+                  ->RecordRelease({0, run_id, old_release, std::string(64, 'a'), false, "{}",
+                                   clock_.now, false})
+                  .ok());
+  config_.retention.releases = 1;
+  for (int night = 0; night < 2; ++night) Night();
+  LocalFileStore files;
+  Result<RetentionReport> report = Retention(config_, *store_, files, clock_, nullptr).Apply();
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  EXPECT_EQ(report->releases_removed, (std::vector<std::int64_t>{1}));
+  EXPECT_FALSE(fs::exists(old_release));
+  EXPECT_TRUE(fs::exists(other)) << "the folder it shared stays";
+}
+
 TEST_F(RetentionTest,
        APassKilledBeforeItRemovedLeavesNoRecordNamingMissingFilesAndTheNextFinishes) {
   std::vector<std::int64_t> ids;
