@@ -7,6 +7,7 @@
 #include <csignal>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <thread>
 
 #include "trainerd/daemon/control_queries.h"
@@ -186,8 +187,7 @@ nlohmann::json Daemon::Rollback(const nlohmann::json& request) {
 nlohmann::json Daemon::RollbackModel(const nlohmann::json& request) {
   const double now = clock_.Now();
   Result<std::vector<store::Release>> releases = store_->ListReleases(10000);
-  Result<std::optional<store::Release>> current = store_->CurrentRelease();
-  if (!releases.ok() || !current.ok()) return Error(kInternalError, "cannot read releases");
+  if (!releases.ok()) return Error(kInternalError, "cannot read releases");
   std::optional<std::int64_t> target;
   if (request.contains("release")) {
     if (!request["release"].is_number_integer()) {
@@ -195,13 +195,7 @@ nlohmann::json Daemon::RollbackModel(const nlohmann::json& request) {
     }
     target = request["release"].get<std::int64_t>();
   } else {
-    for (const store::Release& r : *releases) {  // newest first
-      if (r.gate_passed && !r.withdrawn_json && !r.files_removed_at && *current &&
-          r.id < (*current)->id) {
-        target = r.id;
-        break;
-      }
-    }
+    target = ModelRollbackTarget(*releases);
     if (!target) return Error(kNotFound, "no earlier released model to roll back to");
   }
   if (Status s = store_->SetCurrentRelease(*target, now); !s.ok()) {
@@ -308,6 +302,7 @@ nlohmann::json Daemon::RecordOutcomes(const nlohmann::json& request) {
   const std::string source = request.value("source", "outcome");
   std::vector<store::Outcome> outcomes;
   std::vector<std::string> names;
+  std::map<std::string, store::Release> resolved;  // by the name the lines give
   for (const nlohmann::json& item : items) {
     const nlohmann::json line_json =
         item.is_object() ? item.value("line", nlohmann::json()) : nlohmann::json();
@@ -316,12 +311,15 @@ nlohmann::json Daemon::RecordOutcomes(const nlohmann::json& request) {
     const std::string where = source + (line_number > 0 ? ":" + std::to_string(line_number) : "");
     Result<OutcomeLine> line = OutcomeLineFromJson(item, where);
     if (!line.ok()) return Error(kBadRequest, line.status().message());
-    Result<store::Release> release = OutcomeRelease(line->release);
+    auto known = resolved.find(line->release);
+    Result<store::Release> release = known != resolved.end() ? Result<store::Release>(known->second)
+                                                             : OutcomeRelease(line->release);
     if (!release.ok()) {
       return Error(
           release.status().code() == Status::Code::kInternal ? kInternalError : kBadRequest,
           where + ": " + release.status().message());
     }
+    resolved.emplace(line->release, *release);
     const std::string name = "release " + std::to_string(release->id);
     if (!release->live_at) {
       return Error(kBadRequest, where + ": " + name +

@@ -116,12 +116,13 @@ Result<std::optional<OutcomeWatch::Judged>> OutcomeWatch::Judge() {
   judged.previous = *previous;
   Result<std::vector<store::OutcomeTotal>> totals = store_.GetOutcomeTotals(judged.current.id, now);
   if (!totals.ok()) return totals.status();
+  judged.current_totals = *std::move(totals);
   Result<std::vector<store::OutcomeTotal>> before =
       store_.GetOutcomeTotals(judged.previous.id, now);
   if (!before.ok()) return before.status();
-  if (metrics_) metrics_->Outcomes(judged.current.id, *totals, judged.previous.id, *before);
-  judged.verdict =
-      CompareOutcomes(config_.outcomes, *totals, *before, now - *judged.current.live_at);
+  judged.previous_totals = *std::move(before);
+  judged.verdict = CompareOutcomes(config_.outcomes, judged.current_totals, judged.previous_totals,
+                                   now - *judged.current.live_at);
   return std::optional<Judged>(std::move(judged));
 }
 
@@ -140,6 +141,10 @@ Result<std::optional<OutcomeVerdict>> OutcomeWatch::Check() {
   const store::Release& release = (*judged)->current;
   const store::Release& previous = (*judged)->previous;
   const OutcomeVerdict& verdict = (*judged)->verdict;
+  if (metrics_) {
+    metrics_->Outcomes(release.id, (*judged)->current_totals, previous.id,
+                       (*judged)->previous_totals);
+  }
   // A pinned release stays; one whose model the previous release holds too, or whose
   // previous release was withdrawn or lost its files, has nothing to go back to.
   if (!verdict.regressed() || release.pinned || release.artifact_hash == previous.artifact_hash ||

@@ -122,6 +122,20 @@ bool IsValidatedPlan(const Attempt& attempt, const std::optional<PlanSpec>& vali
   return attempt.source == PlanSource::kValidated || attempt.plan == validated_plan;
 }
 
+std::optional<std::int64_t> ModelRollbackTarget(const std::vector<store::Release>& releases) {
+  const auto current = std::find_if(releases.begin(), releases.end(),
+                                    [](const store::Release& r) { return r.current; });
+  if (current == releases.end()) return std::nullopt;
+  std::optional<std::int64_t> target;
+  for (const store::Release& r : releases) {
+    if (r.id < current->id && r.gate_passed && !r.withdrawn_json && !r.files_removed_at &&
+        (!target || r.id > *target)) {
+      target = r.id;
+    }
+  }
+  return target;
+}
+
 bool MarkBadAfterRegression(store::ConfigState state) {
   return state == store::ConfigState::kCandidate;
 }

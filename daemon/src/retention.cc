@@ -5,6 +5,7 @@
 #include <set>
 
 #include "trainerd/daemon/event_log.h"
+#include "trainerd/daemon/policy.h"
 #include "trainerd/daemon/state_layout.h"
 
 namespace trainerd::daemon {
@@ -52,13 +53,9 @@ std::vector<std::int64_t> ReleasesToRemove(const std::vector<store::Release>& re
   if (current != newest_first.end()) {
     kept.insert(current->id);
     if (current->previous_release_id) kept.insert(*current->previous_release_id);
-    // The release `trainerctl rollback --model` would make current.
-    for (const store::Release& r : newest_first) {
-      if (r.id < current->id && r.gate_passed && !r.withdrawn_json && !r.files_removed_at) {
-        kept.insert(r.id);
-        break;
-      }
-    }
+  }
+  if (const std::optional<std::int64_t> target = ModelRollbackTarget(releases)) {
+    kept.insert(*target);
   }
   std::vector<std::int64_t> removed;
   for (std::size_t i = 0; i < newest_first.size(); ++i) {

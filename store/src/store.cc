@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <set>
 #include <system_error>
 #include <utility>
 
@@ -599,6 +600,7 @@ Result<std::vector<Release>> Store::FindReleasesByArtifact(std::string_view hash
 Result<std::int64_t> Store::RecordOutcomes(const std::vector<Outcome>& outcomes,
                                            const std::vector<std::string>& names) {
   std::int64_t added = 0;
+  std::set<std::int64_t> releases;  // known to exist
   Status status = InTransaction(*db_, [&]() -> Status {
     for (std::size_t i = 0; i < outcomes.size(); ++i) {
       const Outcome& o = outcomes[i];
@@ -610,8 +612,13 @@ Result<std::int64_t> Store::RecordOutcomes(const std::vector<Outcome>& outcomes,
         return Status::InvalidArgument(where +
                                        ": needs a finite value and time and a count in [1, 10^12]");
       }
-      Result<Release> release = GetRelease(o.release_id);
-      if (!release.ok()) return Status::InvalidArgument(where + ": " + release.status().message());
+      if (releases.count(o.release_id) == 0) {
+        Result<Release> release = GetRelease(o.release_id);
+        if (!release.ok()) {
+          return Status::InvalidArgument(where + ": " + release.status().message());
+        }
+        releases.insert(o.release_id);
+      }
       Result<std::optional<Outcome>> stored = QueryFirst<Outcome>(
           *db_,
           Sql(rows::kSelectOutcome, "WHERE release_id = ? AND slice = ? AND metric = ? AND at = ?"),

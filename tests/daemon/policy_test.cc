@@ -393,4 +393,20 @@ TEST(ReleaseGateTest, DetailsJsonNamesEverySlice) {
 }
 
 }  // namespace
+TEST(ModelRollbackTargetTest, IsTheNewestEarlierGatePassedReleaseNeitherWithdrawnNorRemoved) {
+  std::vector<store::Release> releases(6);
+  for (std::size_t i = 0; i < releases.size(); ++i) {
+    releases[i].id = static_cast<std::int64_t>(i) + 1;
+    releases[i].gate_passed = true;
+  }
+  EXPECT_EQ(ModelRollbackTarget(releases), std::nullopt) << "no current release";
+  releases[4].current = true;         // 5
+  releases[3].withdrawn_json = "{}";  // 4
+  releases[2].files_removed_at = 9;   // 3
+  releases[1].gate_passed = false;    // 2
+  EXPECT_EQ(ModelRollbackTarget(releases), 1);
+  releases[0].gate_passed = false;
+  EXPECT_EQ(ModelRollbackTarget(releases), std::nullopt);
+}
+
 }  // namespace trainerd::daemon

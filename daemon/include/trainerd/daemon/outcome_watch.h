@@ -60,6 +60,7 @@ class OutcomeWatch {
   struct Judged {
     store::Release current;
     store::Release previous;
+    std::vector<store::OutcomeTotal> current_totals, previous_totals;
     OutcomeVerdict verdict;
   };
   Result<std::optional<Judged>> Judge();

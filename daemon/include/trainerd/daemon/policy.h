@@ -135,6 +135,11 @@ inline constexpr double kMinimumAttemptSeconds = 30;
 // schedule never change: only the plan (or the config version) does.
 FallbackDecision DecideFallback(const FallbackInput& input);
 
+// The release `trainerctl rollback --model` makes current: the newest gate-passed release
+// older than the current one that was neither withdrawn nor had its files removed (any
+// order of `releases`); none without a current release or such an earlier one.
+std::optional<std::int64_t> ModelRollbackTarget(const std::vector<store::Release>& releases);
+
 // After a regressed run: a candidate version is marked bad (the active config returns to the
 // last known-good); a version already known-good keeps its state.
 bool MarkBadAfterRegression(store::ConfigState state);
