@@ -23,9 +23,10 @@ install(FILES ${PROJECT_SOURCE_DIR}/deploy/trainerd.yaml DESTINATION etc/trainer
         COMPONENT service)
 install(FILES ${PROJECT_SOURCE_DIR}/configs/default.yaml DESTINATION etc/trainerd RENAME job.yaml
         COMPONENT service)
-# The operator's guide the alerts' runbook_url links point at, and the outcomes guide the
-# service config's outcomes: comment names.
+# The operator's guide the alerts' runbook_url links point at, and the outcomes and input
+# quality guides the service config's outcomes: and data_quality: comments name.
 install(FILES ${PROJECT_SOURCE_DIR}/docs/operations.md ${PROJECT_SOURCE_DIR}/docs/outcomes.md
+              ${PROJECT_SOURCE_DIR}/docs/data-quality.md
         DESTINATION usr/share/doc/trainerd COMPONENT service)
 set(trainerd_examples usr/share/doc/trainerd/examples)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/configs/ DESTINATION ${trainerd_examples}/configs

@@ -6,7 +6,7 @@
 Reads every .h and .cc of common/, store/, daemon/ and trainer/ under DIR (the repository by
 default) and fails, naming the file, the line and the rule, on an include that:
   - goes from a trainer concept folder to a higher one, or to a sibling of the same layer
-    (spec < device < data, distributed < semantics < models < loop < plan, profile);
+    (spec < device < data, distributed < semantics < models, evaluation < loop < plan, profile);
   - reaches into another concept folder's private headers (trainer/src/<concept>/...), or
     into any private header from a public one;
   - brings LibTorch, or a trainer header outside spec/ and the keys of model kinds and data
@@ -28,7 +28,7 @@ LAYERS = [
     {"device"},
     {"data", "distributed"},
     {"semantics"},
-    {"models"},
+    {"models", "evaluation"},
     {"loop"},
     {"plan", "profile"},
 ]

@@ -241,19 +241,15 @@ Result<std::map<std::string, ArrayView>> ReadSafetensorsHeader(const unsigned ch
   return arrays;
 }
 
-std::int64_t LargestInteger(const unsigned char* elements, ElementType type, std::size_t count) {
+std::int64_t IntegerElement(const unsigned char* elements, ElementType type, std::size_t index) {
   const int width = ElementBytes(type);
   const bool is_signed = type == ElementType::kI8 || type == ElementType::kI16 ||
                          type == ElementType::kI32 || type == ElementType::kI64;
-  std::int64_t largest = -1;
-  for (std::size_t i = 0; i < count; ++i) {
-    std::uint64_t raw = ReadLittleEndian(elements + i * width, width);
-    if (is_signed && width < 8 && (raw >> (8 * width - 1)) != 0) {
-      raw |= ~std::uint64_t{0} << (8 * width);  // sign-extend
-    }
-    largest = std::max(largest, static_cast<std::int64_t>(raw));
+  std::uint64_t raw = ReadLittleEndian(elements + index * width, width);
+  if (is_signed && width < 8 && (raw >> (8 * width - 1)) != 0) {
+    raw |= ~std::uint64_t{0} << (8 * width);  // sign-extend
   }
-  return largest;
+  return static_cast<std::int64_t>(raw);
 }
 
 }  // namespace trainerd

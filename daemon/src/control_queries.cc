@@ -84,6 +84,8 @@ nlohmann::json RunJson(const store::RunRecord& run) {
       {"peak_memory_bytes", nullptr},
       {"storage_bytes", run.storage_bytes ? nlohmann::json(*run.storage_bytes) : nullptr},
       {"state_dir_bytes", run.state_dir_bytes ? nlohmann::json(*run.state_dir_bytes) : nullptr},
+      {"data_quality", run.data_quality_json.empty() ? nlohmann::json(nullptr)
+                                                     : ParsedOrText(run.data_quality_json)},
   };
   if (run.peak_memory) {
     j["peak_memory_bytes"] = nlohmann::json::object();
@@ -226,9 +228,14 @@ nlohmann::json AnswerFromStore(store::Store& store, const std::string& job_path,
     nlohmann::json evals = nlohmann::json::array();
     if (Result<std::vector<store::SliceEval>> e = store.GetSliceEvals(run->id); e.ok()) {
       for (const store::SliceEval& s : *e) {
-        evals.push_back({{"slice", s.slice},
-                         {"update", s.update},
-                         {"loss", std::isfinite(s.loss) ? nlohmann::json(s.loss) : nullptr}});
+        evals.push_back(
+            {{"slice", s.slice},
+             {"update", s.update},
+             {"loss", std::isfinite(s.loss) ? nlohmann::json(s.loss) : nullptr},
+             {"baseline_loss", s.baseline_loss ? nlohmann::json(*s.baseline_loss) : nullptr},
+             {"predictions", s.predictions_json.empty()
+                                 ? nlohmann::json(nullptr)
+                                 : nlohmann::json::parse(s.predictions_json, nullptr, false)}});
       }
     }
     std::size_t updates = 0;

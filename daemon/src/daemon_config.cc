@@ -191,6 +191,7 @@ void ReadRegression(YamlReader regression, RegressionConfig* out) {
   regression.Fraction("throughput_tolerance", &out->throughput_tolerance, 0, 1);
   regression.Fraction("eval_loss_tolerance", &out->eval_loss_tolerance, 0, 1);
   regression.FractionMap("slice_tolerances", &out->slice_tolerances, 0, 1);
+  regression.Bool("beat_baseline", &out->beat_baseline);
   regression.RejectUnknownKeys();
 }
 
@@ -273,6 +274,14 @@ Result<DaemonConfig> ParseDaemonConfigText(const std::string& yaml_text,
   metrics.RejectUnknownKeys();
   ReadCost(top.Child("cost"), &config.cost);
   ReadRegression(top.Child("regression"), &config.regression);
+  YamlReader quality = top.Child("data_quality");
+  quality.Bool("check", &config.data_quality.check);
+  quality.Fraction("min_size_ratio", &config.data_quality.min_size_ratio, 0, 1);
+  quality.Double("max_id_divergence", &config.data_quality.max_id_divergence, 0, 1);
+  quality.Fraction("max_beyond_vocabulary", &config.data_quality.max_beyond_vocabulary, 0, 1);
+  quality.Fraction("max_not_finite_rows", &config.data_quality.max_not_finite_rows, 0, 1);
+  quality.Double("max_column_shift", &config.data_quality.max_column_shift, 0, 1e9);
+  quality.RejectUnknownKeys();
   ReadOutcomes(top.Child("outcomes"), &config.outcomes);
   YamlReader retention = top.Child("retention");
   retention.Int("releases", &config.retention.releases, 1, 100000);

@@ -8,6 +8,7 @@
 #include <prometheus/text_serializer.h>
 
 #include <exception>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <tuple>
 #include <vector>
@@ -24,9 +25,9 @@ using prometheus::Gauge;
 
 // Every final run status (store::RunStatus) and every AttemptOutcome that calls for a
 // fallback (policy.h), so that each series exists at 0 from the start.
-constexpr std::string_view kOutcomes[] = {"succeeded", "oom",         "crashed",
-                                          "leak",      "deadline",    "regressed",
-                                          "cancelled", "interrupted", "rejected"};
+constexpr std::string_view kOutcomes[] = {"succeeded", "oom",         "crashed",   "leak",
+                                          "deadline",  "regressed",   "cancelled", "interrupted",
+                                          "rejected",  "data_quality"};
 constexpr std::string_view kFallbackReasons[] = {"oom", "crash", "leak", "rejected"};
 constexpr std::string_view kRollbackReasons[] = {
     "oom",        "crash",          "leak",     "rejected",
@@ -116,6 +117,14 @@ struct DaemonMetrics::Families {
       GaugeFamily(*registry, names, "trainerd_outcome_count",
                   "How many outcomes trainerd_outcome_value is the mean of, by the same labels");
   std::vector<Gauge*> outcome_values, outcome_counts;  // their series, replaced as a whole
+  Family<Gauge>& data_quality = GaugeFamily(
+      *registry, names, "trainerd_data_quality",
+      "The last input-quality check's figures, by figure: size_ratio, id_divergence (bits) and "
+      "column_shift against the current release's data; beyond_vocabulary and not_finite_rows "
+      "(shares)");
+  Family<Gauge>& data_quality_breaches =
+      GaugeFamily(*registry, names, "trainerd_data_quality_breaches",
+                  "Thresholds the last input-quality check breached (0: the data passed)");
   Family<Gauge>& storage =
       GaugeFamily(*registry, names, "trainerd_storage_bytes",
                   "Bytes of the state directory after the last retention pass");
@@ -162,6 +171,7 @@ void DaemonMetrics::RunFinished(const store::RunRecord& run,
     if (run.status == store::RunStatus::kLeak) f_->leaks.Add({}).Increment();
   }
   if (run.status == store::RunStatus::kSucceeded && run.ended_at) LastSuccess(*run.ended_at);
+  if (!run.data_quality_json.empty()) DataQuality(run.data_quality_json);
   if (run.started_at && run.ended_at) {
     f_->duration.Add({}).Set(*run.ended_at - *run.started_at);
     f_->margin.Add({}).Set(run.deadline_at - *run.ended_at);
@@ -227,6 +237,18 @@ void DaemonMetrics::Storage(std::int64_t storage_bytes, std::int64_t night_bytes
   f_->storage.Add({}).Set(static_cast<double>(storage_bytes));
   f_->night_storage.Add({}).Set(static_cast<double>(night_bytes));
   f_->retention_removed.Add({}).Increment(static_cast<double>(removed_bytes));
+}
+
+void DaemonMetrics::DataQuality(const std::string& figures_json) {
+  const nlohmann::json figures = nlohmann::json::parse(figures_json, nullptr, false);
+  if (!figures.is_object()) return;
+  for (const char* figure :
+       {"size_ratio", "id_divergence", "column_shift", "beyond_vocabulary", "not_finite_rows"}) {
+    const nlohmann::json value = figures.value(figure, nlohmann::json());
+    if (value.is_number()) f_->data_quality.Add({{"figure", figure}}).Set(value.get<double>());
+  }
+  f_->data_quality_breaches.Add({}).Set(
+      static_cast<double>(figures.value("breaches", nlohmann::json::array()).size()));
 }
 
 void DaemonMetrics::PlanTimed(double time_model_error) {

@@ -2,15 +2,18 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "trainerd/common/divergence.h"
 #include "trainerd/common/enum_names.h"
+#include "trainerd/trainer/spec/worker_protocol.h"
 
 namespace trainerd::daemon {
 
 namespace {
 
-constexpr EnumNames<AttemptOutcome, 8> kAttemptOutcomeNames{{{
+constexpr EnumNames<AttemptOutcome, 9> kAttemptOutcomeNames{{{
     {AttemptOutcome::kSucceeded, "succeeded"},
     {AttemptOutcome::kOom, "oom"},
     {AttemptOutcome::kLeak, "leak"},
@@ -19,6 +22,7 @@ constexpr EnumNames<AttemptOutcome, 8> kAttemptOutcomeNames{{{
     {AttemptOutcome::kInterrupted, "interrupted"},
     {AttemptOutcome::kCancelled, "cancelled"},
     {AttemptOutcome::kRejected, "rejected"},
+    {AttemptOutcome::kDataQuality, "data_quality"},
 }}};
 
 constexpr EnumNames<PlanSource, 5> kPlanSourceNames{{{
@@ -51,6 +55,8 @@ store::RunStatus RunStatusFor(AttemptOutcome outcome) {
       return store::RunStatus::kCancelled;
     case AttemptOutcome::kRejected:
       return store::RunStatus::kRejected;
+    case AttemptOutcome::kDataQuality:
+      return store::RunStatus::kDataQuality;
   }
   return store::RunStatus::kCrashed;
 }
@@ -66,6 +72,7 @@ bool CallsForFallback(AttemptOutcome outcome) {
     case AttemptOutcome::kDeadline:
     case AttemptOutcome::kInterrupted:
     case AttemptOutcome::kCancelled:
+    case AttemptOutcome::kDataQuality:
       return false;
   }
   return false;
@@ -278,63 +285,113 @@ ThroughputVerdict CheckThroughput(std::optional<double> measured,
   return v;
 }
 
-std::map<std::string, double> FinalSliceLosses(const std::vector<store::SliceEval>& evals) {
-  std::map<std::string, std::pair<std::int64_t, double>> last;
+SliceEvals FinalSliceEvals(const std::vector<store::SliceEval>& evals) {
+  SliceEvals last;
   for (const store::SliceEval& e : evals) {
-    auto it = last.find(e.slice);
-    if (it == last.end() || e.update > it->second.first) last[e.slice] = {e.update, e.loss};
+    auto [it, inserted] = last.try_emplace(e.slice, e);
+    if (!inserted && e.update > it->second.update) it->second = e;
   }
+  return last;
+}
+
+std::map<std::string, double> FinalSliceLosses(const std::vector<store::SliceEval>& evals) {
   std::map<std::string, double> losses;
-  for (const auto& [slice, at] : last) losses[slice] = at.second;
+  for (const auto& [slice, eval] : FinalSliceEvals(evals)) losses[slice] = eval.loss;
   return losses;
 }
 
-GateVerdict ReleaseGate(const std::map<std::string, double>& evals,
-                        const std::optional<std::map<std::string, double>>& reference_evals,
+std::optional<double> PredictionDivergence(const std::string& predictions_json,
+                                           const std::string& reference_json) {
+  if (predictions_json.empty() || reference_json.empty()) return std::nullopt;
+  const auto parse = [](const std::string& text) {
+    return Parse<PredictionDistribution>(nlohmann::json::parse(text, nullptr, false));
+  };
+  const PredictionDistribution a = parse(predictions_json);
+  const PredictionDistribution b = parse(reference_json);
+  std::optional<double> largest;
+  for (const auto& [x, y] : {std::pair{&a.entropy, &b.entropy}, std::pair{&a.top1, &b.top1},
+                             std::pair{&a.classes, &b.classes}}) {
+    if (const std::optional<double> d = JensenShannonBits(*x, *y)) {
+      largest = std::max(largest.value_or(0.0), *d);
+    }
+  }
+  return largest;
+}
+
+GateVerdict ReleaseGate(const SliceEvals& evals, const std::optional<SliceEvals>& reference_evals,
                         std::optional<std::int64_t> reference_run_id,
                         const RegressionConfig& regression) {
   GateVerdict g;
   g.reference_run_id = reference_run_id;
-  std::vector<std::string> failed;
-  for (const auto& [slice, loss] : evals) {
-    SliceVerdict s{slice, loss, std::nullopt, regression.ToleranceFor(slice), true};
+  std::vector<std::string> worse;        // than the reference beyond tolerance (or not finite)
+  std::vector<std::string> not_beating;  // the simple baseline
+  for (const auto& [slice, eval] : evals) {
+    SliceVerdict s;
+    s.slice = slice;
+    s.loss = eval.loss;
+    s.tolerance = regression.ToleranceFor(slice);
+    s.baseline = eval.baseline_loss;
+    bool within = std::isfinite(eval.loss);
     if (reference_evals) {
       if (auto it = reference_evals->find(slice); it != reference_evals->end()) {
-        s.reference = it->second;
-        // NaN fails: !(x <= y).
-        s.pass = loss <= it->second * (1 + s.tolerance);
+        s.reference = it->second.loss;
+        within = eval.loss <= it->second.loss * (1 + s.tolerance);  // NaN fails: !(x <= y)
+        s.prediction_divergence =
+            PredictionDivergence(eval.predictions_json, it->second.predictions_json);
       }
-    } else {
-      s.pass = std::isfinite(loss);
     }
-    if (!s.pass) failed.push_back(slice);
+    if (regression.beat_baseline && s.baseline) s.beats_baseline = eval.loss < *s.baseline;
+    s.pass = within && s.beats_baseline;
+    if (!within) worse.push_back(slice);
+    if (!s.beats_baseline) {
+      char figures[64];
+      std::snprintf(figures, sizeof figures, " (%.4f against %.4f)", eval.loss, *s.baseline);
+      not_beating.push_back(slice + figures);
+    }
     g.slices.push_back(s);
   }
-  g.pass = failed.empty() && !evals.empty();
+  g.pass = worse.empty() && not_beating.empty() && !evals.empty();
+  const auto names = [](const std::vector<std::string>& list) {
+    std::string joined;
+    for (const std::string& name : list) joined += (joined.empty() ? "" : ", ") + name;
+    return joined;
+  };
+  std::vector<std::string> reasons;
   if (evals.empty()) {
-    g.reason = "the run reported no eval losses";
-  } else if (!reference_evals) {
-    g.reason = g.pass ? "no current release: every slice has a finite eval loss"
-                      : "non-finite eval loss on " + failed.front();
-  } else if (g.pass) {
-    g.reason = "every slice within tolerance of the current release (run " +
-               std::to_string(reference_run_id.value_or(0)) + ")";
-  } else {
-    std::string names;
-    for (const std::string& f : failed) names += (names.empty() ? "" : ", ") + f;
-    g.reason = "eval loss worse than the current release beyond tolerance on: " + names;
+    reasons.push_back("the run reported no eval losses");
+  } else if (!worse.empty()) {
+    reasons.push_back(reference_evals
+                          ? "eval loss worse than the current release beyond tolerance on: " +
+                                names(worse)
+                          : "non-finite eval loss on " + worse.front());
   }
+  if (!not_beating.empty()) {
+    reasons.push_back("eval loss not below the simple baseline's on: " + names(not_beating));
+  }
+  if (reasons.empty()) {
+    reasons.push_back(reference_evals
+                          ? "every slice within tolerance of the current release (run " +
+                                std::to_string(reference_run_id.value_or(0)) + ")"
+                          : "no current release: every slice has a finite eval loss");
+    if (regression.beat_baseline) reasons.back() += " and beats the simple baseline";
+  }
+  g.reason = names(reasons);
   return g;
 }
 
 std::string GateVerdict::ToJson() const {
   nlohmann::json slices_json = nlohmann::json::array();
   for (const SliceVerdict& s : slices) {
-    slices_json.push_back({{"slice", s.slice},
-                           {"loss", std::isfinite(s.loss) ? nlohmann::json(s.loss) : nullptr},
-                           {"reference", s.reference ? nlohmann::json(*s.reference) : nullptr},
-                           {"tolerance", s.tolerance},
-                           {"pass", s.pass}});
+    slices_json.push_back(
+        {{"slice", s.slice},
+         {"loss", std::isfinite(s.loss) ? nlohmann::json(s.loss) : nullptr},
+         {"reference", s.reference ? nlohmann::json(*s.reference) : nullptr},
+         {"tolerance", s.tolerance},
+         {"baseline", s.baseline ? nlohmann::json(*s.baseline) : nullptr},
+         {"beats_baseline", s.beats_baseline},
+         {"prediction_divergence",
+          s.prediction_divergence ? nlohmann::json(*s.prediction_divergence) : nullptr},
+         {"pass", s.pass}});
   }
   return nlohmann::json{{"pass", pass},
                         {"reason", reason},

@@ -381,6 +381,33 @@ std::string NightSection(const Json& facts) {
   return html + "</section>\n";
 }
 
+// The input-quality check of the night's data (docs/data-quality.md), against the current
+// release's data.
+std::string InputSection(const Json& run) {
+  const Json& q = run["data_quality"];
+  std::string html = "<section id=\"input\"><h2>Input quality</h2>\n";
+  if (!q.is_object()) {
+    return html + "<p class=\"muted\">No input-quality check ran for this run.</p></section>\n";
+  }
+  const bool pass = q.value("pass", false);
+  html += std::string("<p class=\"") +
+          (pass ? "pass\">The data passed" : "fail\">The data failed") + " its quality check" +
+          (q["reference_run_id"].is_number()
+               ? " against the current release's data (run " + Text(q["reference_run_id"]) + ")"
+               : std::string(" alone: there was no release's data to compare with")) +
+          ".</p>\n<table>" + Row({"training samples", Text(q["train_samples"])}) +
+          Row({"size against the release's", NumberText(q["size_ratio"], "%.3f")}) +
+          Row({"ids moved (Jensen-Shannon, bits)", NumberText(q["id_divergence"], "%.4f")}) +
+          Row({"largest input column shift (spreads)", NumberText(q["column_shift"], "%.3g")}) +
+          Row({"ids beyond the vocabulary of " + Text(q["vocabulary"]),
+               PercentText(q["beyond_vocabulary"])}) +
+          Row({"rows with NaN or Inf", PercentText(q["not_finite_rows"])}) + "</table>\n";
+  for (const Json& breach : q.value("breaches", Json::array())) {
+    html += "<p class=\"fail\">" + Text(breach) + "</p>\n";
+  }
+  return html + "</section>\n";
+}
+
 std::string GateSection(const Json& facts) {
   Json gate = LastEventDetails(facts, "gate_passed");
   if (!gate.is_object()) gate = LastEventDetails(facts, "gate_failed");
@@ -391,12 +418,20 @@ std::string GateSection(const Json& facts) {
   }
   html += std::string("<p class=\"") + (gate.value("pass", false) ? "pass" : "fail") + "\">" +
           Text(gate["reason"]) + "</p>\n<table>" +
-          Row({"slice", "eval loss", "reference", "tolerance", "verdict"}, "th");
+          Row({"slice", "eval loss", "reference", "tolerance", "simple baseline",
+               "below the baseline by", "predictions moved (JSD, bits)", "verdict"},
+              "th");
   for (const Json& s : gate.value("slices", Json::array())) {
     const bool pass = s.value("pass", false);
+    const Json& loss = s["loss"];
+    const Json& baseline = s["baseline"];
+    const Json margin = loss.is_number() && baseline.is_number()
+                            ? Json(baseline.get<double>() - loss.get<double>())
+                            : Json(nullptr);
     html +=
-        Row({Text(s["slice"]), NumberText(s["loss"], "%.4f"), NumberText(s["reference"], "%.4f"),
-             PercentText(s["tolerance"]),
+        Row({Text(s["slice"]), NumberText(loss, "%.4f"), NumberText(s["reference"], "%.4f"),
+             PercentText(s["tolerance"]), NumberText(baseline, "%.4f"), NumberText(margin, "%.4f"),
+             NumberText(s["prediction_divergence"], "%.4f"),
              std::string("<span class=\"") + (pass ? "pass\">pass" : "fail\">fail") + "</span>"});
   }
   return html + "</table></section>\n";
@@ -482,7 +517,7 @@ std::string RenderReportPage(const Json& facts) {
          ", started " + TimeText(run["started_at"]) + ", ended " + TimeText(run["ended_at"]) +
          ", deadline " + TimeText(run["deadline_at"]) + "</p></header>\n" + PlanSection(facts) +
          MemorySection(facts) + ProfileSection(facts) + CurvesSection(facts) +
-         ThroughputSection(run) + NightSection(facts) + GateSection(facts) +
+         ThroughputSection(run) + NightSection(facts) + InputSection(run) + GateSection(facts) +
          OutcomesSection(facts) + ProvenanceSection(run) +
          "<footer class=\"muted\"><p>Written by trainerd at " + TimeText(facts["generated_at"]) +
          ".</p></footer>\n</body></html>\n";

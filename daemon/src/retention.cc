@@ -101,20 +101,33 @@ Result<RetentionReport> Retention::Apply() {
   }
   Result<std::vector<store::RunRecord>> runs = store_.ListRecentRuns(1'000'000);
   if (!runs.ok()) return runs.status();
+  const auto kept_files = [&](const store::RunRecord& run) {
+    return run.created_at >= now - config_.retention.files_seconds || current_runs.count(run.id);
+  };
+  // A data profile is the reference of every night while its release is current, and the
+  // same data gives many runs one profile: it goes when no kept run has its data.
+  std::set<std::string> kept_data;
   for (const store::RunRecord& run : *runs) {
-    if (run.created_at >= now - config_.retention.files_seconds || current_runs.count(run.id)) {
-      continue;
-    }
+    if (kept_files(run)) kept_data.insert(run.data_fingerprint);
+  }
+  for (const store::RunRecord& run : *runs) {
+    if (kept_files(run)) continue;
     for (const std::string& path :
          {layout.RunLog(run.id), layout.RunReport(run.id), layout.ProfileTrace(run.id)}) {
       RemoveCounted(path, &report);
+    }
+    if (!run.data_fingerprint.empty() && kept_data.count(run.data_fingerprint) == 0) {
+      RemoveCounted(layout.DataProfile(run.data_fingerprint), &report);
     }
   }
   report.storage_bytes = BytesAt(config_.state_dir);
   if (!runs->empty()) {
     const std::int64_t newest = runs->front().id;
     report.night_bytes = BytesAt(layout.RunLog(newest)) + BytesAt(layout.RunReport(newest)) +
-                         BytesAt(layout.ProfileTrace(newest));
+                         BytesAt(layout.ProfileTrace(newest)) +
+                         (runs->front().data_fingerprint.empty()
+                              ? 0
+                              : BytesAt(layout.DataProfile(runs->front().data_fingerprint)));
     for (const store::Release& r : *releases) {
       if (r.run_id == newest && !r.files_removed_at && newly.count(r.id) == 0) {
         report.night_bytes += BytesAt(ReleasePath(r));

@@ -22,6 +22,10 @@ std::string StateLayout::ProfileTrace(std::int64_t run_id) const {
   return dir_ + "/profiles/run-" + std::to_string(run_id) + ".trace.json";
 }
 
+std::string StateLayout::DataProfile(const std::string& data_fingerprint) const {
+  return dir_ + "/data/" + data_fingerprint + ".json";
+}
+
 std::string StateLayout::RunReport(std::int64_t run_id) const {
   return dir_ + "/reports/run-" + std::to_string(run_id) + ".html";
 }
@@ -39,7 +43,7 @@ std::string StateLayout::WorkerPidFile() const { return dir_ + "/worker.pid"; }
 Status StateLayout::CreateDirectories() const {
   namespace fs = std::filesystem;
   for (const char* sub : {"", "/configs", "/work", "/releases", "/releases/rejected", "/logs",
-                          "/reports", "/profiles"}) {
+                          "/reports", "/profiles", "/data"}) {
     const std::string path = dir_ + sub;
     std::error_code ec;
     fs::create_directories(path, ec);

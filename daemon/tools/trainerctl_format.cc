@@ -52,6 +52,50 @@ std::string Table(const std::vector<std::vector<std::string>>& rows) {
 
 // ", 2 ranks: 123.4 samples/s each" for a data-parallel run; "" for one process (and from a
 // daemon older than world_size).
+// What a slice's predictions looked like (docs/daemon.md, "Prediction distributions"): the
+// mean top-1 probability and normalised entropy of a cross_entropy model (from the
+// histograms' bin centres), an mse model's mean and spread; "" without.
+std::string PredictionsText(const Json& predictions) {
+  if (!predictions.is_object()) return "";
+  if (predictions.value("mean", Json()).is_number()) {
+    return "outputs " + NumberText(predictions["mean"], "%.4g") + " +- " +
+           NumberText(predictions["spread"], "%.4g");
+  }
+  const auto centre = [](const Json& bins) -> Json {
+    double weighted = 0, total = 0;
+    for (std::size_t b = 0; b < bins.size(); ++b) {
+      const double count = bins[b].get<double>();
+      weighted += count * (static_cast<double>(b) + 0.5) / static_cast<double>(bins.size());
+      total += count;
+    }
+    return total > 0 ? Json(weighted / total) : Json();
+  };
+  return "top-1 " + NumberText(centre(predictions.value("top1", Json::array())), "%.2f") +
+         ", entropy " + NumberText(centre(predictions.value("entropy", Json::array())), "%.2f");
+}
+
+// The run's input-quality check in a line (docs/data-quality.md): its verdict and figures,
+// or its breaches.
+std::string InputQualityText(const Json& run) {
+  const Json q = run.value("data_quality", Json());
+  if (!q.is_object()) return "not checked";
+  std::string text = q.value("pass", false) ? "passed" : "failed";
+  text +=
+      q["reference_run_id"].is_number()
+          ? " against run " + std::to_string(q["reference_run_id"].get<std::int64_t>()) + "'s data"
+          : " (no release's data to compare with)";
+  text += ": " + std::to_string(q.value("train_samples", 0)) + " samples, size " +
+          NumberText(q["size_ratio"], "%.3f") + ", ids moved " +
+          NumberText(q["id_divergence"], "%.4f") + " bits, columns " +
+          NumberText(q["column_shift"], "%.3g") + " spreads, beyond vocabulary " +
+          NumberText(q["beyond_vocabulary"], "%.4f") + ", NaN/Inf rows " +
+          NumberText(q["not_finite_rows"], "%.4f");
+  for (const Json& breach : q.value("breaches", Json::array())) {
+    text += "; " + breach.get<std::string>();
+  }
+  return text;
+}
+
 std::string PerRankText(const Json& run) {
   const int ranks = run.value("world_size", 1);
   if (ranks <= 1) return "";
@@ -181,6 +225,7 @@ std::string FormatShow(const Json& result) {
       {"shapes", run["shapes"].dump()},
       {"seeds", run["seeds"].dump()},
       {"data", run.value("data_fingerprint", "")},
+      {"input quality", InputQualityText(run)},
       {"samples/s", NumberText(run["samples_per_second"], "%.1f") + " (tokens/s " +
                         NumberText(run["tokens_per_second"], "%.0f") + ")" + PerRankText(run)},
       {"throughput method", run.value("throughput_method", "")},
@@ -208,7 +253,9 @@ std::string FormatShow(const Json& result) {
   std::vector<std::vector<std::string>> evals;
   for (const Json& e : result["slice_evals"]) {
     evals.push_back({"  " + e.value("slice", ""), "update " + std::to_string(e.value("update", 0)),
-                     NumberText(e["loss"], "%.4f")});
+                     NumberText(e["loss"], "%.4f"),
+                     "simple baseline " + NumberText(e["baseline_loss"], "%.4f"),
+                     PredictionsText(e.value("predictions", Json()))});
   }
   if (!evals.empty()) out += "\neval loss by slice\n" + Table(evals);
   std::vector<std::vector<std::string>> events;
@@ -261,6 +308,7 @@ std::string FormatRelease(const Json& result) {
     out << "  peak " << BytesText(peak.is_object() ? peak["peak"] : Json()) << ", "
         << NumberText(run["samples_per_second"], "%.1f") << " samples/s, cost per sample "
         << NumberText(run["cost_per_sample"], "%.3g") << "\n";
+    out << "  input quality " << InputQualityText(run) << "\n";
   }
   if (result.contains("slice_losses") && !result["slice_losses"].empty()) {
     out << "  eval loss";

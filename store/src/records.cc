@@ -15,7 +15,7 @@ constexpr EnumNames<ConfigState, 3> kConfigStateNames{{{
     {ConfigState::kBad, "bad"},
 }}};
 
-constexpr EnumNames<RunStatus, 11> kRunStatusNames{{{
+constexpr EnumNames<RunStatus, 12> kRunStatusNames{{{
     {RunStatus::kScheduled, "scheduled"},
     {RunStatus::kRunning, "running"},
     {RunStatus::kSucceeded, "succeeded"},
@@ -27,6 +27,7 @@ constexpr EnumNames<RunStatus, 11> kRunStatusNames{{{
     {RunStatus::kCancelled, "cancelled"},
     {RunStatus::kInterrupted, "interrupted"},
     {RunStatus::kRejected, "rejected"},
+    {RunStatus::kDataQuality, "data_quality"},
 }}};
 
 constexpr EnumNames<Severity, 3> kSeverityNames{{{

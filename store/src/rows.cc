@@ -107,7 +107,8 @@ const std::string_view kSelectRun =
     "r.data_fingerprint, r.throughput_method, r.parameters_bytes, r.gradients_bytes, "
     "r.optimizer_state_bytes, r.activations_bytes, r.temporaries_bytes, r.inputs_bytes, "
     "r.peak_bytes, r.samples_per_second, r.tokens_per_second, r.mfu, r.cost_per_sample, "
-    "r.final_loss, r.parity_seconds, r.world_size, r.storage_bytes, r.state_dir_bytes "
+    "r.final_loss, r.parity_seconds, r.world_size, r.storage_bytes, r.state_dir_bytes, "
+    "IFNULL(r.data_quality, '') "
     "FROM runs r JOIN hardware h ON h.id = r.hardware_id JOIN software s ON s.id = "
     "r.software_id";
 
@@ -166,6 +167,7 @@ Result<RunRecord> ReadRun(sqlite::Statement& stmt) {
   run.world_size = stmt.ReadInt64();
   run.storage_bytes = stmt.ReadOptionalInt64();
   run.state_dir_bytes = stmt.ReadOptionalInt64();
+  run.data_quality_json = stmt.ReadText();
   return run;
 }
 
@@ -250,7 +252,7 @@ UpdateMetric ReadUpdateMetric(sqlite::Statement& stmt) {
 }
 
 void BindSliceEval(sqlite::Statement& stmt, std::int64_t run_id, const SliceEval& eval) {
-  stmt.Bind(run_id, eval.slice, eval.update, eval.loss);
+  stmt.Bind(run_id, eval.slice, eval.update, eval.loss, eval.baseline_loss, eval.predictions_json);
 }
 
 SliceEval ReadSliceEval(sqlite::Statement& stmt) {
@@ -258,6 +260,8 @@ SliceEval ReadSliceEval(sqlite::Statement& stmt) {
   eval.slice = stmt.ReadText();
   eval.update = stmt.ReadInt64();
   eval.loss = stmt.ReadDouble();
+  eval.baseline_loss = stmt.ReadOptionalDouble();
+  eval.predictions_json = stmt.ReadText();
   return eval;
 }
 

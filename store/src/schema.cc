@@ -17,7 +17,7 @@ struct Migration {
 
 // The schema's history. A released step never changes: databases in the field already ran
 // it. A change is a new step at the end, and kSchemaVersion follows it.
-constexpr std::array<Migration, 11> kMigrations = {{
+constexpr std::array<Migration, 13> kMigrations = {{
     {1, R"sql(
 CREATE TABLE config_versions (
   hash       TEXT PRIMARY KEY,
@@ -323,6 +323,89 @@ ALTER TABLE releases ADD COLUMN files_removed_at REAL;
 ALTER TABLE runs ADD COLUMN storage_bytes INTEGER CHECK (storage_bytes IS NULL OR storage_bytes >= 0);
 ALTER TABLE runs ADD COLUMN state_dir_bytes INTEGER
   CHECK (state_dir_bytes IS NULL OR state_dir_bytes >= 0);
+)sql"},
+    // What an evaluation adds to the loss: the simple baseline's loss on the same held-out
+    // samples, and the distribution of the model's predictions (JSON); NULL for evaluations
+    // recorded before.
+    {12, R"sql(
+ALTER TABLE slice_evals ADD COLUMN baseline_loss REAL;
+ALTER TABLE slice_evals ADD COLUMN predictions TEXT
+  CHECK (predictions IS NULL OR json_valid(predictions));
+)sql"},
+    // A run can be `data_quality` (its night's data failed the input-quality check before
+    // anything trained), and records the check's figures (`data_quality`, JSON; NULL for runs
+    // before this version or without a check). The new status rebuilds `runs` as in step 4,
+    // every column since carried over.
+    {13, R"sql(
+PRAGMA legacy_alter_table = ON;
+ALTER TABLE runs RENAME TO runs_v12;
+CREATE TABLE runs (
+  id                    INTEGER PRIMARY KEY AUTOINCREMENT,
+  config_hash           TEXT NOT NULL REFERENCES config_versions (hash),
+  fallback_of           INTEGER REFERENCES runs (id),
+  status                TEXT NOT NULL CHECK (status IN ('scheduled', 'running', 'succeeded',
+                          'oom', 'crashed', 'leak', 'deadline', 'regressed', 'cancelled',
+                          'interrupted', 'rejected', 'data_quality')),
+  created_at            REAL NOT NULL,
+  started_at            REAL,
+  ended_at              REAL,
+  deadline_at           REAL NOT NULL,
+  microbatch            INTEGER CHECK (microbatch > 0),
+  accumulation_steps    INTEGER CHECK (accumulation_steps > 0),
+  checkpoint_blocks     TEXT CHECK (checkpoint_blocks IS NULL OR json_valid(checkpoint_blocks)),
+  precision             TEXT,
+  hardware_id           INTEGER NOT NULL REFERENCES hardware (id),
+  software_id           INTEGER NOT NULL REFERENCES software (id),
+  shapes                TEXT NOT NULL CHECK (json_valid(shapes)),
+  seeds                 TEXT NOT NULL CHECK (json_valid(seeds)),
+  data_fingerprint      TEXT NOT NULL,
+  throughput_method     TEXT NOT NULL,
+  parameters_bytes      INTEGER,
+  gradients_bytes       INTEGER,
+  optimizer_state_bytes INTEGER,
+  activations_bytes     INTEGER,
+  temporaries_bytes     INTEGER,
+  inputs_bytes          INTEGER,
+  peak_bytes            INTEGER,
+  samples_per_second    REAL,
+  tokens_per_second     REAL,
+  mfu                   REAL,
+  cost_per_sample       REAL,
+  final_loss            REAL,
+  parity_seconds        REAL,
+  world_size            INTEGER NOT NULL DEFAULT 1 CHECK (world_size >= 1),
+  optimizer_state       TEXT CHECK (optimizer_state IS NULL OR optimizer_state IN ('device', 'host')),
+  zero_stage            INTEGER CHECK (zero_stage IS NULL OR zero_stage IN (0, 1, 2)),
+  storage_bytes         INTEGER CHECK (storage_bytes IS NULL OR storage_bytes >= 0),
+  state_dir_bytes       INTEGER CHECK (state_dir_bytes IS NULL OR state_dir_bytes >= 0),
+  data_quality          TEXT CHECK (data_quality IS NULL OR json_valid(data_quality)),
+  -- The plan is all four columns or none.
+  CHECK ((microbatch IS NULL) = (accumulation_steps IS NULL) AND
+         (microbatch IS NULL) = (checkpoint_blocks IS NULL) AND
+         (microbatch IS NULL) = (precision IS NULL)),
+  -- A run that trained, or whose plan was refused, had a plan.
+  CHECK (microbatch IS NOT NULL OR status NOT IN ('succeeded', 'regressed', 'leak', 'rejected'))
+);
+INSERT INTO runs (id, config_hash, fallback_of, status, created_at, started_at, ended_at,
+                  deadline_at, microbatch, accumulation_steps, checkpoint_blocks, precision,
+                  hardware_id, software_id, shapes, seeds, data_fingerprint, throughput_method,
+                  parameters_bytes, gradients_bytes, optimizer_state_bytes, activations_bytes,
+                  temporaries_bytes, inputs_bytes, peak_bytes, samples_per_second,
+                  tokens_per_second, mfu, cost_per_sample, final_loss, parity_seconds,
+                  world_size, optimizer_state, zero_stage, storage_bytes, state_dir_bytes)
+SELECT id, config_hash, fallback_of, status, created_at, started_at, ended_at, deadline_at,
+       microbatch, accumulation_steps, checkpoint_blocks, precision, hardware_id, software_id,
+       shapes, seeds, data_fingerprint, throughput_method, parameters_bytes, gradients_bytes,
+       optimizer_state_bytes, activations_bytes, temporaries_bytes, inputs_bytes, peak_bytes,
+       samples_per_second, tokens_per_second, mfu, cost_per_sample, final_loss, parity_seconds,
+       world_size, optimizer_state, zero_stage, storage_bytes, state_dir_bytes
+  FROM runs_v12;
+DELETE FROM sqlite_sequence WHERE name = 'runs';
+UPDATE sqlite_sequence SET name = 'runs' WHERE name = 'runs_v12';
+DROP TABLE runs_v12;
+PRAGMA legacy_alter_table = OFF;
+CREATE INDEX runs_by_status ON runs (status, id);
+CREATE INDEX runs_by_hardware ON runs (hardware_id, status, config_hash, id);
 )sql"},
 }};
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <system_error>
 #include <utility>
@@ -345,6 +346,18 @@ Status Store::SetRunStorage(std::int64_t run_id, std::int64_t storage_bytes,
     }
     return Execute(*db_, "UPDATE runs SET storage_bytes = ?, state_dir_bytes = ? WHERE id = ?",
                    [&](Statement& stmt) { stmt.Bind(storage_bytes, state_dir_bytes, run_id); });
+  });
+}
+
+Status Store::SetRunDataQuality(std::int64_t run_id, const std::string& figures_json) {
+  if (!nlohmann::json::accept(figures_json)) {
+    return Status::InvalidArgument("data-quality figures of " + RunName(run_id) +
+                                   " are not JSON: " + figures_json);
+  }
+  return InTransaction(*db_, [&]() -> Status {
+    if (Status status = CheckUnfinished(*db_, run_id); !status.ok()) return status;
+    return Execute(*db_, "UPDATE runs SET data_quality = ? WHERE id = ?",
+                   [&](Statement& stmt) { stmt.Bind(figures_json, run_id); });
   });
 }
 

@@ -48,7 +48,7 @@ class ControlTest : public ::testing::Test {
                "schedule: {start: \"" +
                    testing::UtcClock(3 * 3600) +
                    "\", window: 1m, deadline_grace: 5s}\n"
-                   "regression: {throughput_tolerance: 95%}\n");
+                   "regression: {throughput_tolerance: 95%, beat_baseline: false}\n");
   }
 
   std::string Socket() const { return dir_.File("state/trainerd.sock"); }

@@ -61,11 +61,12 @@ class DaemonTest : public ::testing::Test {
 
   void WriteDaemonConfig(const std::string& start = "01:30", const std::string& window = "1h",
                          const std::string& grace = "5s") {
-    dir_.Write("trainerd.yaml", "job: job.yaml\nschedule: {start: \"" + start +
-                                    "\", window: " + window + ", deadline_grace: " + grace +
-                                    "}\nstate_dir: state\nmetrics: {listen: \"\"}\n"
-                                    "cost: {per_device_hour: 0.35}\n"
-                                    "regression: {throughput_tolerance: 95%}\n");
+    dir_.Write("trainerd.yaml",
+               "job: job.yaml\nschedule: {start: \"" + start + "\", window: " + window +
+                   ", deadline_grace: " + grace +
+                   "}\nstate_dir: state\nmetrics: {listen: \"\"}\n"
+                   "cost: {per_device_hour: 0.35}\n"
+                   "regression: {throughput_tolerance: 95%, beat_baseline: false}\n");
   }
 
   std::vector<std::string> Argv(bool once) const {

@@ -126,7 +126,9 @@ TEST(DaemonMetricsTest, FamilyNamesAreTheFamiliesServedAfterARun) {
   DaemonMetrics metrics("v");
   metrics.RunStarted();
   metrics.Progress(2000, 1900);
-  metrics.RunFinished(FinishedRun(store::RunStatus::kSucceeded), {{"all", 2.5}});
+  store::RunRecord run = FinishedRun(store::RunStatus::kSucceeded);
+  run.data_quality_json = R"({"pass":true,"size_ratio":1.0,"breaches":[]})";
+  metrics.RunFinished(run, {{"all", 2.5}});
   metrics.Budget(1 << 30, 1 << 29);
   metrics.PlanTimed(0.1);
   metrics.Outcomes(2, {{"en", "ctr", 0.1, 10, 0, 0}}, 1, {});
@@ -141,6 +143,21 @@ TEST(DaemonMetricsTest, FamilyNamesAreTheFamiliesServedAfterARun) {
   const std::set<std::string> named(metrics.FamilyNames().begin(), metrics.FamilyNames().end());
   EXPECT_EQ(named, served);
   EXPECT_EQ(named.size(), metrics.FamilyNames().size()) << "a family is named twice";
+}
+
+TEST(DaemonMetricsTest, ARunsInputQualityFiguresAreGaugesAndItsBreachesCounted) {
+  DaemonMetrics metrics("v");
+  store::RunRecord run = FinishedRun(store::RunStatus::kDataQuality);
+  run.data_quality_json =
+      R"({"pass":false,"size_ratio":0.25,"id_divergence":null,"beyond_vocabulary":0.0,)"
+      R"("not_finite_rows":0.5,"breaches":["smaller","NaN rows"]})";
+  metrics.RunFinished(run, {});
+  const std::string text = metrics.Exposition();
+  EXPECT_TRUE(Contains(text, R"(trainerd_data_quality{figure="size_ratio"} 0.25)")) << text;
+  EXPECT_TRUE(Contains(text, R"(trainerd_data_quality{figure="not_finite_rows"} 0.5)")) << text;
+  EXPECT_FALSE(Contains(text, R"(figure="id_divergence")")) << "not measured: no series";
+  EXPECT_TRUE(Contains(text, "trainerd_data_quality_breaches 2")) << text;
+  EXPECT_TRUE(Contains(text, R"(trainerd_runs_total{outcome="data_quality"} 1)")) << text;
 }
 
 TEST(DaemonMetricsTest, OutcomesHaveSeriesOnlyForTheCurrentReleaseAndTheOneItReplaced) {

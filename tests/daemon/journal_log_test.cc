@@ -72,9 +72,10 @@ class JournalLogTest : public ::testing::Test {
     job.eval_interval = 6;
     job.checkpoint_interval = 6;
     dir_.Write("job.yaml", testing::TinyGptYaml(job));
-    dir_.Write("trainerd.yaml",
-               "job: job.yaml\nstate_dir: state\nmetrics: {listen: \"\"}\n"
-               "regression: {throughput_tolerance: 95%}\nparity: {updates: 2}\n");
+    dir_.Write(
+        "trainerd.yaml",
+        "job: job.yaml\nstate_dir: state\nmetrics: {listen: \"\"}\n"
+        "regression: {throughput_tolerance: 95%, beat_baseline: false}\nparity: {updates: 2}\n");
   }
 
   // Runs `trainerd --once` with stderr in a file; `journal_stream` is the value of

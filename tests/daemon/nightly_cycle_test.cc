@@ -8,6 +8,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -81,6 +84,7 @@ class NightlyCycleTest : public ::testing::Test {
     config_.job_path = dir_.File("job.yaml");
     config_.state_dir = dir_.File("state");
     config_.worker_path = TRAINER_RUN_PATH;
+    config_.regression.beat_baseline = false;  // the tiny job cannot (tiny_job.h)
     ASSERT_TRUE(StateLayout(config_.state_dir).CreateDirectories().ok());
     Result<std::unique_ptr<store::Store>> store = store::Store::Open(config_.database_path());
     ASSERT_TRUE(store.ok()) << store.status().message();
@@ -226,6 +230,122 @@ TEST_F(NightlyCycleTest, AFullDiskAtPublishingReleasesNothingAndSaysSo) {
   // The run itself is recorded whole: its metrics and evals are there.
   EXPECT_EQ(store_->GetMetrics(outcome.run_ids[0])->size(), 30u);
   EXPECT_FALSE(store_->GetSliceEvals(outcome.run_ids[0])->empty());
+}
+
+TEST_F(NightlyCycleTest, AModelThatDoesNotBeatTheSimpleBaselineIsNotReleased) {
+  config_.regression.beat_baseline = true;
+  config_.regression.throughput_tolerance = 0.95;  // a busy machine is no regression here
+  // Night 1: the tiny job's 30 updates leave its loss above the byte frequencies'.
+  const CycleOutcome small = RunCycle();
+  ASSERT_EQ(small.run_ids.size(), 1u) << small.summary;
+  const std::int64_t refused = small.run_ids[0];
+  EXPECT_EQ(store_->GetRun(refused)->status, store::RunStatus::kRegressed);
+  EXPECT_FALSE(store_->CurrentRelease()->has_value());
+  const std::vector<store::Event> failed = Events(refused, "gate_failed");
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_NE(failed[0].message.find("not below the simple baseline's on: "), std::string::npos)
+      << failed[0].message;
+  const nlohmann::json gate = nlohmann::json::parse(failed[0].details_json);
+  ASSERT_EQ(gate["slices"].size(), 2u) << gate.dump();
+  for (const nlohmann::json& slice : gate["slices"]) {
+    ASSERT_TRUE(slice["baseline"].is_number()) << slice.dump();
+    EXPECT_EQ(slice["beats_baseline"], slice["loss"].get<double>() < slice["baseline"]) << slice;
+  }
+  // Every stored eval carries the baseline's loss, the same at every update, and the
+  // predictions' distribution: one count per target position of the 4 windows of 32.
+  const std::vector<store::SliceEval> evals = *store_->GetSliceEvals(refused);
+  ASSERT_FALSE(evals.empty());
+  std::map<std::string, double> baselines;
+  for (const store::SliceEval& e : evals) {
+    ASSERT_TRUE(e.baseline_loss.has_value()) << e.slice;
+    EXPECT_EQ(baselines.try_emplace(e.slice, *e.baseline_loss).first->second, *e.baseline_loss);
+    const nlohmann::json predictions = nlohmann::json::parse(e.predictions_json);
+    std::int64_t positions = 0;
+    for (const nlohmann::json& count : predictions["top1"]) positions += count.get<std::int64_t>();
+    EXPECT_EQ(positions, 4 * 32) << e.predictions_json;
+    EXPECT_EQ(predictions["classes"].size(), 256u) << "bytes: 256 classes, each counted";
+  }
+
+  // Night 2: a faster learning rate and twice the updates beat it; the model is released.
+  testing::TinyGptYamlOptions job;
+  job.extra = "plan: {microbatch: 8}\n";
+  job.lr = 1e-2;
+  job.updates = 60;
+  job.eval_interval = job.checkpoint_interval = 30;
+  dir_.Write("job.yaml", testing::TinyGptYaml(job));
+  const CycleOutcome trained = RunCycle();
+  ASSERT_EQ(trained.run_ids.size(), 1u) << trained.summary;
+  EXPECT_TRUE(trained.succeeded) << trained.summary;
+  const std::vector<store::Event> passed = Events(trained.run_ids[0], "gate_passed");
+  ASSERT_EQ(passed.size(), 1u);
+  EXPECT_NE(passed[0].message.find("beats the simple baseline"), std::string::npos)
+      << passed[0].message;
+  ASSERT_TRUE(store_->CurrentRelease()->has_value());
+  EXPECT_EQ((*store_->CurrentRelease())->run_id, trained.run_ids[0]);
+}
+
+TEST_F(NightlyCycleTest, ANightWhoseDataShrankStopsBeforeTrainingAndTheReleaseStays) {
+  config_.regression.throughput_tolerance = 0.95;  // a busy machine is no regression here
+  // The job's data: two licence texts, copied where the "export" writes them each night.
+  const auto export_data = [&](std::size_t keep_bytes) {
+    for (const char* name : {"GPL-3", "Apache-2.0"}) {
+      std::ifstream in(std::string(testing::kLicenceDir) + "/" + name, std::ios::binary);
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      dir_.Write(std::string("export/") + name, text.substr(0, keep_bytes));
+    }
+  };
+  std::filesystem::create_directories(dir_.path() / "export");
+  export_data(std::string::npos);
+  testing::TinyGptYamlOptions job;
+  job.extra = "plan: {microbatch: 8}\n";
+  std::string yaml = testing::TinyGptYaml(job);
+  const std::string licences = std::string(testing::kLicenceDir);
+  for (std::size_t at; (at = yaml.find(licences)) != std::string::npos;) {
+    yaml.replace(at, licences.size(), dir_.File("export"));
+  }
+  dir_.Write("job.yaml", yaml);
+
+  // Night 1: no release yet, the data is checked alone, passes and trains.
+  const CycleOutcome first = RunCycle();
+  ASSERT_TRUE(first.succeeded) << first.summary;
+  const store::RunRecord released = *store_->GetRun(first.run_ids[0]);
+  const nlohmann::json alone = nlohmann::json::parse(released.data_quality_json);
+  EXPECT_TRUE(alone["pass"].get<bool>()) << alone;
+  EXPECT_TRUE(alone["reference_run_id"].is_null()) << alone;
+  EXPECT_EQ(alone["vocabulary"], 256) << alone;
+  EXPECT_TRUE(std::filesystem::exists(
+      StateLayout(config_.state_dir).DataProfile(released.data_fingerprint)));
+
+  // Night 2: the export wrote a quarter of each file. Nothing trains; the release stays.
+  export_data(3000);
+  const CycleOutcome second = RunCycle();
+  ASSERT_EQ(second.run_ids.size(), 1u) << "no plan fixes the data: " << second.summary;
+  EXPECT_FALSE(second.succeeded);
+  const std::int64_t stopped = second.run_ids[0];
+  const store::RunRecord run = *store_->GetRun(stopped);
+  EXPECT_EQ(run.status, store::RunStatus::kDataQuality);
+  EXPECT_FALSE(run.plan.has_value());
+  ExpectNotTrained(stopped);
+  const std::vector<std::string> kinds = EventKinds(stopped);
+  EXPECT_EQ(std::count(kinds.begin(), kinds.end(), "plan"), 0);
+  const std::vector<store::Event> breach = Events(stopped, "data_quality_breach");
+  ASSERT_EQ(breach.size(), 1u);
+  const nlohmann::json figures = nlohmann::json::parse(run.data_quality_json);
+  EXPECT_EQ(figures, nlohmann::json::parse(breach[0].details_json));
+  EXPECT_EQ(figures["reference_run_id"], released.id) << figures;
+  EXPECT_LT(figures["size_ratio"].get<double>(), 0.5) << figures;
+  EXPECT_NE(breach[0].message.find("(data_quality.min_size_ratio 50%)"), std::string::npos)
+      << breach[0].message;
+  EXPECT_EQ((*store_->CurrentRelease())->run_id, released.id);
+
+  // Night 3: the export is whole again, and compared with the release's data it is the same.
+  export_data(std::string::npos);
+  const CycleOutcome third = RunCycle();
+  ASSERT_TRUE(third.succeeded) << third.summary;
+  const nlohmann::json same =
+      nlohmann::json::parse(store_->GetRun(third.run_ids[0])->data_quality_json);
+  EXPECT_EQ(same["id_divergence"], 0.0) << same;
+  EXPECT_EQ(same["size_ratio"], 1.0) << same;
 }
 
 TEST_F(NightlyCycleTest, ANewPlanPassesTheParityCheckBeforeTrainingAndItsValidatedPlanIsTrusted) {

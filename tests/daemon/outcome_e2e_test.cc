@@ -52,7 +52,8 @@ class OutcomeE2eTest : public ::testing::Test {
         "schedule: {start: \"" +
             testing::UtcClock(3 * 3600) +
             "\", window: 10m, deadline_grace: 5s}\n"
-            "regression: {throughput_tolerance: 95%, eval_loss_tolerance: 100%}\n"
+            "regression: {throughput_tolerance: 95%, eval_loss_tolerance: 100%, beat_baseline: "
+            "false}\n"
             "worker: {path: " TRAINER_RUN_PATH
             "}\n"
             "outcomes:\n"

@@ -358,11 +358,18 @@ TEST(FinalSliceLossesTest, TakesEachSlicesLastUpdate) {
   EXPECT_EQ(losses.at("b"), 4.0);
 }
 
+// Final evals of these losses, as the worker reports them without a baseline.
+SliceEvals Losses(const std::map<std::string, double>& losses) {
+  SliceEvals evals;
+  for (const auto& [slice, loss] : losses) evals[slice] = {slice, 10, loss};
+  return evals;
+}
+
 TEST(ReleaseGateTest, FirstReleasePassesWhenEveryLossIsFinite) {
   RegressionConfig r;
-  EXPECT_TRUE(ReleaseGate({{"a", 2.0}}, std::nullopt, std::nullopt, r).pass);
-  const GateVerdict nan =
-      ReleaseGate({{"a", std::numeric_limits<double>::quiet_NaN()}}, std::nullopt, std::nullopt, r);
+  EXPECT_TRUE(ReleaseGate(Losses({{"a", 2.0}}), std::nullopt, std::nullopt, r).pass);
+  const GateVerdict nan = ReleaseGate(Losses({{"a", std::numeric_limits<double>::quiet_NaN()}}),
+                                      std::nullopt, std::nullopt, r);
   EXPECT_FALSE(nan.pass);
   EXPECT_FALSE(ReleaseGate({}, std::nullopt, std::nullopt, r).pass);  // no evals, no release
 }
@@ -371,25 +378,69 @@ TEST(ReleaseGateTest, EverySliceWithinItsToleranceOfTheCurrentRelease) {
   RegressionConfig r;
   r.eval_loss_tolerance = 0.02;
   r.slice_tolerances["b"] = 0.10;
-  const std::map<std::string, double> reference = {{"a", 2.0}, {"b", 3.0}};
-  EXPECT_TRUE(ReleaseGate({{"a", 2.04}, {"b", 3.29}}, reference, 4, r).pass);
-  const GateVerdict worse = ReleaseGate({{"a", 2.05}, {"b", 3.0}}, reference, 4, r);
+  const SliceEvals reference = Losses({{"a", 2.0}, {"b", 3.0}});
+  EXPECT_TRUE(ReleaseGate(Losses({{"a", 2.04}, {"b", 3.29}}), reference, 4, r).pass);
+  const GateVerdict worse = ReleaseGate(Losses({{"a", 2.05}, {"b", 3.0}}), reference, 4, r);
   EXPECT_FALSE(worse.pass);
   EXPECT_NE(worse.reason.find("a"), std::string::npos) << worse.reason;
   EXPECT_FALSE(worse.slices[0].pass);
   EXPECT_TRUE(worse.slices[1].pass);
-  EXPECT_FALSE(ReleaseGate({{"a", 2.0}, {"b", 3.31}}, reference, 4, r).pass);
+  EXPECT_FALSE(ReleaseGate(Losses({{"a", 2.0}, {"b", 3.31}}), reference, 4, r).pass);
   // A slice the release never had passes; a NaN never does.
-  EXPECT_TRUE(ReleaseGate({{"a", 2.0}, {"c", 99.0}}, reference, 4, r).pass);
-  EXPECT_FALSE(ReleaseGate({{"a", std::nan("")}}, reference, 4, r).pass);
+  EXPECT_TRUE(ReleaseGate(Losses({{"a", 2.0}, {"c", 99.0}}), reference, 4, r).pass);
+  EXPECT_FALSE(ReleaseGate(Losses({{"a", std::nan("")}}), reference, 4, r).pass);
+}
+
+TEST(ReleaseGateTest, EverySliceBelowTheSimpleBaseline) {
+  RegressionConfig r;
+  SliceEvals evals = Losses({{"a", 2.0}, {"b", 3.0}});
+  evals["a"].baseline_loss = 2.5;
+  evals["b"].baseline_loss = 3.0;  // equal is not below
+  const GateVerdict first = ReleaseGate(evals, std::nullopt, std::nullopt, r);
+  EXPECT_FALSE(first.pass);
+  EXPECT_TRUE(first.slices[0].pass);
+  EXPECT_FALSE(first.slices[1].beats_baseline);
+  EXPECT_EQ(first.reason,
+            "eval loss not below the simple baseline's on: b (3.0000 against 3.0000)");
+  // Within tolerance of the release does not excuse it; a slice without a baseline has
+  // nothing to beat.
+  evals["b"].baseline_loss = std::nullopt;
+  EXPECT_TRUE(ReleaseGate(evals, Losses({{"a", 2.0}, {"b", 3.0}}), 4, r).pass);
+  evals["a"].baseline_loss = 1.9;
+  const GateVerdict against_release = ReleaseGate(evals, Losses({{"a", 2.0}}), 4, r);
+  EXPECT_FALSE(against_release.pass);
+  EXPECT_EQ(against_release.slices[0].reference, 2.0);
+  EXPECT_EQ(against_release.slices[0].baseline, 1.9);
+  // A job may turn the test off.
+  r.beat_baseline = false;
+  EXPECT_TRUE(ReleaseGate(evals, Losses({{"a", 2.0}}), 4, r).pass);
+}
+
+TEST(ReleaseGateTest, PredictionDivergenceFromTheReferenceJudgesNothing) {
+  RegressionConfig r;
+  SliceEvals evals = Losses({{"a", 2.0}, {"b", 2.0}});
+  SliceEvals reference = Losses({{"a", 2.0}, {"b", 2.0}});
+  evals["a"].predictions_json = R"({"entropy":[1,1],"top1":[1,0],"classes":[]})";
+  reference["a"].predictions_json = R"({"entropy":[1,1],"top1":[0,1],"classes":[]})";
+  reference["b"].predictions_json = reference["a"].predictions_json;  // b's run has none
+  const GateVerdict gate = ReleaseGate(evals, reference, 4, r);
+  EXPECT_TRUE(gate.pass);
+  EXPECT_DOUBLE_EQ(*gate.slices[0].prediction_divergence, 1.0) << "the largest histogram's";
+  EXPECT_EQ(gate.slices[1].prediction_divergence, std::nullopt);
+  EXPECT_EQ(PredictionDivergence(R"({"mean":1.5,"spread":0.5})", R"({"mean":1,"spread":1})"),
+            std::nullopt)
+      << "an mse model's summary has no histogram";
 }
 
 TEST(ReleaseGateTest, DetailsJsonNamesEverySlice) {
   RegressionConfig r;
-  const std::string json = ReleaseGate({{"GPL-3", 2.5}}, {{{"GPL-3", 2.0}}}, 3, r).ToJson();
+  SliceEvals evals = Losses({{"GPL-3", 2.5}});
+  evals["GPL-3"].baseline_loss = 3.25;
+  const std::string json = ReleaseGate(evals, Losses({{"GPL-3", 2.0}}), 3, r).ToJson();
   EXPECT_NE(json.find("\"GPL-3\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"reference_run_id\":3"), std::string::npos) << json;
   EXPECT_NE(json.find("\"pass\":false"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"baseline\":3.25"), std::string::npos) << json;
 }
 
 }  // namespace

@@ -109,10 +109,10 @@ TEST(PrometheusIntegrationTest, DashboardQueriesReturnDataAndAlertRulesEvaluate)
   // The planner chooses the plan: its time model's error is one of the dashboard's series.
   // Two nights, a release each, and outcomes for both: the outcome panels' series.
   testing::TinyGptYamlOptions job;
-  dir.Write("trainerd.yaml",
-            "job: job.yaml\nstate_dir: state\nmetrics: {listen: \"" + target +
-                "\"}\ncost: {per_device_hour: 0.35}\n"
-                "regression: {eval_loss_tolerance: 100%, throughput_tolerance: 95%}\n");
+  dir.Write("trainerd.yaml", "job: job.yaml\nstate_dir: state\nmetrics: {listen: \"" + target +
+                                 "\"}\ncost: {per_device_hour: 0.35}\n"
+                                 "regression: {eval_loss_tolerance: 100%, throughput_tolerance: "
+                                 "95%, beat_baseline: false}\n");
   for (const int updates : {20, 24}) {
     job.updates = updates;
     dir.Write("job.yaml", testing::TinyGptYaml(job));

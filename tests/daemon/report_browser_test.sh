@@ -38,6 +38,7 @@ job: job.yaml
 state_dir: state
 metrics: {listen: ""}
 parity: {updates: 2}
+regression: {beat_baseline: false}
 EOF
 
 timeout $((300 * scale)) "$bin_dir/trainerd" --config "$tmp/trainerd.yaml" --once \
@@ -102,7 +103,8 @@ class Page(html.parser.HTMLParser):
 p = Page()
 p.feed(page)
 problems = []
-want = ["plan", "memory", "profile", "curves", "throughput", "night", "gate", "outcomes", "provenance"]
+want = ["plan", "memory", "profile", "curves", "throughput", "night", "input", "gate", "outcomes",
+        "provenance"]
 if p.sections != want:
     problems.append("sections %s, expected %s" % (p.sections, want))
 if "script" in p.tags or p.loads:
@@ -132,7 +134,7 @@ browser() {
 }
 browser --dump-dom "file://$tmp/page.html" > "$tmp/dom.html" ||
   fail "chromium --dump-dom failed: $(tail -5 "$tmp/chromium.log")"
-for section in plan memory profile curves throughput night gate outcomes provenance; do
+for section in plan memory profile curves throughput night input gate outcomes provenance; do
   grep -q "<section id=\"$section\">" "$tmp/dom.html" || fail "Chromium's DOM has no section $section"
 done
 charts=$(grep -o '<svg' "$tmp/dom.html" | wc -l)

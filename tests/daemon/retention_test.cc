@@ -98,11 +98,14 @@ class RetentionTest : public ::testing::Test {
     std::ofstream(path) << std::string(bytes, 'x');
   }
 
-  // A night: a run with its log and report, and its model released and made current.
+  // A night: a run with its log, report and data profile (the data of nights 1-3, 4-7 and
+  // 8-10 the same), and its model released and made current.
   std::int64_t Night() {
     clock_.now += kDay;
     store::RunRecord run;
     run.config_hash = "cfg";
+    ++nights_;
+    run.data_fingerprint = nights_ <= 3 ? "d1" : nights_ <= 7 ? "d2" : "d3";
     run.created_at = clock_.now;
     run.deadline_at = clock_.now + 3600;
     const std::int64_t run_id = *store_->CreateRun(run);
@@ -116,6 +119,7 @@ class RetentionTest : public ::testing::Test {
     const StateLayout layout(config_.state_dir);
     WriteBytes(layout.RunLog(run_id), 100);
     WriteBytes(layout.RunReport(run_id), 200);
+    WriteBytes(layout.DataProfile(run.data_fingerprint), 50);
     const std::string sha(64, static_cast<char>('a' + run_id));
     const std::string folder = layout.ReleaseDir(run_id, sha, true);
     WriteBytes(folder + "/model.pt", 1000);
@@ -142,6 +146,7 @@ class RetentionTest : public ::testing::Test {
 
   testing::TempDir dir_;
   DaemonConfig config_;
+  int nights_ = 0;
   SetClock clock_;
   std::unique_ptr<store::Store> store_;
 };
@@ -170,9 +175,9 @@ TEST_F(RetentionTest, TenNightsKeepExactlyWhatThePolicySays) {
     }
     EXPECT_EQ(kept, expected) << "night " << night;
     EXPECT_GT(report->storage_bytes, 0);
-    EXPECT_EQ(report->night_bytes, 1000 + 100 + 200) << "night " << night;
+    EXPECT_EQ(report->night_bytes, 1000 + 100 + 200 + 50) << "night " << night;
     const store::RunRecord run = *store_->GetRun(store_->GetRelease(ids.back())->run_id);
-    EXPECT_EQ(run.storage_bytes, 1000 + 100 + 200) << "night " << night;
+    EXPECT_EQ(run.storage_bytes, 1000 + 100 + 200 + 50) << "night " << night;
     EXPECT_EQ(run.state_dir_bytes, report->storage_bytes) << "night " << night;
   }
   // Logs and reports of runs more than five days old are gone, the rest stay.
@@ -181,6 +186,10 @@ TEST_F(RetentionTest, TenNightsKeepExactlyWhatThePolicySays) {
     EXPECT_EQ(fs::exists(layout.RunLog(run)), run >= 5) << run;
     EXPECT_EQ(fs::exists(layout.RunReport(run)), run >= 5) << run;
   }
+  // The data of nights 1-3 is gone; night 4's is night 5's, which is kept.
+  EXPECT_FALSE(fs::exists(layout.DataProfile("d1")));
+  EXPECT_TRUE(fs::exists(layout.DataProfile("d2")));
+  EXPECT_TRUE(fs::exists(layout.DataProfile("d3")));
   // A release whose files are gone never becomes current again.
   EXPECT_EQ(store_->SetCurrentRelease(ids[3], clock_.now).code(),
             Status::Code::kFailedPrecondition);

@@ -45,9 +45,10 @@ class DeployAlertRulesTest : public ::testing::Test {
 };
 
 TEST_F(DeployAlertRulesTest, HasTheRequiredAlerts) {
-  for (const char* name : {"TrainerdDown", "TrainerdMissedWindow", "TrainerdNoSuccessfulRun",
-                           "TrainerdOomOrFallback", "TrainerdWindowMarginNegative",
-                           "TrainerdMemoryLeak", "TrainerdRollback", "TrainerdOutcomeRegression"}) {
+  for (const char* name :
+       {"TrainerdDown", "TrainerdMissedWindow", "TrainerdNoSuccessfulRun", "TrainerdOomOrFallback",
+        "TrainerdWindowMarginNegative", "TrainerdMemoryLeak", "TrainerdRollback",
+        "TrainerdOutcomeRegression", "TrainerdDataQualityBreach"}) {
     EXPECT_TRUE(alerts_.count(name)) << "no alert " << name;
   }
 }

@@ -107,6 +107,7 @@ schedule: {start: "$(date -u -d '+12 hours' +%H:%M)", window: 1h}
 state_dir: state
 metrics: {listen: "127.0.0.1:$port"}
 parity: {updates: 2}
+regression: {beat_baseline: false}
 EOF
 ctl() { "$bin_dir/trainerctl" --state-dir "$tmp/state" "$@"; }
 # As the unit runs it: an unprivileged user (SQLite run by root calls fchown, which

@@ -1,7 +1,7 @@
 // libFuzzer harness for the array file headers of data.format: tensors: any bytes as a
 // `.npy` file and as a `.safetensors` file. Each reader must return arrays whose element bytes
 // lie inside the file, or an error naming the file; never throw, crash, leak or read past
-// the end. Every accepted integer array is then scanned (LargestInteger), so a bounds check
+// the end. Every accepted integer array is then read (IntegerElement), so a bounds check
 // the reader got wrong is an out-of-bounds read ASan reports. Seeds:
 // corpus/array_file/ (files written by numpy.save and safetensors.numpy.save_file).
 #include <cstddef>
@@ -22,7 +22,8 @@ void CheckArray(const trainerd::ArrayView& array, const std::uint8_t* data, std:
   // A copy of exactly the array's bytes: ASan sees a read past them.
   const std::vector<std::uint8_t> elements(data + array.offset, data + array.offset + array.bytes);
   const auto count = array.bytes / static_cast<std::size_t>(trainerd::ElementBytes(array.type));
-  (void)trainerd::LargestInteger(elements.data(), array.type, count);
+  for (std::size_t i = 0; i < count; ++i)
+    (void)trainerd::IntegerElement(elements.data(), array.type, i);
 }
 
 }  // namespace

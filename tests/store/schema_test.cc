@@ -76,6 +76,8 @@ TEST(SchemaTest, MigratesEveryEarlierVersionKeepingItsData) {
     EXPECT_EQ(run->final_loss, 1.25);
     EXPECT_EQ(migrated.GetMetrics(1)->size(), 3u);
     EXPECT_EQ(migrated.GetSliceEvals(1)->size(), 2u);
+    EXPECT_EQ(migrated.GetSliceEvals(1)->front().baseline_loss, std::nullopt)
+        << "evaluations before version 12 had no baseline";
     EXPECT_EQ(migrated.GetRunEvents(1)->size(), 1u);
     const std::size_t events = version >= 3 ? 7u : version == 2 ? 4u : 2u;
     EXPECT_EQ(migrated.ListRecentEvents(10)->size(), events);
@@ -145,7 +147,8 @@ std::string RowsOfVersion3Tables(const std::string& path) {
            "temporaries_bytes, inputs_bytes, peak_bytes, samples_per_second, "
            "tokens_per_second, mfu, cost_per_sample, final_loss FROM runs ORDER BY id",
            "SELECT * FROM update_metrics ORDER BY run_id, update_index",
-           "SELECT * FROM slice_evals ORDER BY run_id, update_index, slice",
+           "SELECT run_id, slice, update_index, loss FROM slice_evals "
+           "ORDER BY run_id, update_index, slice",
            "SELECT * FROM events ORDER BY id",
            "SELECT id, run_id, artifact_path, artifact_hash, gate_passed, gate_details, "
            "created_at, is_current FROM releases ORDER BY id",

@@ -388,7 +388,8 @@ TEST_F(StoreTest, FinishRunStoresMetricsEvalsAndEventsTogether) {
   ASSERT_TRUE(IsOk(store_->MarkRunStarted(run.id, 2.0)));
   ASSERT_TRUE(IsOk(store_->AppendMetrics(run.id, {SampleMetric(0)})));
   const RunRecord finished = FinishedRun(run, RunStatus::kRegressed);
-  const std::vector<SliceEval> evals = {{"en", 1, 1.5}, {"code", 1, 2.25}};
+  const std::string predictions = R"({"entropy":[3,1],"top1":[0,4],"classes":[]})";
+  const std::vector<SliceEval> evals = {{"en", 1, 1.5, 2.5, predictions}, {"code", 1, 2.25}};
   const std::vector<Event> events = {
       {0, 50.0, std::nullopt, "run_finished", Severity::kInfo, "done", R"({"updates":2})"},
       {0, 51.0, run.id, "regression", Severity::kError, "code slice regressed", "{}"}};
@@ -401,8 +402,12 @@ TEST_F(StoreTest, FinishRunStoresMetricsEvalsAndEventsTogether) {
   ASSERT_EQ(stored_evals->size(), 2u);
   EXPECT_EQ((*stored_evals)[0].slice, "code");  // by update, then slice name
   EXPECT_EQ((*stored_evals)[0].loss, 2.25);
+  EXPECT_EQ((*stored_evals)[0].baseline_loss, std::nullopt);
+  EXPECT_EQ((*stored_evals)[0].predictions_json, "");
   EXPECT_EQ((*stored_evals)[1].slice, "en");
   EXPECT_EQ((*stored_evals)[1].update, 1);
+  EXPECT_EQ((*stored_evals)[1].baseline_loss, 2.5);
+  EXPECT_EQ((*stored_evals)[1].predictions_json, predictions);
 
   Result<std::vector<Event>> stored_events = store_->GetRunEvents(run.id);
   ASSERT_TRUE(IsOk(stored_events));

@@ -1,5 +1,6 @@
 # The tiny job of tiny_job.h as YAML, for the shell tests: a 2-block GPT of width 32 over two
-# licence texts every Debian machine ships (package base-files).
+# licence texts every Debian machine ships (package base-files). Too small to beat the release
+# gate's simple baseline: daemon configs of these tests set regression: {beat_baseline: false}.
 #   tiny_job_yaml EFFECTIVE_BATCH UPDATES INTERVAL [MORE_YAML...]
 # INTERVAL is both the eval and the checkpoint interval; each MORE_YAML is one more top-level
 # line (plan:, memory:).

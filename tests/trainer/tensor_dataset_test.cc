@@ -103,6 +103,46 @@ TEST_F(TensorDatasetTest, RowsOfNpyAndSafetensorsSplitsAreTheArraysPythonWrote) 
       torch::equal((*data)->TrainingSamples(6, 0, 8, SampleFormat::kRows).inputs, whole.inputs));
 }
 
+TEST_F(TensorDatasetTest, TheProfileHasTheClassCountsColumnsAndNanRowsNumpyComputes) {
+  const JobSpec spec = Job("rows.yaml", dir_);
+  const auto numpy = [&] {
+    int code = 0;
+    const std::string out = Python(
+        {"-c",
+         "import json, sys, numpy; d = sys.argv[1]; x = numpy.load(d + '/train/inputs.npy'); "
+         "y = numpy.load(d + '/train/targets.npy'); x64 = x.astype(numpy.float64); "
+         "print(json.dumps({'classes': numpy.bincount(y).tolist(), "
+         "'mean': x64.mean(0).tolist(), 'spread': x64.std(0).tolist()}))",
+         dir_.path().string()},
+        &code);
+    EXPECT_EQ(code, 0) << out;
+    return nlohmann::json::parse(out);
+  }();
+  Result<std::unique_ptr<TensorDataset>> data = Load(spec.data);
+  ASSERT_TRUE(data.ok()) << data.status().message();
+  const DataProfile& profile = (*data)->profile();
+  EXPECT_EQ(profile.train_samples, 512);
+  EXPECT_EQ(profile.id_counts, numpy["classes"].get<std::vector<std::int64_t>>());
+  EXPECT_EQ(profile.rows_not_finite, 0);
+  ASSERT_EQ(profile.columns.size(), 16u);
+  for (std::size_t c = 0; c < 16; ++c) {
+    EXPECT_NEAR(profile.columns[c].mean, numpy["mean"][c].get<double>(), 1e-9) << c;
+    EXPECT_NEAR(profile.columns[c].spread, numpy["spread"][c].get<double>(), 1e-9) << c;
+  }
+  // Three rows of a new export hold NaN or an infinity.
+  int code = 0;
+  const std::string out =
+      Python({"-c",
+              "import numpy, sys; f = sys.argv[1] + '/train/inputs.npy'; x = numpy.load(f); "
+              "x[0, 3] = numpy.nan; x[5, :] = numpy.inf; x[9, 15] = -numpy.inf; numpy.save(f, x)",
+              dir_.path().string()},
+             &code);
+  ASSERT_EQ(code, 0) << out;
+  Result<std::unique_ptr<TensorDataset>> broken = Load(spec.data);
+  ASSERT_TRUE(broken.ok()) << broken.status().message();
+  EXPECT_EQ((*broken)->profile().rows_not_finite, 3);
+}
+
 // Each bad file an error naming it and what is wrong; nothing is read past a bad header.
 TEST_F(TensorDatasetTest, BadArrayFilesAreErrorsNamingTheFile) {
   const JobSpec spec = Job("rows.yaml", dir_);

@@ -138,6 +138,25 @@ TEST_F(TokenDatasetTest, TheDigestOfAFileIsCachedBySizeAndMtimeAndRecomputedWhen
   EXPECT_EQ(dynamic_cast<TokenDataset&>(*refreshed).digests_from_cache(), 1);
 }
 
+TEST_F(TokenDatasetTest, TheProfileCountsTheTrainingIdsAndComesFromTheCacheWithTheDigest) {
+  WriteBoth();  // train: ids 0..999, 5 times each; val: other ids, not profiled
+  const std::string cache = dir_.File("cache/digests.json");
+  const DataProfile streamed = Load(Spec(), cache)->profile();
+  EXPECT_EQ(streamed.train_samples, 5000);
+  EXPECT_EQ(streamed.id_counts, std::vector<std::int64_t>(1000, 5));
+  EXPECT_EQ(streamed.rows_not_finite, 0);
+  std::unique_ptr<Dataset> cached = Load(Spec(), cache);
+  EXPECT_EQ(dynamic_cast<TokenDataset&>(*cached).digests_from_cache(), 2);
+  EXPECT_EQ(cached->profile().id_counts, streamed.id_counts);
+  // A scan's cached result edited into something else is not believed: the file is read again.
+  nlohmann::json entries = nlohmann::json::parse(std::ifstream(cache));
+  for (auto& [key, scan] : entries[dir_.File("train.bin")]["scans"].items()) scan["counts"] = "x";
+  std::ofstream(cache) << entries.dump();
+  std::unique_ptr<Dataset> reread = Load(Spec(), cache);
+  EXPECT_EQ(reread->profile().id_counts, streamed.id_counts);
+  EXPECT_EQ(dynamic_cast<TokenDataset&>(*reread).digests_from_cache(), 1);
+}
+
 TEST_F(TokenDatasetTest, TheSameFilesReadAsWiderIdsAreScannedAgainNotAnsweredFromTheCache) {
   WriteBoth();  // uint16 ids 0..999
   const std::string cache = dir_.File("cache/digests.json");

@@ -83,6 +83,35 @@ TEST(TrainerRunTest, DeviceInfoPrintsTheTrainingDeviceAsOneJsonObject) {
   EXPECT_GT(report["device_info"]["total_memory_bytes"].get<std::int64_t>(), 1LL << 30);
 }
 
+TEST(TrainerRunTest, DataProfileReportsIdsBeyondTheVocabularyInsteadOfRefusingThem) {
+  testing::TempDir dir;
+  // uint16 ids 0..299, 10 times each, for a GPT of vocabulary 256: 440 ids it cannot predict.
+  std::string ids;
+  for (int i = 0; i < 3000; ++i) {
+    ids.push_back(static_cast<char>((i % 300) & 0xff));
+    ids.push_back(static_cast<char>((i % 300) >> 8));
+  }
+  const std::string yaml =
+      "model: {kind: gpt, n_layer: 1, n_head: 1, n_embd: 16, block_size: 16, vocab_size: 256}\n"
+      "data: {format: tokens, train: " +
+      dir.Write("train.bin", ids) + ", eval: [" + dir.Write("val.bin", ids) + "]}\n";
+  const std::string config = dir.Write("job.yaml", yaml);
+  ChildProcess child({TRAINER_RUN_PATH, "--config", config, "--data-profile", "--json"});
+  const auto lines = child.ReadAllLines();
+  ASSERT_EQ(child.ExitCode(), 0) << child.ReadAllStderr();
+  ASSERT_EQ(lines.size(), 1u);
+  const nlohmann::json report = nlohmann::json::parse(lines[0]);
+  EXPECT_EQ(report["vocabulary"], 256);
+  EXPECT_EQ(report["ids_beyond_vocabulary"], 440);
+  EXPECT_EQ(report["profile"]["train_samples"], 3000);
+  EXPECT_EQ(report["profile"]["id_counts"].size(), 300u);
+  EXPECT_EQ(report["data_fingerprint"].get<std::string>().size(), 64u);
+  // Training the same job refuses the ids (exit 3).
+  ChildProcess training({TRAINER_RUN_PATH, "--config", config, "--output-dir", dir.File("out")});
+  (void)training.ReadAllLines();
+  EXPECT_EQ(training.ExitCode(), 3);
+}
+
 TEST(TrainerRunTest, SigtermCheckpointsAndResumeFinishesTheJob) {
   testing::TempDir dir;
   const std::string config = dir.Write("job.yaml", testing::TinyGptYaml(400));

@@ -39,6 +39,7 @@
 #include "trainerd/trainer/semantics/training_fault.h"
 #include "trainerd/trainer/spec/exit_codes.h"
 #include "trainerd/trainer/spec/job_spec_parser.h"
+#include "trainerd/trainer/spec/model_kind.h"
 #include "trainerd/trainer/spec/plan_text.h"
 #include "trainerd/trainer/spec/profile_text.h"
 #include "trainerd/trainer/spec/rank_environment.h"
@@ -54,6 +55,7 @@ constexpr const char* kUsage = R"(usage:
   trainer-run --config FILE [--plan FILE] --ledger [--json]
   trainer-run --config FILE --plan-only [--for-parity] [--json]
   trainer-run --config FILE --device-info
+  trainer-run --config FILE --data-profile [--json]
   trainer-run --config FILE [--plan FILE] --parity [--parity-updates N] [--json]
   trainer-run --config FILE [--plan FILE] --profile [--profile-updates N]
               [--profile-trace FILE] [--json]
@@ -104,6 +106,12 @@ options:
                        total_memory_bytes; on CUDA compute_capability, driver_version,
                        runtime_version}}; the JSON of --ledger, --plan-only and --parity
                        carries the same device_info
+  --data-profile       what the training data looks like, as the daemon's input-quality
+                       check compares it night to night: its size, each id's count (tokens,
+                       text, integer targets), rows holding NaN or Inf and the input
+                       columns' mean and spread (tensors), the ids at or beyond the model's
+                       vocabulary; learned in the pass that hashes the files, cached with
+                       their digests
   --parity             release check of the plan: N updates of the plan against the
                        reference (no checkpointing, real large batch, fp32), same data and
                        seed; compares every update's loss, learning rate, gradient norm and
@@ -203,6 +211,7 @@ struct Args {
   bool plan_only = false;
   bool for_parity = false;  // --plan-only rejects plans whose parity check cannot fit
   bool device_info = false;
+  bool data_profile = false;
   bool parity = false;
   int parity_updates = 5;
   bool profile = false;
@@ -259,6 +268,8 @@ Args ParseArgs(int argc, char** argv) {
       args.ledger = true;
     } else if (arg == "--device-info") {
       args.device_info = true;
+    } else if (arg == "--data-profile") {
+      args.data_profile = true;
     } else if (arg == "--plan-only") {
       args.plan_only = true;
     } else if (arg == "--for-parity") {
@@ -633,8 +644,8 @@ class Worker {
   // several ranks trains only under a launcher, and the reports run without one.
   std::optional<int> CheckRanks() {
     const int ranks = spec_.distributed.ranks;
-    const bool report =
-        args_.ledger || args_.plan_only || args_.parity || args_.profile || args_.device_info;
+    const bool report = args_.ledger || args_.plan_only || args_.parity || args_.profile ||
+                        args_.device_info || args_.data_profile;
     if (!rank_.launcher.empty() && rank_.world_size > 1 && report) {
       return Fail("config",
                   "--ledger, --plan-only, --parity, --profile and --device-info measure one "
@@ -686,9 +697,14 @@ class Worker {
     corpus_ = std::move(*data);
     // The model's blocks are known once it is built (the team's own from its file): before the
     // plan file that may name them. Its outputs are checked on a sample of the data.
+    // The data profile needs the model's vocabulary: declared by its keys (a Hugging Face
+    // folder's config.json) or told by a forward on a sample, never loaded weights for it.
+    const bool declared = trainerd::ModelKindOf(spec_.model).Outputs(spec_.model).has_value();
+    if (args_.data_profile && declared) return std::nullopt;
     if (trainerd::Status s = trainerd::ResolveModel(&spec_, *corpus_); !s.ok()) {
       return Fail("model", s.message(), exit_code::kUsage);
     }
+    if (args_.data_profile) return std::nullopt;  // ids the model cannot read are its findings
     if (trainerd::Status s = trainerd::CheckModelFitsData(spec_.model, args_.config, *corpus_);
         !s.ok()) {
       return Fail("data", s.message(), exit_code::kBadData);
@@ -727,6 +743,10 @@ class Worker {
   std::optional<int> Report() {
     if (args_.device_info) {
       PrintReport(trainerd::DeviceInfoReport{});
+      return exit_code::kOk;
+    }
+    if (args_.data_profile) {
+      PrintDataProfile();
       return exit_code::kOk;
     }
     // The reports plan and measure what one rank trains: its share of the effective batch.
@@ -787,6 +807,31 @@ class Worker {
       return report->pass ? exit_code::kOk : exit_code::kParityFailed;
     }
     return std::nullopt;
+  }
+
+  void PrintDataProfile() const {
+    trainerd::DataProfileReport report;
+    report.data_fingerprint = corpus_->fingerprint();
+    report.profile = corpus_->profile();
+    report.vocabulary = trainerd::ModelVocabulary(spec_.model, *corpus_);
+    const std::vector<std::int64_t>& counts = report.profile.id_counts;
+    if (report.vocabulary > 0) {
+      for (auto id = static_cast<std::size_t>(report.vocabulary); id < counts.size(); ++id) {
+        report.ids_beyond_vocabulary += counts[id];
+      }
+    }
+    if (args_.json) {
+      PrintReport(report);
+      return;
+    }
+    std::int64_t distinct = 0;
+    for (const std::int64_t count : counts) distinct += count > 0 ? 1 : 0;
+    std::cout << "data " << report.data_fingerprint.substr(0, 12) << ": "
+              << report.profile.train_samples << " training samples, " << distinct
+              << " distinct ids, " << report.ids_beyond_vocabulary << " ids beyond the vocabulary ("
+              << report.vocabulary << "), " << report.profile.rows_not_finite
+              << " rows with NaN or Inf, " << report.profile.columns.size()
+              << " columns profiled\n";
   }
 
   int Train() {

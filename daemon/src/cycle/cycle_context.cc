@@ -94,6 +94,7 @@ int CycleContext::BlocksOf(const JobSpec& spec, const std::string& config_hash) 
 
 CycleSteps DefaultAttemptSteps() {
   CycleSteps steps;
+  steps.push_back(MakeDataStep());
   steps.push_back(MakePlanStep());
   steps.push_back(MakeLedgerStep());
   steps.push_back(MakeParityStep());

@@ -13,6 +13,7 @@
 namespace trainerd::daemon {
 
 std::unique_ptr<CycleStep> MakeResolveStep();  // the config version, the hardware, the worker
+std::unique_ptr<CycleStep> MakeDataStep();     // the night's data against the release's
 std::unique_ptr<CycleStep> MakePlanStep();     // the attempt's plan, into the store and a file
 std::unique_ptr<CycleStep> MakeLedgerStep();   // the plan's measured ledger; over budget: refused
 std::unique_ptr<CycleStep> MakeParityStep();   // a new plan against the real large batch

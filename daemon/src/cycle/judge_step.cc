@@ -41,24 +41,24 @@ class JudgeStep : public CycleStep {
   // release's own final eval.
   static GateVerdict GateAgainstCurrentRelease(const WorkerReport& report, bool started_from_it,
                                                CycleContext& context) {
-    std::optional<std::map<std::string, double>> reference;
+    std::optional<SliceEvals> reference;
     std::optional<std::int64_t> reference_run;
     bool on_this_data = false;
     store::Store& store = context.store();
     if (Result<std::optional<store::Release>> current = store.CurrentRelease();
         current.ok() && *current) {
       reference_run = (*current)->run_id;
-      if (started_from_it && !report.initial_losses().empty()) {
+      if (started_from_it && !report.initial_evals().empty()) {
         // The run started from the current release (init_from): its initial eval is that
         // release on this run's held-out data, whatever data the release was trained on.
-        reference = report.initial_losses();
+        reference = report.initial_evals();
         on_this_data = true;
       } else if (Result<std::vector<store::SliceEval>> stored = store.GetSliceEvals(*reference_run);
                  stored.ok()) {
-        reference = FinalSliceLosses(*stored);
+        reference = FinalSliceEvals(*stored);
       }
     }
-    GateVerdict gate = ReleaseGate(FinalSliceLosses(report.evals()), reference, reference_run,
+    GateVerdict gate = ReleaseGate(FinalSliceEvals(report.evals()), reference, reference_run,
                                    context.config().regression);
     if (on_this_data) gate.reason += ", evaluated on this run's held-out data before training";
     gate.reference_evaluated_here = on_this_data;

@@ -20,6 +20,7 @@
 #include "trainerd/trainer/device/device_timer.h"
 #include "trainerd/trainer/device/machine.h"
 #include "trainerd/trainer/device/op_scopes.h"
+#include "trainerd/trainer/evaluation/prediction_tally.h"
 #include "trainerd/trainer/loop/initial_weights.h"
 #include "trainerd/trainer/loop/model_state_bytes.h"
 #include "trainerd/trainer/loop/throughput.h"
@@ -332,18 +333,40 @@ std::vector<SliceLoss> Trainer::Evaluate() {
     const std::int64_t samples = batch.inputs.size(0);
     double sum = 0;
     std::int64_t count = 0;
+    std::int64_t classes = 0;
+    PredictionTally predictions(spec_.model.loss);
     for (std::int64_t start = 0; start < samples; start += microbatch) {
       const std::int64_t size = std::min(microbatch, samples - start);
-      const LossTerms terms =
-          model_->Loss(model_->forward(batch.inputs.narrow(0, start, size).to(device_)),
-                       batch.targets.narrow(0, start, size).to(device_));
+      const torch::Tensor outputs =
+          model_->forward(batch.inputs.narrow(0, start, size).to(device_));
+      const torch::Tensor targets = batch.targets.narrow(0, start, size).to(device_);
+      const LossTerms terms = model_->Loss(outputs, targets);
       sum += terms.sum.item<double>();
       count += terms.count;
+      predictions.Add(outputs, targets);
+      classes = outputs.dim() == 0 ? 1 : outputs.size(-1);
     }
-    losses.push_back({corpus_.slices()[i].name, sum / static_cast<double>(count)});
+    losses.push_back({corpus_.slices()[i].name, sum / static_cast<double>(count),
+                      BaselineLoss(i, batch.targets, classes), predictions.Result()});
   }
   model_->train();
   return losses;
+}
+
+std::optional<double> Trainer::BaselineLoss(std::size_t slice, const torch::Tensor& targets,
+                                            std::int64_t classes) {
+  if (!baseline_fitted_) {
+    baseline_ = SimpleBaseline::Fit(spec_.model.loss, corpus_, model_->sample_format(),
+                                    spec_.training.seed, classes);
+    baseline_fitted_ = true;
+  }
+  if (!baseline_) return std::nullopt;
+  auto [scored, inserted] = baseline_losses_.try_emplace(slice, 0.0);
+  if (inserted) {
+    const LossTerms terms = baseline_->Loss(targets);
+    scored->second = terms.sum.item<double>() / static_cast<double>(terms.count);
+  }
+  return scored->second;
 }
 
 Result<CheckpointState> Trainer::LoadCheckpoint(const std::string& path) {

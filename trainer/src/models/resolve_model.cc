@@ -268,4 +268,15 @@ Status CheckModelFitsData(const ModelSpec& spec, const std::string& origin, cons
   return Status::Ok();
 }
 
+std::int64_t ModelVocabulary(const ModelSpec& spec, const Dataset& data) {
+  const SampleFormat reads = SampleFormatOf(spec.inputs);
+  const bool ids = reads == SampleFormat::kNextToken ||
+                   (reads == SampleFormat::kRows && spec.loss.kind == LossKind::kCrossEntropy);
+  if (!ids || !data.supports(reads)) return 0;
+  if (const std::optional<ModelKind::DeclaredOutputs> declared = ModelKindOf(spec).Outputs(spec)) {
+    return reads == SampleFormat::kNextToken ? declared->size : 0;
+  }
+  return spec.loaded ? spec.loaded->output_size : 0;
+}
+
 }  // namespace trainerd

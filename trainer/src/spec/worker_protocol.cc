@@ -41,9 +41,20 @@ void Fields(V& v, DeviceInfo& s) {
 }
 
 template <typename V>
+void Fields(V& v, PredictionDistribution& s) {
+  v("entropy", s.entropy);
+  v("top1", s.top1);
+  v("classes", s.classes);
+  v.Omittable("mean", s.mean);
+  v.Omittable("spread", s.spread);
+}
+
+template <typename V>
 void Fields(V& v, SliceLoss& s) {
   v("name", s.name);
   v("loss", s.loss);
+  v.Omittable("baseline_loss", s.baseline_loss);
+  v.Omittable("predictions", s.predictions);
 }
 
 template <typename V>
@@ -408,6 +419,30 @@ void Fields(V& v, ProfileReport& s) {
 }
 
 template <typename V>
+void Fields(V& v, ColumnSummary& s) {
+  v("mean", s.mean);
+  v("spread", s.spread);
+}
+
+template <typename V>
+void Fields(V& v, DataProfile& s) {
+  v("train_samples", s.train_samples);
+  v("id_counts", s.id_counts);
+  v("rows_not_finite", s.rows_not_finite);
+  v("columns", s.columns);
+}
+
+template <typename V>
+void Fields(V& v, DataProfileReport& s) {
+  v("protocol_version", s.protocol_version);
+  v("data_fingerprint", s.data_fingerprint);
+  v("profile", s.profile);
+  v("vocabulary", s.vocabulary);
+  v("ids_beyond_vocabulary", s.ids_beyond_vocabulary);
+  v("device_info", s.device_info);
+}
+
+template <typename V>
 void Fields(V& v, DeviceInfoReport& s) {
   v("protocol_version", s.protocol_version);
   v("device_info", s.device_info);
@@ -720,6 +755,9 @@ TRAINERD_PROTOCOL_TYPE(ParityReport)
 TRAINERD_PROTOCOL_TYPE(ProfileReport)
 TRAINERD_PROTOCOL_TYPE(DeviceInfoReport)
 TRAINERD_PROTOCOL_TYPE(VersionReport)
+TRAINERD_PROTOCOL_TYPE(PredictionDistribution)
+TRAINERD_PROTOCOL_TYPE(DataProfile)
+TRAINERD_PROTOCOL_TYPE(DataProfileReport)
 #undef TRAINERD_PROTOCOL_TYPE
 
 }  // namespace trainerd

@@ -41,8 +41,8 @@ Result<std::map<std::string, ArrayView>> ReadSafetensorsHeader(const unsigned ch
                                                                std::size_t size,
                                                                const std::string& path);
 
-// The largest of `count` integer (or bool) elements of `type` at `elements`; -1 when count is 0.
+// Element `index` of integer (or bool) elements of `type` at `elements`, sign-extended.
 // REQUIRES: !IsFloatingPoint(type).
-std::int64_t LargestInteger(const unsigned char* elements, ElementType type, std::size_t count);
+std::int64_t IntegerElement(const unsigned char* elements, ElementType type, std::size_t index);
 
 }  // namespace trainerd

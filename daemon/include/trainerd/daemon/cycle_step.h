@@ -1,8 +1,8 @@
 // The nightly cycle's steps (docs/daemon.md, "The cycle"): each a class in its own file under
 // daemon/src/cycle/, implementing one small interface. The cycle resolves the config version,
-// then runs attempts, each a fresh run record taken through the attempt steps in order (plan,
-// ledger, parity, profile, train, judge, release) until one ends it; after a failed attempt it
-// applies the fallback decision (policy.h) and tries again; at the end it writes the runs'
+// then runs attempts, each a fresh run record taken through the attempt steps in order (data,
+// plan, ledger, parity, profile, train, judge, release) until one ends it; after a failed attempt
+// it applies the fallback decision (policy.h) and tries again; at the end it writes the runs'
 // report pages. A step reads and writes the cycle's state and reaches the daemon's services
 // (store, clock, worker supervisor, files, metrics) through CycleContext. A step added to the
 // list (a test does) runs in the cycle like the others (docs/extending.md).
@@ -20,6 +20,7 @@
 #include "trainerd/daemon/clock.h"
 #include "trainerd/daemon/daemon_config.h"
 #include "trainerd/daemon/daemon_metrics.h"
+#include "trainerd/daemon/data_quality.h"
 #include "trainerd/daemon/file_store.h"
 #include "trainerd/daemon/metric_writer.h"
 #include "trainerd/daemon/policy.h"
@@ -94,7 +95,9 @@ struct CycleState {
   store::HardwareFingerprint hardware;
   store::SoftwareFingerprint software;  // the worker's trainer and LibTorch (resolve step)
   AttemptState current;                 // the attempt running now
-  std::vector<std::int64_t> run_ids;    // every run of the cycle, in order
+  // The input-quality check of each config version's data, once per cycle (the data step).
+  std::map<std::string, DataQualityFigures> data_quality;
+  std::vector<std::int64_t> run_ids;  // every run of the cycle, in order
 };
 
 // The daemon's services as the steps use them.
@@ -162,7 +165,8 @@ class CycleContext {
 class CycleStep {
  public:
   virtual ~CycleStep() = default;
-  // The step's name: resolve, plan, ledger, parity, profile, train, judge, release, report.
+  // The step's name: resolve, data, plan, ledger, parity, profile, train, judge, release,
+  // report.
   virtual const char* name() const = 0;
   // Runs the step. An attempt step ends its attempt by setting state.current.end (or through
   // FinishAttempt); the resolve step ends the cycle by setting state.failure.
@@ -171,7 +175,7 @@ class CycleStep {
 
 using CycleSteps = std::vector<std::unique_ptr<CycleStep>>;
 
-// The attempt steps in order: plan, ledger, parity, profile, train, judge, release.
+// The attempt steps in order: data, plan, ledger, parity, profile, train, judge, release.
 CycleSteps DefaultAttemptSteps();
 
 }  // namespace trainerd::daemon

@@ -31,6 +31,9 @@ struct RegressionConfig {
   // fraction: a slice's eval loss may be this much above the current release's
   double eval_loss_tolerance = 0.02;
   std::map<std::string, double> slice_tolerances;  // per-slice overrides of eval_loss_tolerance
+  // The release gate refuses a model whose eval loss is not below the simple baseline's on
+  // every slice (trainer/evaluation/simple_baseline.h).
+  bool beat_baseline = true;
   // The eval-loss tolerance of `slice`: its override, else eval_loss_tolerance.
   double ToleranceFor(const std::string& slice) const;
 };
@@ -53,6 +56,18 @@ struct OutcomesConfig {
   double check_interval_seconds = 3600;      // how often maturity is looked at; (0, 24h]
   // The metric named `name`, or null.
   const OutcomeMetricConfig* Metric(const std::string& name) const;
+};
+
+// The input-quality check before anything trains (docs/data-quality.md): tonight's training
+// data against the current release's. A breach of any threshold stops the night as
+// `data_quality`.
+struct DataQualityConfig {
+  bool check = true;
+  double min_size_ratio = 0.5;       // tonight's training samples / the release's, [0, 1]
+  double max_id_divergence = 0.1;    // Jensen-Shannon divergence of the ids' counts, bits
+  double max_beyond_vocabulary = 0;  // share of training ids the model cannot predict
+  double max_not_finite_rows = 0;    // share of training rows holding NaN or Inf
+  double max_column_shift = 4;       // |mean - release's mean| / release's spread, any column
 };
 
 // What the state directory keeps (docs/daemon.md, "Retention"): applied after each night and
@@ -80,6 +95,7 @@ struct DaemonConfig {
   std::string metrics_listen = "127.0.0.1:9464";
   CostConfig cost;
   RegressionConfig regression;
+  DataQualityConfig data_quality;
   OutcomesConfig outcomes;
   RetentionConfig retention;
   // Updates of the parity check (trainer-run --parity --parity-updates N) that a plan not yet

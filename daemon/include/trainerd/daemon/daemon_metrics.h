@@ -33,8 +33,9 @@ class DaemonMetrics {
   // A worker attempt started / a training progress report (`predicted_finish`: now + ETA).
   void RunStarted();
   void Progress(double deadline, double predicted_finish);
-  // A run ended: counters by outcome, and the last run's gauges from its record and its
-  // final slice losses. `count` false only restores the gauges (start-up).
+  // A run ended: counters by outcome, and the last run's gauges from its record (its input-
+  // quality figures among them) and its final slice losses. `count` false only restores the
+  // gauges (start-up).
   void RunFinished(const store::RunRecord& run, const std::map<std::string, double>& evals,
                    bool count = true);
   // The planner chose a plan: its time model's error on it (predicted / measured update - 1).
@@ -64,6 +65,10 @@ class DaemonMetrics {
 
  private:
   struct Families;
+  // The input-quality check's figures (the run's data_quality JSON, data_quality.h): each
+  // figure it measured and how many thresholds it breached.
+  void DataQuality(const std::string& figures_json);
+
   std::unique_ptr<Families> f_;
 };
 

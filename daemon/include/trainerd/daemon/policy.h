@@ -25,12 +25,14 @@ enum class AttemptOutcome {
   // The plan was refused before training: its measured ledger exceeds the usable budget,
   // or it failed the parity check (trainer-run --parity exit 7).
   kRejected,
+  // The night's data failed the input-quality check (data_quality.h) before anything trained.
+  kDataQuality,
 };
 std::string_view ToString(AttemptOutcome outcome);
 store::RunStatus RunStatusFor(AttemptOutcome outcome);
 // True for the outcomes that call for DecideFallback: kOom, kCrashed, kLeak and kRejected.
 // A succeeded attempt ends the cycle; so do kDeadline, kInterrupted and kCancelled, which
-// the daemon caused and no other plan would change.
+// the daemon caused and no other plan would change, and kDataQuality: no plan fixes the data.
 bool CallsForFallback(AttemptOutcome outcome);
 
 // What the daemon knows about a worker that has exited.
@@ -163,13 +165,20 @@ ThroughputVerdict CheckThroughput(std::optional<double> samples_per_second,
                                   const std::string& shapes_json, double tolerance);
 
 // The release gate: every slice's final eval loss against the current release's, each within
-// its tolerance (relative: loss <= reference x (1 + tolerance)). A slice the reference lacks
-// passes. With no current release every slice passes.
+// its tolerance (relative: loss <= reference x (1 + tolerance)), and below the simple
+// baseline's loss on the same held-out samples (unless regression.beat_baseline is false). A
+// slice the reference lacks is judged against the baseline alone; a slice without a baseline
+// (a module's own loss) against the reference alone. With no current release every slice
+// with a finite loss passes the first test. Beside the verdicts: how far the predictions'
+// distribution moved from the reference's (PredictionDivergence), which judges nothing.
 struct SliceVerdict {
   std::string slice;
   double loss = 0;
   std::optional<double> reference;
   double tolerance = 0;
+  std::optional<double> baseline;  // the simple baseline's loss
+  std::optional<double> prediction_divergence;
+  bool beats_baseline = true;  // loss < baseline, or no baseline to beat
   bool pass = true;
 };
 struct GateVerdict {
@@ -182,13 +191,21 @@ struct GateVerdict {
   std::string reason;
   std::string ToJson() const;  // the release's gate_details_json
 };
-// `evals` and `reference_evals`: the final (largest update) loss per slice.
-GateVerdict ReleaseGate(const std::map<std::string, double>& evals,
-                        const std::optional<std::map<std::string, double>>& reference_evals,
+// `evals` and `reference_evals`: the final (largest update) eval per slice.
+using SliceEvals = std::map<std::string, store::SliceEval>;
+GateVerdict ReleaseGate(const SliceEvals& evals, const std::optional<SliceEvals>& reference_evals,
                         std::optional<std::int64_t> reference_run_id,
                         const RegressionConfig& regression);
 
-// The final loss per slice of a run's evals (the largest update of each slice).
+// How far apart two evaluations' predictions are (SliceEval::predictions_json): the largest
+// Jensen-Shannon divergence, in bits, among the histograms both have (entropy, top-1
+// probability, predicted class). None when they share none (an mse model, a module's own
+// loss, an evaluation recorded before predictions were).
+std::optional<double> PredictionDivergence(const std::string& predictions_json,
+                                           const std::string& reference_json);
+
+// The final eval per slice of a run's evals (the largest update of each slice), and its loss.
+SliceEvals FinalSliceEvals(const std::vector<store::SliceEval>& evals);
 std::map<std::string, double> FinalSliceLosses(const std::vector<store::SliceEval>& evals);
 
 }  // namespace trainerd::daemon

@@ -3,7 +3,8 @@
 // bound the disk fills. After each night and at start-up the daemon removes the files of
 // releases beyond the newest `retention.releases` (never the current release, the one it
 // replaced, the one a model rollback would pick, or a pinned one) and the reports, traces and
-// logs of runs older than `retention.files`, recording first what it removes: a daemon killed
+// logs of runs older than `retention.files` (and their data profiles, unless a run kept has
+// the same data), recording first what it removes: a daemon killed
 // mid-removal leaves no record naming files that are gone, and the next pass finishes the job.
 #pragma once
 
@@ -29,7 +30,7 @@ struct RetentionReport {
   std::vector<std::string> files_removed;  // paths, release folders included
   std::int64_t bytes_removed = 0;
   std::int64_t storage_bytes = 0;  // the state directory's bytes afterwards
-  std::int64_t night_bytes = 0;    // the newest run's files: its release, report, log, trace
+  std::int64_t night_bytes = 0;  // the newest run's files: release, report, log, trace, data profile
 };
 
 class Retention {

@@ -9,6 +9,8 @@
 //   logs/device-info.log   stderr of the worker that describes a GPU at the cycle's start
 //   reports/run-<id>.html  each run's report page, written at the end of its cycle
 //   profiles/run-<id>.trace.json  the Chrome trace of a new plan's op profile
+//   data/<fingerprint>.json  each night's data profile (trainer-run --data-profile), the next
+//                          nights' reference while its release is current
 //   worker.pid             the running worker's pid
 #pragma once
 
@@ -30,6 +32,7 @@ class StateLayout {
   std::string DeviceInfoLog() const;
   std::string RunReport(std::int64_t run_id) const;
   std::string ProfileTrace(std::int64_t run_id) const;
+  std::string DataProfile(const std::string& data_fingerprint) const;
   // The folder of run `run_id`'s model (`sha256` its model.pt's hash), under rejected/ when
   // the gate refused it.
   std::string ReleaseDir(std::int64_t run_id, const std::string& sha256, bool released) const;

@@ -33,9 +33,9 @@ class WorkerReport {
   // Events not taken yet: warnings, checkpoints and the error, for the store.
   std::vector<store::Event> TakeEvents();
   const std::vector<store::SliceEval>& evals() const { return evals_; }
-  // The loss per slice of the eval the worker ran before its first update on the weights of
-  // init_from (an eval event marked initial; also in evals() at update 0): empty without.
-  const std::map<std::string, double>& initial_losses() const { return initial_losses_; }
+  // The eval per slice the worker ran before its first update on the weights of init_from
+  // (an eval event marked initial; also in evals() at update 0): empty without.
+  const std::map<std::string, store::SliceEval>& initial_evals() const { return initial_evals_; }
 
   int updates_done() const { return updates_done_; }  // the last update's number (1-based)
   int updates() const { return updates_; }            // the job's total
@@ -56,7 +56,7 @@ class WorkerReport {
   std::vector<store::UpdateMetric> metrics_;
   std::vector<store::Event> events_;
   std::vector<store::SliceEval> evals_;
-  std::map<std::string, double> initial_losses_;
+  std::map<std::string, store::SliceEval> initial_evals_;
   int updates_done_ = 0;
   int updates_ = 0;
   double eta_seconds_ = 0;

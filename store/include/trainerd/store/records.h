@@ -44,14 +44,17 @@ enum class RunStatus {
   // The plan was refused before training: its measured ledger exceeds the usable budget, or
   // it failed the parity check. Always has a plan.
   kRejected,
+  // The night's data failed the input-quality check before anything trained (docs/
+  // data-quality.md). Has no plan.
+  kDataQuality,
 };
 
 enum class Severity { kInfo, kWarning, kError };
 
 // Stable names: the text stored in the database and the spelling in JSON and CLI output.
 // "candidate", "known-good", "bad"; "scheduled", "running", "succeeded", "oom", "crashed",
-// "leak", "deadline", "regressed", "cancelled", "interrupted", "rejected"; "info", "warning",
-// "error".
+// "leak", "deadline", "regressed", "cancelled", "interrupted", "rejected", "data_quality"; "info",
+// "warning", "error".
 std::string_view ToString(ConfigState state);
 std::string_view ToString(RunStatus status);
 std::string_view ToString(Severity severity);
@@ -165,6 +168,9 @@ struct RunRecord {
   // directory's bytes then; empty until measured.
   std::optional<std::int64_t> storage_bytes = std::nullopt;
   std::optional<std::int64_t> state_dir_bytes = std::nullopt;
+  // The input-quality check's figures (Store::SetRunDataQuality; daemon/data_quality.h), JSON;
+  // "" when none ran.
+  std::string data_quality_json = "";
 
   bool operator==(const RunRecord&) const = default;
 };
@@ -186,6 +192,12 @@ struct SliceEval {
   std::string slice;  // unique with `update` within a run
   std::int64_t update = 0;
   double loss = 0;  // NaN round-trips as for UpdateMetric
+  // The simple baseline's loss on the same held-out samples; none without one (a module's
+  // own loss, an evaluation recorded before store schema 12).
+  std::optional<double> baseline_loss = std::nullopt;
+  // The distribution of the model's predictions as the worker reported it (JSON of
+  // PredictionDistribution, trainer/spec/worker_protocol.h); "" without one.
+  std::string predictions_json = "";
 };
 
 struct Event {

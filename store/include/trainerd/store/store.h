@@ -28,7 +28,7 @@ class Connection;
 
 // The schema version this build writes and reads (PRAGMA user_version). Open migrates
 // older databases to it and refuses newer ones.
-inline constexpr int kSchemaVersion = 11;
+inline constexpr int kSchemaVersion = 13;
 
 struct StoreOptions {
   // How long a statement waits for a lock held by another connection, milliseconds.
@@ -119,6 +119,9 @@ class Store {
   // not finished; InvalidArgument for negative bytes.
   [[nodiscard]] Status SetRunStorage(std::int64_t run_id, std::int64_t storage_bytes,
                                      std::int64_t state_dir_bytes);
+  // The input-quality check's figures (JSON) for an unfinished run; InvalidArgument for text
+  // that is not JSON, FailedPrecondition once the run finished.
+  [[nodiscard]] Status SetRunDataQuality(std::int64_t run_id, const std::string& figures_json);
   // For a daemon restart: every run still kRunning, or kScheduled (its daemon died between
   // creating it and starting it), becomes kInterrupted with ended_at = `at`, in one
   // transaction. Returns their ids, ascending.

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "data/file_digest_cache.h"
+#include "data/data_profile_scans.h"
 #include "trainerd/common/sha256.h"
 #include "trainerd/trainer/data/array_tensor.h"
 
@@ -25,20 +25,10 @@ torch::Tensor Rows(const MappedFile& file, const ArrayView& array,
   return picked.to(IsFloatingPoint(array.type) ? torch::kFloat : torch::kLong);
 }
 
-// The largest integer element of `array`, computed chunk by chunk as DigestFile streams
-// `file` (elements are read from the mapping once their last byte has streamed past).
-ChunkScan LargestIn(const MappedFile& file, const ArrayView& array) {
-  const auto width = static_cast<std::size_t>(ElementBytes(array.type));
-  const std::size_t count = array.bytes / width;
-  const auto finished_by = [offset = array.offset, width, count](std::size_t byte) {
-    return byte <= offset ? std::size_t{0} : std::min(count, (byte - offset) / width);
-  };
-  return [&file, array, width, finished_by, streamed = std::size_t{0}](const unsigned char*,
-                                                                       std::size_t size) mutable {
-    const std::size_t from = finished_by(streamed), to = finished_by(streamed + size);
-    streamed += size;
-    return LargestInteger(file.data() + array.offset + from * width, array.type, to - from);
-  };
+// "int64 tensor 'targets' at bytes 128+4096": what a scan of `array` reads, its cache key.
+std::string Describe(const std::string& name, const ArrayView& array) {
+  return std::string(ToString(array.type)) + " tensor '" + name + "' at bytes " +
+         std::to_string(array.offset) + "+" + std::to_string(array.bytes);
 }
 
 }  // namespace
@@ -106,18 +96,38 @@ Result<std::unique_ptr<TensorDataset>> TensorDataset::Load(const TensorDataKeys&
   const auto add = [&](const std::string& role, const std::string& path) -> Result<Split> {
     Result<Split> split = OpenSplit(keys, path);
     if (!split.ok()) return split;
+    const ArrayView& inputs = split->inputs;
     const ArrayView& targets = split->targets;
     for (std::size_t f = 0; f < split->files.size(); ++f) {
       const MappedFile& file = split->files[f];
-      const bool scan = f == split->targets_file && !IsFloatingPoint(targets.type);
-      const std::string scan_key =
-          scan ? std::string(ToString(targets.type)) + " tensor '" + keys.targets + "' at bytes " +
-                     std::to_string(targets.offset) + "+" + std::to_string(targets.bytes)
-               : "";
-      Result<FileDigest> digest = DigestFile(
-          file.path(), scan_key, scan ? LargestIn(file, targets) : ChunkScan(), digest_cache);
+      // Integer targets give the classes (and the training split's counts of them); the
+      // training split's floating-point rows give the profile's NaN rows and columns.
+      const auto scans = [&] {
+        auto set = std::make_unique<ScanSet>();
+        const bool holds_targets = f == split->targets_file;
+        const std::string targets_name = Describe(keys.targets, targets);
+        if (holds_targets && !IsFloatingPoint(targets.type)) {
+          set->Add(targets_name, IntegerArrayScan(file, targets));
+        }
+        if (role != "train") return set;
+        if (f == split->inputs_file && IsFloatingPoint(inputs.type)) {
+          set->Add(Describe(keys.inputs, inputs) + " rows", FloatRowsScan(file, inputs, true));
+        }
+        if (holds_targets && IsFloatingPoint(targets.type)) {
+          set->Add(targets_name + " rows", FloatRowsScan(file, targets, false));
+        }
+        return set;
+      };
+      std::unique_ptr<ScanSet> set = scans();
+      Result<FileDigest> digest =
+          DigestFile(file.path(), set->key(), set->empty() ? nullptr : set.get(), digest_cache);
       if (!digest.ok()) return digest.status();
-      if (scan) d->largest_target_ = std::max(d->largest_target_, digest->max_token);
+      if (Status s = d->AddScanned(role, digest->scanned); !s.ok()) {
+        set = scans();  // a cache edited by hand: the pass again, without it
+        digest = DigestFile(file.path(), set->key(), set->empty() ? nullptr : set.get(), "");
+        if (!digest.ok()) return digest.status();
+        if (Status again = d->AddScanned(role, digest->scanned); !again.ok()) return again;
+      }
       hasher.Update("\n" + role + " " + split->name + " " +
                     std::filesystem::path(file.path()).filename().string() + " " + digest->sha256);
     }
@@ -126,6 +136,7 @@ Result<std::unique_ptr<TensorDataset>> TensorDataset::Load(const TensorDataKeys&
   Result<Split> train = add("train", keys.train);
   if (!train.ok()) return train.status();
   d->train_ = std::move(*train);
+  d->profile_.train_samples = d->train_.rows;
   const auto kind = [](const ArrayView& a) {
     return IsFloatingPoint(a.type) ? "float" : "integer";
   };
@@ -153,6 +164,33 @@ Result<std::unique_ptr<TensorDataset>> TensorDataset::Load(const TensorDataKeys&
   d->window_ = static_cast<int>(std::max<std::int64_t>(1, per_row));
   d->fingerprint_ = hasher.HexDigest();
   return d;
+}
+
+Status TensorDataset::AddScanned(const std::string& role, const nlohmann::json& scanned) {
+  if (scanned.is_null()) return Status::Ok();
+  const Status broken = Status::Corruption("a scan's cached result is not its own");
+  if (!scanned.is_object()) return broken;
+  // Into copies, kept only when every result reads.
+  DataProfile profile = profile_;
+  std::int64_t largest = largest_target_;
+  for (const auto& [name, result] : scanned.items()) {
+    if (name.size() > 5 && name.compare(name.size() - 5, 5, " rows") == 0) {
+      if (role != "train") continue;
+      std::vector<std::string> mistyped;
+      const DataProfile rows = Parse<DataProfile>(result, &mistyped);
+      if (!mistyped.empty() || !result.contains("rows_not_finite")) return broken;
+      profile.rows_not_finite += rows.rows_not_finite;
+      if (!rows.columns.empty()) profile.columns = rows.columns;
+      continue;
+    }
+    const std::optional<IdHistogram> ids = IdHistogram::FromJson(result);
+    if (!ids) return broken;
+    largest = std::max(largest, ids->largest());
+    if (role == "train") IdHistogram::AddInto(ids->counts(), &profile.id_counts);
+  }
+  profile_ = std::move(profile);
+  largest_target_ = largest;
+  return Status::Ok();
 }
 
 Batch TensorDataset::Assemble(const Split& split, const std::vector<std::int64_t>& rows) const {

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,9 @@ class TensorDataset : public Dataset {
   // floating-point targets.
   std::int64_t vocabulary_needed() const override { return largest_target_ + 1; }
   bool supports(SampleFormat format) const override { return format == SampleFormat::kRows; }
+  // The training rows: their integer targets' classes counted, the rows holding a NaN or an
+  // infinity (in inputs, and in targets, added), the floating-point inputs' columns.
+  const DataProfile& profile() const override { return profile_; }
   bool float_targets() const { return IsFloatingPoint(train_.targets.type); }
   std::int64_t training_rows() const { return train_.rows; }
 
@@ -57,6 +61,10 @@ class TensorDataset : public Dataset {
   TensorDataset() = default;
   static Result<Split> OpenSplit(const TensorDataKeys& keys, const std::string& path);
   Batch Assemble(const Split& split, const std::vector<std::int64_t>& rows) const;
+  // Adds what the scans of one file of split `role` found (DigestFile's result) to the
+  // largest target and, for the training split, the profile; Corruption when it is not what
+  // the scans write (a cache edited by hand).
+  Status AddScanned(const std::string& role, const nlohmann::json& scanned);
 
   Split train_;
   std::vector<Split> eval_;
@@ -64,6 +72,7 @@ class TensorDataset : public Dataset {
   std::string fingerprint_;
   int window_ = 1;
   std::int64_t largest_target_ = -1;
+  DataProfile profile_;
 };
 
 }  // namespace trainerd

@@ -52,6 +52,12 @@ Result<TextCorpus> TextCorpus::Load(const TextDataKeys& keys, int window) {
     hasher.Update(slice.name);
     hasher.Update("\0", 1);
     hasher.Update(bytes);
+    // The training part's bytes, counted as they are hashed: the profile.
+    corpus.profile_.id_counts.resize(256);
+    for (std::int64_t i = 0; i < slice.train_bytes; ++i) {
+      ++corpus.profile_.id_counts[static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)])];
+    }
+    corpus.profile_.train_samples += slice.train_bytes;
     corpus.slices_.push_back(std::move(slice));
     corpus.bytes_.push_back(std::move(bytes));
   }

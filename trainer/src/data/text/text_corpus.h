@@ -32,6 +32,8 @@ class TextCorpus : public Dataset {
   int window() const override { return window_; }
   std::int64_t vocabulary_needed() const override { return 256; }
   bool supports(SampleFormat format) const override { return format != SampleFormat::kRows; }
+  // The training parts' bytes and their counts.
+  const DataProfile& profile() const override { return profile_; }
   std::int64_t total_bytes() const;
 
   Batch TrainingSamples(std::uint64_t seed, std::int64_t first, std::int64_t count,
@@ -50,6 +52,7 @@ class TextCorpus : public Dataset {
   std::vector<std::int64_t> train_start_cumsum_;  // prefix sums of valid training start positions
   std::string fingerprint_;
   int window_ = 0;
+  DataProfile profile_;
 };
 
 }  // namespace trainerd

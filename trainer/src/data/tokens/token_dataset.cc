@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "data/file_digest_cache.h"
+#include "data/data_profile_scans.h"
 #include "trainerd/common/sha256.h"
 
 namespace trainerd {
@@ -46,22 +46,22 @@ Result<std::unique_ptr<TokenDataset>> TokenDataset::Load(const TokenDataKeys& ke
   d->window_ = window;
   d->token_bytes_ = keys.token_bytes;
   const int width = keys.token_bytes;
-  const ChunkScan largest_id = [width](const unsigned char* data, std::size_t size) {
-    std::int64_t largest = 0;
-    for (std::size_t at = 0; at + static_cast<std::size_t>(width) <= size; at += width) {
-      largest = std::max(largest, DecodeId(data + at, width));
-    }
-    return largest;
-  };
   Sha256 hasher;
   hasher.Update(width == 4 ? "tokens uint32" : "tokens uint16");
   const auto add = [&](const std::string& role, const std::string& path) -> Result<Mapped> {
     Result<Mapped> mapped = d->Map(path);
     if (!mapped.ok()) return mapped.status();
-    Result<FileDigest> digest =
-        DigestFile(path, width == 4 ? "uint32 tokens" : "uint16 tokens", largest_id, digest_cache);
+    const std::string scan_key = width == 4 ? "uint32 token ids" : "uint16 token ids";
+    Result<FileDigest> digest = DigestFile(path, scan_key, TokenIdScan(width).get(), digest_cache);
     if (!digest.ok()) return digest.status();
-    d->max_token_ = std::max(d->max_token_, digest->max_token);
+    std::optional<IdHistogram> ids = IdHistogram::FromJson(digest->scanned);
+    if (!ids) {  // a cache edited by hand: the pass again, without it
+      digest = DigestFile(path, scan_key, TokenIdScan(width).get(), "");
+      if (!digest.ok()) return digest.status();
+      ids = IdHistogram::FromJson(digest->scanned);
+    }
+    d->max_token_ = std::max(d->max_token_, ids->largest());
+    if (role == "train") d->profile_.id_counts = ids->counts();
     d->digests_from_cache_ += digest->from_cache ? 1 : 0;
     hasher.Update("\n" + role + " " + std::filesystem::path(path).stem().string() + " " +
                   digest->sha256);
@@ -70,6 +70,7 @@ Result<std::unique_ptr<TokenDataset>> TokenDataset::Load(const TokenDataKeys& ke
   Result<Mapped> train = add("train", keys.train);
   if (!train.ok()) return train.status();
   d->train_ = std::move(*train);
+  d->profile_.train_samples = d->train_.tokens;
   for (const std::string& path : keys.eval) {
     Result<Mapped> eval = add("eval", path);
     if (!eval.ok()) return eval.status();

@@ -29,6 +29,8 @@ class TokenDataset : public Dataset {
   int window() const override { return window_; }
   std::int64_t vocabulary_needed() const override { return max_token_ + 1; }
   bool supports(SampleFormat format) const override { return format == SampleFormat::kNextToken; }
+  // The training file's ids and their counts.
+  const DataProfile& profile() const override { return profile_; }
   // How many of the files' digests came from the cache rather than a pass over the file.
   int digests_from_cache() const { return digests_from_cache_; }
 
@@ -53,6 +55,7 @@ class TokenDataset : public Dataset {
   std::vector<DataSlice> slices_;
   std::string fingerprint_;
   std::int64_t max_token_ = 0;
+  DataProfile profile_;
   int digests_from_cache_ = 0;
 };
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "trainerd/common/status.h"
+#include "trainerd/trainer/spec/data_profile.h"
 #include "trainerd/trainer/spec/job_spec.h"
 
 namespace trainerd {
@@ -60,6 +61,10 @@ class Dataset {
   virtual std::int64_t vocabulary_needed() const = 0;
   // Whether windows can be read as `format` (a byte histogram needs bytes).
   virtual bool supports(SampleFormat format) const = 0;
+  // What the training split looks like (its size, its ids' counts, its rows' NaN and columns),
+  // for the daemon's input-quality check: learned in the pass that hashes the files, cached
+  // with their digests.
+  virtual const DataProfile& profile() const = 0;
 
   // Samples [first, first + count) of the training stream for `seed`.
   // REQUIRES: supports(format) (CheckModelFitsData has checked it).

@@ -13,6 +13,7 @@
 #include <torch/optim/adamw.h>
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,6 +23,7 @@
 #include "trainerd/trainer/data/dataset.h"
 #include "trainerd/trainer/distributed/data_parallel.h"
 #include "trainerd/trainer/distributed/state_sharding.h"
+#include "trainerd/trainer/evaluation/simple_baseline.h"
 #include "trainerd/trainer/loop/event_sink.h"
 #include "trainerd/trainer/loop/gradient_accumulation.h"
 #include "trainerd/trainer/loop/host_model_state.h"
@@ -146,6 +148,8 @@ class Trainer {
   const DynamicLossScaler* loss_scaler() const { return scaler_ ? &*scaler_ : nullptr; }
   // Held-out loss per slice with the current parameters (eval mode, no grad), in microbatches of
   // the plan's size.
+  // Each slice also gets the simple baseline's loss and the distribution of the predictions
+  // (evaluation/).
   std::vector<SliceLoss> Evaluate();
 
  private:
@@ -156,6 +160,9 @@ class Trainer {
     std::vector<WarningEvent> warnings;
   };
   Result<ResumePoint> ResumeFrom(const TrainerOptions& options);
+  // The simple baseline's loss on held-out slice `slice` (its `targets`); none without one.
+  std::optional<double> BaselineLoss(std::size_t slice, const torch::Tensor& targets,
+                                     std::int64_t classes);
   // LoadTrainingCheckpoint into this trainer's model and optimizer, the optimizer state in
   // host memory when the plan keeps it there.
   Result<CheckpointState> LoadCheckpoint(const std::string& path);
@@ -215,6 +222,11 @@ class Trainer {
   std::unique_ptr<torch::optim::AdamW> optimizer_;
   std::optional<DynamicLossScaler> scaler_;  // fp16 only
   std::string job_identity_;
+  // The simple baseline, fitted at the first evaluation (it needs the outputs' classes), and
+  // its loss per slice index, scored once: the held-out samples never change.
+  std::optional<SimpleBaseline> baseline_;
+  bool baseline_fitted_ = false;
+  std::map<std::size_t, double> baseline_losses_;
   BeforeClip before_clip_;
   TrainingFault fault_ = TrainingFault::kNone;
 };

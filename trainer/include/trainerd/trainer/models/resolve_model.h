@@ -34,4 +34,10 @@ Status ResolveModel(JobSpec* spec, const Dataset& data);
 // key, the value and what the data needs.
 Status CheckModelFitsData(const ModelSpec& spec, const std::string& origin, const Dataset& data);
 
+// The classes the model of `spec` predicts at the data's ids (its vocabulary for next-token
+// data, its classes for integer targets of cross_entropy): the kind's declared outputs or the
+// resolved model's logits; 0 when neither tells, or the model predicts no ids (a byte-
+// histogram classifier, mse).
+std::int64_t ModelVocabulary(const ModelSpec& spec, const Dataset& data);
+
 }  // namespace trainerd

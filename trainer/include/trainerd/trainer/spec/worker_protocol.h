@@ -23,13 +23,14 @@
 #include <vector>
 
 #include "trainerd/common/status.h"
+#include "trainerd/trainer/spec/data_profile.h"
 #include "trainerd/trainer/spec/job_spec.h"
 
 namespace trainerd {
 
 // Raised whenever a type below changes its fields: a daemon refuses a worker of another
 // version (trainer-run --version --json).
-inline constexpr int kWorkerProtocolVersion = 11;
+inline constexpr int kWorkerProtocolVersion = 12;
 
 // A SHA-256 as 64 lowercase hex digits: it names release files, so nothing else is accepted.
 struct Sha256Digest {
@@ -71,9 +72,27 @@ struct SoftwareInfo {
   std::string compiler;
 };
 
+// What a model predicted on one held-out slice (trainer/evaluation/prediction_tally.h).
+struct PredictionDistribution {
+  // A cross_entropy model: per predicted position (targets not ignored), counts in
+  // kPredictionBins equal bins of [0, 1].
+  std::vector<std::int64_t> entropy;  // the entropy over log(classes): 0 certain, 1 uniform
+  std::vector<std::int64_t> top1;     // the largest probability
+  std::vector<std::int64_t> classes;  // the predicted class's counts, at most 256 classes
+  // An mse model: its outputs' mean and standard deviation.
+  std::optional<double> mean;
+  std::optional<double> spread;
+};
+inline constexpr int kPredictionBins = 20;
+inline constexpr std::int64_t kMaxCountedClasses = 256;
+
 struct SliceLoss {
   std::string name;
   double loss = std::numeric_limits<double>::quiet_NaN();  // NaN when the worker gave none
+  // The simple baseline's loss on the same held-out samples (evaluation/simple_baseline.h);
+  // none for a module's own loss.
+  std::optional<double> baseline_loss;
+  std::optional<PredictionDistribution> predictions;  // none for a module's own loss
 };
 
 // ---- events -------------------------------------------------------------------------------
@@ -467,6 +486,18 @@ struct ProfileReport {
 // trainer-run --device-info.
 struct DeviceInfoReport {
   int protocol_version = kWorkerProtocolVersion;
+  DeviceInfo device_info;
+};
+
+// trainer-run --data-profile: the job's data as its model reads it.
+struct DataProfileReport {
+  int protocol_version = kWorkerProtocolVersion;
+  std::string data_fingerprint;
+  DataProfile profile;
+  // The classes the model predicts (its vocabulary), 0 when only a run would tell; ids at or
+  // beyond it, which it cannot learn.
+  std::int64_t vocabulary = 0;
+  std::int64_t ids_beyond_vocabulary = 0;
   DeviceInfo device_info;
 };
 

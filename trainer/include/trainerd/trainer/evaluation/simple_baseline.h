@@ -1,0 +1,45 @@
+// The simple baseline a model must beat on every held-out slice before it is released
+// (docs/daemon.md, "The release gate"): one constant prediction, fitted on the training data,
+// scored with the job's own loss. For cross_entropy it is the frequency of each class among
+// the training targets (the unigram distribution of a language model, the class prior of a
+// classifier), add-one smoothed over the model's classes; for mse it is the training targets'
+// mean, element by element. A module's own loss has no baseline: what its outputs mean is the
+// module's.
+#pragma once
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "trainerd/trainer/data/dataset.h"
+#include "trainerd/trainer/semantics/loss.h"
+
+namespace trainerd {
+
+class SimpleBaseline {
+ public:
+  // Fitted on the first samples of the training stream for `seed`, as `format` reads them:
+  // kFitTerms loss terms or kMaxFitSamples samples, whichever comes first. `classes`: the
+  // outputs' last dimension (cross_entropy). None for LossKind::kModule.
+  static std::optional<SimpleBaseline> Fit(const LossSpec& loss, const Dataset& data,
+                                           SampleFormat format, std::uint64_t seed,
+                                           std::int64_t classes);
+  static constexpr std::int64_t kFitTerms = std::int64_t{1} << 20;
+  static constexpr std::int64_t kMaxFitSamples = 16384;
+
+  // The baseline's loss on `targets` (the job loss's terms: ignored targets carry none), as a
+  // sum and its term count, on the targets' device.
+  LossTerms Loss(const torch::Tensor& targets) const;
+  // "class frequencies of 1048576 training targets", "the mean of 4096 training rows".
+  const std::string& description() const { return description_; }
+
+ private:
+  LossSpec loss_;
+  torch::Tensor log_probabilities_;  // cross_entropy: [classes], float64
+  torch::Tensor mean_;               // mse: one target row, float64
+  std::string description_;
+};
+
+}  // namespace trainerd
