@@ -384,7 +384,7 @@ std::string NightSection(const Json& facts) {
 // The input-quality check of the night's data (docs/data-quality.md), against the current
 // release's data.
 std::string InputSection(const Json& run) {
-  const Json& q = run["data_quality"];
+  const Json q = run.value("data_quality", Json());
   std::string html = "<section id=\"input\"><h2>Input quality</h2>\n";
   if (!q.is_object()) {
     return html + "<p class=\"muted\">No input-quality check ran for this run.</p></section>\n";
@@ -392,16 +392,20 @@ std::string InputSection(const Json& run) {
   const bool pass = q.value("pass", false);
   html += std::string("<p class=\"") +
           (pass ? "pass\">The data passed" : "fail\">The data failed") + " its quality check" +
-          (q["reference_run_id"].is_number()
-               ? " against the current release's data (run " + Text(q["reference_run_id"]) + ")"
+          (q.value("reference_run_id", Json()).is_number()
+               ? " against the current release's data (run " +
+                     Text(q.value("reference_run_id", Json())) + ")"
                : std::string(" alone: there was no release's data to compare with")) +
-          ".</p>\n<table>" + Row({"training samples", Text(q["train_samples"])}) +
-          Row({"size against the release's", NumberText(q["size_ratio"], "%.3f")}) +
-          Row({"ids moved (Jensen-Shannon, bits)", NumberText(q["id_divergence"], "%.4f")}) +
-          Row({"largest input column shift (spreads)", NumberText(q["column_shift"], "%.3g")}) +
-          Row({"ids beyond the vocabulary of " + Text(q["vocabulary"]),
-               PercentText(q["beyond_vocabulary"])}) +
-          Row({"rows with NaN or Inf", PercentText(q["not_finite_rows"])}) + "</table>\n";
+          ".</p>\n<table>" + Row({"training samples", Text(q.value("train_samples", Json()))}) +
+          Row({"size against the release's", NumberText(q.value("size_ratio", Json()), "%.3f")}) +
+          Row({"ids moved (Jensen-Shannon, bits)",
+               NumberText(q.value("id_divergence", Json()), "%.4f")}) +
+          Row({"largest input column shift (spreads)",
+               NumberText(q.value("column_shift", Json()), "%.3g")}) +
+          Row({"ids beyond the vocabulary of " + Text(q.value("vocabulary", Json())),
+               PercentText(q.value("beyond_vocabulary", Json()))}) +
+          Row({"rows with NaN or Inf", PercentText(q.value("not_finite_rows", Json()))}) +
+          "</table>\n";
   for (const Json& breach : q.value("breaches", Json::array())) {
     html += "<p class=\"fail\">" + Text(breach) + "</p>\n";
   }
@@ -423,15 +427,16 @@ std::string GateSection(const Json& facts) {
               "th");
   for (const Json& s : gate.value("slices", Json::array())) {
     const bool pass = s.value("pass", false);
-    const Json& loss = s["loss"];
-    const Json& baseline = s["baseline"];
+    // value(): a gate recorded before the baseline and the predictions has neither.
+    const Json loss = s.value("loss", Json());
+    const Json baseline = s.value("baseline", Json());
     const Json margin = loss.is_number() && baseline.is_number()
                             ? Json(baseline.get<double>() - loss.get<double>())
                             : Json(nullptr);
     html +=
         Row({Text(s["slice"]), NumberText(loss, "%.4f"), NumberText(s["reference"], "%.4f"),
              PercentText(s["tolerance"]), NumberText(baseline, "%.4f"), NumberText(margin, "%.4f"),
-             NumberText(s["prediction_divergence"], "%.4f"),
+             NumberText(s.value("prediction_divergence", Json()), "%.4f"),
              std::string("<span class=\"") + (pass ? "pass\">pass" : "fail\">fail") + "</span>"});
   }
   return html + "</table></section>\n";

@@ -58,8 +58,8 @@ std::string Table(const std::vector<std::vector<std::string>>& rows) {
 std::string PredictionsText(const Json& predictions) {
   if (!predictions.is_object()) return "";
   if (predictions.value("mean", Json()).is_number()) {
-    return "outputs " + NumberText(predictions["mean"], "%.4g") + " +- " +
-           NumberText(predictions["spread"], "%.4g");
+    return "outputs " + NumberText(predictions.value("mean", Json()), "%.4g") + " +- " +
+           NumberText(predictions.value("spread", Json()), "%.4g");
   }
   const auto centre = [](const Json& bins) -> Json {
     double weighted = 0, total = 0;
@@ -81,15 +81,15 @@ std::string InputQualityText(const Json& run) {
   if (!q.is_object()) return "not checked";
   std::string text = q.value("pass", false) ? "passed" : "failed";
   text +=
-      q["reference_run_id"].is_number()
+      q.value("reference_run_id", Json()).is_number()
           ? " against run " + std::to_string(q["reference_run_id"].get<std::int64_t>()) + "'s data"
           : " (no release's data to compare with)";
   text += ": " + std::to_string(q.value("train_samples", 0)) + " samples, size " +
-          NumberText(q["size_ratio"], "%.3f") + ", ids moved " +
-          NumberText(q["id_divergence"], "%.4f") + " bits, columns " +
-          NumberText(q["column_shift"], "%.3g") + " spreads, beyond vocabulary " +
-          NumberText(q["beyond_vocabulary"], "%.4f") + ", NaN/Inf rows " +
-          NumberText(q["not_finite_rows"], "%.4f");
+          NumberText(q.value("size_ratio", Json()), "%.3f") + ", ids moved " +
+          NumberText(q.value("id_divergence", Json()), "%.4f") + " bits, columns " +
+          NumberText(q.value("column_shift", Json()), "%.3g") + " spreads, beyond vocabulary " +
+          NumberText(q.value("beyond_vocabulary", Json()), "%.4f") + ", NaN/Inf rows " +
+          NumberText(q.value("not_finite_rows", Json()), "%.4f");
   for (const Json& breach : q.value("breaches", Json::array())) {
     text += "; " + breach.get<std::string>();
   }
@@ -254,7 +254,7 @@ std::string FormatShow(const Json& result) {
   for (const Json& e : result["slice_evals"]) {
     evals.push_back({"  " + e.value("slice", ""), "update " + std::to_string(e.value("update", 0)),
                      NumberText(e["loss"], "%.4f"),
-                     "simple baseline " + NumberText(e["baseline_loss"], "%.4f"),
+                     "simple baseline " + NumberText(e.value("baseline_loss", Json()), "%.4f"),
                      PredictionsText(e.value("predictions", Json()))});
   }
   if (!evals.empty()) out += "\neval loss by slice\n" + Table(evals);
