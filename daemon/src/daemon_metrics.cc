@@ -122,6 +122,7 @@ struct DaemonMetrics::Families {
       "The last input-quality check's figures, by figure: size_ratio, id_divergence (bits) and "
       "column_shift against the current release's data; beyond_vocabulary and not_finite_rows "
       "(shares)");
+  std::vector<Gauge*> data_quality_series;  // the last check's figures, replaced as a whole
   Family<Gauge>& data_quality_breaches =
       GaugeFamily(*registry, names, "trainerd_data_quality_breaches",
                   "Thresholds the last input-quality check breached (0: the data passed)");
@@ -171,7 +172,7 @@ void DaemonMetrics::RunFinished(const store::RunRecord& run,
     if (run.status == store::RunStatus::kLeak) f_->leaks.Add({}).Increment();
   }
   if (run.status == store::RunStatus::kSucceeded && run.ended_at) LastSuccess(*run.ended_at);
-  if (!run.data_quality_json.empty()) DataQuality(run.data_quality_json);
+  DataQuality(run);
   if (run.started_at && run.ended_at) {
     f_->duration.Add({}).Set(*run.ended_at - *run.started_at);
     f_->margin.Add({}).Set(run.deadline_at - *run.ended_at);
@@ -239,13 +240,23 @@ void DaemonMetrics::Storage(std::int64_t storage_bytes, std::int64_t night_bytes
   f_->retention_removed.Add({}).Increment(static_cast<double>(removed_bytes));
 }
 
-void DaemonMetrics::DataQuality(const std::string& figures_json) {
-  const nlohmann::json figures = nlohmann::json::parse(figures_json, nullptr, false);
-  if (!figures.is_object()) return;
+void DaemonMetrics::DataQuality(const store::RunRecord& run) {
+  for (Gauge* series : f_->data_quality_series) f_->data_quality.Remove(series);
+  f_->data_quality_series.clear();
+  const nlohmann::json figures = nlohmann::json::parse(
+      run.data_quality_json.empty() ? "null" : run.data_quality_json, nullptr, false);
+  if (!figures.is_object()) {
+    // No check ran (turned off) or the worker could not read the data, which stopped the run.
+    f_->data_quality_breaches.Add({}).Set(run.status == store::RunStatus::kDataQuality ? 1 : 0);
+    return;
+  }
   for (const char* figure :
        {"size_ratio", "id_divergence", "column_shift", "beyond_vocabulary", "not_finite_rows"}) {
     const nlohmann::json value = figures.value(figure, nlohmann::json());
-    if (value.is_number()) f_->data_quality.Add({{"figure", figure}}).Set(value.get<double>());
+    if (!value.is_number()) continue;
+    Gauge& series = f_->data_quality.Add({{"figure", figure}});
+    series.Set(value.get<double>());
+    f_->data_quality_series.push_back(&series);
   }
   f_->data_quality_breaches.Add({}).Set(
       static_cast<double>(figures.value("breaches", nlohmann::json::array()).size()));

@@ -106,9 +106,13 @@ Result<RetentionReport> Retention::Apply() {
   };
   // A data profile is the reference of every night while its release is current, and the
   // same data gives many runs one profile: it goes when no kept run has its data.
+  std::set<std::int64_t> kept_release_runs;  // a rollback may make any of them current
+  for (const store::Release& r : *releases) {
+    if (!r.files_removed_at && newly.count(r.id) == 0) kept_release_runs.insert(r.run_id);
+  }
   std::set<std::string> kept_data;
   for (const store::RunRecord& run : *runs) {
-    if (kept_files(run)) kept_data.insert(run.data_fingerprint);
+    if (kept_files(run) || kept_release_runs.count(run.id)) kept_data.insert(run.data_fingerprint);
   }
   for (const store::RunRecord& run : *runs) {
     if (kept_files(run)) continue;

@@ -84,7 +84,7 @@ std::string InputQualityText(const Json& run) {
       q.value("reference_run_id", Json()).is_number()
           ? " against run " + std::to_string(q["reference_run_id"].get<std::int64_t>()) + "'s data"
           : " (no release's data to compare with)";
-  text += ": " + std::to_string(q.value("train_samples", 0)) + " samples, size " +
+  text += ": " + std::to_string(q.value("train_samples", std::int64_t{0})) + " samples, size " +
           NumberText(q.value("size_ratio", Json()), "%.3f") + ", ids moved " +
           NumberText(q.value("id_divergence", Json()), "%.4f") + " bits, columns " +
           NumberText(q.value("column_shift", Json()), "%.3g") + " spreads, beyond vocabulary " +

@@ -348,6 +348,19 @@ TEST_F(NightlyCycleTest, ANightWhoseDataShrankStopsBeforeTrainingAndTheReleaseSt
   EXPECT_EQ(same["size_ratio"], 1.0) << same;
 }
 
+TEST_F(NightlyCycleTest, AWorkerKilledWhileProfilingTheDataIsACrashNotBadData) {
+  config_.regression.throughput_tolerance = 0.95;  // a busy machine is no regression here
+  WrapTheFirst("--data-profile", "kill -SEGV $$");
+  const CycleOutcome outcome = RunCycle();
+  ASSERT_EQ(outcome.run_ids.size(), 2u) << outcome.summary;
+  EXPECT_EQ(store_->GetRun(outcome.run_ids[0])->status, store::RunStatus::kCrashed);
+  EXPECT_EQ(Events(outcome.run_ids[0], "data_profile_failed").size(), 1u);
+  EXPECT_TRUE(Events(outcome.run_ids[0], "data_unreadable").empty());
+  // The fallback's attempt profiles the data again and trains.
+  EXPECT_TRUE(outcome.succeeded) << outcome.summary;
+  EXPECT_EQ(Events(outcome.run_ids[1], "data_quality").size(), 1u);
+}
+
 TEST_F(NightlyCycleTest, ANewPlanPassesTheParityCheckBeforeTrainingAndItsValidatedPlanIsTrusted) {
   config_.regression.throughput_tolerance = 0.95;  // a busy machine is no regression here
   config_.parity_updates = 2;                      // neither the default nor trainer-run's

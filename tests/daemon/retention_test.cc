@@ -98,14 +98,14 @@ class RetentionTest : public ::testing::Test {
     std::ofstream(path) << std::string(bytes, 'x');
   }
 
-  // A night: a run with its log, report and data profile (the data of nights 1-3, 4-7 and
-  // 8-10 the same), and its model released and made current.
+  // A night: a run with its log, report and data profile (the data of night 1, of nights 2-3,
+  // 4-7 and 8-10 the same), and its model released and made current.
   std::int64_t Night() {
     clock_.now += kDay;
     store::RunRecord run;
     run.config_hash = "cfg";
     ++nights_;
-    run.data_fingerprint = nights_ <= 3 ? "d1" : nights_ <= 7 ? "d2" : "d3";
+    run.data_fingerprint = nights_ == 1 ? "d0" : nights_ <= 3 ? "d1" : nights_ <= 7 ? "d2" : "d3";
     run.created_at = clock_.now;
     run.deadline_at = clock_.now + 3600;
     const std::int64_t run_id = *store_->CreateRun(run);
@@ -186,8 +186,9 @@ TEST_F(RetentionTest, TenNightsKeepExactlyWhatThePolicySays) {
     EXPECT_EQ(fs::exists(layout.RunLog(run)), run >= 5) << run;
     EXPECT_EQ(fs::exists(layout.RunReport(run)), run >= 5) << run;
   }
-  // The data of nights 1-3 is gone; night 4's is night 5's, which is kept.
-  EXPECT_FALSE(fs::exists(layout.DataProfile("d1")));
+  // Night 1's data is gone; nights 2-3's is the pinned release's, night 4's is night 5's.
+  EXPECT_FALSE(fs::exists(layout.DataProfile("d0")));
+  EXPECT_TRUE(fs::exists(layout.DataProfile("d1")));
   EXPECT_TRUE(fs::exists(layout.DataProfile("d2")));
   EXPECT_TRUE(fs::exists(layout.DataProfile("d3")));
   // A release whose files are gone never becomes current again.

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -104,6 +105,23 @@ TEST(PredictionTallyTest, EntropyTopOneAndPredictedClassPerPositionWithALoss) {
   EXPECT_EQ(d->top1, top1);
   EXPECT_EQ(d->classes, (std::vector<std::int64_t>{1, 0, 2, 0}));
   EXPECT_FALSE(d->mean.has_value());
+}
+
+TEST(PredictionTallyTest, AMaskedClassCountsAndADivergedPositionIsNoPrediction) {
+  PredictionTally tally{LossSpec{}};
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // A class masked to -inf leaves a certain prediction certain; NaN logits predict nothing.
+  tally.Add(torch::tensor({{20.f, -inf, 0.f}, {nan, nan, nan}}), torch::tensor({0, 1}));
+  const std::optional<PredictionDistribution> d = tally.Result();
+  ASSERT_TRUE(d.has_value());
+  std::vector<std::int64_t> certain(kPredictionBins);
+  certain[0] = 1;
+  EXPECT_EQ(d->entropy, certain);
+  certain[0] = 0;
+  certain[kPredictionBins - 1] = 1;
+  EXPECT_EQ(d->top1, certain);
+  EXPECT_EQ(d->classes, (std::vector<std::int64_t>{1, 0, 0}));
 }
 
 TEST(PredictionTallyTest, ClassesAreCountedUpTo256OnlyAndMseGivesMeanAndSpread) {

@@ -23,13 +23,8 @@ class DataStep : public CycleStep {
     const std::string& config_hash = state.active->version.hash;
     auto checked = state.data_quality.find(config_hash);
     if (checked == state.data_quality.end()) {
-      Result<DataQualityFigures> figures = co_await Check(state, context);
-      if (!figures.ok()) {
-        context.Record(a.run.id, "data_unreadable", store::Severity::kError,
-                       figures.status().message());
-        a.end = AttemptEnd{AttemptOutcome::kDataQuality, figures.status().message()};
-        co_return;
-      }
+      std::optional<DataQualityFigures> figures = co_await Check(state, context);
+      if (!figures) co_return;  // the attempt ended
       checked = state.data_quality.emplace(config_hash, *std::move(figures)).first;
     }
     const DataQualityFigures& figures = checked->second;
@@ -50,8 +45,10 @@ class DataStep : public CycleStep {
 
  private:
   // Profiles the night's data, keeps the profile and compares it with the current release's.
-  static asio::awaitable<Result<DataQualityFigures>> Check(CycleState& state,
-                                                           CycleContext& context) {
+  // A worker that could not profile it ends the attempt: as `data_quality` when it could not
+  // read the data, else as the daemon stopped it, an OOM or a crash.
+  static asio::awaitable<std::optional<DataQualityFigures>> Check(CycleState& state,
+                                                                  CycleContext& context) {
     AttemptState& a = state.current;
     context.Progress("checking input quality", a.run.id);
     const StateLayout layout(context.config().state_dir);
@@ -59,8 +56,21 @@ class DataStep : public CycleStep {
     const CycleContext::ReportRun out =
         co_await context.RunReportMode(*state.active, state.window, args, layout.RunLog(a.run.id));
     if (!out.ok()) {
-      co_return Status::InvalidArgument("the night's data could not be profiled: " +
-                                        out.ErrorMessage());
+      WorkerExit stopped;
+      stopped.stopped_by = context.supervisor().stopped_by();
+      const bool unreadable = out.error && out.error->kind == "data";
+      const bool oom = out.exit.ok() && out.exit->exited && out.exit->code == 4;
+      const AttemptOutcome outcome = stopped.stopped_by != WorkerExit::StoppedBy::kNobody
+                                         ? ClassifyExit(stopped)
+                                     : unreadable ? AttemptOutcome::kDataQuality
+                                     : oom        ? AttemptOutcome::kOom
+                                                  : AttemptOutcome::kCrashed;
+      const std::string message = "the night's data could not be profiled: " + out.ErrorMessage();
+      context.Record(a.run.id, unreadable ? "data_unreadable" : "data_profile_failed",
+                     store::Severity::kError, message,
+                     out.error ? ToJson(WorkerEvent(*out.error)).dump() : "{}");
+      a.end = AttemptEnd{outcome, message};
+      co_return std::nullopt;
     }
     const DataProfileReport tonight = Parse<DataProfileReport>(out.report);
     // Kept for the nights to come: their reference while this data's release is current.

@@ -92,24 +92,29 @@ class FloatRows : public FileScan {
     const torch::NoGradGuard no_grad;
     const torch::Tensor all = MappedTensor(file_, array_);
     const std::int64_t rows = array_.shape.empty() ? 0 : array_.shape[0];
-    constexpr std::int64_t kRowsAtOnce = 4096;
+    nlohmann::json result = {{"rows_not_finite", 0}, {"columns", nlohmann::json::array()}};
+    if (rows == 0 || all.numel() == 0) return result;
+    const std::int64_t per_row = all.numel() / rows;
+    // About 2^22 elements at a time in their own type, whatever a row's width.
+    const std::int64_t rows_at_once = std::max<std::int64_t>(1, (std::int64_t{1} << 22) / per_row);
     std::int64_t not_finite = 0;
     torch::Tensor sum, sum_of_squares;
-    for (std::int64_t start = 0; start < rows; start += kRowsAtOnce) {
-      const std::int64_t n = std::min(kRowsAtOnce, rows - start);
-      const torch::Tensor chunk = all.narrow(0, start, n).reshape({n, -1}).to(torch::kDouble);
+    for (std::int64_t start = 0; start < rows; start += rows_at_once) {
+      const std::int64_t n = std::min(rows_at_once, rows - start);
+      const torch::Tensor chunk = all.narrow(0, start, n).reshape({n, per_row});
       not_finite += (~torch::isfinite(chunk).all(1)).sum().item<std::int64_t>();
       if (!columns_) continue;
       const torch::Tensor kept =
-          chunk.narrow(1, 0, std::min<std::int64_t>(chunk.size(1), kMaxProfiledColumns));
+          chunk.narrow(1, 0, std::min<std::int64_t>(per_row, kMaxProfiledColumns))
+              .to(torch::kDouble);
       const torch::Tensor finite =
           torch::where(torch::isfinite(kept), kept, torch::zeros_like(kept));
       sum = sum.defined() ? sum + finite.sum(0) : finite.sum(0);
       sum_of_squares = sum_of_squares.defined() ? sum_of_squares + finite.square().sum(0)
                                                 : finite.square().sum(0);
     }
-    nlohmann::json result = {{"rows_not_finite", not_finite}, {"columns", nlohmann::json::array()}};
-    if (!sum.defined() || rows == 0) return result;
+    result["rows_not_finite"] = not_finite;
+    if (!sum.defined()) return result;
     const torch::Tensor mean = sum / static_cast<double>(rows);
     const torch::Tensor spread =
         (sum_of_squares / static_cast<double>(rows) - mean.square()).clamp_min(0).sqrt();

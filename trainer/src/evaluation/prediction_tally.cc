@@ -45,12 +45,17 @@ void PredictionTally::AddProbabilities(const torch::Tensor& logits) {
   const torch::Tensor log_p = torch::log_softmax(logits.to(torch::kFloat), -1);
   const torch::Tensor p = log_p.exp();
   const double uniform = std::log(static_cast<double>(std::max<std::int64_t>(classes, 2)));
-  CountInBins(-(p * log_p).sum(-1) / uniform, entropy_);
+  // p log p is 0 where p is: a logit of -inf (a masked class) adds nothing, not NaN.
+  const torch::Tensor plogp = torch::where(p > 0, p * log_p, torch::zeros_like(p));
   const auto [top, predicted] = p.max(-1);
-  CountInBins(top, top1_);
+  // A position whose logits are not finite (a diverged model) predicts nothing.
+  const torch::Tensor predicts = torch::isfinite(top);
+  CountInBins((-plogp.sum(-1) / uniform).masked_select(predicts), entropy_);
+  CountInBins(top.masked_select(predicts), top1_);
   if (classes > kMaxCountedClasses) return;
   classes_.resize(static_cast<std::size_t>(classes));
-  const torch::Tensor counts = torch::bincount(predicted.cpu(), {}, classes).contiguous();
+  const torch::Tensor counts =
+      torch::bincount(predicted.masked_select(predicts).cpu(), {}, classes).contiguous();
   const auto* at = counts.data_ptr<std::int64_t>();
   for (std::int64_t c = 0; c < classes; ++c) classes_[static_cast<std::size_t>(c)] += at[c];
 }

@@ -19,9 +19,11 @@ std::optional<SimpleBaseline> SimpleBaseline::Fit(const LossSpec& loss, const Da
   torch::Tensor sum;  // class counts, or the targets' sum
   std::int64_t terms = 0;
   std::int64_t samples = 0;
-  while (terms < kFitTerms && samples < kMaxFitSamples) {
+  std::int64_t inputs = 0;
+  while (terms < kFitTerms && samples < kMaxFitSamples && inputs < kMaxFitInputs) {
     const Batch batch = data.TrainingSamples(seed, samples, kFitChunk, format);
     samples += batch.samples;
+    inputs += batch.inputs.numel();
     if (frequencies) {
       const torch::Tensor targets = batch.targets.reshape({-1});
       const torch::Tensor kept = targets.masked_select(targets.ne(loss.ignore_index));

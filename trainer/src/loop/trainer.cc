@@ -319,7 +319,7 @@ void Trainer::CommitMicrobatchFault(double lr) {
   }
 }
 
-std::vector<SliceLoss> Trainer::Evaluate() {
+std::vector<SliceLoss> Trainer::Evaluate(EvalDetail detail) {
   torch::NoGradGuard no_grad;
   model_->eval();
   std::vector<SliceLoss> losses;
@@ -343,8 +343,14 @@ std::vector<SliceLoss> Trainer::Evaluate() {
       const LossTerms terms = model_->Loss(outputs, targets);
       sum += terms.sum.item<double>();
       count += terms.count;
+      if (detail == EvalDetail::kLossOnly) continue;
       predictions.Add(outputs, targets);
       classes = outputs.dim() == 0 ? 1 : outputs.size(-1);
+    }
+    if (detail == EvalDetail::kLossOnly) {
+      losses.push_back(
+          {corpus_.slices()[i].name, sum / static_cast<double>(count), std::nullopt, std::nullopt});
+      continue;
     }
     losses.push_back({corpus_.slices()[i].name, sum / static_cast<double>(count),
                       BaselineLoss(i, batch.targets, classes), predictions.Result()});
@@ -355,6 +361,7 @@ std::vector<SliceLoss> Trainer::Evaluate() {
 
 std::optional<double> Trainer::BaselineLoss(std::size_t slice, const torch::Tensor& targets,
                                             std::int64_t classes) {
+  if (classes <= 0) return std::nullopt;  // a slice without held-out samples
   if (!baseline_fitted_) {
     baseline_ = SimpleBaseline::Fit(spec_.model.loss, corpus_, model_->sample_format(),
                                     spec_.training.seed, classes);

@@ -148,7 +148,7 @@ Result<MemoryLedger> MeasureLedger(const JobSpec& spec, const Dataset& corpus,
                ledger.optimizer_state_bytes - ledger.inputs_bytes - ledger.activations_bytes);
     // The evaluation runs between updates, beside the model's whole state.
     memory.ResetPeak();
-    trainer.Evaluate();
+    trainer.Evaluate(Trainer::EvalDetail::kLossOnly);
     ledger.evaluation_peak_bytes = memory.peak_bytes();
     ledger.peak_bytes = std::max(update_peak, ledger.evaluation_peak_bytes);
     ledger.reserved_peak_bytes = std::max(reserved_peak, memory.peak_reserved_bytes());

@@ -91,7 +91,8 @@ Measurement MeasureUpdate(const JobSpec& spec, const Dataset& corpus, const Plan
       trainer.TrainUpdate(update);
       m.update_seconds = std::min(m.update_seconds, timer.Seconds());
     }
-    trainer.Evaluate();  // in the plan's microbatches: a plan whose evaluation OOMs fails here
+    trainer.Evaluate(Trainer::EvalDetail::kLossOnly);  // in the plan's microbatches: a plan whose
+                                                       // evaluation OOMs fails here
     m.peak_bytes = memory.peak_bytes() - other_ranks;
   } catch (const c10::OutOfMemoryError&) {
     m.oom = true;

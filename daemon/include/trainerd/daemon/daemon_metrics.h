@@ -65,9 +65,10 @@ class DaemonMetrics {
 
  private:
   struct Families;
-  // The input-quality check's figures (the run's data_quality JSON, data_quality.h): each
-  // figure it measured and how many thresholds it breached.
-  void DataQuality(const std::string& figures_json);
+  // The input-quality check of `run` (its data_quality JSON, data_quality.h): each figure it
+  // measured, replacing the last run's, and how many thresholds it breached; without figures
+  // none, and 1 breach when the run stopped for its data all the same (unreadable data).
+  void DataQuality(const store::RunRecord& run);
 
   std::unique_ptr<Families> f_;
 };

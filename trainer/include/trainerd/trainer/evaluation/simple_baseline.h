@@ -21,13 +21,15 @@ namespace trainerd {
 class SimpleBaseline {
  public:
   // Fitted on the first samples of the training stream for `seed`, as `format` reads them:
-  // kFitTerms loss terms or kMaxFitSamples samples, whichever comes first. `classes`: the
-  // outputs' last dimension (cross_entropy). None for LossKind::kModule.
+  // kFitTerms loss terms, kMaxFitSamples samples or kMaxFitInputs input elements (wide rows),
+  // whichever comes first. `classes`: the outputs' last dimension (cross_entropy). None for
+  // LossKind::kModule.
   static std::optional<SimpleBaseline> Fit(const LossSpec& loss, const Dataset& data,
                                            SampleFormat format, std::uint64_t seed,
                                            std::int64_t classes);
   static constexpr std::int64_t kFitTerms = std::int64_t{1} << 20;
   static constexpr std::int64_t kMaxFitSamples = 16384;
+  static constexpr std::int64_t kMaxFitInputs = std::int64_t{1} << 26;
 
   // The baseline's loss on `targets` (the job loss's terms: ignored targets carry none), as a
   // sum and its term count, on the targets' device.

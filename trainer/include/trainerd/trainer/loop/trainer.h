@@ -148,9 +148,11 @@ class Trainer {
   const DynamicLossScaler* loss_scaler() const { return scaler_ ? &*scaler_ : nullptr; }
   // Held-out loss per slice with the current parameters (eval mode, no grad), in microbatches of
   // the plan's size.
-  // Each slice also gets the simple baseline's loss and the distribution of the predictions
-  // (evaluation/).
-  std::vector<SliceLoss> Evaluate();
+  // kFull: each slice also gets the simple baseline's loss and the distribution of the
+  // predictions (evaluation/); kLossOnly (what the planner and the ledger measure, which
+  // neither changes the peak) leaves them out.
+  enum class EvalDetail { kFull, kLossOnly };
+  std::vector<SliceLoss> Evaluate(EvalDetail detail = EvalDetail::kFull);
 
  private:
   // Where Run() continues from per options.resume, and the warnings to emit after the start
