@@ -35,7 +35,7 @@ class DataStep : public CycleStep {
     const std::string message = "input quality: " + figures.Summary();
     context.Record(a.run.id, figures.pass() ? "data_quality" : "data_quality_breach",
                    figures.pass() ? store::Severity::kInfo : store::Severity::kError, message,
-                   figures.ToJson().dump());
+                   a.run.data_quality_json);
     if (!figures.pass()) {
       a.end = AttemptEnd{AttemptOutcome::kDataQuality,
                          "stopped before training: the night's data failed its quality check: " +

@@ -343,14 +343,9 @@ std::vector<SliceLoss> Trainer::Evaluate(EvalDetail detail) {
       const LossTerms terms = model_->Loss(outputs, targets);
       sum += terms.sum.item<double>();
       count += terms.count;
-      if (detail == EvalDetail::kLossOnly) continue;
+      if (detail == EvalDetail::kLossOnly) continue;  // no tally, no classes: no baseline
       predictions.Add(outputs, targets);
       classes = outputs.dim() == 0 ? 1 : outputs.size(-1);
-    }
-    if (detail == EvalDetail::kLossOnly) {
-      losses.push_back(
-          {corpus_.slices()[i].name, sum / static_cast<double>(count), std::nullopt, std::nullopt});
-      continue;
     }
     losses.push_back({corpus_.slices()[i].name, sum / static_cast<double>(count),
                       BaselineLoss(i, batch.targets, classes), predictions.Result()});
@@ -361,7 +356,7 @@ std::vector<SliceLoss> Trainer::Evaluate(EvalDetail detail) {
 
 std::optional<double> Trainer::BaselineLoss(std::size_t slice, const torch::Tensor& targets,
                                             std::int64_t classes) {
-  if (classes <= 0) return std::nullopt;  // a slice without held-out samples
+  if (classes <= 0) return std::nullopt;  // no outputs seen: loss only, or no held-out samples
   if (!baseline_fitted_) {
     baseline_ = SimpleBaseline::Fit(spec_.model.loss, corpus_, model_->sample_format(),
                                     spec_.training.seed, classes);

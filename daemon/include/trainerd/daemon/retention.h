@@ -30,7 +30,8 @@ struct RetentionReport {
   std::vector<std::string> files_removed;  // paths, release folders included
   std::int64_t bytes_removed = 0;
   std::int64_t storage_bytes = 0;  // the state directory's bytes afterwards
-  std::int64_t night_bytes = 0;  // the newest run's files: release, report, log, trace, data profile
+  std::int64_t night_bytes =
+      0;  // the newest run's files: release, report, log, trace, data profile
 };
 
 class Retention {
