@@ -107,6 +107,37 @@ TEST_P(BlockwiseAttentionTest, KeysAndValuesAfterAPositionNeverReachIt) {
   }
 }
 
+// The model's layout: q, k and v are heads of one [B, T, 3 * H * D] projection, whose rows the
+// products read in place, with the output written into [B, T, H * D] directly. The same
+// output and gradients as on contiguous copies.
+TEST(BlockwiseAttentionLayoutTest, HeadsOfTheQkvProjectionInPlaceEqualContiguousCopies) {
+  SampleDropout dropout = TrainingDropout(0.1);
+  const SampleStreamScope stream(SampleStream{3, 40});
+  torch::manual_seed(13);
+  const std::int64_t b = 2, h = 3, t = 150, d = 8;
+  const torch::Tensor projection = torch::randn({b, t, 3 * h * d}).requires_grad_(true);
+  std::vector<torch::Tensor> heads;
+  for (const torch::Tensor& part : projection.split(h * d, 2)) {
+    heads.push_back(part.view({b, t, h, d}).transpose(1, 2));
+  }
+  ASSERT_FALSE(heads[0].is_contiguous());
+  std::vector<torch::Tensor> copies;
+  for (const torch::Tensor& x : heads) copies.push_back(x.detach().contiguous().requires_grad_(true));
+  const torch::Tensor in_place =
+      BlockwiseCausalAttention(heads[0], heads[1], heads[2], dropout->counters());
+  const torch::Tensor copied =
+      BlockwiseCausalAttention(copies[0], copies[1], copies[2], dropout->counters());
+  EXPECT_LE(MaxDifference(in_place, copied), 1e-6);
+  const torch::Tensor upstream = torch::randn_like(copied);
+  (in_place * upstream).sum().backward();
+  (copied * upstream).sum().backward();
+  const auto grads = projection.grad().split(h * d, 2);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_LE(MaxDifference(grads[i].view({b, t, h, d}).transpose(1, 2), copies[i].grad()), 1e-6)
+        << "gradient of input " << "qkv"[i];
+  }
+}
+
 // What makes a plan with accumulation compute the job of the real large batch: samples 2-5 of
 // a microbatch of 8 starting at sample 40 come out the same, to the bit, in output and
 // gradients, as a microbatch of 4 starting at sample 42.

@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "trainerd/trainer/device/batched_product.h"
 #include "trainerd/trainer/device/op_scopes.h"
 #include "trainerd/trainer/semantics/sample_dropout.h"
 
@@ -271,94 +272,112 @@ void SoftmaxDropoutBackward(torch::Tensor& scores, torch::Tensor& grad, const Bl
   }
 }
 
-// acc += a @ b, where acc may be a wider dtype than a and b (float accumulators for bf16).
-void AddProduct(torch::Tensor acc, const torch::Tensor& a, const torch::Tensor& b) {
-  if (acc.scalar_type() == a.scalar_type()) {
-    acc.baddbmm_(a, b);
-  } else {
-    acc.add_(at::bmm(a, b));
-  }
-}
+// Heads [h0, h0 + heads) of one sample: the flat heads [B * H] from first_head = sample * H
+// + h0 on, the numbering of the dropout mask and of the log-sum-exp.
+struct HeadGroup {
+  std::int64_t sample, h0, heads, n_head;
 
-// Runs `step(first_head, heads)` on ranges of heads, one range per thread. Heads are
-// independent, so the threads never wait for each other; inside, LibTorch's and BLAS's own
-// threading is off (nested parallelism runs serially) and autograd records nothing (grad mode
-// is per thread, and a pool thread's is on).
+  std::int64_t FirstHead() const { return sample * n_head + h0; }
+  // Its heads of x [B, H, T, D]: [heads, T, D].
+  torch::Tensor Of(const torch::Tensor& x) const { return x.select(0, sample).narrow(0, h0, heads); }
+};
+
+// Runs `step(group)` on the heads of each sample, the B * H heads split into one range per
+// thread. Heads are independent, so the threads never wait for each other; inside, LibTorch's
+// and BLAS's own threading is off (nested parallelism runs serially) and autograd records
+// nothing (grad mode is per thread, and a pool thread's is on).
 template <typename Step>
-void ForEachHeadRange(std::int64_t heads, Step step) {
+void ForEachHeadGroup(std::int64_t batch, std::int64_t n_head, Step step) {
   RECORD_USER_SCOPE(kAttentionScope);
-  at::parallel_for(0, heads, /*grain_size=*/1, [&](std::int64_t begin, std::int64_t end) {
+  at::parallel_for(0, batch * n_head, /*grain_size=*/1, [&](std::int64_t begin, std::int64_t end) {
     const torch::NoGradGuard no_grad;
-    step(begin, end - begin);
+    for (std::int64_t g = begin; g < end;) {
+      const HeadGroup group{g / n_head, g % n_head, std::min(end - g, n_head - g % n_head), n_head};
+      step(group);
+      g += group.heads;
+    }
   });
 }
 
-// q, k, v [B * H, T, D] with the shape's [B, H] and the dropout's counters.
+// [B, T, H * D] seen as its heads [B, H, T, D].
+torch::Tensor HeadsOf(const torch::Tensor& merged, std::int64_t n_head) {
+  return merged.view({merged.size(0), merged.size(1), n_head, -1}).transpose(1, 2);
+}
+
+// q, k, v [B, H, T, D], each with its last dimension contiguous, and the dropout's counters.
 struct AttentionInputs {
   torch::Tensor q, k, v;
-  std::int64_t n_head;
   std::optional<DropoutCounters> dropout;
   std::int64_t rows_per_block;
 
-  float Scale() const { return static_cast<float>(1 / std::sqrt(static_cast<double>(q.size(2)))); }
+  std::int64_t Batch() const { return q.size(0); }
+  std::int64_t Heads() const { return q.size(1); }
+  std::int64_t Length() const { return q.size(2); }
+  float Scale() const { return static_cast<float>(1 / std::sqrt(static_cast<double>(q.size(3)))); }
+  std::vector<BlockShape> Blocks(const HeadGroup& group) const {
+    return BlocksOf(group.FirstHead(), group.heads, Heads(), Length(), rows_per_block);
+  }
 };
 
-// Fills o and lse (float [B * H, T]) for heads [g0, g0 + heads).
-void ForwardHeads(const AttentionInputs& in, std::int64_t g0, std::int64_t heads, torch::Tensor& o,
+// Fills the group's rows of o [B, H, T, D] and lse (float [B * H, T]).
+void ForwardHeads(const AttentionInputs& in, const HeadGroup& group, const torch::Tensor& o_all,
                   torch::Tensor& lse) {
-  const std::int64_t t = in.q.size(1);
-  const torch::Tensor q = in.q.narrow(0, g0, heads), k = in.k.narrow(0, g0, heads),
-                      v = in.v.narrow(0, g0, heads);
-  RowScratch scratch(t);
-  for (const BlockShape& shape : BlocksOf(g0, heads, in.n_head, t, in.rows_per_block)) {
-    torch::Tensor weights =
-        at::bmm(q.narrow(1, shape.i0, shape.rows), k.narrow(1, 0, shape.width).transpose(1, 2));
+  const torch::Tensor q = group.Of(in.q), k = group.Of(in.k), v = group.Of(in.v), o = group.Of(o_all);
+  RowScratch scratch(in.Length());
+  for (const BlockShape& shape : in.Blocks(group)) {
+    torch::Tensor weights = torch::empty({shape.heads, shape.rows, shape.width}, q.options());
+    BatchedProduct(weights, q.narrow(1, shape.i0, shape.rows),
+                   k.narrow(1, 0, shape.width).transpose(1, 2), /*accumulate=*/false);
     AT_DISPATCH_FLOATING_TYPES_AND2(
         at::kBFloat16, at::kHalf, weights.scalar_type(), "blockwise_attention_forward", [&] {
           SoftmaxDropoutForward<scalar_t>(weights, shape, in.Scale(), in.dropout,
                                           lse.data_ptr<float>(), scratch);
         });
-    o.narrow(0, g0, heads)
-        .narrow(1, shape.i0, shape.rows)
-        .copy_(at::bmm(weights, v.narrow(1, 0, shape.width)));
+    BatchedProduct(o.narrow(1, shape.i0, shape.rows), weights, v.narrow(1, 0, shape.width),
+                   /*accumulate=*/false);
   }
 }
 
-// Adds heads [g0, g0 + heads)' gradients to dq, dk, dv, from dO [B * H, T, D] and the
+// Adds the group's gradients to dq, dk, dv (float [B, H, T, D]), from dO [B, H, T, D] and the
 // forward's lse.
-void BackwardHeads(const AttentionInputs& in, std::int64_t g0, std::int64_t heads,
-                   const torch::Tensor& d_o_all, const torch::Tensor& lse, torch::Tensor& dq_all,
-                   torch::Tensor& dk_all, torch::Tensor& dv_all) {
-  const std::int64_t t = in.q.size(1);
-  const torch::Tensor q = in.q.narrow(0, g0, heads), k = in.k.narrow(0, g0, heads),
-                      v = in.v.narrow(0, g0, heads), d_o = d_o_all.narrow(0, g0, heads);
-  torch::Tensor dq = dq_all.narrow(0, g0, heads), dk = dk_all.narrow(0, g0, heads),
-                dv = dv_all.narrow(0, g0, heads);
-  RowScratch scratch(t);
-  for (const BlockShape& shape : BlocksOf(g0, heads, in.n_head, t, in.rows_per_block)) {
+void BackwardHeads(const AttentionInputs& in, const HeadGroup& group, const torch::Tensor& d_o_all,
+                   const torch::Tensor& lse, const torch::Tensor& dq_all,
+                   const torch::Tensor& dk_all, const torch::Tensor& dv_all) {
+  const torch::Tensor q = group.Of(in.q), k = group.Of(in.k), v = group.Of(in.v),
+                      d_o = group.Of(d_o_all);
+  const torch::Tensor dq = group.Of(dq_all), dk = group.Of(dk_all), dv = group.Of(dv_all);
+  RowScratch scratch(in.Length());
+  for (const BlockShape& shape : in.Blocks(group)) {
     const torch::Tensor q_block = q.narrow(1, shape.i0, shape.rows);
     const torch::Tensor d_o_block = d_o.narrow(1, shape.i0, shape.rows);
     const torch::Tensor keys = k.narrow(1, 0, shape.width);
-    torch::Tensor weights = at::bmm(q_block, keys.transpose(1, 2));
-    torch::Tensor grad_scores = at::bmm(d_o_block, v.narrow(1, 0, shape.width).transpose(1, 2));
+    torch::Tensor weights = torch::empty({shape.heads, shape.rows, shape.width}, q.options());
+    torch::Tensor grad_scores = torch::empty_like(weights);
+    BatchedProduct(weights, q_block, keys.transpose(1, 2), /*accumulate=*/false);
+    BatchedProduct(grad_scores, d_o_block, v.narrow(1, 0, shape.width).transpose(1, 2),
+                   /*accumulate=*/false);
     AT_DISPATCH_FLOATING_TYPES_AND2(
         at::kBFloat16, at::kHalf, weights.scalar_type(), "blockwise_attention_backward", [&] {
           SoftmaxDropoutBackward<scalar_t>(weights, grad_scores, shape, in.Scale(), in.dropout,
                                            lse.data_ptr<float>(), scratch);
         });
-    AddProduct(dv.narrow(1, 0, shape.width), weights.transpose(1, 2), d_o_block);
-    dq.narrow(1, shape.i0, shape.rows).copy_(at::bmm(grad_scores, keys));
-    AddProduct(dk.narrow(1, 0, shape.width), grad_scores.transpose(1, 2), q_block);
+    BatchedProduct(dv.narrow(1, 0, shape.width), weights.transpose(1, 2), d_o_block,
+                   /*accumulate=*/true);
+    BatchedProduct(dq.narrow(1, shape.i0, shape.rows), grad_scores, keys, /*accumulate=*/false);
+    BatchedProduct(dk.narrow(1, 0, shape.width), grad_scores.transpose(1, 2), q_block,
+                   /*accumulate=*/true);
   }
 }
 
+// x [B, H, T, D] as the products take it: float views as they are when their last dimension
+// is contiguous (the heads of the qkv projection are), the others copied contiguous.
+torch::Tensor AsProductInput(const torch::Tensor& x) {
+  return x.scalar_type() == torch::kFloat && x.stride(3) == 1 ? x : x.contiguous();
+}
+
 AttentionInputs InputsOf(const torch::autograd::AutogradContext* context,
-                         const torch::autograd::variable_list& saved, std::int64_t n_head) {
-  return {saved[0],
-          saved[1],
-          saved[2],
-          n_head,
-          SavedDropoutCounters(context),
+                         const torch::autograd::variable_list& saved) {
+  return {saved[0], saved[1], saved[2], SavedDropoutCounters(context),
           context->saved_data.at("rows_per_block").toInt()};
 }
 
@@ -371,15 +390,13 @@ class BlockwiseAttentionFunction : public torch::autograd::Function<BlockwiseAtt
     const std::int64_t b = q_in.size(0), h = q_in.size(1), t = q_in.size(2), d = q_in.size(3);
     SaveDropoutCounters(context, dropout);
     context->saved_data["rows_per_block"] = rows_per_block;
-    const torch::autograd::variable_list heads = {q_in.contiguous().view({b * h, t, d}),
-                                                  k_in.contiguous().view({b * h, t, d}),
-                                                  v_in.contiguous().view({b * h, t, d})};
-    const AttentionInputs in = InputsOf(context, heads, h);
-    torch::Tensor o = torch::empty({b * h, t, d}, in.q.options());
+    const torch::autograd::variable_list inputs = {AsProductInput(q_in), AsProductInput(k_in),
+                                                   AsProductInput(v_in)};
+    const AttentionInputs in = InputsOf(context, inputs);
+    torch::Tensor out = torch::empty({b, t, h * d}, in.q.options());
     torch::Tensor lse = torch::empty({b * h, t}, in.q.options().dtype(torch::kFloat));
-    ForEachHeadRange(
-        b * h, [&](std::int64_t g0, std::int64_t count) { ForwardHeads(in, g0, count, o, lse); });
-    const torch::Tensor out = o.view({b, h, t, d}).transpose(1, 2).contiguous().view({b, t, h * d});
+    const torch::Tensor o = HeadsOf(out, h);
+    ForEachHeadGroup(b, h, [&](const HeadGroup& group) { ForwardHeads(in, group, o, lse); });
     context->save_for_backward({in.q, in.k, in.v, lse});
     return out;
   }
@@ -387,22 +404,20 @@ class BlockwiseAttentionFunction : public torch::autograd::Function<BlockwiseAtt
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* context,
                                                  torch::autograd::variable_list grads) {
     const torch::autograd::variable_list saved = context->get_saved_variables();
+    const AttentionInputs in = InputsOf(context, saved);
     const torch::Tensor& lse = saved[3];
-    const std::int64_t bh = saved[0].size(0), t = saved[0].size(1), d = saved[0].size(2);
-    const std::int64_t b = grads[0].size(0), h = bh / b;
-    const AttentionInputs in = InputsOf(context, saved, h);
-    const torch::Tensor grad_out = grads[0].to(in.q.scalar_type()).contiguous();
-    const torch::Tensor d_o =
-        grad_out.view({b, t, h, d}).transpose(1, 2).contiguous().view({bh, t, d});
+    const std::int64_t h = in.Heads();
+    const torch::Tensor d_o = HeadsOf(grads[0].to(in.q.scalar_type()).contiguous(), h);
     const auto accumulator = in.q.options().dtype(torch::kFloat);
-    torch::Tensor dq = torch::empty_like(in.q);
-    torch::Tensor dk = torch::zeros({bh, t, d}, accumulator);
-    torch::Tensor dv = torch::zeros({bh, t, d}, accumulator);
-    ForEachHeadRange(bh, [&](std::int64_t g0, std::int64_t count) {
-      BackwardHeads(in, g0, count, d_o, lse, dq, dk, dv);
+    const std::vector<std::int64_t> merged = {in.Batch(), in.Length(), h * in.q.size(3)};
+    torch::Tensor dq = torch::empty(merged, accumulator);
+    torch::Tensor dk = torch::zeros(merged, accumulator);
+    torch::Tensor dv = torch::zeros(merged, accumulator);
+    ForEachHeadGroup(in.Batch(), h, [&](const HeadGroup& group) {
+      BackwardHeads(in, group, d_o, lse, HeadsOf(dq, h), HeadsOf(dk, h), HeadsOf(dv, h));
     });
     auto split_heads = [&](const torch::Tensor& x) {
-      return x.to(in.q.scalar_type()).view({b, h, t, d});
+      return HeadsOf(x.to(in.q.scalar_type()), h);
     };
     return {split_heads(dq), split_heads(dk), split_heads(dv), torch::Tensor(), torch::Tensor()};
   }
