@@ -7,8 +7,10 @@
 #include <torch/torch.h>
 
 #include <string>
+#include <vector>
 
 #include "trainerd/trainer/device/device_memory.h"
+#include "trainerd/trainer/semantics/dropout_counters.h"
 
 namespace trainerd {
 namespace {
@@ -92,6 +94,43 @@ TEST_P(SampleDropoutTest, TheRegeneratedMaskKeepsNothingForBackward) {
   } else {
     EXPECT_EQ(kept_for_backward, x.nbytes());
   }
+}
+
+// DropFloats, the float rows' one pass, keeps exactly what KeepFlags keeps, at every offset in a
+// row and for counts around its vector widths.
+TEST(DropoutCountersTest, DropFloatsKeepsExactlyWhatTheKeepFlagsKeep) {
+  torch::manual_seed(21);
+  for (const double p : {0.1, 0.5}) {
+    const DropoutCounters counters{DropoutSiteKey(7, 2), 40, p};
+    const float scale = static_cast<float>(counters.KeptScale());
+    for (const std::int64_t count : {1, 15, 16, 17, 63, 1000, 1024}) {
+      for (const std::uint32_t first : {0U, 7U, 4000U}) {
+        const torch::Tensor in = torch::randn({count});
+        torch::Tensor out = torch::full({count}, 5.0F);
+        std::vector<std::uint8_t> keep(static_cast<std::size_t>(count));
+        DropFloats(counters.RowSeed(3), first, count, counters.KeepBelow(), scale,
+                   in.data_ptr<float>(), out.data_ptr<float>());
+        KeepFlags(counters.RowSeed(3), first, count, counters.KeepBelow(), keep.data());
+        for (std::int64_t i = 0; i < count; ++i) {
+          const float expected = keep[i] != 0 ? in[i].item<float>() * scale : 0.0F;
+          ASSERT_EQ(out[i].item<float>(), expected)
+              << "p " << p << ", element " << first + i << " of " << count;
+        }
+      }
+    }
+  }
+}
+
+// The float and bfloat16 paths of the regenerated mask drop the same elements.
+TEST(DropoutCountersTest, FloatAndBfloat16TensorsShareTheirMask) {
+  SampleDropout dropout(kP, /*site=*/4, DropoutMasks::kRegenerated);
+  dropout->train();
+  const SampleStreamScope stream(SampleStream{9, 12});
+  const torch::Tensor in = torch::ones({6, 3000});
+  const torch::Tensor as_float = dropout->forward(in);
+  const torch::Tensor as_bfloat16 = dropout->forward(in.to(torch::kBFloat16));
+  EXPECT_TRUE(torch::equal(as_float.eq(0), as_bfloat16.eq(0)));
+  EXPECT_GT(as_float.eq(0).sum().item<std::int64_t>(), 0);
 }
 
 }  // namespace

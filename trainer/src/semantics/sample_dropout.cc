@@ -18,6 +18,29 @@ namespace {
 
 thread_local std::optional<SampleStream> current_stream;
 
+// Elements of a row dropped at a time.
+constexpr std::int64_t kChunk = 1024;
+
+// out[k] = in[k] * scale where element first + k of the row is kept, else 0, for k < count
+// (at most kChunk): the flags drawn onto the stack, then applied in `Compute`.
+
+template <typename scalar_t, typename Compute>
+void DropChunk(std::uint32_t row_seed, std::uint32_t first, std::int64_t count,
+               std::uint32_t keep_below, Compute scale, const scalar_t* in, scalar_t* out) {
+  std::uint8_t keep[kChunk];
+  KeepFlags(row_seed, first, count, keep_below, keep);
+  for (std::int64_t k = 0; k < count; ++k) {
+    out[k] = keep[k] != 0 ? static_cast<scalar_t>(static_cast<Compute>(in[k]) * scale)
+                          : static_cast<scalar_t>(0);
+  }
+}
+
+// Float rows in one pass, without the flags in between.
+void DropChunk(std::uint32_t row_seed, std::uint32_t first, std::int64_t count,
+               std::uint32_t keep_below, float scale, const float* in, float* out) {
+  DropFloats(row_seed, first, count, keep_below, scale, in, out);
+}
+
 // in * keep / (1 - p), with the keep flags of `counters` (row b is the sample first_sample + b,
 // element j of a row its j-th in memory order). Forward and backward both call it: the same
 // counters give the same mask.
@@ -28,7 +51,6 @@ torch::Tensor ApplyCounterMask(const torch::Tensor& in, const DropoutCounters& c
   const std::int64_t columns = x.numel() / x.size(0);
   const std::uint32_t keep_below = counters.KeepBelow();
   constexpr std::int64_t kGrain = 1 << 15;
-  constexpr std::int64_t kChunk = 1024;  // flags drawn at a time, on the stack
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kBFloat16, at::kHalf, x.scalar_type(), "counter_dropout", [&] {
         using Compute = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
@@ -36,18 +58,12 @@ torch::Tensor ApplyCounterMask(const torch::Tensor& in, const DropoutCounters& c
         const scalar_t* source = x.data_ptr<scalar_t>();
         scalar_t* target = out.data_ptr<scalar_t>();
         at::parallel_for(0, x.numel(), kGrain, [&](std::int64_t begin, std::int64_t end) {
-          std::uint8_t keep[kChunk];
           for (std::int64_t i = begin; i < end;) {
             const std::int64_t row = i / columns;
             const std::int64_t column = i % columns;
             const std::int64_t count = std::min({kChunk, columns - column, end - i});
-            KeepFlags(counters.RowSeed(row), static_cast<std::uint32_t>(column), count, keep_below,
-                      keep);
-            for (std::int64_t k = 0; k < count; ++k) {
-              target[i + k] =
-                  keep[k] != 0 ? static_cast<scalar_t>(static_cast<Compute>(source[i + k]) * scale)
-                               : static_cast<scalar_t>(0);
-            }
+            DropChunk(counters.RowSeed(row), static_cast<std::uint32_t>(column), count, keep_below,
+                      scale, source + i, target + i);
             i += count;
           }
         });

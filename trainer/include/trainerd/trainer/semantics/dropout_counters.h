@@ -32,4 +32,9 @@ std::uint64_t DropoutSiteKey(std::uint64_t seed, int site);
 void KeepFlags(std::uint32_t row_seed, std::uint32_t first, std::int64_t count,
                std::uint32_t keep_below, std::uint8_t* keep);
 
+// out[i] = in[i] * kept_scale where KeepFlags keeps element first + i, else 0: the flags and
+// the product in one vectorised pass over float rows (AVX-512 and AVX2 clones).
+void DropFloats(std::uint32_t row_seed, std::uint32_t first, std::int64_t count,
+                std::uint32_t keep_below, float kept_scale, const float* in, float* out);
+
 }  // namespace trainerd
