@@ -38,6 +38,16 @@ add_library(trainerd_torch INTERFACE)
 target_link_libraries(trainerd_torch INTERFACE
   "-Wl,--push-state,--no-as-needed" stdc++ "-Wl,--pop-state" ${TORCH_LIBRARIES})
 target_compile_options(trainerd_torch INTERFACE ${TORCH_CXX_FLAGS})
+# at::parallel_for is an inline template that runs its body on one thread unless the
+# translation unit calling it is compiled with OpenMP (ATen/ParallelOpenMP.h tests _OPENMP),
+# and LibTorch's CMake config does not say so: without this, the trainer's own CPU kernels
+# (the blockwise attention's heads, the counter dropout) ran on one core whatever
+# runtime.threads said. GCC's libgomp is the runtime both LibTorch builds use; clang (the fuzz
+# build, which trains nothing) would bring its own libomp beside it, so it goes without.
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  find_package(OpenMP REQUIRED COMPONENTS CXX)
+  target_link_libraries(trainerd_torch INTERFACE OpenMP::OpenMP_CXX)
+endif()
 # The CUDA paths (allocator statistics, generators, autocast, device queries) where LibTorch
 # has CUDA; every target that includes the trainer's headers must agree on it.
 if(CAFFE2_USE_CUDA)
