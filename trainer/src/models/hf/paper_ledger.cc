@@ -145,9 +145,10 @@ MemoryLedger PaperModel::Ledger(const PaperShape& shape, std::int64_t budget_byt
     const std::int64_t per_element = half ? 8 : 16;
     layer.per_position =
         (half ? (v2 ? 26 : 34) : (v2 ? 24 : 32)) * h + per_element * (q + inner) + 8 + 4 * heads;
-    // With one key/value head, 2.x's scaled_dot_product_attention (no attention dropout) takes
-    // k and v expanded as views; the blockwise kernel copies them.
-    if (!blockwise && kv_heads_ == 1) {
+    // With one key/value head, k and v are expanded as views: 2.x's
+    // scaled_dot_product_attention (no attention dropout) takes them so, and the blockwise
+    // kernel in fp32 (in bf16 and fp16 it copies them).
+    if ((!blockwise || !half) && kv_heads_ == 1) {
       layer.per_position -= per_element / 2 * (q - kv);
     }
     if (half) layer.fixed += 8 * t * d;  // the rotary tables cast for q and k
@@ -202,7 +203,9 @@ MemoryLedger PaperModel::Ledger(const PaperShape& shape, std::int64_t budget_byt
   // layer under scaled_dot_product_attention with its weights' casts; under the blockwise
   // kernel without them, and with 1.x's two hidden-wide tensors whichever LibTorch runs.
   const std::int64_t logits = 8 * m * t * v;
-  const std::int64_t recomputed_layer = gpt2_ ? m * t * layer.per_position
+  // GPT-2's blockwise kernel in fp32 makes no copies of q, k, v and its unmerged output (5 h).
+  const std::int64_t in_place = gpt2_ && blockwise && !half ? 20 * h : 0;
+  const std::int64_t recomputed_layer = gpt2_ ? m * t * (layer.per_position - in_place)
                                         : blockwise
                                             ? m * t * (layer.per_position + (v2 ? 8 * h : 0))
                                             : layer_bytes;
@@ -229,8 +232,11 @@ MemoryLedger PaperModel::Ledger(const PaperShape& shape, std::int64_t budget_byt
       state + ledger.inputs_bytes + ledger.activations_bytes + ledger.temporaries_bytes;
   // The evaluation: the held-out batch, and per position the larger of the logits with the
   // loss's log-probabilities and a layer's forward without a graph.
-  const std::int64_t layer_forward =
-      gpt2_ && v2 ? 4 * (2 * h + 3 * inner + 2 * heads) : 4 * (4 * h + 4 * inner + 4 * heads);
+  // GPT-2's under 1.x (the blockwise kernel, on fp32 activations whatever the plan) reads q,
+  // k and v in place in its c_attn output and writes its output merged: no copies of either.
+  const std::int64_t layer_forward = !gpt2_ ? 4 * (4 * h + 4 * inner + 4 * heads)
+                                     : v2   ? 4 * (2 * h + 3 * inner + 2 * heads)
+                                            : 4 * (h + 4 * inner + heads);
   ledger.evaluation_peak_bytes =
       state + std::int64_t{shape.eval_windows} * t * 16 + m * t * std::max(8 * v, layer_forward);
   ledger.peak_bytes = std::max(update, ledger.evaluation_peak_bytes);
