@@ -6,7 +6,10 @@
 // backward recomputes each block's weights from the saved log-sum-exp. The dropout mask is
 // the counter-based one (dropout_counters.h) over the weights [B, H, T, T] in memory order,
 // the mask ExplicitCausalAttention with a regenerated SampleDropout draws, so the two agree to
-// rounding. Float, bfloat16 and half tensors; the softmax is computed in float.
+// rounding. Float, bfloat16 and half tensors; the softmax is computed in float. Heads are
+// split over the runtime's threads. Float q, k and v are read where they lie (views such as
+// the heads of one qkv projection), one BLAS call per head and block of queries
+// (device/batched_product.h); bfloat16 and half are copied contiguous and multiplied by bmm.
 #pragma once
 
 #include <torch/types.h>
