@@ -20,16 +20,20 @@ struct Operand {
 };
 
 const Operand kOperands[] = {
-    {"contiguous", [](std::int64_t n, std::int64_t r, std::int64_t c) {
+    {"contiguous",
+     [](std::int64_t n, std::int64_t r, std::int64_t c) {
        return torch::randn({n, r, c});
      }},
-    {"transposed", [](std::int64_t n, std::int64_t r, std::int64_t c) {
+    {"transposed",
+     [](std::int64_t n, std::int64_t r, std::int64_t c) {
        return torch::randn({n, c, r}).transpose(1, 2);
      }},
-    {"columns of wider rows", [](std::int64_t n, std::int64_t r, std::int64_t c) {
+    {"columns of wider rows",
+     [](std::int64_t n, std::int64_t r, std::int64_t c) {
        return torch::randn({n, r, 3 * c + 5}).narrow(2, c, c);
      }},
-    {"heads interleaved in rows", [](std::int64_t n, std::int64_t r, std::int64_t c) {
+    {"heads interleaved in rows",
+     [](std::int64_t n, std::int64_t r, std::int64_t c) {
        return torch::randn({r, n, c}).transpose(0, 1);
      }},
 };

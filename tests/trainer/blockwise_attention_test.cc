@@ -122,7 +122,8 @@ TEST(BlockwiseAttentionLayoutTest, HeadsOfTheQkvProjectionInPlaceEqualContiguous
   }
   ASSERT_FALSE(heads[0].is_contiguous());
   std::vector<torch::Tensor> copies;
-  for (const torch::Tensor& x : heads) copies.push_back(x.detach().contiguous().requires_grad_(true));
+  for (const torch::Tensor& x : heads)
+    copies.push_back(x.detach().contiguous().requires_grad_(true));
   const torch::Tensor in_place =
       BlockwiseCausalAttention(heads[0], heads[1], heads[2], dropout->counters());
   const torch::Tensor copied =
@@ -134,7 +135,8 @@ TEST(BlockwiseAttentionLayoutTest, HeadsOfTheQkvProjectionInPlaceEqualContiguous
   const auto grads = projection.grad().split(h * d, 2);
   for (int i = 0; i < 3; ++i) {
     EXPECT_LE(MaxDifference(grads[i].view({b, t, h, d}).transpose(1, 2), copies[i].grad()), 1e-6)
-        << "gradient of input " << "qkv"[i];
+        << "gradient of input "
+        << "qkv"[i];
   }
 }
 

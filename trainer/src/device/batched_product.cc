@@ -14,8 +14,7 @@ namespace {
 // MKL inside the PyPI wheel's libtorch_cpu.so (2.x) export, with 32-bit integers.
 using Sgemm = void (*)(const char* transa, const char* transb, const int* m, const int* n,
                        const int* k, const float* alpha, const float* a, const int* lda,
-                       const float* b, const int* ldb, const float* beta, float* c,
-                       const int* ldc);
+                       const float* b, const int* ldb, const float* beta, float* c, const int* ldc);
 
 Sgemm ProcessSgemm() {
   static const Sgemm sgemm = reinterpret_cast<Sgemm>(::dlsym(RTLD_DEFAULT, "sgemm_"));
@@ -30,8 +29,12 @@ struct Layout {
 
 std::optional<Layout> LayoutOf(const torch::Tensor& x) {
   const std::int64_t rows = x.size(1), cols = x.size(2);
-  if (x.stride(2) == 1 || cols == 1) return Layout{false, std::max<std::int64_t>(x.stride(1), cols)};
-  if (x.stride(1) == 1 || rows == 1) return Layout{true, std::max<std::int64_t>(x.stride(2), rows)};
+  if (x.stride(2) == 1 || cols == 1) {
+    return Layout{false, std::max<std::int64_t>(x.stride(1), cols)};
+  }
+  if (x.stride(1) == 1 || rows == 1) {
+    return Layout{true, std::max<std::int64_t>(x.stride(2), rows)};
+  }
   return std::nullopt;
 }
 
@@ -45,16 +48,28 @@ bool FitsInt(const torch::Tensor& x) {
   return true;
 }
 
-}  // namespace
+// The layouts of c, a and b when the product is direct (BatchedProductIsDirect), else none.
+struct DirectLayouts {
+  Layout c, a, b;
+};
 
-bool BatchedProductIsDirect(const torch::Tensor& c, const torch::Tensor& a, const torch::Tensor& b) {
+std::optional<DirectLayouts> DirectLayoutsOf(const torch::Tensor& c, const torch::Tensor& a,
+                                             const torch::Tensor& b) {
   for (const torch::Tensor* x : {&c, &a, &b}) {
-    if (x->scalar_type() != torch::kFloat || !x->is_cpu() || x->dim() != 3 || !FitsInt(*x) ||
-        !LayoutOf(*x)) {
-      return false;
+    if (x->scalar_type() != torch::kFloat || !x->is_cpu() || x->dim() != 3 || !FitsInt(*x)) {
+      return std::nullopt;
     }
   }
-  return ProcessSgemm() != nullptr && !LayoutOf(c)->transposed;
+  const std::optional<Layout> lc = LayoutOf(c), la = LayoutOf(a), lb = LayoutOf(b);
+  if (ProcessSgemm() == nullptr || !lc || lc->transposed || !la || !lb) return std::nullopt;
+  return DirectLayouts{*lc, *la, *lb};
+}
+
+}  // namespace
+
+bool BatchedProductIsDirect(const torch::Tensor& c, const torch::Tensor& a,
+                            const torch::Tensor& b) {
+  return DirectLayoutsOf(c, a, b).has_value();
 }
 
 void BatchedProduct(torch::Tensor c, const torch::Tensor& a, const torch::Tensor& b,
@@ -63,7 +78,8 @@ void BatchedProduct(torch::Tensor c, const torch::Tensor& a, const torch::Tensor
                   a.size(0) == c.size(0) && a.size(2) == b.size(1) && c.size(1) == a.size(1) &&
                   c.size(2) == b.size(2),
               "BatchedProduct: shapes ", c.sizes(), " = ", a.sizes(), " @ ", b.sizes());
-  if (!BatchedProductIsDirect(c, a, b)) {
+  const std::optional<DirectLayouts> layouts = DirectLayoutsOf(c, a, b);
+  if (!layouts) {
     if (!accumulate) {
       c.copy_(at::bmm(a, b));
     } else if (c.scalar_type() == a.scalar_type()) {
@@ -80,7 +96,7 @@ void BatchedProduct(torch::Tensor c, const torch::Tensor& a, const torch::Tensor
   }
   // Row-major C = A B is column-major C^T = B^T A^T: BLAS gets B first, and a row-major
   // operand is its column-major transpose, so "N" where the view is row-major.
-  const Layout la = *LayoutOf(a), lb = *LayoutOf(b), lc = *LayoutOf(c);
+  const Layout &la = layouts->a, &lb = layouts->b, &lc = layouts->c;
   const char ta = la.transposed ? 'T' : 'N', tb = lb.transposed ? 'T' : 'N';
   const int m = static_cast<int>(c.size(2)), n = static_cast<int>(c.size(1)),
             k = static_cast<int>(a.size(2));

@@ -23,7 +23,6 @@ constexpr std::int64_t kChunk = 1024;
 
 // out[k] = in[k] * scale where element first + k of the row is kept, else 0, for k < count
 // (at most kChunk): the flags drawn onto the stack, then applied in `Compute`.
-
 template <typename scalar_t, typename Compute>
 void DropChunk(std::uint32_t row_seed, std::uint32_t first, std::int64_t count,
                std::uint32_t keep_below, Compute scale, const scalar_t* in, scalar_t* out) {

@@ -279,7 +279,9 @@ struct HeadGroup {
 
   std::int64_t FirstHead() const { return sample * n_head + h0; }
   // Its heads of x [B, H, T, D]: [heads, T, D].
-  torch::Tensor Of(const torch::Tensor& x) const { return x.select(0, sample).narrow(0, h0, heads); }
+  torch::Tensor Of(const torch::Tensor& x) const {
+    return x.select(0, sample).narrow(0, h0, heads);
+  }
 };
 
 // Runs `step(group)` on the heads of each sample, the B * H heads split into one range per
@@ -322,7 +324,8 @@ struct AttentionInputs {
 // Fills the group's rows of o [B, H, T, D] and lse (float [B * H, T]).
 void ForwardHeads(const AttentionInputs& in, const HeadGroup& group, const torch::Tensor& o_all,
                   torch::Tensor& lse) {
-  const torch::Tensor q = group.Of(in.q), k = group.Of(in.k), v = group.Of(in.v), o = group.Of(o_all);
+  const torch::Tensor q = group.Of(in.q), k = group.Of(in.k), v = group.Of(in.v),
+                      o = group.Of(o_all);
   RowScratch scratch(in.Length());
   for (const BlockShape& shape : in.Blocks(group)) {
     torch::Tensor weights = torch::empty({shape.heads, shape.rows, shape.width}, q.options());
@@ -416,9 +419,7 @@ class BlockwiseAttentionFunction : public torch::autograd::Function<BlockwiseAtt
     ForEachHeadGroup(in.Batch(), h, [&](const HeadGroup& group) {
       BackwardHeads(in, group, d_o, lse, HeadsOf(dq, h), HeadsOf(dk, h), HeadsOf(dv, h));
     });
-    auto split_heads = [&](const torch::Tensor& x) {
-      return HeadsOf(x.to(in.q.scalar_type()), h);
-    };
+    auto split_heads = [&](const torch::Tensor& x) { return HeadsOf(x.to(in.q.scalar_type()), h); };
     return {split_heads(dq), split_heads(dk), split_heads(dv), torch::Tensor(), torch::Tensor()};
   }
 };
