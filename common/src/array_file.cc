@@ -5,6 +5,8 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "trainerd/common/json_input.h"
+
 namespace trainerd {
 namespace {
 
@@ -197,8 +199,8 @@ Result<std::map<std::string, ArrayView>> ReadSafetensorsHeader(const unsigned ch
     return Bad(path, "truncated: its .safetensors header says " + std::to_string(header_length) +
                          " bytes, the file has " + std::to_string(size - 8) + " after the length");
   }
-  const nlohmann::json header = nlohmann::json::parse(data + 8, data + 8 + header_length, nullptr,
-                                                      /*allow_exceptions=*/false);
+  const nlohmann::json header =
+      ParseBoundedJson(std::string_view(reinterpret_cast<const char*>(data) + 8, header_length));
   if (!header.is_object()) return Bad(path, "the .safetensors header is not a JSON object");
   const std::size_t data_start = 8 + header_length;
   std::map<std::string, ArrayView> arrays;

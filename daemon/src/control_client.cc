@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "trainerd/common/json_input.h"
+
 namespace trainerd::daemon {
 
 Result<nlohmann::json> SendControlRequest(const std::string& socket_path,
@@ -53,7 +55,7 @@ Result<nlohmann::json> SendControlRequest(const std::string& socket_path,
     response.append(buffer, static_cast<std::size_t>(n));
   }
   ::close(fd);
-  nlohmann::json parsed = nlohmann::json::parse(response, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json parsed = ParseBoundedJson(response);
   if (!parsed.is_object()) return Status::Corruption(socket_path + ": response is not JSON");
   return parsed;
 }

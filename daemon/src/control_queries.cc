@@ -6,6 +6,7 @@
 #include <limits>
 #include <sstream>
 
+#include "trainerd/common/json_input.h"
 #include "trainerd/common/sha256.h"
 #include "trainerd/daemon/policy.h"
 #include "trainerd/daemon/report_page.h"
@@ -31,7 +32,7 @@ Result<nlohmann::json> ParseControlRequest(std::string_view line) {
     return Status::InvalidArgument("request longer than " + std::to_string(kMaxRequestBytes) +
                                    " bytes");
   }
-  nlohmann::json request = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json request = ParseBoundedJson(line);
   if (!request.is_object() || !request.contains("command") || !request["command"].is_string()) {
     return Status::InvalidArgument("expected one JSON object per line with a \"command\"");
   }

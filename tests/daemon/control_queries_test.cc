@@ -33,6 +33,17 @@ TEST(ParseControlRequestTest, AnythingElseIsABadRequestWithTheServersMessage) {
             "request longer than 16777216 bytes");
 }
 
+// ~100 KB of brackets under the 16 MiB cap: parsed, the request's copy and dump() recursed
+// once per level and overflowed the daemon's stack, from any peer, on any command.
+TEST(ParseControlRequestTest, NestingDeeperThanTheBoundIsABadRequest) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const Result<Json> request = ParseControlRequest(R"({"command": "status", "pad": )" + deep + "}");
+  ASSERT_FALSE(request.ok());
+  EXPECT_EQ(request.status().message(), "expected one JSON object per line with a \"command\"");
+  const std::string shallow = std::string(10, '[') + std::string(10, ']');
+  EXPECT_TRUE(ParseControlRequest(R"({"command": "status", "pad": )" + shallow + "}").ok());
+}
+
 class AnswerFromStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {

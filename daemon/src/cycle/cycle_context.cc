@@ -2,6 +2,7 @@
 #include <filesystem>
 
 #include "cycle/cycle_steps.h"
+#include "trainerd/common/json_input.h"
 #include "trainerd/daemon/current_release.h"
 #include "trainerd/daemon/event_log.h"
 #include "trainerd/daemon/host_fingerprint.h"
@@ -74,7 +75,7 @@ asio::awaitable<CycleContext::ReportRun> CycleContext::RunReportMode(
   const WorkerSupervisor::Limits limits = Limits(window);
   const LaunchSpec launch{argv, log_path};
   const std::function<void(const std::string&)> consume = [&](const std::string& line) {
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    nlohmann::json j = ParseBoundedJson(line);
     if (!j.is_object()) return;
     if (!j.contains("event")) {
       out.report = std::move(j);

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "trainerd/common/json_input.h"
 #include "trainerd/trainer/device/machine.h"
 
 extern char** environ;
@@ -196,7 +197,7 @@ std::string BlasProductCheckJson(const BlasProductCheck& check) {
 }
 
 std::optional<BlasProductCheck> ParseBlasProductCheckJson(const std::string& text) {
-  const nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json json = ParseBoundedJson(text);
   if (!json.is_object() || !json.contains("blas_core") || !json.contains("max_error") ||
       !json.contains("gflops_one_thread")) {
     return std::nullopt;

@@ -5,6 +5,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "trainerd/common/json_input.h"
 #include "trainerd/common/median.h"
 
 namespace trainerd {
@@ -715,7 +716,7 @@ T Parse(const nlohmann::json& json, std::vector<std::string>* mistyped) {
 }
 
 Result<ParsedEvent> ParseWorkerEvent(std::string_view line) {
-  const nlohmann::json json = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json json = ParseBoundedJson(line);
   if (!json.is_object() || !json.contains("event") || !json["event"].is_string()) {
     return Status::InvalidArgument("not a worker event: a JSON object with an \"event\"");
   }
