@@ -8,6 +8,7 @@
 // adapter job's release in peft on the base folder, each with trainerd's logits within 1e-5;
 // bad folders are errors naming the file and the key or tensor.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -436,6 +437,140 @@ TEST_F(HfBadFolderTest, EachIsAnErrorNamingTheFileAndTheKeyOrTensor) {
   expect_error(ErrorOf(shard), {shard + "/model.safetensors.index.json: weight_map names shard "
                                         "model-00003-of-00006.safetensors",
                                 "is missing"});
+}
+
+// Values of the wrong JSON type threw out of nlohmann's value(): a worker's internal error,
+// and in the daemon (which reads config.json at start-up and in each cycle) a dead loop.
+TEST_F(HfBadFolderTest, AValueOfTheWrongJsonTypeIsAnErrorNamingTheKey) {
+  const struct {
+    const char* variant;
+    std::function<void(nlohmann::json&)> edit;
+    std::string error;
+  } cases[] = {
+      {"llama_gqa", [](nlohmann::json& c) { c["hidden_act"] = nullptr; },
+       "config.json: hidden_act: expected a string, got null"},
+      {"llama_gqa", [](nlohmann::json& c) { c["model_type"] = 1; },
+       "config.json: model_type: expected a string, got 1"},
+      {"llama_gqa",
+       [](nlohmann::json& c) {
+         c.erase("rope_parameters");
+         c["rope_scaling"] = {{"rope_type", 3}};
+       },
+       "config.json: rope_scaling.rope_type: expected a string, got 3"},
+      {"llama_gqa",
+       [](nlohmann::json& c) {
+         c.erase("rope_parameters");
+         c["rope_scaling"] = {{"rope_type", "llama3"},
+                              {"factor", 8},
+                              {"low_freq_factor", 1},
+                              {"high_freq_factor", 4},
+                              {"original_max_position_embeddings", 1e300}};
+       },
+       "config.json: rope_scaling.original_max_position_embeddings: expected a number of "
+       "positions in [1, 2^30]"},
+      {"gpt2",
+       [](nlohmann::json& c) {
+         c["activation_function"] = {1, 2};
+       },
+       "config.json: activation_function: expected a string, got [1,2]"},
+  };
+  for (const auto& c : cases) {
+    const std::string folder = Copy(c.variant);
+    EditConfig(folder, c.edit);
+    const std::string error = ErrorOf(folder);
+    EXPECT_NE(error.find(c.error), std::string::npos)
+        << "expected: " << c.error << "\ngot: " << error;
+  }
+  const std::string deep = Copy("qwen2");
+  std::ofstream(deep + "/config.json") << std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_NE(ErrorOf(deep).find("config.json: not a JSON object"), std::string::npos);
+}
+
+// The release carries the config.json and generation settings the night trained with, read
+// when the model was built: a folder edited hours later (they were read at finish) changes
+// nothing of it.
+TEST_F(HfBadFolderTest, TheReleaseCarriesTheFilesAsTheNightStarted) {
+  const std::string folder = Copy("llama_gqa");
+  const std::string generation = testing::ReadFile(folder + "/generation_config.json");
+  ASSERT_FALSE(generation.empty());
+  const std::shared_ptr<TrainableModel> model = Build(folder);
+  ASSERT_NE(model, nullptr);
+  EditConfig(folder, [](nlohmann::json& c) { c["hidden_act"] = nullptr; });
+  std::ofstream(folder + "/generation_config.json") << "edited";
+  const std::string out = dir_.File("release");
+  fs::create_directories(out);
+  Result<std::vector<std::string>> written = model->WriteCompanionFiles(out);
+  ASSERT_TRUE(written.ok()) << written.status().message();
+  const nlohmann::json config = nlohmann::json::parse(testing::ReadFile(out + "/config.json"));
+  EXPECT_EQ(config["hidden_act"], "silu");
+  EXPECT_EQ(testing::ReadFile(out + "/generation_config.json"), generation);
+}
+
+// A folder whose weights cannot fit the host is refused from its config.json, before any
+// allocation (the worker died in an allocation error, or in the kernel's OOM kill).
+TEST_F(HfBadFolderTest, AModelLargerThanTheHostsMemoryIsRefusedBeforeItIsBuilt) {
+  const std::string huge = Copy("llama_gqa");
+  EditConfig(huge, [](nlohmann::json& c) {
+    c["hidden_size"] = 1 << 16;
+    c["intermediate_size"] = 1 << 18;
+    c["num_hidden_layers"] = 1 << 12;
+    c["head_dim"] = 64;
+  });
+  const std::string error = ErrorOf(huge);
+  EXPECT_NE(error.find(huge + "/config.json: its model's fp32 weights alone take"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("GiB available (MemAvailable)"), std::string::npos) << error;
+}
+
+// A sharded folder's index and shards are someone else's files: the index names files of the
+// folder only, a shard is a regular file (a FIFO blocked the worker until its deadline), a
+// tensor comes from one shard (the last one silently won), and integer elements are no
+// weights (they were converted to float).
+TEST_F(HfBadFolderTest, AnIndexOrShardThatIsNotTheFoldersOwnIsRefused) {
+  const auto edit_index = [](const std::string& folder,
+                             const std::function<void(nlohmann::json&)>& edit) {
+    const std::string path = folder + "/model.safetensors.index.json";
+    nlohmann::json index = nlohmann::json::parse(testing::ReadFile(path));
+    edit(index);
+    std::ofstream(path) << index.dump(2);
+  };
+  const std::string outside = Copy("llama_sharded");
+  edit_index(outside, [](nlohmann::json& i) {
+    i["weight_map"]["model.norm.weight"] = "../llama_gqa-0/model.safetensors";
+  });
+  EXPECT_NE(ErrorOf(outside).find("weight_map.model.norm.weight: expected the name of a file in "
+                                  "the folder, got \"../llama_gqa-0/model.safetensors\""),
+            std::string::npos)
+      << ErrorOf(outside);
+
+  const std::string fifo = Copy("llama_sharded");
+  const std::string shard = fifo + "/model-00003-of-00006.safetensors";
+  fs::remove(shard);
+  ASSERT_EQ(::mkfifo(shard.c_str(), 0600), 0);
+  EXPECT_NE(ErrorOf(fifo).find(shard + ": not a regular file"), std::string::npos) << ErrorOf(fifo);
+
+  const std::string twice = Copy("llama_sharded");
+  const nlohmann::json index =
+      nlohmann::json::parse(testing::ReadFile(twice + "/model.safetensors.index.json"));
+  const std::string norm_shard = index["weight_map"]["model.norm.weight"];
+  const std::string other_shard = norm_shard == "model-00001-of-00006.safetensors"
+                                      ? "model-00002-of-00006.safetensors"
+                                      : "model-00001-of-00006.safetensors";
+  const std::string other_path = twice + "/" + other_shard;
+  std::map<std::string, torch::Tensor> tensors = ReadTensors(other_path);
+  tensors["model.norm.weight"] = torch::zeros({32});
+  ASSERT_TRUE(
+      WriteSafetensors(other_path, NamedTensors(tensors.begin(), tensors.end()), {{"format", "pt"}})
+          .ok());
+  EXPECT_NE(ErrorOf(twice).find("tensor 'model.norm.weight' is in both"), std::string::npos)
+      << ErrorOf(twice);
+
+  const std::string integers = Copy("llama_gqa");
+  EditWeights(integers, [](auto& t) { t["model.norm.weight"] = torch::ones({32}, torch::kInt64); });
+  EXPECT_NE(ErrorOf(integers).find("tensor 'model.norm.weight' holds int64 elements"),
+            std::string::npos)
+      << ErrorOf(integers);
 }
 
 }  // namespace

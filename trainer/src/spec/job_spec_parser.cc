@@ -268,10 +268,9 @@ void ReadInitFrom(YamlReader& top, const std::string& base_dir, InitSpec* init) 
   if (!init->current_release) init->path = AbsolutePath(from, base_dir);
 }
 
-}  // namespace
-
-Result<JobSpec> ParseJobSpecText(const std::string& yaml_text, const std::string& origin,
-                                 const std::string& base_dir) {
+// ParseJobSpecText without its guard.
+Result<JobSpec> ReadJobSpec(const std::string& yaml_text, const std::string& origin,
+                            const std::string& base_dir) {
   Result<YAML::Node> parsed = LoadYamlMapping(yaml_text, origin);
   if (!parsed.ok()) return parsed.status();
   const YAML::Node& root = *parsed;
@@ -300,6 +299,19 @@ Result<JobSpec> ParseJobSpecText(const std::string& yaml_text, const std::string
   top.RejectUnknownKeys();
   if (!top.ok()) return Status::InvalidArgument(top.first_error());
   return spec;
+}
+
+}  // namespace
+
+Result<JobSpec> ParseJobSpecText(const std::string& yaml_text, const std::string& origin,
+                                 const std::string& base_dir) {
+  // The files a model kind reads beside the spec (a Hugging Face folder's config.json) come
+  // from outside: whatever a reader of them throws is an invalid spec, never a dead caller.
+  try {
+    return ReadJobSpec(yaml_text, origin, base_dir);
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(origin + ": " + e.what());
+  }
 }
 
 Result<JobSpec> ParseJobSpecFile(const std::string& path, const std::string& base_dir) {

@@ -1,11 +1,16 @@
 #include "models/hf/hf_config_spec.h"
 
+#include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+
+#include "trainerd/common/bounded_file.h"
+#include "trainerd/common/json_input.h"
 
 namespace trainerd {
 namespace {
+
+// A config.json is a few KB; one larger than this is not one.
+constexpr std::size_t kMaxConfigBytes = 1 << 20;
 
 // The decoder architectures and the model_type each is written with.
 const std::vector<std::pair<std::string, std::string>> kArchitectures = {
@@ -39,8 +44,20 @@ class ConfigKeys {
   }
   Status Number(const nlohmann::json& object, const std::string& key, double* out) const {
     if (!object.contains(key) || object[key].is_null()) return Status::Ok();
-    if (!object[key].is_number()) return Wrong(key, "a number", object[key]);
+    if (!object[key].is_number() || !std::isfinite(object[key].get<double>())) {
+      return Wrong(key, "a finite number", object[key]);
+    }
     *out = object[key].get<double>();
+    return Status::Ok();
+  }
+  // A string under `key` of `object`, named `name` in errors (`key` when none is given);
+  // `out` keeps its default when the key is absent. A null is refused: no key read so has a
+  // meaning for it (transformers fails on a null activation too).
+  Status String(const nlohmann::json& object, const std::string& key, std::string* out,
+                const std::string& name = "") const {
+    if (!object.contains(key)) return Status::Ok();
+    if (!object[key].is_string()) return Wrong(name.empty() ? key : name, "a string", object[key]);
+    *out = object[key].get<std::string>();
     return Status::Ok();
   }
   Status Bool(const std::string& key, bool* out) const {
@@ -80,7 +97,8 @@ Status ReadArchitecture(const ConfigKeys& keys, HfDecoderConfig* config) {
   config->architecture = json["architectures"][0].get<std::string>();
   for (const auto& [name, type] : kArchitectures) {
     if (name != config->architecture) continue;
-    config->model_type = json.value("model_type", type);
+    config->model_type = type;
+    TRAINERD_RETURN_IF_ERROR(keys.String(json, "model_type", &config->model_type));
     if (config->model_type != type) {
       return keys.Wrong("model_type", "\"" + type + "\" (" + name + ")", json["model_type"]);
     }
@@ -100,7 +118,11 @@ Status ReadRope(const ConfigKeys& keys, HfDecoderConfig* config) {
   if (!scaling.is_object()) return keys.Wrong(scaling_key, "an object", scaling);
   TRAINERD_RETURN_IF_ERROR(keys.Number(json, "rope_theta", &rope.theta));
   TRAINERD_RETURN_IF_ERROR(keys.Number(scaling, "rope_theta", &rope.theta));
-  rope.type = scaling.value("rope_type", scaling.value("type", std::string("default")));
+  rope.type = "default";
+  TRAINERD_RETURN_IF_ERROR(
+      keys.String(scaling, "type", &rope.type, std::string(scaling_key) + ".type"));
+  TRAINERD_RETURN_IF_ERROR(
+      keys.String(scaling, "rope_type", &rope.type, std::string(scaling_key) + ".rope_type"));
   if (rope.type != "default" && rope.type != "llama3") {
     return keys.Wrong(std::string(scaling_key) + ".rope_type", "\"default\" or \"llama3\"",
                       rope.type);
@@ -116,6 +138,10 @@ Status ReadRope(const ConfigKeys& keys, HfDecoderConfig* config) {
     TRAINERD_RETURN_IF_ERROR(keys.Number(scaling, "high_freq_factor", &rope.high_freq_factor));
     double original = rope.original_max_position_embeddings;
     TRAINERD_RETURN_IF_ERROR(keys.Number(scaling, "original_max_position_embeddings", &original));
+    if (!(original >= 1 && original <= (1 << 30))) {
+      return keys.Wrong(std::string(scaling_key) + ".original_max_position_embeddings",
+                        "a number of positions in [1, 2^30]", original);
+    }
     rope.original_max_position_embeddings = static_cast<int>(original);
     if (!(rope.high_freq_factor > rope.low_freq_factor)) {
       return keys.Wrong(std::string(scaling_key) + ".high_freq_factor",
@@ -144,7 +170,8 @@ Status ReadArchitectureKeys(const ConfigKeys& keys, HfDecoderConfig* config) {
       TRAINERD_RETURN_IF_ERROR(keys.OptionalInt("sliding_window", 1, &config->sliding_window));
     }
   }
-  config->activation = json.value("hidden_act", std::string("silu"));
+  config->activation = "silu";
+  TRAINERD_RETURN_IF_ERROR(keys.String(json, "hidden_act", &config->activation));
   if (config->activation != "silu") {
     return keys.Wrong("hidden_act", "\"silu\" (a SwiGLU MLP)", config->activation);
   }
@@ -212,7 +239,8 @@ Status ReadGpt2Keys(const ConfigKeys& keys, HfDecoderConfig* config) {
     TRAINERD_RETURN_IF_ERROR(keys.Number(json, key, value));
     if (*value < 0 || *value >= 1) return keys.Wrong(key, "a probability in [0, 1)", *value);
   }
-  config->activation = json.value("activation_function", std::string("gelu_new"));
+  config->activation = "gelu_new";
+  TRAINERD_RETURN_IF_ERROR(keys.String(json, "activation_function", &config->activation));
   if (config->activation != "gelu_new" && config->activation != "gelu_pytorch_tanh" &&
       config->activation != "gelu") {
     return keys.Wrong("activation_function", "\"gelu_new\", \"gelu_pytorch_tanh\" or \"gelu\"",
@@ -248,16 +276,18 @@ Result<HfDecoderConfig> ReadHfConfig(const std::string& folder) {
                                    "save_pretrained writes it: config.json and "
                                    "model.safetensors)");
   }
-  std::ifstream in(file);
-  if (!in) {
+  Result<std::string> text = ReadBoundedFile(file, kMaxConfigBytes);
+  if (!text.ok() && text.status().code() == Status::Code::kNotFound) {
     return Status::InvalidArgument(file +
                                    ": missing: a Hugging Face model folder has "
                                    "config.json beside its weights");
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json json = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (!json.is_object()) return Status::InvalidArgument(file + ": not a JSON object");
+  if (!text.ok()) return Status::InvalidArgument(text.status().message());
+  nlohmann::json json = ParseBoundedJson(*text);
+  if (!json.is_object()) {
+    return Status::InvalidArgument(file + ": not a JSON object (nested at most " +
+                                   std::to_string(kMaxJsonDepth) + " levels)");
+  }
   const ConfigKeys keys(std::move(json), file);
   HfDecoderConfig config;
   TRAINERD_RETURN_IF_ERROR(ReadArchitecture(keys, &config));

@@ -5,6 +5,7 @@
 
 #include <torch/nn/modules/linear.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -27,9 +28,13 @@ class HfModel : public TrainableModel {
   virtual std::vector<std::string> IgnoredWeights() const;
   // A prefix of the weights' names that a checkpoint may leave out (GPT-2's "transformer.").
   virtual std::string OptionalPrefix() const { return ""; }
-  // config.json as read, its dtype float32 (model.safetensors is written so), and the
-  // folder's generation_config.json and tokenizer files: with model.safetensors, a folder
-  // transformers' from_pretrained loads.
+  // Reads config.json and the folder's generation_config.json and tokenizer files now, when
+  // the night starts: what WriteCompanionFiles writes hours later is what was trained on,
+  // whatever changed in the folder since. Each a regular file of at most 256 MiB.
+  Status KeepCarriedFiles();
+  // config.json as kept, its dtype float32 (model.safetensors is written so), and the
+  // generation_config.json and tokenizer files kept with it: with model.safetensors, a folder
+  // transformers' from_pretrained loads. REQUIRES: KeepCarriedFiles() succeeded.
   Result<std::vector<std::string>> WriteCompanionFiles(const std::string& dir) const override;
 
  protected:
@@ -47,6 +52,8 @@ class HfModel : public TrainableModel {
   HfDecoderConfig config_;
   std::int64_t block_size_ = 0;
   std::string folder_;
+  nlohmann::json config_json_;                                // config.json as the night started
+  std::vector<std::pair<std::string, std::string>> carried_;  // other files: name, bytes
 };
 
 }  // namespace trainerd

@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "models/hf/hf_index.h"
 #include "trainerd/trainer/data/array_tensor.h"
 
 namespace trainerd {
@@ -17,28 +18,6 @@ constexpr const char* kSingle = "model.safetensors";
 constexpr const char* kIndex = "model.safetensors.index.json";
 
 std::string Quoted(const std::string& name) { return "'" + name + "'"; }
-
-// The shards of an index: the tensors each holds, by the index's weight_map.
-Result<std::map<std::string, std::vector<std::string>>> ReadIndex(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  const nlohmann::json json = nlohmann::json::parse(text.str(), nullptr, false);
-  if (!json.is_object() || !json.contains("weight_map") || !json["weight_map"].is_object()) {
-    return Status::InvalidArgument(path +
-                                   ": weight_map: expected an object of tensor names to "
-                                   "shard files");
-  }
-  std::map<std::string, std::vector<std::string>> shards;
-  for (const auto& [tensor, shard] : json["weight_map"].items()) {
-    if (!shard.is_string()) {
-      return Status::InvalidArgument(path + ": weight_map." + tensor +
-                                     ": expected a file name, got " + shard.dump());
-    }
-    shards[shard.get<std::string>()].push_back(tensor);
-  }
-  return shards;
-}
 
 }  // namespace
 
@@ -52,7 +31,7 @@ Result<HfWeights> HfWeights::Open(const std::string& folder) {
   if (fs::exists(fs::path(folder) / kSingle, ec)) {
     shards[kSingle] = {};
   } else if (fs::exists(index, ec)) {
-    Result<std::map<std::string, std::vector<std::string>>> read = ReadIndex(index);
+    Result<std::map<std::string, std::vector<std::string>>> read = ReadHfIndex(index);
     if (!read.ok()) return read.status();
     shards = std::move(*read);
   } else {
@@ -64,6 +43,9 @@ Result<HfWeights> HfWeights::Open(const std::string& folder) {
     if (!fs::exists(path, ec)) {
       return Status::InvalidArgument(index + ": weight_map names shard " + shard + " (for " +
                                      Quoted(expected.front()) + "), and " + path + " is missing");
+    }
+    if (!fs::is_regular_file(path, ec)) {  // a FIFO would block the worker until its deadline
+      return Status::InvalidArgument(path + ": not a regular file");
     }
     Result<MappedFile> file = MappedFile::Open(path, /*access_random=*/false);
     if (!file.ok()) return file.status();
@@ -77,7 +59,13 @@ Result<HfWeights> HfWeights::Open(const std::string& folder) {
       }
     }
     for (auto& [name, array] : *arrays) {
-      weights.tensors_[name] = Entry{weights.files_.size(), array};
+      const auto [placed, added] =
+          weights.tensors_.emplace(name, Entry{weights.files_.size(), array});
+      if (!added) {
+        return Status::InvalidArgument(folder + ": tensor " + Quoted(name) + " is in both " +
+                                       weights.files_[placed->second.file].path() + " and " + path +
+                                       ": which one is the model's is not known");
+      }
     }
     weights.files_.push_back(std::move(*file));
   }
@@ -101,6 +89,11 @@ Status HfWeights::LoadInto(torch::nn::Module& module, const std::vector<std::str
                                      ")");
     }
     const MappedFile& file = files_[found->second.file];
+    if (!IsFloatingPoint(found->second.array.type) && target.is_floating_point()) {
+      return Status::InvalidArgument(file.path() + ": tensor " + Quoted(name) + " holds " +
+                                     ToString(found->second.array.type) +
+                                     " elements; the model's weights are floating point");
+    }
     const torch::Tensor source = MappedTensor(file, found->second.array);
     if (source.sizes() != target.sizes()) {
       return Status::InvalidArgument(file.path() + ": tensor " + Quoted(name) + " is " +

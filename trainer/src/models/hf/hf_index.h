@@ -1,0 +1,19 @@
+// A sharded Hugging Face folder's model.safetensors.index.json, read as something the team
+// dropped in: bounded in size (16 MiB), a regular file (a FIFO would block the worker until
+// its deadline), nested at most kMaxJsonDepth levels, and every shard it names a file of the
+// folder itself (no "../x", no absolute path). No torch: a fuzz harness drives it.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "trainerd/common/status.h"
+
+namespace trainerd {
+
+// The shards of the index at `path` and the tensors its weight_map places in each, by shard
+// file name. InvalidArgument naming the file and the key for anything else.
+Result<std::map<std::string, std::vector<std::string>>> ReadHfIndex(const std::string& path);
+
+}  // namespace trainerd
