@@ -33,6 +33,11 @@ constexpr std::string_view kRollbackReasons[] = {
     "oom",        "crash",          "leak",     "rejected",
     "regression", "invalid_config", "operator", "outcome_regression"};
 
+// Outcome series per release and the longest slice name exported: a judged metric on slices
+// the config leaves open could otherwise bring any number of label values of any length.
+constexpr int kMaxOutcomeSeries = 100;
+constexpr std::size_t kMaxOutcomeLabelBytes = 128;
+
 // Registers a family and records its name in `names`.
 Family<Gauge>& GaugeFamily(prometheus::Registry& registry, std::vector<std::string>& names,
                            const std::string& name, const std::string& help) {
@@ -218,7 +223,11 @@ void DaemonMetrics::Outcomes(std::int64_t current,
   f_->outcome_counts.clear();
   for (const auto& [release, role, totals] : {std::tuple(current, "current", &current_totals),
                                               std::tuple(previous, "previous", &previous_totals)}) {
+    int series = 0;
     for (const store::OutcomeTotal& total : *totals) {
+      // Any slice name the serving side sends is a label value: bounded in length and number.
+      if (total.slice.size() > kMaxOutcomeLabelBytes) continue;
+      if (++series > kMaxOutcomeSeries) break;
       const prometheus::Labels labels = {{"release", std::to_string(release)},
                                          {"role", role},
                                          {"slice", total.slice},

@@ -1,5 +1,6 @@
 #include "trainerd/daemon/outcome_lines.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -8,13 +9,14 @@
 #include <set>
 #include <sstream>
 
+#include "trainerd/common/json_input.h"
+#include "trainerd/store/records.h"
+
 namespace trainerd::daemon {
 namespace {
 
 constexpr const char* kColumns = "release, slice, metric, value and optionally count and at";
 
-// Outcomes counted at once, at most: their sums stay far inside 64 bits.
-constexpr std::int64_t kMaxCount = 1'000'000'000'000;
 // Times outside 1970-5138 are not times an outcome was observed at.
 constexpr double kMaxTime = 1e11;
 
@@ -158,7 +160,9 @@ std::optional<double> ParseOutcomeTime(const std::string& text) {
     const char* digits = ++rest;
     while (std::isdigit(static_cast<unsigned char>(*rest))) ++rest;
     if (rest == digits) return std::nullopt;
-    fraction = std::stod("0." + std::string(digits, rest));
+    // Nanoseconds at most: "0.<400 zeros>1" underflows a double (stod threw out_of_range).
+    const std::string kept(digits, std::min<std::size_t>(rest - digits, 9));
+    fraction = static_cast<double>(std::stoll(kept)) / std::pow(10.0, kept.size());
   }
   const std::string zone = rest;
   if (zone != "Z" && zone != "+00:00") return std::nullopt;
@@ -209,11 +213,13 @@ Result<OutcomeLine> OutcomeLineFromJson(const nlohmann::json& json, const std::s
       }
       (key == "slice" ? line.slice : line.metric) = value.get<std::string>();
     } else if (key == "value") {
-      if (!value.is_number() || !std::isfinite(value.get<double>())) return bad("a finite number");
+      if (!value.is_number() || !(std::abs(value.get<double>()) <= store::kMaxOutcomeValue)) {
+        return bad("a number within +-10^15");
+      }
       line.value = value.get<double>();
     } else if (key == "count") {
       if (!value.is_number_integer() || value.get<std::int64_t>() < 1 ||
-          value.get<std::int64_t>() > kMaxCount) {
+          value.get<std::int64_t>() > store::kMaxOutcomeCount) {
         return bad("a whole number of outcomes, at least 1 and at most 10^12");
       }
       line.count = value.get<std::int64_t>();
@@ -263,7 +269,7 @@ Result<std::vector<OutcomeLine>> ParseOutcomeFile(const std::string& text,
   do {
     if (Trimmed(text_line).empty()) continue;
     const std::string where = source + ":" + std::to_string(number);
-    const nlohmann::json json = nlohmann::json::parse(text_line, nullptr, false);
+    const nlohmann::json json = ParseBoundedJson(text_line);
     if (json.is_discarded()) return Status::InvalidArgument(where + ": not a JSON object");
     Result<OutcomeLine> line = OutcomeLineFromJson(json, where);
     if (!line.ok()) return line.status();

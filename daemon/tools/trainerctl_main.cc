@@ -13,6 +13,7 @@
 
 #include "trainerctl_format.h"
 #include "trainerd/common/atomic_file.h"
+#include "trainerd/common/bounded_file.h"
 #include "trainerd/daemon/control_client.h"
 #include "trainerd/daemon/control_queries.h"
 #include "trainerd/daemon/daemon_config.h"
@@ -20,7 +21,6 @@
 #include "trainerd/daemon/outcome_lines.h"
 #include "trainerd/store/store.h"
 #include "trainerd/trainer/spec/profile_text.h"
-#include "trainerd/trainer/spec/yaml_reader.h"
 
 namespace {
 
@@ -262,9 +262,16 @@ std::optional<Json> OutcomeRequest(const Args& args) {
     request["outcomes"].push_back(daemon::ToJson(line));
     return request;
   }
-  trainerd::Result<std::string> text = trainerd::ReadConfigFile(args.file);
+  // Sized before it is read: a file over the request's cap could never be sent whole.
+  trainerd::Result<std::string> text =
+      trainerd::ReadBoundedFile(args.file, daemon::kMaxRequestBytes);
   if (!text.ok()) {
-    Fail(text.status().message(), kBadInput);
+    Fail(text.status().message() +
+             (text.status().code() == trainerd::Status::Code::kInvalidArgument
+                  ? " (an import is one request of at most " +
+                        std::to_string(daemon::kMaxRequestBytes >> 20) + " MiB: split the file)"
+                  : ""),
+         kBadInput);
     return std::nullopt;
   }
   trainerd::Result<std::vector<daemon::OutcomeLine>> lines =

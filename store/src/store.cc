@@ -610,25 +610,28 @@ Result<std::vector<Release>> Store::FindReleasesByArtifact(std::string_view hash
 
 // --- Outcomes --------------------------------------------------------------------------
 
-Result<std::int64_t> Store::RecordOutcomes(const std::vector<Outcome>& outcomes,
-                                           const std::vector<std::string>& names) {
+Result<std::int64_t> Store::RecordOutcomes(
+    const std::vector<Outcome>& outcomes,
+    const std::function<std::string(std::size_t index)>& name_of) {
   std::int64_t added = 0;
   std::set<std::int64_t> releases;  // known to exist
   Status status = InTransaction(*db_, [&]() -> Status {
     for (std::size_t i = 0; i < outcomes.size(); ++i) {
       const Outcome& o = outcomes[i];
-      const std::string where = (i < names.size() ? names[i] : "outcome " + std::to_string(i + 1)) +
-                                " (" + ReleaseName(o.release_id) + ", slice '" + o.slice +
-                                "', metric '" + o.metric + "')";
-      if (!std::isfinite(o.value) || !std::isfinite(o.at) || o.count < 1 ||
-          o.count > 1'000'000'000'000) {
-        return Status::InvalidArgument(where +
-                                       ": needs a finite value and time and a count in [1, 10^12]");
+      // Formed only for an error: an import of many lines names none of the good ones.
+      const auto where = [&] {
+        return (name_of ? name_of(i) : "outcome " + std::to_string(i + 1)) + " (" +
+               ReleaseName(o.release_id) + ", slice '" + o.slice + "', metric '" + o.metric + "')";
+      };
+      if (!(std::abs(o.value) <= kMaxOutcomeValue) || !std::isfinite(o.at) || o.count < 1 ||
+          o.count > kMaxOutcomeCount) {
+        return Status::InvalidArgument(
+            where() + ": needs a value within +-10^15, a finite time and a count in [1, 10^12]");
       }
       if (releases.count(o.release_id) == 0) {
         Result<Release> release = GetRelease(o.release_id);
         if (!release.ok()) {
-          return Status::InvalidArgument(where + ": " + release.status().message());
+          return Status::InvalidArgument(where() + ": " + release.status().message());
         }
         releases.insert(o.release_id);
       }
@@ -641,7 +644,7 @@ Result<std::int64_t> Store::RecordOutcomes(const std::vector<Outcome>& outcomes,
       if (*stored) {
         if (**stored == o) continue;
         return Status::InvalidArgument(
-            where + " at " + std::to_string(o.at) + ": stored already with value " +
+            where() + " at " + std::to_string(o.at) + ": stored already with value " +
             std::to_string((*stored)->value) + " and count " + std::to_string((*stored)->count));
       }
       Status inserted =

@@ -175,6 +175,20 @@ TEST(DaemonMetricsTest, OutcomesHaveSeriesOnlyForTheCurrentReleaseAndTheOneItRep
   EXPECT_FALSE(Contains(text, R"(release="2",role="current")"));
 }
 
+TEST(DaemonMetricsTest, OutcomeSeriesAreBoundedInNumberAndLabelLength) {
+  DaemonMetrics metrics("v");
+  std::vector<store::OutcomeTotal> many;
+  for (int i = 0; i < 1000; ++i)
+    many.push_back({"slice" + std::to_string(i), "ctr", 0.1, 10, 0, 0});
+  many.push_back({std::string(129, 'x'), "ctr", 0.1, 10, 0, 0});
+  metrics.Outcomes(2, many, 1, {{std::string(4096, 'y'), "ctr", 0.1, 10, 0, 0}});
+  const std::string text = metrics.Exposition();
+  EXPECT_NE(text.find(R"(slice="slice99"})"), std::string::npos) << "the first 100 series";
+  EXPECT_EQ(text.find(R"(slice="slice100"})"), std::string::npos);
+  EXPECT_EQ(text.find(std::string(129, 'x')), std::string::npos);
+  EXPECT_EQ(text.find(std::string(129, 'y')), std::string::npos);
+}
+
 TEST(DaemonMetricsTest, RestoringTheLastRunDoesNotCountIt) {
   DaemonMetrics metrics("v");
   metrics.RunFinished(FinishedRun(store::RunStatus::kSucceeded), {}, /*count=*/false);

@@ -4,6 +4,7 @@
 // move its clock (the only fake); its workers, run store, control socket and release folders
 // are real.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -21,6 +22,7 @@
 #include "../support/trainerctl.h"
 #include "../support/utc_clock.h"
 #include "trainerd/daemon/control_client.h"
+#include "trainerd/daemon/control_queries.h"
 #include "trainerd/daemon/daemon.h"
 
 namespace trainerd::daemon {
@@ -209,6 +211,42 @@ TEST_F(OutcomeE2eTest, TwoNightsOutcomesForBothAndARegressedSliceRollsTheModelBa
                 .out.find("release " + std::to_string(second) + ": model " + sha.substr(0, 12) +
                           ", not current, withdrawn"),
             std::string::npos);
+}
+
+// Each line's name is its source and line number, formed only for a line refused: an 8 MiB
+// source over 150k lines asked for a terabyte. The source is bounded too.
+TEST_F(OutcomeE2eTest, AnImportsSourceIsBoundedAndNamesOnlyTheLineItRefuses) {
+  const Json line = {{"release", "42"}, {"slice", "en"}, {"metric", "ctr"}, {"value", 0.1}};
+  Result<Json> long_source = SendControlRequest(
+      Socket(), {{"command", "outcome"}, {"source", std::string(1025, 's')}, {"outcomes", {line}}});
+  ASSERT_TRUE(long_source.ok()) << long_source.status().message();
+  EXPECT_EQ((*long_source)["error"]["code"], kBadRequest);
+  EXPECT_NE((*long_source)["error"]["message"].get<std::string>().find("at most 1024 bytes"),
+            std::string::npos);
+  Json numbered = line;
+  numbered["line"] = 7;
+  Result<Json> unknown = SendControlRequest(
+      Socket(), {{"command", "outcome"}, {"source", "o.jsonl"}, {"outcomes", {numbered}}});
+  ASSERT_TRUE(unknown.ok()) << unknown.status().message();
+  EXPECT_EQ((*unknown)["error"]["message"], "o.jsonl:7: release 42 is unknown");
+}
+
+// trainerctl sizes an import file before it reads it, and reads no FIFO: both are refused
+// with the bad-input code before any daemon is asked.
+TEST(OutcomeImportFileTest, AFileOverTheRequestCapOrNotAFileIsRefusedUnread) {
+  testing::TempDir dir;
+  const std::string big = dir.File("big.csv");
+  std::filesystem::resize_file(dir.Write("big.csv", ""), kMaxRequestBytes + 1);
+  const testing::Ctl refused =
+      testing::RunTrainerctl({"--socket", dir.File("none.sock"), "outcome", "import", big});
+  EXPECT_EQ(refused.code, 5) << refused.err;
+  EXPECT_NE(refused.err.find("split the file"), std::string::npos) << refused.err;
+  const std::string fifo = dir.File("outcomes.fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const testing::Ctl blocked =
+      testing::RunTrainerctl({"--socket", dir.File("none.sock"), "outcome", "import", fifo});
+  EXPECT_EQ(blocked.code, 5) << blocked.err;
+  EXPECT_NE(blocked.err.find("not a regular file"), std::string::npos) << blocked.err;
 }
 
 }  // namespace

@@ -55,6 +55,10 @@ TEST(OutcomeLinesTest, TimesAreUnixSecondsOrIso8601InUtc) {
   EXPECT_EQ(ParseOutcomeTime("1796464800.25"), 1796464800.25);
   EXPECT_EQ(ParseOutcomeTime("2026-12-05T10:00:00Z"), 1796464800.0);
   EXPECT_EQ(ParseOutcomeTime("2026-12-05T10:00:00.5+00:00"), 1796464800.5);
+  // More digits than a double holds (std::stod threw out_of_range: trainerctl aborted).
+  const std::string zeros(400, '0');
+  EXPECT_EQ(ParseOutcomeTime("2026-12-05T10:00:00." + zeros + "1Z"), 1796464800.0);
+  EXPECT_EQ(ParseOutcomeTime("2026-12-05T10:00:00.25" + zeros + "1Z"), 1796464800.25);
   for (const char* bad : {"", "yesterday", "2026-12-05", "2026-12-05T10:00:00",
                           "2026-12-05T10:00:00+01:00", "2026-12-05T10:00:00.Z", "nan", "inf"}) {
     EXPECT_EQ(ParseOutcomeTime(bad), std::nullopt) << bad;
@@ -68,7 +72,11 @@ TEST(OutcomeLinesTest, EachBadLineIsRefusedNamingItsFileLineAndField) {
     std::string error;
   } cases[] = {
       {"", "o: no outcomes"},
-      {csv_header + "3,en,ctr,nan,1,\n", "o:2: value: expected a finite number, got \"nan\""},
+      {csv_header + "3,en,ctr,nan,1,\n",
+       "o:2: value: expected a number within +-10^15, got \"nan\""},
+      // Finite, but its sums with counts up to 10^12 would not stay so.
+      {csv_header + "3,en,ctr,1e300,1,\n",
+       "o:2: value: expected a number within +-10^15, got 1e+300"},
       {csv_header + "3,en,ctr,0.1,-4,\n",
        "o:2: count: expected a whole number of outcomes, at least 1 and at most 10^12, got "
        "\"-4\""},
@@ -87,7 +95,7 @@ TEST(OutcomeLinesTest, EachBadLineIsRefusedNamingItsFileLineAndField) {
        "o:2: not a JSON object"},
       {"{\"release\": 3, \"slice\": \"en\", \"metric\": \"ctr\"}\n", "o:1: no value"},
       {"{\"release\": 3, \"slice\": \"en\", \"metric\": \"ctr\", \"value\": \"high\"}\n",
-       "o:1: value: expected a finite number"},
+       "o:1: value: expected a number within +-10^15"},
       {"{\"release\": 3, \"slice\": \"en\", \"metric\": \"ctr\", \"value\": 1, \"user\": 7}\n",
        "o:1: unknown field 'user'"},
       {"{\"release\": -3, \"slice\": \"en\", \"metric\": \"ctr\", \"value\": 1}\n",

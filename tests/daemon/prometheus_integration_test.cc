@@ -134,7 +134,9 @@ TEST(PrometheusIntegrationTest, DashboardQueriesReturnDataAndAlertRulesEvaluate)
   dir.Write("trainerd.yaml", "job: job.yaml\nstate_dir: state\nmetrics: {listen: \"" + target +
                                  "\"}\nschedule: {start: \"" + testing::UtcClock(3 * 3600) +
                                  "\", window: 1m, "
-                                 "deadline_grace: 10s}\n");
+                                 "deadline_grace: 10s}\n"
+                                 // Only judged outcomes are exported.
+                                 "outcomes: {metrics: [{name: ctr, better: higher}]}\n");
   ChildProcess serving({TRAINERD_PATH, "--config", dir.File("trainerd.yaml")});
   ASSERT_TRUE(Eventually(
       [&] {

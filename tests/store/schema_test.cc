@@ -1,9 +1,14 @@
 // Migrations, schema versions and recognition of files that are not trainerd run stores,
 // through Store::Open and Store::OpenReadOnly.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <random>
+#include <thread>
 
 #include "test_util.h"
 #include "trainerd/store/store.h"
@@ -128,6 +133,66 @@ TEST(SchemaTest, MigratesEveryEarlierVersionKeepingItsData) {
     ASSERT_TRUE(IsOk(release));
     EXPECT_TRUE(IsOk(migrated.SetCurrentRelease(*release, 100)));
   }
+}
+
+// A migration killed anywhere: the step it was in rolls back with its transaction, and the
+// next open migrates from where the file is, ending at the data and schema of an
+// uninterrupted migration.
+TEST(SchemaTest, AMigrationKilledAtRandomPointsIsFinishedWholeByTheNextOpen) {
+  TempDir dir;
+  const std::string fresh = dir.File("fresh.db");
+  ASSERT_TRUE(IsOk(Store::Open(fresh)));
+  std::mt19937 random(20261206);
+  std::uniform_int_distribution<int> delay_us(0, 20000);
+  for (int trial = 0; trial < 25; ++trial) {
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    const std::string path = dir.File("old-" + std::to_string(trial) + ".db");
+    WriteFixture(1, path);
+    const pid_t child = ::fork();
+    if (child == 0) {
+      const bool migrated = Store::Open(path).ok();
+      ::_exit(migrated ? 0 : 1);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(delay_us(random)));
+    ::kill(child, SIGKILL);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    ASSERT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << "the migration failed";
+    const std::string reached = RawDb(path).Query("PRAGMA user_version");
+    Result<std::unique_ptr<Store>> store = Store::Open(path);
+    ASSERT_TRUE(IsOk(store)) << "killed at schema version " << reached;
+    EXPECT_EQ(RawDb(path).Query("PRAGMA user_version"), std::to_string(kSchemaVersion));
+    EXPECT_EQ(SchemaOf(path), SchemaOf(fresh));
+    EXPECT_EQ((*store)->GetRun(1)->status, RunStatus::kSucceeded);
+    EXPECT_EQ((*store)->GetMetrics(1)->size(), 3u);
+    EXPECT_EQ((*store)->GetRun(2)->fallback_of, 1);
+  }
+}
+
+// A step that would leave a broken foreign key rolls back whole: the store is refused with
+// the reason and the file keeps its schema and rows (a row an older trainerd left dangling).
+TEST(SchemaTest, AMigrationStepThatBreaksAForeignKeyRollsBackAndChangesNothing) {
+  TempDir dir;
+  const std::string path = dir.File("old.db");
+  WriteFixture(kSchemaVersion - 1, path);
+  RawDb(path).Exec(
+      "PRAGMA foreign_keys = OFF; INSERT INTO events VALUES(99, 1700000500.0, 4242, 'orphan', "
+      "'info', 'an event of a run that is gone', '{}');");
+  const std::string schema_before = SchemaOf(path);
+  const std::string events_before = RawDb(path).Query("SELECT * FROM events ORDER BY id");
+  Result<std::unique_ptr<Store>> store = Store::Open(path);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), Status::Code::kCorruption);
+  EXPECT_NE(store.status().message().find("migration to schema version " +
+                                          std::to_string(kSchemaVersion) +
+                                          " would leave 1 broken foreign key(s); the file was "
+                                          "not changed"),
+            std::string::npos)
+      << store.status().message();
+  // Its schema and rows as they were (the journal mode, set before migrating, aside).
+  EXPECT_EQ(SchemaOf(path), schema_before);
+  EXPECT_EQ(RawDb(path).Query("SELECT * FROM events ORDER BY id"), events_before);
+  EXPECT_EQ(RawDb(path).Query("PRAGMA user_version"), std::to_string(kSchemaVersion - 1));
 }
 
 // Every table's rows as text, ordered by their key; `runs` with the columns version 3 had.

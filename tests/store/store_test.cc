@@ -708,7 +708,9 @@ TEST_F(StoreTest, OutcomesAreOneTransactionIdempotentPerKeyAndTotalledByCount) {
   for (const Outcome& bad :
        {Outcome{release, "en", "ctr", 100, 0.3, 300},  // another value
         Outcome{release, "en", "ctr", 300, NAN, 1}, Outcome{release, "en", "ctr", 300, 0.1, 0},
-        Outcome{9999, "en", "ctr", 300, 0.1, 1}}) {
+        // Finite, but a release's sum of value * count would overflow to inf.
+        Outcome{release, "en", "ctr", 300, 1e300, 1'000'000'000'000},
+        Outcome{release, "en", "ctr", 300, -1.1e15, 1}, Outcome{9999, "en", "ctr", 300, 0.1, 1}}) {
     const std::vector<Outcome> mixed = {{release, "fr", "ctr", 100, 0.4, 10}, bad};
     Result<std::int64_t> refused = store_->RecordOutcomes(mixed);
     ASSERT_FALSE(refused.ok());
@@ -717,6 +719,12 @@ TEST_F(StoreTest, OutcomesAreOneTransactionIdempotentPerKeyAndTotalledByCount) {
         << refused.status().message();
     EXPECT_EQ(store_->GetOutcomeTotals(release, 1000)->size(), 2u) << "fr stored nothing";
   }
+  Result<std::int64_t> named = store_->RecordOutcomes(
+      {{release, "fr", "ctr", 100, 0.4, 10}, {release, "en", "ctr", 300, 0.1, 0}},
+      [](std::size_t i) { return "outcomes.csv:" + std::to_string(i + 2); });
+  ASSERT_FALSE(named.ok());
+  EXPECT_NE(named.status().message().find("outcomes.csv:3 (release"), std::string::npos)
+      << named.status().message();
 }
 
 }  // namespace

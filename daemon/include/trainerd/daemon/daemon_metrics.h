@@ -52,7 +52,8 @@ class DaemonMetrics {
   // removed.
   void Storage(std::int64_t storage_bytes, std::int64_t night_bytes, std::int64_t removed_bytes);
   // The outcomes of the current release and of the one it replaced, replacing those set
-  // before (OutcomeWatch::Check).
+  // before (OutcomeWatch::Check): at most 100 series per release, of slices named in at
+  // most 128 bytes.
   void Outcomes(std::int64_t current, const std::vector<store::OutcomeTotal>& current_totals,
                 std::int64_t previous, const std::vector<store::OutcomeTotal>& previous_totals);
 

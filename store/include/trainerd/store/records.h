@@ -241,13 +241,18 @@ struct Release {
 // What the serving side measured of a live release's predictions: `value` of `metric` on
 // `slice`, the mean over `count` outcomes observed up to `at`. Keyed by release, slice,
 // metric and time.
+// The bounds of an outcome's value and count: a release's sum of value * count over up to
+// 2^63 rows stays finite, so its mean is never inf or NaN.
+inline constexpr double kMaxOutcomeValue = 1e15;
+inline constexpr std::int64_t kMaxOutcomeCount = 1'000'000'000'000;
+
 struct Outcome {
   std::int64_t release_id = 0;
   std::string slice;
   std::string metric;
-  double at = 0;  // Unix seconds
-  double value = 0;
-  std::int64_t count = 1;  // >= 1
+  double at = 0;           // Unix seconds
+  double value = 0;        // within +-kMaxOutcomeValue
+  std::int64_t count = 1;  // in [1, kMaxOutcomeCount]
 
   bool operator==(const Outcome&) const = default;
 };

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -192,11 +193,13 @@ class Store {
 
   // Records outcomes in one transaction: all of them or none. An outcome equal to a stored
   // one is skipped; returns how many were new. InvalidArgument, naming the outcome (as
-  // names[i] where given, else "outcome i+1"), when another value or count is stored under
-  // its key, or when it breaks the record's rules (count >= 1, a finite value and time, an
-  // existing release).
-  [[nodiscard]] Result<std::int64_t> RecordOutcomes(const std::vector<Outcome>& outcomes,
-                                                    const std::vector<std::string>& names = {});
+  // name_of(i) says where given, else "outcome i+1"), when another value or count is stored
+  // under its key, or when it breaks the record's rules (count in [1, 10^12], a value within
+  // +-10^15 so that the sums of a release's outcomes stay finite, a finite time, an existing
+  // release).
+  [[nodiscard]] Result<std::int64_t> RecordOutcomes(
+      const std::vector<Outcome>& outcomes,
+      const std::function<std::string(std::size_t index)>& name_of = {});
   // A release's outcomes by slice and metric (ordered by both), those observed up to `until`.
   [[nodiscard]] Result<std::vector<OutcomeTotal>> GetOutcomeTotals(std::int64_t release_id,
                                                                    double until);
