@@ -6,6 +6,7 @@
 #include "trainerd/common/cpu_isa.h"
 #include "trainerd/common/proc_file.h"
 #include "trainerd/trainer/spec/worker_protocol.h"
+#include "trainerd_version.h"
 
 namespace trainerd::daemon {
 

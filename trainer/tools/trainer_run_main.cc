@@ -44,6 +44,7 @@
 #include "trainerd/trainer/spec/profile_text.h"
 #include "trainerd/trainer/spec/rank_environment.h"
 #include "trainerd/trainer/spec/units.h"
+#include "trainerd_version.h"
 
 namespace {
 
