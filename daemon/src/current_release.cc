@@ -6,15 +6,25 @@
 
 namespace trainerd::daemon {
 
-Status LinkCurrentRelease(FileStore& files, const std::string& state_dir,
-                          const std::string& artifact_path) {
+Status SyncCurrentReleaseLink(store::Store& store, FileStore& files, const std::string& state_dir) {
   const std::filesystem::path link = StateLayout(state_dir).CurrentReleaseLink();
-  const std::filesystem::path artifact(artifact_path);
+  Result<std::optional<store::Release>> current = store.CurrentRelease();
+  if (!current.ok()) return current.status();
+  if (!*current) {
+    std::error_code ec;
+    if (std::filesystem::is_symlink(std::filesystem::symlink_status(link, ec))) {
+      files.Remove(link.string());
+    }
+    return Status::Ok();
+  }
+  const std::filesystem::path artifact((*current)->artifact_path);
   const std::filesystem::path folder = artifact.parent_path();
   const std::filesystem::path target =
       folder.lexically_normal() == link.parent_path().lexically_normal() ? artifact : folder;
-  return files.ReplaceSymlink(link.string(),
-                              target.lexically_relative(link.parent_path()).string());
+  const std::string relative = target.lexically_relative(link.parent_path()).string();
+  std::error_code ec;
+  if (std::filesystem::read_symlink(link, ec) == relative && !ec) return Status::Ok();
+  return files.ReplaceSymlink(link.string(), relative);
 }
 
 std::optional<std::string> CurrentReleaseWeights(const std::string& state_dir) {

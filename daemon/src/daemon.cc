@@ -9,14 +9,16 @@
 #include <iterator>
 #include <map>
 #include <thread>
+#include <tuple>
 
 #include "trainerd/daemon/control_queries.h"
 #include "trainerd/daemon/current_release.h"
 #include "trainerd/daemon/event_log.h"
 #include "trainerd/daemon/host_fingerprint.h"
+#include "trainerd/daemon/instance_lock.h"
 #include "trainerd/daemon/log.h"
-#include "trainerd/daemon/outcome_lines.h"
 #include "trainerd/daemon/policy.h"
+#include "trainerd/daemon/release_folders.h"
 #include "trainerd/daemon/schedule.h"
 #include "trainerd/daemon/state_layout.h"
 #include "trainerd/trainer/spec/job_spec_parser.h"
@@ -50,6 +52,25 @@ std::optional<ChosenPlan> LastPlannerChoice(store::Store& store) {
 
 }  // namespace
 
+int RunMain(asio::io_context& io, asio::awaitable<int> main) {
+  int code = exit_code::kInternal;
+  asio::co_spawn(io, std::move(main), [&](std::exception_ptr error, int result) {
+    code = result;
+    if (!error) return;
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      Log(LogPriority::kError, std::string("internal error: ") + e.what() + "; stopping");
+    } catch (...) {
+      Log(LogPriority::kError, "internal error: an unknown exception; stopping");
+    }
+    code = exit_code::kInternal;
+    io.stop();
+  });
+  io.run();
+  return code;
+}
+
 Daemon::Daemon(asio::io_context& io, DaemonConfig config, std::string config_path,
                std::string state_dir_override, const Clock& clock, Options options)
     : io_(io),
@@ -81,6 +102,23 @@ void Daemon::StopStaleWorker() {
 
 Status Daemon::Recover() {
   StopStaleWorker();
+  // A publish killed before its record left a staging folder or an unrecorded one.
+  Result<std::vector<std::string>> orphans =
+      CollectReleaseOrphans(*store_, files_, config_.state_dir);
+  if (!orphans.ok()) return orphans.status();
+  if (!orphans->empty()) {
+    RecordAndLog(*store_, {0, clock_.Now(), std::nullopt, "release_orphans_removed",
+                           store::Severity::kWarning,
+                           std::to_string(orphans->size()) +
+                               " release folders no release names (a publish cut off) removed",
+                           nlohmann::json{{"paths", *orphans}}.dump()});
+  }
+  // releases/current follows the record: a switch killed between the two is finished here.
+  if (Status s = SyncCurrentReleaseLink(*store_, files_, config_.state_dir); !s.ok()) {
+    RecordAndLog(*store_,
+                 {0, clock_.Now(), std::nullopt, "release_link_failed", store::Severity::kError,
+                  "releases/current does not name the current release: " + s.message(), "{}"});
+  }
   Result<std::vector<std::int64_t>> interrupted = store_->MarkUnfinishedAsInterrupted(clock_.Now());
   if (!interrupted.ok()) return interrupted.status();
   for (std::int64_t id : *interrupted) {
@@ -112,25 +150,49 @@ void Daemon::RestoreMetrics() {
 }
 
 Status Daemon::StartControlServer() {
-  std::optional<gid_t> allowed_group;
-  if (!config_.control_group.empty()) {
-    const struct group* g = ::getgrnam(config_.control_group.c_str());
+  ControlAccess access;
+  access.worker = [this] { return supervisor_->running_pid(); };
+  for (const auto& [key, name, gid] :
+       {std::tuple("group", &config_.control_group, &access.operate_group),
+        std::tuple("read_group", &config_.control_read_group, &access.read_group)}) {
+    if (name->empty()) continue;
+    const struct group* g = ::getgrnam(name->c_str());
     if (g == nullptr) {
-      return Status::InvalidArgument(config_path_ + ": control.group: no group named '" +
-                                     config_.control_group + "'");
+      return Status::InvalidArgument(config_path_ + ": control." + key + ": no group named '" +
+                                     *name + "'");
     }
-    allowed_group = g->gr_gid;
+    *gid = g->gr_gid;
   }
-  Result<std::unique_ptr<ControlServer>> server = ControlServer::Start(
-      io_, config_.socket_path, allowed_group,
-      [this](const nlohmann::json& request) { return HandleControl(request); });
+  Result<std::unique_ptr<ControlServer>> server =
+      ControlServer::Start(io_, config_.socket_path, access,
+                           [this](const nlohmann::json& request, const ControlPeer& peer) {
+                             return HandleControl(request, peer);
+                           });
   if (!server.ok()) return server.status();
   control_ = std::move(*server);
   return Status::Ok();
 }
 
-nlohmann::json Daemon::HandleControl(const nlohmann::json& request) {
+nlohmann::json Daemon::HandleControl(const nlohmann::json& request, const ControlPeer& peer) {
   const std::string command = request["command"];
+  const bool steers = OperatorCommands::Handles(command) || command == "run-now" ||
+                      command == "cancel";  // an unknown command is refused below, unrecorded
+  if (steers) {
+    // Who steered the daemon, before it acts: a withdrawal or rollback names its operator.
+    nlohmann::json action;  // release's pin, unpin or show; nothing longer is recorded
+    if (request.contains("action") && request["action"].is_string() &&
+        request["action"].get_ref<const std::string&>().size() <= 16) {
+      action = request["action"];
+    }
+    RecordAndLog(
+        *store_,
+        {0, clock_.Now(), std::nullopt, "control_request", store::Severity::kInfo,
+         "uid " + std::to_string(peer.uid) + " (pid " + std::to_string(peer.pid) + ") sent '" +
+             command + "'",
+         nlohmann::json{
+             {"command", command}, {"action", action}, {"uid", peer.uid}, {"pid", peer.pid}}
+             .dump()});
+  }
   if (command == "status") {
     nlohmann::json status = status_cache_->Answer(config_.job_path);
     if (!status.value("ok", false)) return status;
@@ -169,224 +231,13 @@ nlohmann::json Daemon::HandleControl(const nlohmann::json& request) {
     supervisor_->Stop(WorkerExit::StoppedBy::kOperator, config_.schedule.deadline_grace_seconds);
     return Ok({{"cancelled", progress_.run_id ? nlohmann::json(*progress_.run_id) : nullptr}});
   }
-  if (command == "rollback") return Rollback(request);
-  if (command == "outcome") return RecordOutcomes(request);
-  if (command == "release") return ReleaseCommand(request);
-  return Error(kBadRequest, "unknown command '" + command + "'");
-}
-
-nlohmann::json Daemon::Rollback(const nlohmann::json& request) {
-  if (request.contains("model") && !request["model"].is_boolean()) {
-    return Error(kBadRequest, "rollback: model must be true or false");
-  }
-  return request.value("model", false) ? RollbackModel(request) : RollbackConfig(request);
-}
-
-// The model: back to the newest gate-passed release older than the current one that was not
-// withdrawn, or to the release given; releases/current follows.
-nlohmann::json Daemon::RollbackModel(const nlohmann::json& request) {
-  const double now = clock_.Now();
-  Result<std::vector<store::Release>> releases = store_->ListReleases(10000);
-  if (!releases.ok()) return Error(kInternalError, "cannot read releases");
-  std::optional<std::int64_t> target;
-  if (request.contains("release")) {
-    if (!request["release"].is_number_integer()) {
-      return Error(kBadRequest, "rollback: release must be an integer id");
-    }
-    target = request["release"].get<std::int64_t>();
-  } else {
-    target = ModelRollbackTarget(*releases);
-    if (!target) return Error(kNotFound, "no earlier released model to roll back to");
-  }
-  if (Status s = store_->SetCurrentRelease(*target, now); !s.ok()) {
-    return Error(s.code() == Status::Code::kNotFound ? kNotFound : kConflict, s.message());
-  }
-  for (const store::Release& r : *releases) {
-    if (r.id != *target) continue;
-    if (Status s = LinkCurrentRelease(files_, config_.state_dir, r.artifact_path); !s.ok()) {
-      RecordAndLog(*store_,
-                   {0, now, std::nullopt, "release_link_failed", store::Severity::kError,
-                    "releases/current still names the previous release: " + s.message(), "{}"});
-    }
-  }
-  RecordAndLog(*store_, {0, now, std::nullopt, "model_rollback", store::Severity::kWarning,
-                         "operator made release " + std::to_string(*target) + " current",
-                         nlohmann::json{{"release", *target}}.dump()});
-  return Ok({{"current_release", *target}});
-}
-
-// The config: pin a version as the active known-good one, and mark the job file's newer
-// version bad so that the next cycle runs the pinned one.
-nlohmann::json Daemon::RollbackConfig(const nlohmann::json& request) {
-  const double now = clock_.Now();
-  const nlohmann::json active = ActiveConfigJson(*store_, config_.job_path);
-  std::string target;
-  if (request.contains("to")) {
-    if (!request["to"].is_string() || request["to"].get<std::string>().size() < 4) {
-      return Error(kBadRequest, "rollback: to must be a config hash or a prefix of 4+ characters");
-    }
-    const std::string prefix = request["to"];
-    Result<std::vector<store::ConfigVersion>> versions = store_->ListConfigVersions();
-    if (!versions.ok()) return Error(kInternalError, versions.status().message());
-    for (const store::ConfigVersion& v : *versions) {
-      if (v.hash.rfind(prefix, 0) != 0) continue;
-      if (!target.empty()) return Error(kBadRequest, "rollback: '" + prefix + "' is ambiguous");
-      target = v.hash;
-    }
-    if (target.empty()) return Error(kNotFound, "no config version " + prefix);
-  } else {
-    Result<std::vector<store::ConfigVersion>> versions = store_->ListConfigVersions();
-    if (!versions.ok()) return Error(kInternalError, versions.status().message());
-    for (const store::ConfigVersion& v : *versions) {  // newest first
-      if (v.state == store::ConfigState::kKnownGood && v.hash != active.value("hash", "")) {
-        target = v.hash;
-        break;
-      }
-    }
-    if (target.empty()) return Error(kNotFound, "no other known-good config version");
-  }
-  const std::string reason = "rolled back by an operator to " + target.substr(0, 12);
-  // The rollback is the two states: a store that refuses either has rolled nothing back.
-  if (active.contains("hash") && active["hash"] != target) {
-    if (Status s = store_->SetConfigState({active["hash"], store::ConfigState::kBad, reason, now});
-        !s.ok()) {
-      return Error(kInternalError, "rollback: " + s.message());
-    }
-  }
-  if (Status s = store_->SetConfigState({target, store::ConfigState::kKnownGood, reason, now});
-      !s.ok()) {
-    return Error(kInternalError, "rollback: " + s.message());
-  }
-  RecordAndLog(
-      *store_,
-      {0, now, std::nullopt, "rollback", store::Severity::kWarning, reason,
-       nlohmann::json{{"from", active.value("hash", "")}, {"to", target}, {"reason", "operator"}}
-           .dump()});
-  metrics_->Rollback("operator");
-  return Ok({{"active_config", target}});
-}
-
-Result<store::Release> Daemon::OutcomeRelease(const std::string& name) {
-  if (name.size() < 12) {  // an id (OutcomeLineFromJson allows nothing else this short)
-    Result<store::Release> release = store_->GetRelease(std::stoll(name));
-    if (!release.ok() && release.status().code() == Status::Code::kNotFound) {
-      return Status::NotFound("release " + name + " is unknown");
-    }
-    return release;
-  }
-  Result<std::vector<store::Release>> found = store_->FindReleasesByArtifact(name);
-  if (!found.ok()) return found.status();
-  for (const store::Release& r : *found) {  // newest first
-    if (r.artifact_hash != found->front().artifact_hash) {
-      return Status::InvalidArgument("model hash " + name + " starts more than one model's");
-    }
-  }
-  for (const store::Release& r : *found) {
-    if (r.live_at) return r;
-  }
-  if (!found->empty()) return found->front();
-  return Status::NotFound("no release holds a model whose sha256 starts with " + name);
-}
-
-// trainerctl outcome add / import: every line checked and resolved, then stored in one
-// transaction; a bad line refuses them all, naming it.
-nlohmann::json Daemon::RecordOutcomes(const nlohmann::json& request) {
-  const double now = clock_.Now();
-  const nlohmann::json& items = request.contains("outcomes") ? request["outcomes"] : nullptr;
-  if (!items.is_array() || items.empty()) {
-    return Error(kBadRequest, "outcome: outcomes must be a list of one or more outcomes");
-  }
-  if (request.contains("source") && !request["source"].is_string()) {
-    return Error(kBadRequest, "outcome: source must be a string");
-  }
-  const std::string source = request.value("source", "outcome");
-  std::vector<store::Outcome> outcomes;
-  std::vector<std::string> names;
-  std::map<std::string, store::Release> resolved;  // by the name the lines give
-  for (const nlohmann::json& item : items) {
-    const nlohmann::json line_json =
-        item.is_object() ? item.value("line", nlohmann::json()) : nlohmann::json();
-    const std::int64_t line_number =
-        line_json.is_number_integer() ? line_json.get<std::int64_t>() : 0;
-    const std::string where = source + (line_number > 0 ? ":" + std::to_string(line_number) : "");
-    Result<OutcomeLine> line = OutcomeLineFromJson(item, where);
-    if (!line.ok()) return Error(kBadRequest, line.status().message());
-    auto known = resolved.find(line->release);
-    Result<store::Release> release = known != resolved.end() ? Result<store::Release>(known->second)
-                                                             : OutcomeRelease(line->release);
-    if (!release.ok()) {
-      return Error(
-          release.status().code() == Status::Code::kInternal ? kInternalError : kBadRequest,
-          where + ": " + release.status().message());
-    }
-    resolved.emplace(line->release, *release);
-    const std::string name = "release " + std::to_string(release->id);
-    if (!release->live_at) {
-      return Error(kBadRequest, where + ": " + name +
-                                    " never went live (its gate withheld it), so it has no "
-                                    "outcomes");
-    }
-    // A line without a time takes the time it arrives, a microsecond apart from the others
-    // of the import so that two such lines are two outcomes.
-    const double at = line->at.value_or(now + 1e-6 * static_cast<double>(outcomes.size()));
-    if (at < *release->live_at) {
-      return Error(kBadRequest, where + ": at " + FormatUtc(at) + " is before " + name +
-                                    " went live (" + FormatUtc(*release->live_at) + ")");
-    }
-    if (at > now + 300) {
-      return Error(kBadRequest, where + ": at " + FormatUtc(at) + " is in the future");
-    }
-    outcomes.push_back({release->id, line->slice, line->metric, at, line->value, line->count});
-    names.push_back(where);
-  }
-  Result<std::int64_t> added = store_->RecordOutcomes(outcomes, names);
-  if (!added.ok()) {
-    return Error(
-        added.status().code() == Status::Code::kInvalidArgument ? kBadRequest : kInternalError,
-        added.status().message());
-  }
-  RecordAndLog(
-      *store_,
-      {0, now, std::nullopt, "outcomes_recorded", store::Severity::kInfo,
-       std::to_string(*added) + " outcomes recorded from " + source + " (" +
-           std::to_string(outcomes.size() - *added) + " already stored)",
-       nlohmann::json{{"source", source}, {"added", *added}, {"lines", outcomes.size()}}.dump()});
-  if (!cycle_running_) CheckOutcomes();  // else after the cycle, which may be releasing
-  return Ok({{"added", *added}, {"already_stored", outcomes.size() - *added}});
-}
-
-// trainerctl release pin|unpin|show ID.
-nlohmann::json Daemon::ReleaseCommand(const nlohmann::json& request) {
-  const nlohmann::json action_json = request.value("action", nlohmann::json());
-  const std::string action = action_json.is_string() ? action_json.get<std::string>() : "";
-  if (action == "show") {
-    nlohmann::json answer = AnswerFromStore(*store_, config_.job_path, request);
-    if (!answer.value("ok", false) || !answer["result"]["release"].value("current", false)) {
-      return answer;
-    }
-    if (Result<std::optional<OutcomeVerdict>> verdict = outcome_watch_->Verdict();
-        verdict.ok() && *verdict) {
-      answer["result"]["verdict"] = ToJson(**verdict);
-    }
+  if (OperatorCommands::Handles(command)) {
+    nlohmann::json answer = operator_commands_->Handle(request);
+    // Outcomes judged now, or after the cycle, which may be releasing.
+    if (command == "outcome" && answer.value("ok", false) && !cycle_running_) CheckOutcomes();
     return answer;
   }
-  if (action != "pin" && action != "unpin") {
-    return Error(kBadRequest, "release: action must be pin, unpin or show");
-  }
-  if (!request.contains("release") || !request["release"].is_number_integer()) {
-    return Error(kBadRequest, "release: release must be an integer id");
-  }
-  const std::int64_t id = request["release"];
-  if (Status s = store_->SetReleasePinned(id, action == "pin"); !s.ok()) {
-    return Error(s.code() == Status::Code::kNotFound ? kNotFound : kInternalError, s.message());
-  }
-  RecordAndLog(*store_,
-               {0, clock_.Now(), std::nullopt, "release_" + action + "ned", store::Severity::kInfo,
-                "operator " + action + "ned release " + std::to_string(id) +
-                    (action == "pin" ? ": its outcomes never roll it back"
-                                     : ": its outcomes may roll it back again"),
-                nlohmann::json{{"release", id}}.dump()});
-  return Ok(ReleaseJson(*store_->GetRelease(id)));
+  return Error(kBadRequest, "unknown command '" + command + "'");
 }
 
 void Daemon::CheckOutcomes() {
@@ -516,6 +367,12 @@ asio::awaitable<int> Daemon::Main() {
     Log(LogPriority::kError, s.message());
     co_return exit_code::kInternal;
   }
+  Result<InstanceLock> lock = InstanceLock::Acquire(layout.LockFile());
+  if (!lock.ok()) {
+    Log(LogPriority::kError, lock.status().message());
+    co_return exit_code::kInternal;
+  }
+  lock_.emplace(std::move(lock).value());
   Result<std::unique_ptr<store::Store>> store = store::Store::Open(config_.database_path());
   if (!store.ok()) {
     Log(LogPriority::kError, store.status().message());
@@ -550,6 +407,8 @@ asio::awaitable<int> Daemon::Main() {
     Log(LogPriority::kInfo, "metrics on http://" + config_.metrics_listen + "/metrics");
   }
   outcome_watch_ = std::make_unique<OutcomeWatch>(config_, *store_, files_, clock_, metrics_.get());
+  operator_commands_ = std::make_unique<OperatorCommands>(config_, *store_, files_, clock_,
+                                                          metrics_.get(), *outcome_watch_);
   CheckOutcomes();
   if (!options_.once) ArmOutcomeCheck();
   retention_ = std::make_unique<Retention>(config_, *store_, files_, clock_, metrics_.get());
@@ -610,6 +469,7 @@ asio::awaitable<int> Daemon::Main() {
   outcome_timer_.cancel();
   signals_.cancel();
   control_.reset();
+  operator_commands_.reset();
   store_.reset();  // closes the database cleanly
   co_return code;
 }

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <system_error>
+#include <tuple>
 
 #include "trainerd/daemon/schedule.h"
 #include "trainerd/trainer/spec/units.h"
@@ -256,11 +257,14 @@ Result<DaemonConfig> ParseDaemonConfigText(const std::string& yaml_text,
   YamlReader control = top.Child("control");
   std::string socket;
   ReadPath(control, "socket", &socket, /*allow_empty=*/false);
-  control.String("group", &config.control_group, {});
-  if (control.Has("group")) {
-    const YAML::Mark mark = root["control"]["group"].Mark();
-    config.control_group_where =
-        origin + (mark.line >= 0 ? ":" + std::to_string(mark.line + 1) : "");
+  for (const auto& [key, name, where] :
+       {std::tuple("group", &config.control_group, &config.control_group_where),
+        std::tuple("read_group", &config.control_read_group, &config.control_read_group_where)}) {
+    control.String(key, name, {});
+    if (control.Has(key)) {
+      const YAML::Mark mark = root["control"][key].Mark();
+      *where = origin + (mark.line >= 0 ? ":" + std::to_string(mark.line + 1) : "");
+    }
   }
   control.RejectUnknownKeys();
   YamlReader metrics = top.Child("metrics");
@@ -314,11 +318,15 @@ Result<DaemonConfig> ParseDaemonConfigText(const std::string& yaml_text,
 }
 
 Status CheckHostNames(const DaemonConfig& config) {
-  if (!config.control_group.empty() && ::getgrnam(config.control_group.c_str()) == nullptr) {
-    return Status::InvalidArgument(config.control_group_where +
-                                   ": control.group: expected the name of a group in the "
-                                   "group database (getent group), got '" +
-                                   config.control_group + "'");
+  for (const auto& [key, name, where] :
+       {std::tuple("group", &config.control_group, &config.control_group_where),
+        std::tuple("read_group", &config.control_read_group, &config.control_read_group_where)}) {
+    if (!name->empty() && ::getgrnam(name->c_str()) == nullptr) {
+      return Status::InvalidArgument(*where + ": control." + key +
+                                     ": expected the name of a group in the group database "
+                                     "(getent group), got '" +
+                                     *name + "'");
+    }
   }
   return Status::Ok();
 }

@@ -1,7 +1,10 @@
 #include "trainerd/daemon/file_store.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -66,6 +69,28 @@ void LocalFileStore::Remove(const std::string& path) {
   std::filesystem::remove_all(path, ec);
 }
 
+namespace {
+
+// fsync of the folder `path`: a rename in it survives a crash.
+Status SyncFolder(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Status::IOError(path + ": cannot open to sync: " + std::strerror(errno));
+  const bool synced = ::fsync(fd) == 0;
+  ::close(fd);
+  return synced ? Status::Ok() : Status::IOError(path + ": fsync failed: " + std::strerror(errno));
+}
+
+}  // namespace
+
+Status LocalFileStore::PlaceFolder(const std::string& staged, const std::string& folder) {
+  std::error_code ec;
+  std::filesystem::remove_all(folder, ec);
+  if (ec) return Status::IOError(folder + ": cannot remove what is there: " + ec.message());
+  std::filesystem::rename(staged, folder, ec);
+  if (ec) return Status::IOError(folder + ": cannot put " + staged + " in place: " + ec.message());
+  return SyncFolder(std::filesystem::path(folder).parent_path().string());
+}
+
 Status LocalFileStore::ReplaceSymlink(const std::string& link, const std::string& target) {
   const std::string temporary = link + ".tmp-" + std::to_string(::getpid());
   std::error_code ec;
@@ -78,7 +103,7 @@ Status LocalFileStore::ReplaceSymlink(const std::string& link, const std::string
     std::filesystem::remove(temporary, ec);
     return Status::IOError(link + ": cannot replace it: " + ec.message());
   }
-  return Status::Ok();
+  return SyncFolder(std::filesystem::path(link).parent_path().string());
 }
 
 }  // namespace trainerd::daemon

@@ -1,5 +1,6 @@
 #include "trainerd/daemon/outcome_watch.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "trainerd/daemon/current_release.h"
@@ -29,6 +30,21 @@ nlohmann::json TotalJson(const store::OutcomeTotal& total) {
 }
 
 }  // namespace
+
+std::vector<store::OutcomeTotal> JudgedTotals(const OutcomesConfig& config,
+                                              const std::vector<store::OutcomeTotal>& totals) {
+  std::vector<store::OutcomeTotal> judged;
+  for (const store::OutcomeTotal& total : totals) {
+    const bool judged_metric =
+        std::any_of(config.metrics.begin(), config.metrics.end(),
+                    [&](const OutcomeMetricConfig& m) { return m.name == total.metric; });
+    const bool judged_slice =
+        config.slices.empty() ||
+        std::find(config.slices.begin(), config.slices.end(), total.slice) != config.slices.end();
+    if (judged_metric && judged_slice) judged.push_back(total);
+  }
+  return judged;
+}
 
 bool OutcomeVerdict::regressed() const {
   for (const OutcomeComparison& c : compared) {
@@ -64,6 +80,12 @@ OutcomeVerdict CompareOutcomes(const OutcomesConfig& config,
                                   " outcomes for the current release and " +
                                   std::to_string(before_count) + " for the previous, " +
                                   std::to_string(metric.min_count) + " needed for each");
+        continue;
+      }
+      if (!std::isfinite(now->value) || !std::isfinite(before->value)) {
+        // A mean the store could not form (its sum overflowed) judges nothing either way.
+        verdict.waiting.push_back(metric.name + " on " + slice +
+                                  ": the mean of its outcomes is not a finite number; not judged");
         continue;
       }
       OutcomeComparison c;
@@ -142,8 +164,8 @@ Result<std::optional<OutcomeVerdict>> OutcomeWatch::Check() {
   const store::Release& previous = (*judged)->previous;
   const OutcomeVerdict& verdict = (*judged)->verdict;
   if (metrics_) {
-    metrics_->Outcomes(release.id, (*judged)->current_totals, previous.id,
-                       (*judged)->previous_totals);
+    metrics_->Outcomes(release.id, JudgedTotals(config_.outcomes, (*judged)->current_totals),
+                       previous.id, JudgedTotals(config_.outcomes, (*judged)->previous_totals));
   }
   // A pinned release stays; one whose model the previous release holds too, or whose
   // previous release was withdrawn or lost its files, has nothing to go back to.
@@ -171,7 +193,7 @@ Result<std::optional<OutcomeVerdict>> OutcomeWatch::Check() {
                   evidence.dump()});
     return std::optional<OutcomeVerdict>(verdict);
   }
-  if (Status s = LinkCurrentRelease(files_, config_.state_dir, previous.artifact_path); !s.ok()) {
+  if (Status s = SyncCurrentReleaseLink(store_, files_, config_.state_dir); !s.ok()) {
     RecordAndLog(store_,
                  {0, now, release.run_id, "release_link_failed", store::Severity::kError,
                   "releases/current still names the withdrawn release: " + s.message(), "{}"});

@@ -6,20 +6,13 @@
 
 #include "trainerd/daemon/event_log.h"
 #include "trainerd/daemon/policy.h"
+#include "trainerd/daemon/release_folders.h"
 #include "trainerd/daemon/state_layout.h"
 
 namespace trainerd::daemon {
 namespace {
 
 namespace fs = std::filesystem;
-
-// A release's files: its run-<id>-<sha12> folder, or the artifact itself for a release made
-// before releases had folders (releases/run-<id>-<sha>.pt, releases/rejected/run-...pt).
-std::string ReleasePath(const store::Release& release) {
-  const fs::path artifact(release.artifact_path);
-  const fs::path folder = artifact.parent_path();
-  return folder.filename().string().rfind("run-", 0) == 0 ? folder.string() : artifact.string();
-}
 
 // Bytes of the file or folder at `path` (0 when absent); links are not followed.
 std::int64_t BytesAt(const fs::path& path) {
@@ -76,8 +69,14 @@ Retention::Retention(const DaemonConfig& config, store::Store& store, FileStore&
 void Retention::RemoveCounted(const std::string& path, RetentionReport* report) {
   std::error_code ec;
   if (!fs::exists(fs::symlink_status(path, ec))) return;
-  report->bytes_removed += BytesAt(path);
+  if (!StateLayout(config_.state_dir).Holds(path)) {
+    report->paths_refused.push_back(path);
+    return;
+  }
+  const std::int64_t bytes = BytesAt(path);
   files_.Remove(path);
+  if (fs::exists(fs::symlink_status(path, ec))) return;  // not removed: nothing to count
+  report->bytes_removed += bytes;
   report->files_removed.push_back(path);
 }
 
@@ -97,7 +96,7 @@ Result<RetentionReport> Retention::Apply() {
   for (const store::Release& r : *releases) {
     if (r.current) current_runs.insert(r.run_id);
     if (!r.files_removed_at && newly.count(r.id) == 0) continue;
-    RemoveCounted(ReleasePath(r), &report);
+    RemoveCounted(ReleaseFilesPath(r), &report);
   }
   Result<std::vector<store::RunRecord>> runs = store_.ListRecentRuns(1'000'000);
   if (!runs.ok()) return runs.status();
@@ -134,7 +133,7 @@ Result<RetentionReport> Retention::Apply() {
                               : BytesAt(layout.DataProfile(runs->front().data_fingerprint)));
     for (const store::Release& r : *releases) {
       if (r.run_id == newest && !r.files_removed_at && newly.count(r.id) == 0) {
-        report.night_bytes += BytesAt(ReleasePath(r));
+        report.night_bytes += BytesAt(ReleaseFilesPath(r));
       }
     }
   }
@@ -146,6 +145,14 @@ Result<RetentionReport> Retention::Apply() {
     }
   }
   if (metrics_) metrics_->Storage(report.storage_bytes, report.night_bytes, report.bytes_removed);
+  if (!report.paths_refused.empty()) {
+    RecordAndLog(store_,
+                 {0, now, std::nullopt, "retention_refused", store::Severity::kWarning,
+                  "retention left " + std::to_string(report.paths_refused.size()) +
+                      " paths alone that lie outside the state directory " + config_.state_dir +
+                      " or behind a symlink, e.g. " + report.paths_refused.front(),
+                  nlohmann::json{{"paths", report.paths_refused}}.dump()});
+  }
   if (!report.files_removed.empty()) {
     RecordAndLog(store_,
                  {0, now, std::nullopt, "retention", store::Severity::kInfo,

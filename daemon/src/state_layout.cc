@@ -1,6 +1,7 @@
 #include "trainerd/daemon/state_layout.h"
 
 #include <filesystem>
+#include <iterator>
 
 namespace trainerd::daemon {
 
@@ -39,6 +40,25 @@ std::string StateLayout::ReleaseDir(std::int64_t run_id, const std::string& sha2
 std::string StateLayout::CurrentReleaseLink() const { return dir_ + "/releases/current"; }
 
 std::string StateLayout::WorkerPidFile() const { return dir_ + "/worker.pid"; }
+
+std::string StateLayout::LockFile() const { return dir_ + "/trainerd.lock"; }
+
+bool StateLayout::Holds(const std::string& path) const {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path base = fs::absolute(dir_, ec).lexically_normal();
+  if (ec) return false;
+  const fs::path target = fs::absolute(path, ec).lexically_normal();
+  if (ec) return false;
+  const fs::path relative = target.lexically_relative(base);
+  if (relative.empty() || relative == "." || *relative.begin() == "..") return false;
+  fs::path folder = base;
+  for (auto part = relative.begin(); std::next(part) != relative.end(); ++part) {
+    folder /= *part;
+    if (fs::is_symlink(fs::symlink_status(folder, ec))) return false;
+  }
+  return true;
+}
 
 Status StateLayout::CreateDirectories() const {
   namespace fs = std::filesystem;

@@ -112,18 +112,5 @@ int main(int argc, char** argv) {
   daemon::asio::io_context io;
   daemon::SystemClock clock;
   daemon::Daemon d(io, *config, config_path, state_dir, clock, {once});
-  int code = exit_code::kInternal;
-  daemon::asio::co_spawn(io, d.Main(), [&](std::exception_ptr error, int result) {
-    if (error) {
-      try {
-        std::rethrow_exception(error);
-      } catch (const std::exception& e) {
-        daemon::Log(daemon::LogPriority::kError, std::string("internal error: ") + e.what());
-      }
-      return;
-    }
-    code = result;
-  });
-  io.run();
-  return code;
+  return daemon::RunMain(io, d.Main());
 }

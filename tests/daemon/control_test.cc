@@ -25,6 +25,7 @@
 #include "../support/utc_clock.h"
 #include "trainerd/daemon/control_client.h"
 #include "trainerd/daemon/control_queries.h"
+#include "trainerd/store/store.h"
 
 namespace trainerd {
 namespace {
@@ -192,6 +193,22 @@ TEST_F(ControlTest, EveryCommandAgainstALiveDaemon) {
   EXPECT_EQ(config.json()["active_config"], first_hash);
   EXPECT_EQ(Run({"status", "--json"}).json()["active_config"]["hash"], first_hash);
   EXPECT_EQ(Run({"rollback", "--to", "ffffffff"}).code, 4);
+  // Each command that steers the daemon is recorded before it acts, with who sent it.
+  {
+    Result<std::unique_ptr<store::Store>> store = store::Store::OpenReadOnly(
+        dir_.File("state/trainerd.db"), {.check_integrity_on_open = false});
+    ASSERT_TRUE(store.ok()) << store.status().message();
+    int rollbacks = 0;
+    const Result<std::vector<store::Event>> events = (*store)->ListRecentEvents(1000);
+    ASSERT_TRUE(events.ok()) << events.status().message();
+    for (const store::Event& e : *events) {
+      if (e.kind != "control_request") continue;
+      const nlohmann::json details = nlohmann::json::parse(e.details_json);
+      EXPECT_EQ(details["uid"], ::getuid()) << e.details_json;
+      rollbacks += details["command"] == "rollback";
+    }
+    EXPECT_EQ(rollbacks, 5) << "two refused, two done, one of an unknown version";
+  }
 
   const Ctl ledger = Run({"ledger", "--json"});
   ASSERT_EQ(ledger.code, 0) << ledger.err;

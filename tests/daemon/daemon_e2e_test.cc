@@ -351,6 +351,38 @@ TEST_F(DaemonTest, AnInvalidJobSpecIsMarkedBadAndTheKnownGoodVersionRuns) {
   EXPECT_EQ(nlohmann::json::parse(rollback[0].details_json)["reason"], "invalid_config");
 }
 
+// A Hugging Face folder whose config.json holds a value of the wrong JSON type: read at
+// start-up and in the cycle, it threw out of nlohmann's value(), and the daemon stopped (or
+// went on answering its socket with no cycle running). It is a config error of that version
+// instead: marked bad, the known-good version runs, the daemon stays up.
+TEST_F(DaemonTest, AModelFolderWithAMistypedConfigJsonIsABadConfigAndTheKnownGoodRuns) {
+  WriteJob({});
+  WriteDaemonConfig();
+  ASSERT_EQ(RunOnce(), 0) << Diagnostics();
+  std::filesystem::copy(std::string(TRAINERD_TEST_HF_MODELS) + "/qwen2", dir_.File("qwen2"),
+                        std::filesystem::copy_options::recursive);
+  nlohmann::json config = nlohmann::json::parse(ReadFile(dir_.File("qwen2/config.json")));
+  config["hidden_act"] = nullptr;
+  dir_.Write("qwen2/config.json", config.dump(2));
+  std::ofstream(dir_.File("train.bin"), std::ios::binary) << std::string(4000, '\1');
+  dir_.Write("job.yaml",
+             "model: {kind: hf, path: qwen2, block_size: 24}\n"
+             "data: {format: tokens, train: train.bin, eval: [train.bin]}\n"
+             "training: {effective_batch: 8, updates: 8, seed: 5}\n");
+  ASSERT_EQ(RunOnce(), 0) << Diagnostics();
+  EXPECT_NE(last_stderr_.find("config.json: hidden_act: expected a string, got null"),
+            std::string::npos)
+      << Diagnostics();
+  std::unique_ptr<store::Store> s = Store();
+  const std::vector<store::RunRecord> runs = *s->ListRecentRuns(10);
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].config_hash, runs[1].config_hash);
+  EXPECT_EQ(runs[0].status, RunStatus::kSucceeded);
+  const std::vector<store::Event> invalid = CycleEvents(*s, "config_invalid");
+  ASSERT_EQ(invalid.size(), 1u);
+  EXPECT_NE(invalid[0].message.find("hidden_act"), std::string::npos) << invalid[0].message;
+}
+
 TEST_F(DaemonTest, AWorkerKilledMidRunIsRetriedFromItsCheckpoint) {
   WriteLongJobAndConfig({}, 4000);
   ChildProcess daemon(Argv(true));
@@ -529,6 +561,30 @@ TEST_F(DaemonTest, ADaemonKilledMidRunResumesTheRunAfterRestart) {
   const std::int64_t first_update = FirstMetricUpdate(*s, 2);
   EXPECT_GT(first_update, LastCheckpoint(*s, 1));
   EXPECT_EQ(s->GetMetrics(2)->size(), static_cast<std::size_t>(1000 - first_update + 1));
+}
+
+TEST_F(DaemonTest, ASecondDaemonOnTheSameStateDirectoryLeavesTheLiveRunAlone) {
+  JobOptions job;
+  job.updates = 1000;
+  job.checkpoint_interval = 50;
+  WriteJob(job);
+  WriteDaemonConfig(UtcClock(-60), "1h");
+  ChildProcess first(Argv(false));
+  ASSERT_TRUE(WaitFor([](store::Store& s) { return LastCheckpoint(s, 1) >= 50; }))
+      << first.ReadAllStderr();
+  const std::string worker_pid = ReadFile(dir_.File("state/worker.pid"));
+  // Without the lock this one stopped the worker and marked run 1 interrupted, then found the
+  // control socket taken.
+  EXPECT_EQ(RunOnce(), 1);
+  EXPECT_NE(last_stderr_.find("another trainerd (pid " + std::to_string(first.pid()) + ")"),
+            std::string::npos)
+      << last_stderr_;
+  EXPECT_EQ(ReadFile(dir_.File("state/worker.pid")), worker_pid);
+  EXPECT_EQ(::kill(std::stoi(worker_pid), 0), 0);
+  EXPECT_EQ(Store()->GetRun(1)->status, RunStatus::kRunning);
+  ASSERT_TRUE(WaitFor(HasSucceededRun)) << first.ReadAllStderr();
+  first.Signal(SIGTERM);
+  EXPECT_EQ(first.ExitCode(), 0);
 }
 
 // A 64-bit seed is recorded with all its digits (read as an int it wrapped to -1).

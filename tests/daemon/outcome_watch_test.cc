@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -33,6 +34,40 @@ OutcomeMetricConfig Ctr() {
   ctr.min_count = 100;
   ctr.tolerance = 0.02;
   return ctr;
+}
+
+// Only what the watch judges is exported: the serving side may report any slice or metric.
+TEST(JudgedTotalsTest, KeepsTheConfiguredMetricsOnTheJudgedSlices) {
+  OutcomesConfig config;
+  config.metrics = {Ctr()};
+  const std::vector<store::OutcomeTotal> totals = {{"en", "ctr", 0.1, 400, 0, 0},
+                                                   {"de", "ctr", 0.1, 400, 0, 0},
+                                                   {"en", "unjudged", 0.1, 400, 0, 0}};
+  EXPECT_EQ(JudgedTotals(config, totals).size(), 2u);
+  config.slices = {"en"};
+  const std::vector<store::OutcomeTotal> judged = JudgedTotals(config, totals);
+  ASSERT_EQ(judged.size(), 1u);
+  EXPECT_EQ(judged[0], totals[0]);
+}
+
+// A mean that overflowed (inf) or that SQLite returned as NULL (NaN) judges nothing: inf
+// withdrew a good release (worse by inf), NaN never withdrew a bad one.
+TEST(CompareOutcomesTest, AMeanThatIsNotFiniteIsNotJudged) {
+  OutcomesConfig config;
+  config.metrics = {Ctr()};
+  config.metrics[0].higher_is_better = false;
+  for (const double broken : {INFINITY, -INFINITY, NAN}) {
+    const std::vector<store::OutcomeTotal> current = {{"en", "ctr", broken, 400, 0, 0},
+                                                      {"fr", "ctr", 0.1, 400, 0, 0}};
+    const std::vector<store::OutcomeTotal> previous = {{"en", "ctr", 0.1, 400, 0, 0},
+                                                       {"fr", "ctr", broken, 400, 0, 0}};
+    const OutcomeVerdict verdict = CompareOutcomes(config, current, previous, 72 * kHour);
+    EXPECT_TRUE(verdict.compared.empty()) << broken;
+    EXPECT_FALSE(verdict.regressed());
+    ASSERT_EQ(verdict.waiting.size(), 2u);
+    EXPECT_EQ(verdict.waiting[0],
+              "ctr on en: the mean of its outcomes is not a finite number; not judged");
+  }
 }
 
 TEST(CompareOutcomesTest, ComparesOnlyMatureMetricsOnSlicesWithEnoughOutcomesOnBothSides) {
@@ -113,7 +148,7 @@ class OutcomeWatchTest : public ::testing::Test {
         {0, *run_id, folder + "/model.pt", std::string(64, sha), true, "{}", live_at, false});
     EXPECT_TRUE(id.ok()) << night;
     EXPECT_TRUE(store_->SetCurrentRelease(*id, live_at).ok());
-    EXPECT_TRUE(LinkCurrentRelease(files_, config_.state_dir, folder + "/model.pt").ok());
+    EXPECT_TRUE(SyncCurrentReleaseLink(*store_, files_, config_.state_dir).ok());
     return *id;
   }
 

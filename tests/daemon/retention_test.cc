@@ -5,11 +5,17 @@
 #include "trainerd/daemon/retention.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../support/delegating_file_store.h"
@@ -120,7 +126,9 @@ class RetentionTest : public ::testing::Test {
     WriteBytes(layout.RunLog(run_id), 100);
     WriteBytes(layout.RunReport(run_id), 200);
     WriteBytes(layout.DataProfile(run.data_fingerprint), 50);
-    const std::string sha(64, static_cast<char>('a' + run_id));
+    std::string sha(64, 'a');
+    const std::string id_hex = std::to_string(run_id);  // digits are hex digits too
+    sha.replace(0, id_hex.size(), id_hex);
     const std::string folder = layout.ReleaseDir(run_id, sha, true);
     WriteBytes(folder + "/model.pt", 1000);
     const std::int64_t id = *store_->RecordRelease(
@@ -226,6 +234,97 @@ TEST_F(RetentionTest, AnOldReleaseThatIsAFileGoesAloneNotItsFolder) {
   EXPECT_EQ(report->releases_removed, (std::vector<std::int64_t>{1}));
   EXPECT_FALSE(fs::exists(old_release));
   EXPECT_TRUE(fs::exists(other)) << "the folder it shared stays";
+}
+
+// A pass killed anywhere by SIGKILL, 25 times over nights that each add a release: no record
+// ever names files that are gone, and the next pass (the next start-up) removes what the
+// killed one recorded as removed.
+TEST_F(RetentionTest, KilledAtRandomPointsNoRecordNamesMissingFilesAndTheNextPassFinishes) {
+  std::mt19937 random(20261206);
+  std::uniform_int_distribution<int> delay_us(0, 4000);
+  for (int trial = 0; trial < 25; ++trial) {
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    Night();
+    store_.reset();  // the child opens its own connection, as a daemon would
+    const pid_t child = ::fork();
+    if (child == 0) {
+      Result<std::unique_ptr<store::Store>> store = store::Store::Open(config_.database_path());
+      LocalFileStore files;
+      const bool applied =
+          store.ok() && Retention(config_, **store, files, clock_, nullptr).Apply().ok();
+      ::_exit(applied ? 0 : 1);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(delay_us(random)));
+    ::kill(child, SIGKILL);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    ASSERT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << "the pass failed";
+    Result<std::unique_ptr<store::Store>> reopened = store::Store::Open(config_.database_path());
+    ASSERT_TRUE(reopened.ok()) << reopened.status().message();
+    store_ = std::move(*reopened);
+    ExpectNoRecordNamesMissingFiles();
+    LocalFileStore files;
+    ASSERT_TRUE(Retention(config_, *store_, files, clock_, nullptr).Apply().ok());
+    const Result<std::vector<store::Release>> releases = store_->ListReleases(1000);
+    ASSERT_TRUE(releases.ok()) << releases.status().message();
+    for (const store::Release& r : *releases) {
+      EXPECT_EQ(FolderExists(r.id), !r.files_removed_at.has_value()) << "release " << r.id;
+    }
+  }
+}
+
+// A database restored into another state directory names the original's release folders:
+// they are not this daemon's to remove, nor is what a symlinked folder leads to.
+TEST_F(RetentionTest, PathsOutsideTheStateDirectoryOrBehindASymlinkAreLeftAlone) {
+  const std::string original = dir_.File("original/releases/run-1-" + std::string(12, 'a'));
+  WriteBytes(original + "/model.pt", 500);
+  const std::string elsewhere = dir_.File("elsewhere");
+  WriteBytes(elsewhere + "/run-2-" + std::string(12, 'b') + "/model.pt", 600);
+  fs::create_directory_symlink(elsewhere, config_.state_dir + "/releases/linked");
+  const std::string behind_link =
+      config_.state_dir + "/releases/linked/run-2-" + std::string(12, 'b');
+  for (const std::string& folder : {original, behind_link}) {
+    store::RunRecord run;
+    run.config_hash = "cfg";
+    run.created_at = clock_.now;
+    run.deadline_at = clock_.now + 1;
+    const std::int64_t run_id = *store_->CreateRun(run);
+    ASSERT_TRUE(store_
+                    ->RecordRelease({0, run_id, folder + "/model.pt", std::string(64, 'a'), false,
+                                     "{}", clock_.now, false})
+                    .ok());
+  }
+  config_.retention.releases = 1;
+  Night();
+  LocalFileStore files;
+  Result<RetentionReport> report = Retention(config_, *store_, files, clock_, nullptr).Apply();
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  EXPECT_EQ(report->releases_removed, (std::vector<std::int64_t>{1, 2}));
+  EXPECT_TRUE(fs::exists(original + "/model.pt"));
+  EXPECT_TRUE(fs::exists(behind_link + "/model.pt"));
+  EXPECT_EQ(std::set<std::string>(report->paths_refused.begin(), report->paths_refused.end()),
+            (std::set<std::string>{original, behind_link}));
+  EXPECT_EQ(report->bytes_removed, 0) << "only what was removed is counted";
+  const Result<std::vector<store::Event>> events = store_->ListRecentEvents(10);
+  ASSERT_TRUE(events.ok());
+  ASSERT_FALSE(events->empty());
+  EXPECT_EQ(events->front().kind, "retention_refused");
+  EXPECT_EQ(events->front().severity, store::Severity::kWarning);
+}
+
+TEST(StateLayoutTest, HoldsOnlyWhatLiesBelowItWithNoSymlinkOnTheWay) {
+  testing::TempDir dir;
+  const StateLayout layout(dir.File("state"));
+  ASSERT_TRUE(layout.CreateDirectories().ok());
+  EXPECT_TRUE(layout.Holds(dir.File("state/releases/run-1-abc")));
+  EXPECT_TRUE(layout.Holds(dir.File("state/logs/run-1.log")));
+  EXPECT_FALSE(layout.Holds(dir.File("state")));
+  EXPECT_FALSE(layout.Holds(dir.File("state/../other/releases/run-1")));
+  EXPECT_FALSE(layout.Holds(dir.File("state-other/releases/run-1")));
+  EXPECT_FALSE(layout.Holds("/etc/passwd"));
+  fs::create_directory_symlink("/tmp", dir.File("state/releases/tmp"));
+  EXPECT_FALSE(layout.Holds(dir.File("state/releases/tmp/run-1")));
+  EXPECT_TRUE(layout.Holds(dir.File("state/releases/tmp"))) << "the link itself is removable";
 }
 
 TEST_F(RetentionTest,

@@ -22,6 +22,9 @@ class DelegatingFileStore : public daemon::FileStore {
   Status ReplaceSymlink(const std::string& link, const std::string& target) override {
     return real_.ReplaceSymlink(link, target);
   }
+  Status PlaceFolder(const std::string& staged, const std::string& folder) override {
+    return real_.PlaceFolder(staged, folder);
+  }
 
  private:
   daemon::LocalFileStore real_;

@@ -5,7 +5,9 @@
 #include <filesystem>
 
 #include "cycle/cycle_steps.h"
+#include "trainerd/common/json_input.h"
 #include "trainerd/daemon/current_release.h"
+#include "trainerd/daemon/release_folders.h"
 #include "trainerd/daemon/state_layout.h"
 
 namespace trainerd::daemon {
@@ -46,20 +48,19 @@ class ReleaseStep : public CycleStep {
         model_files.weights, dir + "/model.safetensors", model_files.weights_sha256.hex);
     if (!weights.ok()) return weights.status();
     // Where the worker wrote them, relative to the weights (an adapter job's adapter/ folder).
-    const std::filesystem::path beside = std::filesystem::path(model_files.weights).parent_path();
     for (const FinishEvent::Companion& companion : model_files.companions) {
-      const std::filesystem::path relative =
-          std::filesystem::path(companion.path).lexically_relative(beside);
-      const std::string name = relative.empty() || *relative.begin() == ".."
-                                   ? std::filesystem::path(companion.path).filename().string()
-                                   : relative.string();
+      const std::string name = CompanionName(model_files.weights, companion.path);
+      if (name.empty()) {
+        return Status::InvalidArgument("the worker named a model companion without a file name: " +
+                                       companion.path);
+      }
       Result<std::string> copied_companion =
           files.CopyVerified(companion.path, dir + "/" + name, companion.sha256.hex);
       if (!copied_companion.ok()) return copied_companion.status();
     }
     Result<std::string> text = files.Read(model_files.description);
     if (!text.ok()) return text.status();
-    nlohmann::json description = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+    nlohmann::json description = ParseBoundedJson(*text);
     if (!description.is_object()) {
       return Status::Corruption(model_files.description +
                                 ": the model description is not a JSON object");
@@ -92,15 +93,20 @@ class ReleaseStep : public CycleStep {
     }
     const std::string dir = StateLayout(context.config().state_dir)
                                 .ReleaseDir(run.id, fin->model_sha256.hex, !regressed);
-    Result<std::string> sha = CopyReleaseFiles(*fin, run, !regressed, dir, context);
-    if (!sha.ok()) {
-      context.Record(run.id, "release_failed", store::Severity::kError, sha.status().message());
+    std::string sha;
+    Status staged = StageReleaseFolder(context.files(), dir, [&](const std::string& staging) {
+      Result<std::string> copied = CopyReleaseFiles(*fin, run, !regressed, staging, context);
+      if (copied.ok()) sha = *copied;
+      return copied.status();
+    });
+    if (!staged.ok()) {
+      context.Record(run.id, "release_failed", store::Severity::kError, staged.message());
       return false;
     }
     store::Release release;
     release.run_id = run.id;
     release.artifact_path = dir + "/model.pt";
-    release.artifact_hash = *sha;
+    release.artifact_hash = sha;
     release.gate_passed = !regressed;
     release.gate_details_json = a.gate.ToJson();
     release.created_at = context.clock().Now();
@@ -112,7 +118,7 @@ class ReleaseStep : public CycleStep {
     }
     if (regressed) {
       context.Record(run.id, "release_withheld", store::Severity::kWarning,
-                     "model " + Short(*sha) + " not released; the current release stays");
+                     "model " + Short(sha) + " not released; the current release stays");
       return false;
     }
     if (Status s = store.SetCurrentRelease(*release_id, release.created_at); !s.ok()) {
@@ -120,9 +126,8 @@ class ReleaseStep : public CycleStep {
       return false;
     }
     context.Record(run.id, "released", store::Severity::kInfo,
-                   "model " + Short(*sha) + " is the current release (" + dir + ")");
-    if (Status s =
-            LinkCurrentRelease(context.files(), context.config().state_dir, release.artifact_path);
+                   "model " + Short(sha) + " is the current release (" + dir + ")");
+    if (Status s = SyncCurrentReleaseLink(store, context.files(), context.config().state_dir);
         !s.ok()) {
       context.Record(run.id, "release_link_failed", store::Severity::kError,
                      "releases/current still names the previous release: " + s.message());

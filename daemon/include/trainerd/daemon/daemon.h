@@ -16,7 +16,9 @@
 #include "trainerd/daemon/daemon_config.h"
 #include "trainerd/daemon/daemon_metrics.h"
 #include "trainerd/daemon/file_store.h"
+#include "trainerd/daemon/instance_lock.h"
 #include "trainerd/daemon/nightly_cycle.h"
+#include "trainerd/daemon/operator_commands.h"
 #include "trainerd/daemon/outcome_watch.h"
 #include "trainerd/daemon/process_launcher.h"
 #include "trainerd/daemon/retention.h"
@@ -35,6 +37,12 @@ inline constexpr int kUsage = 2;         // bad arguments or an invalid daemon c
 inline constexpr int kCycleFailed = 3;   // --once: the cycle ended without a released model
 inline constexpr int kInterrupted = 75;  // stopped by SIGTERM/SIGINT
 }  // namespace exit_code
+
+// Runs `main` on `io` until it returns, and returns its exit code. An exception out of `main`
+// is logged and stops the loop with exit_code::kInternal: the control socket and the
+// watchdog ping live on the same loop, and would otherwise keep a daemon that runs no more
+// cycles looking healthy to systemd and to operators.
+int RunMain(asio::io_context& io, asio::awaitable<int> main);
 
 class Daemon {
  public:
@@ -61,15 +69,7 @@ class Daemon {
   void Report(const CycleProgress& progress);
   void ArmWatchdog();
   Status StartControlServer();
-  nlohmann::json HandleControl(const nlohmann::json& request);
-  nlohmann::json Rollback(const nlohmann::json& request);
-  nlohmann::json RollbackModel(const nlohmann::json& request);
-  nlohmann::json RollbackConfig(const nlohmann::json& request);
-  nlohmann::json RecordOutcomes(const nlohmann::json& request);
-  nlohmann::json ReleaseCommand(const nlohmann::json& request);
-  // The release an outcome names: an id, or a prefix of its model's hash (the newest
-  // release of that model that went live).
-  Result<store::Release> OutcomeRelease(const std::string& name);
+  nlohmann::json HandleControl(const nlohmann::json& request, const ControlPeer& peer);
   // OutcomeWatch::Check, its failure logged; re-armed every outcomes.check_interval.
   void CheckOutcomes();
   void ArmOutcomeCheck();
@@ -84,6 +84,7 @@ class Daemon {
   const Clock& clock_;
   Options options_;
   SystemdNotifier notifier_;
+  std::optional<InstanceLock> lock_;  // this state directory's, held from the start of Main
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<store::Store> metric_store_;       // the cycle's MetricWriter's connection
   std::unique_ptr<StoredStatusCache> status_cache_;  // the stored part of `status`
@@ -94,6 +95,7 @@ class Daemon {
   std::unique_ptr<MetricsEndpoint> metrics_endpoint_;
   std::unique_ptr<ControlServer> control_;
   std::unique_ptr<OutcomeWatch> outcome_watch_;
+  std::unique_ptr<OperatorCommands> operator_commands_;  // rollback, outcome, release
   std::unique_ptr<Retention> retention_;
   CycleProgress progress_;  // the last progress report of the running cycle
   bool run_now_ = false;    // trainerctl run-now: start a cycle at once

@@ -87,10 +87,14 @@ struct DaemonConfig {
   ScheduleConfig schedule;
   std::string state_dir;    // default "<config folder>/state"
   std::string socket_path;  // control socket; default "<state_dir>/trainerd.sock"
-  // A group whose members may use the control socket besides root and the daemon's user
-  // ("" = none); its existence is a property of the host, checked by CheckHostNames().
+  // Groups whose members may use the control socket besides root and the daemon's user
+  // ("" = none): control.group's members operate (every command), control.read_group's only
+  // read (status, runs, show, report, configs, release show). Their existence is a property
+  // of the host, checked by CheckHostNames().
   std::string control_group;
   std::string control_group_where;  // "file:line" of control.group, for errors
+  std::string control_read_group;
+  std::string control_read_group_where;
   // host:port of the /metrics endpoint (port 1..65535); "" disables it.
   std::string metrics_listen = "127.0.0.1:9464";
   CostConfig cost;
@@ -115,9 +119,9 @@ Result<DaemonConfig> ParseDaemonConfigFile(const std::string& path);
 // `origin` names the text in errors and anchors relative paths, as if it were the file read.
 Result<DaemonConfig> ParseDaemonConfigText(const std::string& yaml_text, const std::string& origin);
 
-// What the config names on this host beyond files: control.group must be a group in the
-// group database. trainerd checks it before starting anything; the error names file, line,
-// key and value like the parser's.
+// What the config names on this host beyond files: control.group and control.read_group
+// must be groups in the group database. trainerd checks it before starting anything; the error
+// names file, line, key and value like the parser's.
 Status CheckHostNames(const DaemonConfig& config);
 
 }  // namespace trainerd::daemon

@@ -29,6 +29,10 @@ class FileStore {
   // was there atomically (a temporary link renamed over it): a reader sees the old target
   // or the new one, never none.
   virtual Status ReplaceSymlink(const std::string& link, const std::string& target) = 0;
+  // Puts the complete folder `staged` in place as `folder` (a rename in one filesystem; a
+  // folder already at `folder`, left by a killed publish, is removed first) and fsyncs their
+  // parent: a reader, or a restart after a crash, sees no folder or the whole one.
+  virtual Status PlaceFolder(const std::string& staged, const std::string& folder) = 0;
 };
 
 // The local filesystem.
@@ -40,6 +44,7 @@ class LocalFileStore final : public FileStore {
                                    const std::string& expected_sha256) override;
   void Remove(const std::string& path) override;
   Status ReplaceSymlink(const std::string& link, const std::string& target) override;
+  Status PlaceFolder(const std::string& staged, const std::string& folder) override;
 };
 
 }  // namespace trainerd::daemon

@@ -41,6 +41,11 @@ OutcomeVerdict CompareOutcomes(const OutcomesConfig& config,
                                const std::vector<store::OutcomeTotal>& previous,
                                double live_seconds);
 
+// The totals of `totals` the watch judges: of a metric `config` names, on a slice it judges
+// (any, when it names none). What the metrics export: the serving side may report any names.
+std::vector<store::OutcomeTotal> JudgedTotals(const OutcomesConfig& config,
+                                              const std::vector<store::OutcomeTotal>& totals);
+
 class OutcomeWatch {
  public:
   // `config` is read at each Check (the daemon's, reloaded on SIGHUP); `metrics` may be null.

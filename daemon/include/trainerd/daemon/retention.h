@@ -28,6 +28,9 @@ std::vector<std::int64_t> ReleasesToRemove(const std::vector<store::Release>& re
 struct RetentionReport {
   std::vector<std::int64_t> releases_removed;
   std::vector<std::string> files_removed;  // paths, release folders included
+  // Paths the records named that lie outside the state directory or behind a symlink in it
+  // (StateLayout::Holds): left alone.
+  std::vector<std::string> paths_refused;
   std::int64_t bytes_removed = 0;
   std::int64_t storage_bytes = 0;  // the state directory's bytes afterwards
   std::int64_t night_bytes =

@@ -12,6 +12,7 @@
 //   data/<fingerprint>.json  each night's data profile (trainer-run --data-profile), the next
 //                          nights' reference while its release is current
 //   worker.pid             the running worker's pid
+//   trainerd.lock          held (flock) by the daemon that runs on this directory
 #pragma once
 
 #include <cstdint>
@@ -38,6 +39,12 @@ class StateLayout {
   std::string ReleaseDir(std::int64_t run_id, const std::string& sha256, bool released) const;
   std::string CurrentReleaseLink() const;
   std::string WorkerPidFile() const;
+  std::string LockFile() const;
+  // Whether `path` lies below this state directory (after making both absolute and
+  // normalising them) with no symlink among the folders between them: what the daemon may
+  // remove. A path read from the database (a restored copy's releases, an edited row) or a
+  // folder replaced by a link to elsewhere is not.
+  bool Holds(const std::string& path) const;
   // Creates the directory and its subdirectories (mode 0750); the error names the path.
   Status CreateDirectories() const;
 

@@ -45,6 +45,10 @@ class WorkerSupervisor {
   // Stops the running child (SIGTERM now, SIGKILL after `grace_seconds`) and refuses to
   // start new ones until Reset(). The first reason given sticks.
   void Stop(StoppedBy why, double grace_seconds);
+  // The running child's pid; none between children.
+  std::optional<pid_t> running_pid() const {
+    return child_ ? std::optional<pid_t>(child_->pid()) : std::nullopt;
+  }
   // Why the children were stopped, kNobody if they were not.
   StoppedBy stopped_by() const { return stopped_by_; }
   // Clears a Stop() for the next cycle.
