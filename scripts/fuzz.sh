@@ -6,8 +6,9 @@
 #   scripts/fuzz.sh --time 600 NAME     one harness for 600 s
 #   scripts/fuzz.sh --build-only
 # NAME... limits the run to some harnesses: job_spec_parser array_file daemon_config
-# control_request worker_report (clang, ./build-fuzz) and training_checkpoint (GCC, ./build-fuzz/gcc: clang
-# cannot compile LibTorch 1.13's headers). Each run writes libFuzzer's log to
+# control_request worker_report operator_commands outcome_lines hf_folder (clang, ./build-fuzz)
+# and training_checkpoint (GCC, ./build-fuzz/gcc: clang cannot compile LibTorch 1.13's
+# headers). Each run writes libFuzzer's log to
 # build-fuzz/fuzz/logs/NAME.log and prints a summary line (executions, exec/s, wall time, cov,
 # ft, peak RSS, result). A crash, leak, hang (-timeout), UBSan report or out-of-memory input
 # goes to build-fuzz/fuzz/findings/NAME/ and makes the script exit 1. The seeds in
@@ -18,7 +19,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-all=(job_spec_parser array_file daemon_config control_request worker_report training_checkpoint)
+all=(job_spec_parser array_file daemon_config control_request worker_report operator_commands
+  outcome_lines hf_folder training_checkpoint)
 mode=smoke
 limit=()
 names=()
