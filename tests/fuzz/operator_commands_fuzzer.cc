@@ -65,6 +65,7 @@ std::int64_t Night(store::Store& s, const std::string& config_hash, char sha, do
   const std::int64_t run_id = Must(s.CreateRun(run), "run");
   const std::string folder =
       daemon::StateLayout(fixture->config.state_dir).ReleaseDir(run_id, std::string(64, sha), true);
+  fs::create_directories(folder);
   Must(fixture->files.WriteAtomically(folder + "/model.pt", "model"), "model.pt");
   const std::int64_t release = Must(s.RecordRelease({0, run_id, folder + "/model.pt",
                                                      std::string(64, sha), true, "{}", at, false}),
