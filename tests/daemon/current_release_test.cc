@@ -4,16 +4,13 @@
 #include "trainerd/daemon/current_release.h"
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
-#include <csignal>
 #include <filesystem>
 #include <random>
-#include <thread>
 
 #include "../support/delegating_file_store.h"
+#include "../support/killed_child.h"
 #include "../support/temp_dir.h"
 #include "trainerd/daemon/state_layout.h"
 
@@ -113,22 +110,21 @@ TEST_F(CurrentReleaseTest, KilledAtRandomPointsOfSwitchesTheStartUpSyncMakesLink
   std::uniform_int_distribution<int> delay_us(200, 20000);
   int disagreed_before_sync = 0;
   for (int trial = 0; trial < 25; ++trial) {
-    const pid_t child = ::fork();
-    if (child == 0) {
-      std::unique_ptr<store::Store> store = Open();
-      LocalFileStore files;
-      for (int i = 0; store; ++i) {
-        const std::int64_t next = i % 2 == 0 ? first_ : second_;
-        if (!store->SetCurrentRelease(next, 100 + i).ok()) ::_exit(2);
-        if (!SyncCurrentReleaseLink(*store, files, state_dir_).ok()) ::_exit(3);
-      }
-      ::_exit(1);
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(delay_us(random)));
-    ::kill(child, SIGKILL);
-    int status = 0;
-    ::waitpid(child, &status, 0);
-    ASSERT_TRUE(WIFSIGNALED(status)) << "trial " << trial << ": the switcher exited by itself";
+    const testing::ChildEnd end = testing::RunAndKillAfter(
+        [&] {
+          std::unique_ptr<store::Store> store = Open();
+          LocalFileStore files;
+          for (int i = 0; store; ++i) {
+            const std::int64_t next = i % 2 == 0 ? first_ : second_;
+            if (!store->SetCurrentRelease(next, 100 + i).ok() ||
+                !SyncCurrentReleaseLink(*store, files, state_dir_).ok()) {
+              break;
+            }
+          }
+          return false;
+        },
+        std::chrono::microseconds(delay_us(random)));
+    ASSERT_TRUE(end.killed) << "trial " << trial << ": the switcher failed";
     std::unique_ptr<store::Store> store = Open();
     ASSERT_NE(store, nullptr) << "trial " << trial;
     Result<std::optional<store::Release>> current = store->CurrentRelease();

@@ -3,16 +3,13 @@
 #include "trainerd/daemon/release_folders.h"
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
-#include <csignal>
 #include <filesystem>
 #include <random>
-#include <thread>
 
 #include "../support/delegating_file_store.h"
+#include "../support/killed_child.h"
 #include "../support/temp_dir.h"
 #include "trainerd/daemon/state_layout.h"
 
@@ -144,20 +141,16 @@ TEST_F(ReleaseFoldersTest,
   std::uniform_int_distribution<int> delay_us(500, 30000);
   int orphans_collected = 0;
   for (int trial = 0; trial < 25; ++trial) {
-    const pid_t child = ::fork();
-    if (child == 0) {
-      std::unique_ptr<store::Store> store = Open();
-      LocalFileStore files;
-      for (int night = 1; store; ++night) {
-        if (!Publish(*store, files, trial * 1000 + night).ok()) ::_exit(2);
-      }
-      ::_exit(1);
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(delay_us(random)));
-    ::kill(child, SIGKILL);
-    int status = 0;
-    ::waitpid(child, &status, 0);
-    ASSERT_TRUE(WIFSIGNALED(status)) << "trial " << trial << ": the publisher exited by itself";
+    const testing::ChildEnd end = testing::RunAndKillAfter(
+        [&] {
+          std::unique_ptr<store::Store> store = Open();
+          LocalFileStore files;
+          for (int night = 1; store && Publish(*store, files, trial * 1000 + night).ok(); ++night) {
+          }
+          return false;
+        },
+        std::chrono::microseconds(delay_us(random)));
+    ASSERT_TRUE(end.killed) << "trial " << trial << ": the publisher failed";
     std::unique_ptr<store::Store> store = Open();
     ASSERT_NE(store, nullptr);
     LocalFileStore files;

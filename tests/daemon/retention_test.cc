@@ -5,20 +5,17 @@
 #include "trainerd/daemon/retention.h"
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
-#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "../support/delegating_file_store.h"
+#include "../support/killed_child.h"
 #include "../support/temp_dir.h"
 #include "trainerd/daemon/state_layout.h"
 
@@ -137,6 +134,20 @@ class RetentionTest : public ::testing::Test {
     return id;
   }
 
+  // A run of its own and its model at `artifact`, recorded as a release the gate withheld.
+  void RecordRelease(const std::string& artifact) {
+    store::RunRecord run;
+    run.config_hash = "cfg";
+    run.created_at = clock_.now;
+    run.deadline_at = clock_.now + 1;
+    const Result<std::int64_t> run_id = store_->CreateRun(run);
+    ASSERT_TRUE(run_id.ok()) << run_id.status().message();
+    ASSERT_TRUE(store_
+                    ->RecordRelease({0, *run_id, artifact, std::string(64, 'a'), false, "{}",
+                                     clock_.now, false})
+                    .ok());
+  }
+
   bool FolderExists(std::int64_t release) {
     return fs::exists(fs::path(store_->GetRelease(release)->artifact_path).parent_path());
   }
@@ -217,15 +228,7 @@ TEST_F(RetentionTest, AnOldReleaseThatIsAFileGoesAloneNotItsFolder) {
   const std::string other = rejected + "/run-9-" + std::string(12, 'f') + ".pt";
   WriteBytes(old_release, 500);
   WriteBytes(other, 700);
-  store::RunRecord run;
-  run.config_hash = "cfg";
-  run.created_at = clock_.now;
-  run.deadline_at = clock_.now + 1;
-  const std::int64_t run_id = *store_->CreateRun(run);
-  ASSERT_TRUE(store_
-                  ->RecordRelease({0, run_id, old_release, std::string(64, 'a'), false, "{}",
-                                   clock_.now, false})
-                  .ok());
+  RecordRelease(old_release);
   config_.retention.releases = 1;
   for (int night = 0; night < 2; ++night) Night();
   LocalFileStore files;
@@ -246,19 +249,14 @@ TEST_F(RetentionTest, KilledAtRandomPointsNoRecordNamesMissingFilesAndTheNextPas
     SCOPED_TRACE("trial " + std::to_string(trial));
     Night();
     store_.reset();  // the child opens its own connection, as a daemon would
-    const pid_t child = ::fork();
-    if (child == 0) {
-      Result<std::unique_ptr<store::Store>> store = store::Store::Open(config_.database_path());
-      LocalFileStore files;
-      const bool applied =
-          store.ok() && Retention(config_, **store, files, clock_, nullptr).Apply().ok();
-      ::_exit(applied ? 0 : 1);
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(delay_us(random)));
-    ::kill(child, SIGKILL);
-    int status = 0;
-    ::waitpid(child, &status, 0);
-    ASSERT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << "the pass failed";
+    const testing::ChildEnd end = testing::RunAndKillAfter(
+        [&] {
+          Result<std::unique_ptr<store::Store>> store = store::Store::Open(config_.database_path());
+          LocalFileStore files;
+          return store.ok() && Retention(config_, **store, files, clock_, nullptr).Apply().ok();
+        },
+        std::chrono::microseconds(delay_us(random)));
+    ASSERT_FALSE(end.failed) << "the pass failed";
     Result<std::unique_ptr<store::Store>> reopened = store::Store::Open(config_.database_path());
     ASSERT_TRUE(reopened.ok()) << reopened.status().message();
     store_ = std::move(*reopened);
@@ -283,17 +281,7 @@ TEST_F(RetentionTest, PathsOutsideTheStateDirectoryOrBehindASymlinkAreLeftAlone)
   fs::create_directory_symlink(elsewhere, config_.state_dir + "/releases/linked");
   const std::string behind_link =
       config_.state_dir + "/releases/linked/run-2-" + std::string(12, 'b');
-  for (const std::string& folder : {original, behind_link}) {
-    store::RunRecord run;
-    run.config_hash = "cfg";
-    run.created_at = clock_.now;
-    run.deadline_at = clock_.now + 1;
-    const std::int64_t run_id = *store_->CreateRun(run);
-    ASSERT_TRUE(store_
-                    ->RecordRelease({0, run_id, folder + "/model.pt", std::string(64, 'a'), false,
-                                     "{}", clock_.now, false})
-                    .ok());
-  }
+  for (const std::string& folder : {original, behind_link}) RecordRelease(folder + "/model.pt");
   config_.retention.releases = 1;
   Night();
   LocalFileStore files;

@@ -34,15 +34,6 @@ struct Fixture {
 };
 Fixture* fixture = nullptr;
 
-template <typename T>
-T Must(Result<T> result, const char* what) {
-  Expect(result.ok(), std::string(what) + ": " + result.status().message());
-  return std::move(*result);
-}
-void Must(const Status& status, const char* what) {
-  Expect(status.ok(), std::string(what) + ": " + status.message());
-}
-
 store::RunRecord Run(const std::string& config_hash, double created_at) {
   store::RunRecord run;
   run.config_hash = config_hash;

@@ -47,15 +47,6 @@ struct Fixture {
 };
 Fixture* fixture = nullptr;
 
-template <typename T>
-T Must(Result<T> result, const char* what) {
-  Expect(result.ok(), std::string(what) + ": " + result.status().message());
-  return std::move(*result);
-}
-void Must(const Status& status, const char* what) {
-  Expect(status.ok(), std::string(what) + ": " + status.message());
-}
-
 // A night's run and its release folder, released at `at`.
 std::int64_t Night(store::Store& s, const std::string& config_hash, char sha, double at) {
   store::RunRecord run;

@@ -1,15 +1,12 @@
 // Migrations, schema versions and recognition of files that are not trainerd run stores,
 // through Store::Open and Store::OpenReadOnly.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
-#include <csignal>
 #include <filesystem>
 #include <random>
-#include <thread>
 
+#include "../support/killed_child.h"
 #include "test_util.h"
 #include "trainerd/store/store.h"
 
@@ -148,16 +145,9 @@ TEST(SchemaTest, AMigrationKilledAtRandomPointsIsFinishedWholeByTheNextOpen) {
     SCOPED_TRACE("trial " + std::to_string(trial));
     const std::string path = dir.File("old-" + std::to_string(trial) + ".db");
     WriteFixture(1, path);
-    const pid_t child = ::fork();
-    if (child == 0) {
-      const bool migrated = Store::Open(path).ok();
-      ::_exit(migrated ? 0 : 1);
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(delay_us(random)));
-    ::kill(child, SIGKILL);
-    int status = 0;
-    ::waitpid(child, &status, 0);
-    ASSERT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << "the migration failed";
+    const trainerd::testing::ChildEnd end = trainerd::testing::RunAndKillAfter(
+        [&] { return Store::Open(path).ok(); }, std::chrono::microseconds(delay_us(random)));
+    ASSERT_FALSE(end.failed) << "the migration failed";
     const std::string reached = RawDb(path).Query("PRAGMA user_version");
     Result<std::unique_ptr<Store>> store = Store::Open(path);
     ASSERT_TRUE(IsOk(store)) << "killed at schema version " << reached;
