@@ -45,7 +45,8 @@ signals: SIGTERM/SIGINT stop (the worker writes a checkpoint; the run is recorde
 exit codes:
   0   --once: the run succeeded and its model is the current release;
       as a service: stopped by a signal
-  1   internal error (state directory, database)
+  1   internal error (state directory, database); another trainerd holds the state
+      directory's lock; an exception out of the cycle (logged)
   2   usage error or invalid config (the message names file, line and key)
   3   --once: the cycle ended without a released model (failed, regressed, deadline)
   75  --once: interrupted by SIGTERM/SIGINT
