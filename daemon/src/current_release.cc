@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "trainerd/daemon/release_folders.h"
 #include "trainerd/daemon/state_layout.h"
 
 namespace trainerd::daemon {
@@ -17,11 +18,12 @@ Status SyncCurrentReleaseLink(store::Store& store, FileStore& files, const std::
     }
     return Status::Ok();
   }
-  const std::filesystem::path artifact((*current)->artifact_path);
-  const std::filesystem::path folder = artifact.parent_path();
-  const std::filesystem::path target =
-      folder.lexically_normal() == link.parent_path().lexically_normal() ? artifact : folder;
-  const std::string relative = target.lexically_relative(link.parent_path()).string();
+  // By name, relative to releases/: a state directory moved or copied elsewhere, whose
+  // records name the old path, links to its own folders.
+  const std::filesystem::path files_path = ReleaseFilesPath(**current);
+  const std::string name = files_path.filename().string();
+  const std::string relative =
+      files_path.parent_path().filename() == "rejected" ? "rejected/" + name : name;
   std::error_code ec;
   if (std::filesystem::read_symlink(link, ec) == relative && !ec) return Status::Ok();
   return files.ReplaceSymlink(link.string(), relative);

@@ -48,9 +48,11 @@ Result<std::vector<std::string>> CollectReleaseOrphans(store::Store& store, File
                                                        const std::string& state_dir) {
   Result<std::vector<store::Release>> releases = store.ListReleases(1'000'000);
   if (!releases.ok()) return releases.status();
-  std::set<fs::path> named;
+  // By name (run-<id>-<sha12>, unique per run): a database and state directory copied to
+  // another path name the old one, and their folders are no orphans.
+  std::set<std::string> named;
   for (const store::Release& r : *releases) {
-    named.insert(fs::absolute(ReleaseFilesPath(r)).lexically_normal());
+    named.insert(fs::path(ReleaseFilesPath(r)).filename().string());
   }
   const StateLayout layout(state_dir);
   const fs::path releases_dir = fs::path(layout.CurrentReleaseLink()).parent_path();
@@ -60,8 +62,7 @@ Result<std::vector<std::string>> CollectReleaseOrphans(store::Store& store, File
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
       const std::string name = it->path().filename().string();
       const bool staging = name.rfind(kStagingPrefix, 0) == 0;
-      const bool orphan = name.rfind("run-", 0) == 0 &&
-                          named.count(fs::absolute(it->path()).lexically_normal()) == 0;
+      const bool orphan = name.rfind("run-", 0) == 0 && named.count(name) == 0;
       if (!staging && !orphan) continue;
       files.Remove(it->path().string());
       removed.push_back(it->path().string());

@@ -86,6 +86,28 @@ TEST_F(CurrentReleaseTest, TheLinkFollowsTheStoreAndGoesWithoutACurrentRelease) 
       << "relative: the state directory can move";
 }
 
+// A state directory copied to another path keeps the records of the old one: the link must
+// name its own folder, not the old path (which the start-up's sync would otherwise make it).
+TEST_F(CurrentReleaseTest, AMovedStateDirectoryLinksToItsOwnFolders) {
+  ASSERT_TRUE(store_->SetCurrentRelease(second_, 10).ok());
+  LocalFileStore files;
+  ASSERT_TRUE(SyncCurrentReleaseLink(*store_, files, state_dir_).ok());
+  store_.reset();
+  const std::string moved = dir_.File("moved");
+  fs::copy(state_dir_, moved, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+  fs::remove_all(state_dir_);  // the old path is gone
+  Result<std::unique_ptr<store::Store>> store =
+      store::Store::Open(moved + "/trainerd.db", {.check_integrity_on_open = false});
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  fs::remove(moved + "/releases/current");
+  ASSERT_TRUE(SyncCurrentReleaseLink(**store, files, moved).ok());
+  std::error_code ec;
+  const fs::path linked = fs::canonical(moved + "/releases/current", ec);
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(linked.parent_path(), fs::canonical(moved + "/releases"));
+  EXPECT_EQ(linked.filename().string().substr(0, 6), "run-2-");
+}
+
 TEST_F(CurrentReleaseTest, ASwitchWhoseLinkFailedIsRepairedAtTheNextSync) {
   LocalFileStore files;
   ASSERT_TRUE(store_->SetCurrentRelease(first_, 10).ok());

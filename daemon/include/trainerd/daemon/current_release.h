@@ -15,7 +15,8 @@ namespace trainerd::daemon {
 
 // Points `state_dir`/releases/current at the store's current release: the folder of its
 // artifact_path (its model.pt), or the file itself for a release made before releases had
-// folders (releases/run-<id>-<sha>.pt); removes the link when no release is current. Called
+// folders (releases/run-<id>-<sha>.pt), by name relative to releases/ (a state directory
+// moved elsewhere links to its own folders); removes the link when no release is current. Called
 // after every switch of the store's current release and at every start-up, so a switch
 // killed between the record and the link (or a link that failed) is repaired: the serving
 // side never keeps loading a withdrawn model across a restart.

@@ -32,7 +32,8 @@ Status StageReleaseFolder(FileStore& files, const std::string& folder,
                           const std::function<Status(const std::string& staging)>& fill);
 
 // Removes from releases/ and releases/rejected/ of `state_dir` every staging folder and every
-// run-* folder or file no release of `store` names (a publish killed before it was recorded):
+// run-* folder or file no release of `store` names (a publish killed before it was recorded),
+// matched by name so that a state directory moved or copied elsewhere keeps its releases:
 // what start-up repairs. Returns the paths removed.
 Result<std::vector<std::string>> CollectReleaseOrphans(store::Store& store, FileStore& files,
                                                        const std::string& state_dir);
