@@ -1,6 +1,5 @@
 #include "trainerd/daemon/daemon.h"
 
-#include <grp.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -9,7 +8,6 @@
 #include <iterator>
 #include <map>
 #include <thread>
-#include <tuple>
 
 #include "trainerd/daemon/control_queries.h"
 #include "trainerd/daemon/current_release.h"
@@ -150,19 +148,12 @@ void Daemon::RestoreMetrics() {
 }
 
 Status Daemon::StartControlServer() {
+  Result<ControlGroupIds> groups = ResolveControlGroups(config_);
+  if (!groups.ok()) return groups.status();
   ControlAccess access;
+  access.operate_group = groups->operate;
+  access.read_group = groups->read;
   access.worker = [this] { return supervisor_->running_pid(); };
-  for (const auto& [key, name, gid] :
-       {std::tuple("group", &config_.control_group, &access.operate_group),
-        std::tuple("read_group", &config_.control_read_group, &access.read_group)}) {
-    if (name->empty()) continue;
-    const struct group* g = ::getgrnam(name->c_str());
-    if (g == nullptr) {
-      return Status::InvalidArgument(config_path_ + ": control." + key + ": no group named '" +
-                                     *name + "'");
-    }
-    *gid = g->gr_gid;
-  }
   Result<std::unique_ptr<ControlServer>> server =
       ControlServer::Start(io_, config_.socket_path, access,
                            [this](const nlohmann::json& request, const ControlPeer& peer) {
@@ -175,9 +166,11 @@ Status Daemon::StartControlServer() {
 
 nlohmann::json Daemon::HandleControl(const nlohmann::json& request, const ControlPeer& peer) {
   const std::string command = request["command"];
-  const bool steers = OperatorCommands::Handles(command) || command == "run-now" ||
-                      command == "cancel";  // an unknown command is refused below, unrecorded
-  if (steers) {
+  // What may change something (RequiredRole) among the commands served here: an unknown
+  // command is refused below, unrecorded.
+  const bool known =
+      OperatorCommands::Handles(command) || command == "run-now" || command == "cancel";
+  if (known && RequiredRole(request) == ControlRole::kOperate) {
     // Who steered the daemon, before it acts: a withdrawal or rollback names its operator.
     nlohmann::json action;  // release's pin, unpin or show; nothing longer is recorded
     if (request.contains("action") && request["action"].is_string() &&

@@ -317,19 +317,26 @@ Result<DaemonConfig> ParseDaemonConfigText(const std::string& yaml_text,
   return config;
 }
 
-Status CheckHostNames(const DaemonConfig& config) {
-  for (const auto& [key, name, where] :
-       {std::tuple("group", &config.control_group, &config.control_group_where),
-        std::tuple("read_group", &config.control_read_group, &config.control_read_group_where)}) {
-    if (!name->empty() && ::getgrnam(name->c_str()) == nullptr) {
+Result<ControlGroupIds> ResolveControlGroups(const DaemonConfig& config) {
+  ControlGroupIds ids;
+  for (const auto& [key, name, where, id] :
+       {std::tuple("group", &config.control_group, &config.control_group_where, &ids.operate),
+        std::tuple("read_group", &config.control_read_group, &config.control_read_group_where,
+                   &ids.read)}) {
+    if (name->empty()) continue;
+    const struct group* g = ::getgrnam(name->c_str());
+    if (g == nullptr) {
       return Status::InvalidArgument(*where + ": control." + key +
                                      ": expected the name of a group in the group database "
                                      "(getent group), got '" +
                                      *name + "'");
     }
+    *id = g->gr_gid;
   }
-  return Status::Ok();
+  return ids;
 }
+
+Status CheckHostNames(const DaemonConfig& config) { return ResolveControlGroups(config).status(); }
 
 Result<DaemonConfig> ParseDaemonConfigFile(const std::string& path) {
   Result<std::string> text = ReadConfigFile(path);

@@ -12,7 +12,9 @@
 namespace trainerd {
 
 Result<MappedFile> MappedFile::Open(const std::string& path, bool access_random) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO would wait for a writer (a worker blocked until its deadline)
+  // before fstat could refuse it.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return Status::NotFound("data file " + path + ": " + std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

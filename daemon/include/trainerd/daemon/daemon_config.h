@@ -4,8 +4,11 @@
 // copyable, no shared state.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -119,9 +122,17 @@ Result<DaemonConfig> ParseDaemonConfigFile(const std::string& path);
 // `origin` names the text in errors and anchors relative paths, as if it were the file read.
 Result<DaemonConfig> ParseDaemonConfigText(const std::string& yaml_text, const std::string& origin);
 
-// What the config names on this host beyond files: control.group and control.read_group
-// must be groups in the group database. trainerd checks it before starting anything; the error
-// names file, line, key and value like the parser's.
+// The group ids of control.group and control.read_group (none for a key not given), from the
+// group database; InvalidArgument naming file, line, key and value like the parser's for a
+// name that is no group there.
+struct ControlGroupIds {
+  std::optional<gid_t> operate;
+  std::optional<gid_t> read;
+};
+Result<ControlGroupIds> ResolveControlGroups(const DaemonConfig& config);
+
+// What the config names on this host beyond files (ResolveControlGroups). trainerd checks it
+// before starting anything.
 Status CheckHostNames(const DaemonConfig& config);
 
 }  // namespace trainerd::daemon

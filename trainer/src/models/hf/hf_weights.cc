@@ -44,9 +44,6 @@ Result<HfWeights> HfWeights::Open(const std::string& folder) {
       return Status::InvalidArgument(index + ": weight_map names shard " + shard + " (for " +
                                      Quoted(expected.front()) + "), and " + path + " is missing");
     }
-    if (!fs::is_regular_file(path, ec)) {  // a FIFO would block the worker until its deadline
-      return Status::InvalidArgument(path + ": not a regular file");
-    }
     Result<MappedFile> file = MappedFile::Open(path, /*access_random=*/false);
     if (!file.ok()) return file.status();
     Result<std::map<std::string, ArrayView>> arrays =
