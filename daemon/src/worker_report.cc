@@ -76,8 +76,9 @@ void WorkerReport::Record(const WarningEvent& warning, double now, const std::st
 
 void WorkerReport::Record(const ErrorEvent& error, double now, const std::string& line) {
   error_ = error;
+  const std::string phase = error.phase ? " in " + *error.phase : "";
   events_.push_back({0, now, std::nullopt, "worker_error", store::Severity::kError,
-                     error.kind + ": " + error.message, line});
+                     error.kind + phase + ": " + error.message, line});
 }
 
 std::vector<store::UpdateMetric> WorkerReport::TakeMetrics() {

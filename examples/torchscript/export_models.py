@@ -8,6 +8,7 @@ Run with the Python whose torch matches the LibTorch that trains them (Debian's 
 
 writes
     lm.pt, lm.yaml                  a small transformer LM with the block protocol
+    lstm.pt, lstm.yaml              a small LSTM LM with dropout, with the block protocol
     classifier.pt, classifier.yaml  an MLP classifier of byte histograms, without it
 """
 import argparse
@@ -76,6 +77,45 @@ class TinyLM(nn.Module):
         return self.head(x)
 
 
+class LstmBlock(nn.Module):
+    """One LSTM layer with dropout and a residual: one checkpointable block."""
+
+    def __init__(self, width: int, dropout: float):
+        super().__init__()
+        self.lstm = nn.LSTM(width, width, batch_first=True)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y, _ = self.lstm(x)
+        return x + self.drop(y)
+
+
+class LstmLM(nn.Module):
+    """The block protocol on a recurrent model: `blocks` of LSTM layers between `embed` and
+    `head`."""
+
+    def __init__(self, vocab: int, width: int, layers: int, dropout: float):
+        super().__init__()
+        self.tokens = nn.Embedding(vocab, width)
+        self.drop = nn.Dropout(dropout)
+        self.blocks = nn.ModuleList([LstmBlock(width, dropout) for _ in range(layers)])
+        self.lm_head = nn.Linear(width, vocab)
+
+    @torch.jit.export
+    def embed(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.drop(self.tokens(idx))
+
+    @torch.jit.export
+    def head(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lm_head(x)  # logits [B, T, vocab]
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        x = self.embed(idx)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
 class SliceClassifier(nn.Module):
     """No block protocol: trained as one opaque forward, logits [B, classes]."""
 
@@ -125,13 +165,19 @@ def main() -> None:
         f.write(JOB.format(what="A byte-level transformer LM", model="lm.pt", inputs="tokens",
                            block_size=args.block_size, files=files, updates=args.updates))
 
+    lstm = torch.jit.script(LstmLM(256, args.width, args.layers, args.dropout))
+    lstm.save(os.path.join(args.out, "lstm.pt"))
+    with open(os.path.join(args.out, "lstm.yaml"), "w") as f:
+        f.write(JOB.format(what="A byte-level LSTM LM", model="lstm.pt", inputs="tokens",
+                           block_size=args.block_size, files=files, updates=args.updates))
+
     classifier = torch.jit.script(SliceClassifier(len(args.files), 4 * args.width, args.dropout))
     classifier.save(os.path.join(args.out, "classifier.pt"))
     with open(os.path.join(args.out, "classifier.yaml"), "w") as f:
         f.write(JOB.format(what="Which file a window comes from", model="classifier.pt",
                            inputs="byte_histogram", block_size=args.block_size, files=files,
                            updates=args.updates))
-    print(f"wrote lm.pt, lm.yaml, classifier.pt, classifier.yaml to {args.out}")
+    print(f"wrote lm.pt, lm.yaml, lstm.pt, lstm.yaml, classifier.pt, classifier.yaml to {args.out}")
 
 
 if __name__ == "__main__":

@@ -44,6 +44,19 @@ TEST(WorkerReportTest, RecordsStartUpdatesEvalsCheckpointsAndFinish) {
   EXPECT_EQ(report.finish()->model_sha256.hex, kSha);
 }
 
+// The worker's error event names what it was doing: the event's message says it.
+TEST(WorkerReportTest, AnErrorsPhaseIsInItsEventsMessage) {
+  WorkerReport report;
+  report.Consume(R"({"event":"error","kind":"oom","phase":"eval","message":"budget exceeded"})",
+                 kNow);
+  report.Consume(R"({"event":"error","kind":"internal","message":"no phase"})", kNow);
+  const std::vector<store::Event> events = report.TakeEvents();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].message, "oom in eval: budget exceeded");
+  EXPECT_EQ(events[1].message, "internal: no phase");
+  EXPECT_EQ(report.error()->phase, std::nullopt);
+}
+
 // Found by tests/fuzz/worker_report_fuzzer: value("reason", "") and its kin threw
 // nlohmann's type_error out of Consume (and so out of the nightly cycle) when a field the
 // daemon reads as a string had another type.

@@ -36,6 +36,29 @@ TEST_F(DeviceMemoryTest, AllocationBeyondTheLimitIsAnOutOfMemoryErrorAndLeavesNo
   EXPECT_EQ(memory_.live_bytes(), baseline + (4 << 20));
 }
 
+// The TorchScript interpreter rethrows an out-of-memory as a std::runtime_error: the watch
+// tells it by the allocator's refusal, and another error (no refusal) apart.
+TEST_F(DeviceMemoryTest, TheWatchTellsAnOutOfMemoryByTheRefusalNotByTheErrorsType) {
+  const std::runtime_error rethrown(
+      "The following operation failed in the TorchScript "
+      "interpreter ... budget exceeded");
+  const OutOfMemoryWatch before_any;
+  EXPECT_FALSE(before_any.IsOutOfMemory(rethrown));
+  EXPECT_EQ(before_any.StatusOf(rethrown, "x").code(), Status::Code::kInternal);
+  const std::int64_t refused = memory_.refused_allocations();
+  memory_.SetLimit(memory_.live_bytes() + 1024);
+  try {
+    (void)torch::empty({1 << 20}, torch::kFloat);
+    ADD_FAILURE() << "4 MiB fit a limit of 1 KiB above the live bytes";
+  } catch (const c10::OutOfMemoryError& e) {
+    EXPECT_TRUE(OutOfMemoryWatch().IsOutOfMemory(e));  // by its type, whenever it began
+  }
+  EXPECT_EQ(memory_.refused_allocations(), refused + 1);
+  EXPECT_TRUE(before_any.IsOutOfMemory(rethrown));
+  EXPECT_EQ(before_any.StatusOf(rethrown, "x").code(), Status::Code::kOutOfMemory);
+  EXPECT_FALSE(OutOfMemoryWatch().IsOutOfMemory(rethrown));  // the refusal came before it
+}
+
 TEST_F(DeviceMemoryTest, AnUpdateThatOomsReleasesEverythingItAllocated) {
   JobSpec spec = testing::TinyGptJob();
   Result<TextCorpus> corpus =

@@ -11,12 +11,14 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "../support/child_process.h"
 #include "../support/recording_sink.h"
 #include "../support/temp_dir.h"
 #include "data/text/text_corpus.h"
 #include "trainerd/common/sha256.h"
+#include "trainerd/trainer/device/device_memory.h"
 #include "trainerd/trainer/loop/trainer.h"
 #include "trainerd/trainer/models/resolve_model.h"
 #include "trainerd/trainer/plan/memory_ledger.h"
@@ -31,6 +33,17 @@ namespace {
 using testing::RunToEnd;
 
 constexpr int kBlockSize = 16;
+
+// The events named `name` among trainer-run's JSON lines in `out`.
+std::vector<nlohmann::json> EventsOf(const std::string& out, const std::string& name) {
+  std::vector<nlohmann::json> events;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    nlohmann::json event = nlohmann::json::parse(line, nullptr, false);
+    if (event.is_object() && event.value("event", "") == name) events.push_back(std::move(event));
+  }
+  return events;
+}
 
 class TorchScriptModelTest : public ::testing::Test {
  protected:
@@ -192,6 +205,130 @@ TEST_F(TorchScriptModelTest, ThePlannerFitsTheModelIntoABudgetItsNaivePlanExceed
   ASSERT_EQ(finish.size(), 1u);
   EXPECT_LE(finish[0]["peak_bytes"].get<std::int64_t>(), spec.memory.usable_bytes())
       << "naive " << naive->peak_bytes << ", plan " << ToJson(spec.plan).dump();
+}
+
+// Issue 51: LibTorch's TorchScript interpreter rethrows an out-of-memory inside the scripted
+// model as a std::runtime_error. Training, the planner's validation and its named baseline
+// still report it as an out-of-memory (not an internal error), training with what ran out.
+TEST_F(TorchScriptModelTest, AnOutOfMemoryInsideTheScriptedModelIsAnOutOfMemoryWithItsPhase) {
+  JobSpec spec = Resolved(*Job("lstm"));
+  spec.plan = {16, 1, {}, Precision::kFp32};
+  Result<MemoryLedger> naive = MeasureLedger(spec, *corpus_);
+  ASSERT_TRUE(naive.ok()) << naive.status().message();
+
+  DeviceMemory& memory = MemoryOf(torch::kCPU);
+  {
+    NullEventSink sink;
+    Trainer trainer(spec, *corpus_, &sink);
+    // Room for a quarter of one forward's activations: the LSTM blocks run out.
+    const ScopedMemoryLimit limited(memory, memory.live_bytes() + naive->activations_bytes / 4);
+    TrainerOptions options;
+    options.checkpoint_path = dir_.File("oom-checkpoint.pt");
+    options.model_path = dir_.File("oom.pt");
+    Result<TrainOutcome> outcome = trainer.Run(options);
+    ASSERT_TRUE(outcome.ok()) << outcome.status().message();
+    EXPECT_EQ(outcome->kind, TrainOutcome::Kind::kOutOfMemory);
+    EXPECT_EQ(outcome->phase, "update");
+    EXPECT_NE(outcome->message.find("trainerd CPU budget exceeded"), std::string::npos)
+        << outcome->message;
+  }
+  // trainer-run's error event: kind oom, exit 4, the phase named.
+  int code = 0;
+  const std::string out = RunToEnd(
+      {TRAINER_RUN_PATH, "--config", dir_.File("lstm.yaml"), "--json", "--plan",
+       dir_.Write("naive.yaml", "{microbatch: 16, accumulation_steps: 1, precision: fp32}\n"),
+       "--budget", std::to_string(naive->peak_bytes / 4), "--output-dir", dir_.File("oom-out")},
+      &code);
+  EXPECT_EQ(code, exit_code::kOutOfMemory) << out;
+  const std::vector<nlohmann::json> errors = EventsOf(out, "error");
+  ASSERT_EQ(errors.size(), 1u) << out;
+  EXPECT_EQ(errors[0]["kind"], "oom");
+  EXPECT_EQ(errors[0]["phase"], "update");
+
+  // The named baseline's trainer and 8 KiB more fit, its first forward (tens of KiB) does not.
+  JobSpec baseline = spec;
+  baseline.plan = NamedBaselinePlan(spec);
+  std::int64_t trainer_bytes = 0;
+  {
+    NullEventSink sink;
+    const Trainer trainer(baseline, *corpus_, &sink);
+    trainer_bytes = memory.live_bytes();
+  }
+  spec.memory.reserve_fraction = 0;
+  spec.memory.budget_bytes = trainer_bytes + 8192;
+  Result<ChosenPlan> chosen = PlanJob(spec, *corpus_);
+  ASSERT_FALSE(chosen.ok());
+  EXPECT_EQ(chosen.status().code(), Status::Code::kOutOfMemory) << chosen.status().message();
+}
+
+// Issue 51 as a user met it: an LSTM language model with dropout, exported to TorchScript,
+// planned by trainer-run into half the peak of its naive plan (the whole batch at once, fp32,
+// nothing checkpointed), then trained under that budget. Before, an out-of-memory of a
+// candidate validated under the usable limit ended planning as an internal error.
+TEST_F(TorchScriptModelTest, TrainerRunPlansAnLstmIntoHalfItsNaivePeakAndTrainsUnderIt) {
+  const std::string wide = dir_.File("wide");
+  int code = 0;
+  const std::string exported =
+      RunToEnd({TRAINERD_TEST_PYTHON, std::string(TRAINERD_EXAMPLES_DIR) + "/export_models.py",
+                "--out", wide, "--block-size", "64", "--width", "128", "--updates", "4"},
+               &code);
+  ASSERT_EQ(code, 0) << exported;
+  const std::string config = wide + "/lstm.yaml";
+  Result<JobSpec> job = ParseJobSpecFile(config);
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  JobSpec spec = Resolved(*job);
+  spec.plan = {spec.training.effective_batch, 1, {}, Precision::kFp32};
+  Result<MemoryLedger> naive = MeasureLedger(spec, *corpus_);
+  ASSERT_TRUE(naive.ok()) << naive.status().message();
+  const std::int64_t budget = naive->peak_bytes / 2;
+
+  const std::string out =
+      RunToEnd({TRAINER_RUN_PATH, "--config", config, "--plan", "auto", "--budget",
+                std::to_string(budget), "--json", "--output-dir", dir_.File("wide-out")},
+               &code);
+  ASSERT_EQ(code, exit_code::kOk) << out;
+  const std::vector<nlohmann::json> plan = EventsOf(out, "plan"), finish = EventsOf(out, "finish");
+  ASSERT_EQ(plan.size(), 1u) << out;
+  ASSERT_EQ(finish.size(), 1u) << out;
+  spec.memory.budget_bytes = budget;
+  EXPECT_LE(finish[0]["peak_bytes"].get<std::int64_t>(), spec.memory.usable_bytes())
+      << plan[0].dump();
+}
+
+// Issue 51: what the worker runs before training is outside the budget. Resolving the model
+// builds it on the CPU and runs one sample through it (its outputs, the vocabulary of the data
+// profile): under a limit that holds nothing more, it still resolves.
+TEST_F(TorchScriptModelTest, ResolvingTheModelRunsOutsideTheBudget) {
+  Resolved(*Job("lstm"));  // the corpus, read before the limit
+  Result<JobSpec> spec = Job("lstm");
+  ASSERT_TRUE(spec.ok());
+  DeviceMemory& memory = MemoryOf(torch::kCPU);
+  const ScopedMemoryLimit nothing_more(memory, memory.live_bytes() + 1);
+  const std::int64_t limit = memory.limit();
+  const Status s = ResolveModel(&*spec, *corpus_);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(spec->model.loaded->output_size, 256);
+  EXPECT_EQ(memory.limit(), limit);  // restored for what runs next
+}
+
+// Issue 51: the evaluation training runs (its losses, the prediction tally, the simple
+// baseline) is the one the ledger counts, so a plan whose evaluation cannot fit is not
+// chosen: its peak after real updates stays within the ledger's evaluation peak.
+TEST_F(TorchScriptModelTest, TheLedgersEvaluationPeakHoldsTheEvaluationTrainingRuns) {
+  JobSpec spec = Resolved(*Job("lstm"));
+  spec.plan = {4, 4, {}, Precision::kFp32};
+  Result<MemoryLedger> ledger = MeasureLedger(spec, *corpus_);
+  ASSERT_TRUE(ledger.ok()) << ledger.status().message();
+  NullEventSink sink;
+  Trainer trainer(spec, *corpus_, &sink);
+  DeviceMemory& memory = MemoryOf(trainer.device());
+  const std::optional<int> stepped = trainer.TrainUntilStepped(0);
+  ASSERT_TRUE(stepped);
+  trainer.TrainUpdate(*stepped);
+  memory.ResetPeak();
+  const std::vector<SliceLoss> evaluated = trainer.Evaluate();
+  ASSERT_TRUE(evaluated.at(0).baseline_loss && evaluated.at(0).predictions);
+  EXPECT_LE(memory.peak_bytes(), ledger->evaluation_peak_bytes);
 }
 
 TEST_F(TorchScriptModelTest, AModuleWithoutTheProtocolTrainsAsOneBlockThatNoPlanCheckpoints) {

@@ -29,6 +29,7 @@
 #include "trainerd/trainer/loop/event_sink.h"
 #include "trainerd/trainer/loop/initial_weights.h"
 #include "trainerd/trainer/loop/trainer.h"
+#include "trainerd/trainer/models/build_model.h"
 #include "trainerd/trainer/models/paper_ledger.h"
 #include "trainerd/trainer/models/resolve_model.h"
 #include "trainerd/trainer/plan/memory_ledger.h"
@@ -599,6 +600,7 @@ class Worker {
   }
 
   int Run() {
+    const trainerd::OutOfMemoryWatch out_of_memory;
     try {
       if (std::optional<int> code = ReadRankEnvironment()) return *code;
       if (std::optional<int> code = LoadJob()) return *code;
@@ -606,6 +608,9 @@ class Worker {
       if (std::optional<int> code = Report()) return *code;
       return Train();
     } catch (const std::exception& e) {
+      if (out_of_memory.IsOutOfMemory(e)) {
+        return Fail("oom", trainerd::ModelErrorReason(e), exit_code::kOutOfMemory);
+      }
       return Fail("internal", e.what(), exit_code::kInternal);
     }
   }
@@ -613,12 +618,13 @@ class Worker {
  private:
   int Fail(const char* kind, const std::string& message, int code,
            const std::optional<trainerd::FailureDetails>& details = std::nullopt) {
-    sink_->Emit(trainerd::ErrorEvent{kind, message, details});
+    sink_->Emit(trainerd::ErrorEvent{kind, message, details, phase_});
     if (args_.json || rank_.rank != 0) std::cerr << RankName() << ": " << message << "\n";
     return code;
   }
 
-  // A planner's or parity check's failure: out of memory (exit 4) or internal (exit 1).
+  // A measurement's failure (the ledger, the planner, the parity check, the profile): out of
+  // memory (exit 4) or internal (exit 1).
   int FailMeasuring(const trainerd::Status& status) {
     const bool oom = status.code() == trainerd::Status::Code::kOutOfMemory;
     return Fail(oom ? "oom" : "internal", status.message(),
@@ -671,6 +677,7 @@ class Worker {
 
   // The spec with --budget and --plan FILE applied, the device, the threads and the corpus.
   std::optional<int> LoadJob() {
+    phase_ = "load";
     trainerd::Result<trainerd::JobSpec> spec =
         trainerd::ParseJobSpecFile(args_.config, args_.base_dir);
     if (!spec.ok()) return Fail("config", spec.status().message(), exit_code::kUsage);
@@ -703,6 +710,7 @@ class Worker {
     const bool declared = trainerd::ModelKindOf(spec_.model).Outputs(spec_.model).has_value();
     if (args_.data_profile && declared) return std::nullopt;
     if (trainerd::Status s = trainerd::ResolveModel(&spec_, *corpus_); !s.ok()) {
+      if (s.code() == trainerd::Status::Code::kOutOfMemory) return FailMeasuring(s);
       return Fail("model", s.message(), exit_code::kUsage);
     }
     if (args_.data_profile) return std::nullopt;  // ids the model cannot read are its findings
@@ -753,8 +761,9 @@ class Worker {
     // The reports plan and measure what one rank trains: its share of the effective batch.
     const trainerd::JobSpec rank_job = trainerd::RankJob(spec_);
     if (args_.ledger) {
+      phase_ = "ledger";
       trainerd::Result<trainerd::MemoryLedger> ledger = trainerd::MeasureLedger(rank_job, *corpus_);
-      if (!ledger.ok()) return Fail("internal", ledger.status().message(), exit_code::kInternal);
+      if (!ledger.ok()) return FailMeasuring(ledger.status());
       if (args_.json) {
         PrintReport(*ledger);
       } else {
@@ -763,6 +772,7 @@ class Worker {
       return exit_code::kOk;
     }
     if (args_.plan_only || args_.plan == "auto") {
+      phase_ = "plan";
       trainerd::Result<trainerd::ChosenPlan> chosen =
           trainerd::PlanJob(rank_job, *corpus_, {.parity_checked = args_.for_parity});
       if (!chosen.ok()) return FailMeasuring(chosen.status());
@@ -778,6 +788,7 @@ class Worker {
       sink_->Emit(trainerd::PlanEvent{*chosen});
     }
     if (args_.profile) {
+      phase_ = "profile";
       trainerd::ProfileOptions options;
       options.updates = args_.profile_updates;
       options.trace_path = args_.profile_trace;
@@ -785,9 +796,10 @@ class Worker {
       trainerd::Result<trainerd::ProfileReport> profile =
           trainerd::ProfileUpdates(rank_job, *corpus_, options);
       if (!profile.ok()) {
-        const bool usage = profile.status().code() == trainerd::Status::Code::kInvalidArgument;
-        return Fail(usage ? "config" : "internal", profile.status().message(),
-                    usage ? exit_code::kUsage : exit_code::kInternal);
+        if (profile.status().code() == trainerd::Status::Code::kInvalidArgument) {
+          return Fail("config", profile.status().message(), exit_code::kUsage);
+        }
+        return FailMeasuring(profile.status());
       }
       if (args_.json) {
         PrintReport(*profile);
@@ -797,6 +809,7 @@ class Worker {
       return exit_code::kOk;
     }
     if (args_.parity) {
+      phase_ = "parity";
       trainerd::Result<trainerd::ParityReport> report =
           trainerd::CheckParity(rank_job, *corpus_, args_.parity_updates, args_.fault);
       if (!report.ok()) return FailMeasuring(report.status());
@@ -836,6 +849,7 @@ class Worker {
   }
 
   int Train() {
+    phase_ = "train";
     if (args_.output_dir.empty()) {
       args_.output_dir = "runs/" + std::filesystem::path(args_.config).stem().string();
     }
@@ -884,6 +898,7 @@ class Worker {
       case trainerd::TrainOutcome::Kind::kDiverged:
         return Fail("nan", outcome->message, exit_code::kNonFiniteLoss);
       case trainerd::TrainOutcome::Kind::kOutOfMemory:
+        phase_ = outcome->phase;
         return Fail("oom", outcome->message, exit_code::kOutOfMemory, outcome->details);
       case trainerd::TrainOutcome::Kind::kLeak:
         return Fail("leak", outcome->message, exit_code::kLeak, outcome->details);
@@ -897,6 +912,7 @@ class Worker {
   trainerd::JobSpec spec_;
   torch::Device device_ = torch::kCPU;
   std::unique_ptr<trainerd::Dataset> corpus_;  // absent for --device-info
+  std::string phase_ = "load";                 // ErrorEvent::phase
 };
 
 }  // namespace

@@ -36,6 +36,7 @@ class Counter {
     const std::int64_t limit = limit_.load();
     if (limit > 0 && live > limit) {
       live_.fetch_sub(bytes);
+      refused_.fetch_add(1);
       TORCH_CHECK_WITH(OutOfMemoryError, false, "trainerd CPU budget exceeded: tried to allocate ",
                        bytes, " bytes with ", live - bytes, " bytes live and a limit of ", limit,
                        " bytes");
@@ -50,8 +51,10 @@ class Counter {
   void ResetPeak() { peak_.store(live_.load()); }
   void SetLimit(std::int64_t bytes) { limit_.store(bytes); }
   std::int64_t limit() const { return limit_.load(); }
+  std::int64_t refused() const { return refused_.load(); }
 
  private:
+  std::atomic<std::int64_t> refused_{0};
   std::atomic<std::int64_t> live_{0};
   std::atomic<std::int64_t> peak_{0};
   std::atomic<std::int64_t> limit_{0};
@@ -87,6 +90,9 @@ class CountingCpuAllocator final : public compat::CpuAllocatorBase, public Devic
   void ResetPeak() override { device_.ResetPeak(); }
   void SetLimit(std::int64_t bytes) override { device_.SetLimit(bytes); }
   std::int64_t limit() const override { return device_.limit(); }
+  std::int64_t refused_allocations() const override { return Refused(); }
+  // Without an allocator object: counted from its installation, 0 before.
+  static std::int64_t Refused() { return device_.refused(); }
   std::string method() const override {
     return "bytes of live CPU tensors counted by a wrapping c10 CPU allocator (host-memory "
            "scopes apart)";
@@ -125,6 +131,7 @@ class CudaMemory final : public DeviceMemory {
         bytes > 0 ? std::min(1.0, static_cast<double>(bytes) / total) : 1.0, index_);
   }
   std::int64_t limit() const override { return limit_; }
+  std::int64_t refused_allocations() const override { return Bytes().refused; }
   std::string method() const override {
     return "CUDA caching allocator allocated_bytes (all streams); reserved_bytes beside it; "
            "limit as the allocator's memory fraction of the device";
@@ -135,6 +142,17 @@ class CudaMemory final : public DeviceMemory {
   c10::DeviceIndex index_;
   std::int64_t limit_ = 0;
 };
+#endif
+
+#ifdef TRAINERD_WITH_CUDA
+// The CUDA devices MemoryOf handed out, by index.
+std::map<c10::DeviceIndex, std::unique_ptr<CudaMemory>>& CudaDevices(
+    std::unique_lock<std::mutex>* lock) {
+  static std::mutex mutex;
+  static std::map<c10::DeviceIndex, std::unique_ptr<CudaMemory>> devices;
+  *lock = std::unique_lock<std::mutex>(mutex);
+  return devices;
+}
 #endif
 
 CountingCpuAllocator& CountingAllocator() {
@@ -151,17 +169,37 @@ CountingCpuAllocator& CountingAllocator() {
 DeviceMemory& MemoryOf(const torch::Device& device) {
 #ifdef TRAINERD_WITH_CUDA
   if (device.is_cuda()) {
-    static std::mutex mutex;
-    static std::map<c10::DeviceIndex, std::unique_ptr<CudaMemory>> devices;
     const c10::DeviceIndex index = compat::CudaIndexOf(device);
-    std::lock_guard<std::mutex> lock(mutex);
-    auto& memory = devices[index];
+    std::unique_lock<std::mutex> lock;
+    auto& memory = CudaDevices(&lock)[index];
     if (!memory) memory = std::make_unique<CudaMemory>(index);
     return *memory;
   }
 #endif
   TORCH_CHECK(device.is_cpu(), "no memory accounting for device ", device.str(), " in this build");
   return CountingAllocator();
+}
+
+namespace {
+
+// Every allocator's refusals: the CPU's (the host's never refuse) and each CUDA device's.
+// Installs nothing: the CPU's counts from its installation.
+std::int64_t RefusedAllocations() {
+  std::int64_t refused = CountingCpuAllocator::Refused();
+#ifdef TRAINERD_WITH_CUDA
+  std::unique_lock<std::mutex> lock;
+  for (const auto& [index, memory] : CudaDevices(&lock)) refused += memory->refused_allocations();
+#endif
+  return refused;
+}
+
+}  // namespace
+
+OutOfMemoryWatch::OutOfMemoryWatch() : refused_before_(RefusedAllocations()) {}
+
+bool OutOfMemoryWatch::IsOutOfMemory(const std::exception& e) const {
+  return dynamic_cast<const c10::OutOfMemoryError*>(&e) != nullptr ||
+         RefusedAllocations() > refused_before_;
 }
 
 HostMemory& HostMemoryOfProcess() { return CountingAllocator().host(); }

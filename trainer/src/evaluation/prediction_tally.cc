@@ -8,6 +8,11 @@
 namespace trainerd {
 namespace {
 
+// The probabilities of 1/16 of the positions at a time: their few fp32 copies stay well below
+// the loss's log-probabilities of all of them, so the tally never sets the evaluation's peak
+// (at 1/4, on a 256-token vocabulary, it raised it by 6%).
+constexpr std::int64_t kPositionChunks = 16;
+
 // Adds the counts of `values` (in [0, 1]) in kPredictionBins equal bins to `bins`.
 void CountInBins(const torch::Tensor& values, std::vector<std::int64_t>& bins) {
   const torch::Tensor index =
@@ -31,7 +36,7 @@ void PredictionTally::Add(const torch::Tensor& outputs, const torch::Tensor& tar
     const torch::Tensor logits = outputs.reshape({-1, outputs.size(-1)});
     const torch::Tensor kept = targets.reshape({-1}).ne(loss_.ignore_index).nonzero().reshape({-1});
     const std::int64_t positions = kept.numel();
-    const std::int64_t chunk = std::max<std::int64_t>(1, logits.size(0) / 4);
+    const std::int64_t chunk = std::max<std::int64_t>(1, logits.size(0) / kPositionChunks);
     for (std::int64_t start = 0; start < positions; start += chunk) {
       AddProbabilities(
           logits.index_select(0, kept.narrow(0, start, std::min(chunk, positions - start))));
@@ -46,7 +51,7 @@ void PredictionTally::AddProbabilities(const torch::Tensor& logits) {
   const torch::Tensor p = log_p.exp();
   const double uniform = std::log(static_cast<double>(std::max<std::int64_t>(classes, 2)));
   // p log p is 0 where p is: a logit of -inf (a masked class) adds nothing, not NaN.
-  const torch::Tensor plogp = torch::where(p > 0, p * log_p, torch::zeros_like(p));
+  const torch::Tensor plogp = (p * log_p).masked_fill_(p == 0, 0);
   const auto [top, predicted] = p.max(-1);
   // A position whose logits are not finite (a diverged model) predicts nothing.
   const torch::Tensor predicts = torch::isfinite(top);

@@ -96,7 +96,8 @@ void TerminalProgress::Print(const WarningEvent& e) {
 
 void TerminalProgress::Print(const ErrorEvent& e) {
   EndBar();
-  std::fprintf(out_, "error (%s): %s\n", e.kind.c_str(), e.message.c_str());
+  const std::string phase = e.phase ? " in " + *e.phase : "";
+  std::fprintf(out_, "error (%s%s): %s\n", e.kind.c_str(), phase.c_str(), e.message.c_str());
 }
 
 void TerminalProgress::Print(const PlanEvent& e) {

@@ -319,7 +319,7 @@ void Trainer::CommitMicrobatchFault(double lr) {
   }
 }
 
-std::vector<SliceLoss> Trainer::Evaluate(EvalDetail detail) {
+std::vector<SliceLoss> Trainer::Evaluate() {
   torch::NoGradGuard no_grad;
   model_->eval();
   std::vector<SliceLoss> losses;
@@ -343,7 +343,6 @@ std::vector<SliceLoss> Trainer::Evaluate(EvalDetail detail) {
       const LossTerms terms = model_->Loss(outputs, targets);
       sum += terms.sum.item<double>();
       count += terms.count;
-      if (detail == EvalDetail::kLossOnly) continue;  // no tally, no classes: no baseline
       predictions.Add(outputs, targets);
       classes = outputs.dim() == 0 ? 1 : outputs.size(-1);
     }
@@ -467,6 +466,7 @@ std::optional<std::string> Trainer::TooManySkipsInARow(int in_a_row, int update)
          std::to_string(update + 1 - in_a_row) +
          ". Lower optimizer.lr, check the data, or train in bf16 or fp32";
 }
+  phase_ = "initial_eval";
 
 std::optional<std::string> Trainer::SkippedTooMuch(int in_a_row, int update, int first,
                                                    int updates) const {
@@ -475,12 +475,14 @@ std::optional<std::string> Trainer::SkippedTooMuch(int in_a_row, int update, int
     return "the fp16 loss scaler skipped every one of this run's " + std::to_string(in_a_row) +
            " updates (" + LossScaleNow() +
            "): nothing was trained. Lower optimizer.lr, check the data, "
+    phase_ = "eval";
            "or train in bf16 or fp32";
   }
   return std::nullopt;
 }
 
 std::string Trainer::LossScaleNow() const {
+    phase_ = "checkpoint";
   const int exponent = scaler_ ? static_cast<int>(std::log2(scaler_->scale())) : 0;
   return "its loss scale is now 2^" + std::to_string(exponent);
 }
@@ -608,6 +610,8 @@ Result<FinishEvent::ModelFiles> Trainer::WriteModelFiles(const TrainerOptions& o
   FinishEvent::ModelFiles written{weights, {*weights_hash}, description, {}};
   Result<std::vector<std::string>> companions = model_->WriteCompanionFiles(dir.string());
   if (!companions.ok()) return companions.status();
+  const OutOfMemoryWatch out_of_memory;
+  phase_ = "resume";
   companions->insert(companions->end(), adapter->begin(), adapter->end());
   for (const std::string& name : *companions) {
     const std::string path = (dir / name).string();
@@ -648,6 +652,7 @@ Status Trainer::Finish(const TrainerOptions& options, const RunTiming& timing,
   // The training's peaks, read before the FLOP/s probe allocates its matrices.
   const std::int64_t peak_bytes = memory.peak_bytes();
   const std::int64_t reserved_peak_bytes = memory.peak_reserved_bytes();
+      phase_ = "update";
   // The peak is one rank's (this process's device and threads): MFU compares it with a
   // rank's share of the job's FLOP/s, which near or above a cached peak has it probed again.
   const int world_size = this->world_size();
@@ -685,6 +690,7 @@ Status Trainer::Finish(const TrainerOptions& options, const RunTiming& timing,
   finish.model_flops_per_sample = per_sample.value;
   finish.flops_method = per_sample.method;
   if (per_sample.value) finish.model_flops_per_second = flops.achieved_flops * world_size;
+    phase_ = "finish";
   finish.peak_flops_per_second = flops.peak_flops;
   if (const std::optional<IsaPeak> isa = IsaRoof(spec_.plan.precision, device_)) {
     finish.isa_peak_flops_per_second = isa->flops_per_second;
@@ -783,14 +789,17 @@ Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
     // model's real eval losses.
     if (outcome.eval.empty()) outcome.eval = Evaluate();
     if (Status s = Finish(options, timing, &outcome); !s.ok()) return s;
-  } catch (const c10::OutOfMemoryError& e) {
-    outcome.kind = TrainOutcome::Kind::kOutOfMemory;
-    outcome.message = e.what_without_backtrace();
-    outcome.details =
-        FailureDetails{outcome.updates_done + 1, spec_.plan, std::nullopt, LedgerSnapshot()};
-    return outcome;
-  } catch (const c10::Error& e) {
-    return Status::Internal(std::string("LibTorch: ") + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    if (out_of_memory.IsOutOfMemory(e)) {
+      outcome.kind = TrainOutcome::Kind::kOutOfMemory;
+      outcome.message = ModelErrorReason(e);
+      outcome.phase = phase_;
+      outcome.details =
+          FailureDetails{outcome.updates_done + 1, spec_.plan, std::nullopt, LedgerSnapshot()};
+      return outcome;
+    }
+    if (dynamic_cast<const c10::Error*>(&e) == nullptr) throw;
+    return Status::Internal(std::string("LibTorch: ") + ModelErrorReason(e));
   }
   return outcome;
 }

@@ -6,6 +6,7 @@
 
 #include "trainerd/common/array_file.h"
 #include "trainerd/common/sha256.h"
+#include "trainerd/trainer/device/device_memory.h"
 #include "trainerd/trainer/device/matmul_flops.h"
 #include "trainerd/trainer/models/adapters.h"
 #include "trainerd/trainer/models/build_model.h"
@@ -85,6 +86,7 @@ void CountedFlops(const MatmulFlopCounter& counter, std::int64_t samples, Loaded
 Status ProbeOnASample(TrainableModel& model, const Dataset& data, const std::string& where,
                       bool count_flops, LoadedModel* loaded) {
   torch::NoGradGuard no_grad;
+  const OutOfMemoryWatch out_of_memory;
   model.eval();
   const Batch sample = data.HeldOutSamples(0, 1, model.sample_format());
   torch::Tensor outputs;
@@ -95,9 +97,12 @@ Status ProbeOnASample(TrainableModel& model, const Dataset& data, const std::str
     if (counter) CountedFlops(*counter, sample.samples, loaded);
   } catch (const std::exception& e) {  // c10::Error, or a JITException raised by the script
     const char* dtype = sample.inputs.scalar_type() == torch::kLong ? "int64" : "float32";
-    return Status::InvalidArgument(where + ": the model fails on a sample of shape " +
-                                   ShapeOf(sample.inputs) + " " + dtype +
-                                   " (model.inputs): " + ModelErrorReason(e));
+    const std::string run = " on a sample of shape " + ShapeOf(sample.inputs) + " " + dtype +
+                            " (model.inputs): " + ModelErrorReason(e);
+    if (out_of_memory.IsOutOfMemory(e)) {
+      return Status::OutOfMemory(where + ": out of memory running the model" + run);
+    }
+    return Status::InvalidArgument(where + ": the model fails" + run);
   }
   if (const std::string mismatch = LossMismatch(model, outputs, sample.targets);
       !mismatch.empty()) {
@@ -138,6 +143,9 @@ Status ResolveModel(JobSpec* spec, const Dataset& data) {
   const ModelKind& kind = ModelKindOf(m);
   const std::string& origin = spec->source_path;
   const std::string where = origin + ": " + ModelKey(m);
+  // A model built on the CPU to learn its blocks and outputs, and one sample through it: not
+  // the training's memory, so outside any budget (it is gone before training starts).
+  const ScopedMemoryLimit outside_the_budget(MemoryOf(torch::kCPU), 0);
   std::shared_ptr<TrainableModel> model;
   try {
     model = BuildModel(m, static_cast<int>(data.slices().size()), origin);

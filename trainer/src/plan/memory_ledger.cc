@@ -12,6 +12,7 @@
 #include "trainerd/trainer/loop/gradient_accumulation.h"
 #include "trainerd/trainer/loop/host_model_state.h"
 #include "trainerd/trainer/loop/model_state_bytes.h"
+#include "trainerd/trainer/models/build_model.h"
 #include "trainerd/trainer/loop/trainer.h"
 #include "trainerd/trainer/semantics/sample_dropout.h"
 #include "trainerd/trainer/spec/units.h"
@@ -95,6 +96,7 @@ Result<MemoryLedger> MeasureLedger(const JobSpec& spec, const Dataset& corpus,
   MemoryLedger ledger;
   ledger.plan = spec.plan;
   ledger.budget_bytes = spec.memory.budget_bytes;
+  const OutOfMemoryWatch out_of_memory;
   ledger.usable_bytes = spec.memory.usable_bytes();
   try {
     NullEventSink discard;
@@ -148,7 +150,7 @@ Result<MemoryLedger> MeasureLedger(const JobSpec& spec, const Dataset& corpus,
                ledger.optimizer_state_bytes - ledger.inputs_bytes - ledger.activations_bytes);
     // The evaluation runs between updates, beside the model's whole state.
     memory.ResetPeak();
-    trainer.Evaluate(Trainer::EvalDetail::kLossOnly);
+    trainer.Evaluate();
     ledger.evaluation_peak_bytes = memory.peak_bytes();
     ledger.peak_bytes = std::max(update_peak, ledger.evaluation_peak_bytes);
     ledger.reserved_peak_bytes = std::max(reserved_peak, memory.peak_reserved_bytes());
@@ -166,8 +168,8 @@ Result<MemoryLedger> MeasureLedger(const JobSpec& spec, const Dataset& corpus,
     if (spec.plan.zero_stage > 0 && spec.distributed.job_ranks > 1) {
       ShardLedger(spec, trainer.model(), &ledger);
     }
-  } catch (const c10::Error& e) {
-    return Status::Internal(std::string("measuring the ledger: ") + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    return out_of_memory.StatusOf(e, "measuring the ledger: " + ModelErrorReason(e));
   }
   return ledger;
 }

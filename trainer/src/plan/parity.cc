@@ -14,6 +14,7 @@
 
 #include "trainerd/trainer/device/device_memory.h"
 #include "trainerd/trainer/loop/trainer.h"
+#include "trainerd/trainer/models/build_model.h"
 #include "trainerd/trainer/plan/memory_ledger.h"
 #include "trainerd/trainer/spec/units.h"
 
@@ -400,6 +401,7 @@ Status RunCheck(const CheckShape& shape, const Dataset& corpus, int updates, Tra
   const ScopedMemoryLimit limited(memory, shape.memory.limit_bytes);
   memory.ResetPeak();
   NullEventSink discard;
+  const OutOfMemoryWatch out_of_memory;
   try {
     std::vector<std::unique_ptr<Side>> plans;
     std::vector<Judge> judges;
@@ -449,13 +451,10 @@ Status RunCheck(const CheckShape& shape, const Dataset& corpus, int updates, Tra
         break;
       }
     }
-  } catch (const c10::OutOfMemoryError& e) {
+  } catch (const std::exception& e) {
     // An OOM (trainer-run exits 4, and the daemon falls back as for one), not an internal
     // error the daemon would record as a crash.
-    return Status::OutOfMemory(std::string("the parity check ran out of memory: ") +
-                               e.what_without_backtrace());
-  } catch (const c10::Error& e) {
-    return Status::Internal(std::string("parity run: ") + e.what_without_backtrace());
+    return out_of_memory.StatusOf(e, "the parity check failed: " + ModelErrorReason(e));
   }
   report->memory.measured_peak_bytes = memory.peak_bytes();
   report->pass = report->failures.empty();

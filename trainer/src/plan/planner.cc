@@ -63,6 +63,7 @@ Measurement MeasureUpdate(const JobSpec& spec, const Dataset& corpus, const Plan
   job.training.effective_batch = effective_batch;
   Measurement m;
   NullEventSink discard;
+  const OutOfMemoryWatch out_of_memory;
   try {
     Trainer trainer(job, corpus, &discard);
     DeviceMemory& memory = MemoryOf(trainer.device());
@@ -91,10 +92,10 @@ Measurement MeasureUpdate(const JobSpec& spec, const Dataset& corpus, const Plan
       trainer.TrainUpdate(update);
       m.update_seconds = std::min(m.update_seconds, timer.Seconds());
     }
-    trainer.Evaluate(Trainer::EvalDetail::kLossOnly);  // in the plan's microbatches: a plan whose
-                                                       // evaluation OOMs fails here
+    trainer.Evaluate();  // in the plan's microbatches: a plan whose evaluation OOMs fails here
     m.peak_bytes = memory.peak_bytes() - other_ranks;
-  } catch (const c10::OutOfMemoryError&) {
+  } catch (const std::exception& e) {
+    if (!out_of_memory.IsOutOfMemory(e)) throw;
     m.oom = true;
   }
   return m;

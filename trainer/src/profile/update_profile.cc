@@ -14,6 +14,7 @@
 #include "trainerd/trainer/device/machine.h"
 #include "trainerd/trainer/loop/event_sink.h"
 #include "trainerd/trainer/loop/trainer.h"
+#include "trainerd/trainer/models/build_model.h"
 
 namespace trainerd {
 
@@ -59,6 +60,7 @@ Result<ProfileReport> ProfileUpdates(const JobSpec& spec, const Dataset& corpus,
         "profiling a " +
         spec.runtime.device + " job is not supported yet");
   }
+  const OutOfMemoryWatch out_of_memory;
   try {
     NullEventSink discard;
     Trainer trainer(spec, corpus, &discard);
@@ -126,8 +128,8 @@ Result<ProfileReport> ProfileUpdates(const JobSpec& spec, const Dataset& corpus,
         "observers' cost is the difference); roofline from the matmul peak probe and a "
         "copy/triad bandwidth probe";
     return report;
-  } catch (const c10::Error& e) {
-    return Status::Internal(std::string("profile: ") + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    return out_of_memory.StatusOf(e, "profile: " + ModelErrorReason(e));
   }
 }
 

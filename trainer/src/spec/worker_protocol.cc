@@ -225,6 +225,7 @@ void Fields(V& v, ErrorEvent& s) {
   v("kind", s.kind);
   v("message", s.message);
   v.Omittable("details", s.details);
+  v.Omittable("phase", s.phase);
 }
 
 template <typename V>

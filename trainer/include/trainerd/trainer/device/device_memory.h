@@ -14,7 +14,10 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <exception>
 #include <string>
+
+#include "trainerd/common/status.h"
 
 namespace trainerd {
 
@@ -35,6 +38,8 @@ class DeviceMemory {
   // 0 removes the limit.
   virtual void SetLimit(std::int64_t bytes) = 0;
   virtual std::int64_t limit() const = 0;
+  // Allocations failed with an out-of-memory since the process started.
+  virtual std::int64_t refused_allocations() const = 0;
   // How bytes are counted, for the run record.
   virtual std::string method() const = 0;
 };
@@ -53,6 +58,25 @@ class ScopedMemoryLimit {
  private:
   DeviceMemory& memory_;
   std::int64_t saved_;
+};
+
+// Tells an out-of-memory apart from other errors by the allocators, not by the exception's
+// type: the TorchScript interpreter rethrows an error inside a scripted model (a
+// c10::OutOfMemoryError included) as a std::runtime_error naming the failed operation, and
+// LibTorch's own kernels throw c10::OutOfMemoryError. An error is an out-of-memory when it is
+// a c10::OutOfMemoryError, or when an allocator (the CPU's or a CUDA device's that MemoryOf
+// handed out) refused an allocation since the watch began.
+class OutOfMemoryWatch {
+ public:
+  OutOfMemoryWatch();
+  bool IsOutOfMemory(const std::exception& e) const;
+  // A measurement's failure by `e`: OutOfMemory(message) when it is one, else Internal.
+  Status StatusOf(const std::exception& e, const std::string& message) const {
+    return IsOutOfMemory(e) ? Status::OutOfMemory(message) : Status::Internal(message);
+  }
+
+ private:
+  std::int64_t refused_before_;
 };
 
 // The memory of `device`. For the CPU the first call installs the counting allocator for the

@@ -244,11 +244,13 @@ using CollectiveBackend = c10d::ProcessGroup;
 // The caching allocator's byte counters of one device, all devices' streams together.
 // allocated: bytes in tensors; reserved: bytes the allocator holds from the driver
 // (allocated plus its cache).
+// refused: the allocations it failed with an out-of-memory since the process started.
 struct CudaAllocatorBytes {
   std::int64_t allocated = 0;
   std::int64_t allocated_peak = 0;
   std::int64_t reserved = 0;
   std::int64_t reserved_peak = 0;
+  std::int64_t refused = 0;
 };
 
 // Initialises CUDA and its caching allocator once. Until then LibTorch 2.x's allocator has no
@@ -274,7 +276,7 @@ inline CudaAllocatorBytes CudaCachingAllocatorBytes(c10::DeviceIndex device) {
 #endif
   const auto& allocated = stats.allocated_bytes[kAggregate];
   const auto& reserved = stats.reserved_bytes[kAggregate];
-  return {allocated.current, allocated.peak, reserved.current, reserved.peak};
+  return {allocated.current, allocated.peak, reserved.current, reserved.peak, stats.num_ooms};
 }
 
 inline void ResetCudaPeaks(c10::DeviceIndex device) {

@@ -68,6 +68,7 @@ struct TrainOutcome {
   };
   Kind kind = Kind::kFinished;
   std::string message;                    // why, when not finished
+  std::string phase;  // kOutOfMemory: what ran out (ErrorEvent::phase: update, eval, ...)
   std::optional<FailureDetails> details;  // for kOutOfMemory and kLeak
   int updates_done = 0;
   double final_train_loss = 0;
@@ -147,12 +148,9 @@ class Trainer {
   int world_size() const { return group_ == nullptr ? 1 : group_->world_size(); }
   const DynamicLossScaler* loss_scaler() const { return scaler_ ? &*scaler_ : nullptr; }
   // Held-out loss per slice with the current parameters (eval mode, no grad), in microbatches of
-  // the plan's size.
-  // kFull: each slice also gets the simple baseline's loss and the distribution of the
-  // predictions (evaluation/); kLossOnly (what the planner and the ledger measure, which
-  // neither changes the peak) leaves them out.
-  enum class EvalDetail { kFull, kLossOnly };
-  std::vector<SliceLoss> Evaluate(EvalDetail detail = EvalDetail::kFull);
+  // the plan's size, with the simple baseline's loss and the distribution of the predictions
+  // (evaluation/). The planner and the ledger measure this evaluation, as training runs it.
+  std::vector<SliceLoss> Evaluate();
 
  private:
   // Where Run() continues from per options.resume, and the warnings to emit after the start
@@ -211,6 +209,7 @@ class Trainer {
   PrecisionContext precision_context();
   // TEST ONLY: what `fault_` does after a microbatch's backward, when another follows.
   void CommitMicrobatchFault(double lr);
+  const char* phase_ = "resume";  // what Run() is doing, for an out-of-memory's report
 
   JobSpec spec_;
   const Dataset& corpus_;

@@ -24,7 +24,8 @@ namespace trainerd {
 // with cross_entropy, one shape with mse, a loss the model computes). InvalidArgument naming
 // the job file, the key (model.path, model.library, model.options, model.loss,
 // plan.checkpoint_blocks, ...) and the value otherwise; CheckModelFitsData then compares V or
-// C with the data.
+// C with the data. Builds and runs the model on the CPU outside any memory limit (none of it
+// is the training's memory); OutOfMemory when the machine itself could not hold it.
 Status ResolveModel(JobSpec* spec, const Dataset& data);
 
 // Whether the model of `spec` can read `data`: the data gives what it reads (a byte histogram

@@ -30,7 +30,7 @@ namespace trainerd {
 
 // Raised whenever a type below changes its fields: a daemon refuses a worker of another
 // version (trainer-run --version --json).
-inline constexpr int kWorkerProtocolVersion = 12;
+inline constexpr int kWorkerProtocolVersion = 13;
 
 // A SHA-256 as 64 lowercase hex digits: it names release files, so nothing else is accepted.
 struct Sha256Digest {
@@ -242,10 +242,14 @@ struct FailureDetails {
 };
 
 // kind: config, model, data, checkpoint, nan, oom, leak, io, distributed, internal.
+// phase: what the worker was doing: load, ledger, plan, parity, profile or train; a
+// training's out-of-memory names its part: resume, initial_eval, update, eval, checkpoint or
+// finish.
 struct ErrorEvent {
   std::string kind;
   std::string message;
   std::optional<FailureDetails> details;
+  std::optional<std::string> phase;
 };
 
 // ---- reports ------------------------------------------------------------------------------
