@@ -111,12 +111,12 @@ int main(int argc, char** argv) {
   trainerd::Trainer trainer(*spec, *corpus, &discard);
   trainer.TrainUpdate(0);  // warm-up: gradients and AdamW state now exist
   const auto& options = static_cast<const torch::optim::AdamWOptions&>(
-      trainer.optimizer().param_groups().front().options());
+      trainer.model_state().optimizer().param_groups().front().options());
   // Both steps on their own copies of the trainer's parameters, with its gradients, from
   // fresh moments; the first step of each is compared.
   std::vector<torch::Tensor> grads, reference_params;
   std::int64_t elements = 0;
-  for (const torch::Tensor& p : trainer.optimizer().param_groups().front().params()) {
+  for (const torch::Tensor& p : trainer.model_state().optimizer().param_groups().front().params()) {
     grads.push_back(p.grad().detach().clone());
     reference_params.push_back(p.detach().clone());
     reference_params.back().mutable_grad() = grads.back();

@@ -88,7 +88,7 @@ TEST_F(AdaptersTest, OnlyTheAdaptersTrainAndTheFrozenBaseHasNoGradientOrState) {
   EXPECT_EQ(adapters, 2 * 2 * 2) << "lora_A and lora_B on two layers of two blocks";
   EXPECT_EQ(GradientBytes(trainer.model()), adapter_bytes);
   // AdamW's two moments of the adapters, and nothing of the base.
-  EXPECT_EQ(AdamWStateBytes(trainer.optimizer()), 2 * adapter_bytes);
+  EXPECT_EQ(AdamWStateBytes(trainer.model_state().optimizer()), 2 * adapter_bytes);
 
   const Result<MemoryLedger> ledger = MeasureLedger(Lora({"qkv", "mlp.0"}), *corpus_);
   ASSERT_TRUE(ledger.ok()) << ledger.status().message();

@@ -130,7 +130,7 @@ TEST_F(GradientAccumulationTest, AccumulationKeepsTheScheduleAndTheLossCurve) {
   // The learning rate the optimizer stepped with, read back from it.
   auto stepped_lr = [](Trainer& trainer) {
     return static_cast<torch::optim::AdamWOptions&>(
-               trainer.optimizer().param_groups().front().options())
+               trainer.model_state().optimizer().param_groups().front().options())
         .lr();
   };
   std::vector<double> rates;

@@ -107,7 +107,7 @@ TEST_F(HostModelStateTest, WeightsSetOnTheModelReachTheHostsMastersWhenAdopted) 
       const torch::NoGradGuard no_grad;
       for (torch::Tensor& p : trainer->model().parameters()) p.mul_(0.5);
     }
-    trainer->AdoptModelWeights();
+    trainer->model_state().AdoptModelWeights();
     trainer->TrainUpdate(0);
   }
   EXPECT_EQ(LargestDifference(Parameters(on_device), Parameters(on_host)), 0.0);

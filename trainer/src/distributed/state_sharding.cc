@@ -49,8 +49,8 @@ std::int64_t BytesOutsideLargestShard(const std::vector<torch::Tensor>& paramete
   return total - *std::max_element(per_rank.begin(), per_rank.end());
 }
 
-ShardedModelState::ShardedModelState(std::vector<torch::Tensor> parameters, int stage,
-                                     int microbatches, DataParallelGroup* group)
+StateSharding::StateSharding(std::vector<torch::Tensor> parameters, int stage, int microbatches,
+                             DataParallelGroup* group)
     : parameters_(std::move(parameters)),
       stage_(stage),
       microbatches_(static_cast<std::size_t>(microbatches)),
@@ -64,7 +64,7 @@ ShardedModelState::ShardedModelState(std::vector<torch::Tensor> parameters, int 
   }
 }
 
-void ShardedModelState::SumGradientsToOwners() {
+void StateSharding::SumGradientsToOwners() {
   std::vector<bool> held(parameters_.size());
   for (std::size_t i = 0; i < parameters_.size(); ++i) held[i] = parameters_[i].grad().defined();
   group_->SumGradientsToOwners(parameters_, owners_, group_->AnyOf(held));
@@ -73,25 +73,25 @@ void ShardedModelState::SumGradientsToOwners() {
   }
 }
 
-void ShardedModelState::SumRemainingMicrobatches(std::size_t done) {
+void StateSharding::SumRemainingMicrobatches(std::size_t done) {
   for (std::size_t index = done; index < microbatches_; ++index) SumGradientsToOwners();
 }
 
-void ShardedModelState::BroadcastWeights() {
+void StateSharding::BroadcastWeights() {
   std::vector<torch::Tensor> data;
   data.reserve(parameters_.size());
   for (const torch::Tensor& p : parameters_) data.push_back(p.detach());
   group_->BroadcastFromOwners(data, owners_);
 }
 
-std::unique_ptr<torch::optim::AdamW> ShardedModelState::FullOptimizer(
+std::unique_ptr<torch::optim::AdamW> StateSharding::FullOptimizer(
     torch::optim::AdamW& shard) const {
   return std::make_unique<torch::optim::AdamW>(
       parameters_,
       static_cast<torch::optim::AdamWOptions&>(shard.param_groups().front().options()));
 }
 
-std::unique_ptr<torch::optim::AdamW> ShardedModelState::GatherOptimizerState(
+std::unique_ptr<torch::optim::AdamW> StateSharding::GatherOptimizerState(
     torch::optim::AdamW& shard) const {
   std::unique_ptr<torch::optim::AdamW> full = FullOptimizer(shard);
   const HostMemoryScope host;
@@ -130,8 +130,8 @@ std::unique_ptr<torch::optim::AdamW> ShardedModelState::GatherOptimizerState(
   return full;
 }
 
-void ShardedModelState::TakeOptimizerState(torch::optim::AdamW& full, torch::optim::AdamW& shard,
-                                           const torch::Device& device) const {
+void StateSharding::TakeOptimizerState(torch::optim::AdamW& full, torch::optim::AdamW& shard,
+                                       const torch::Device& device) const {
   for (const torch::Tensor& p : owned_) {
     auto it = full.state().find(compat::OptimizerStateKey(p));
     if (it == full.state().end()) continue;

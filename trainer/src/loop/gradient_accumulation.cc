@@ -80,7 +80,7 @@ void DivideGradients(TrainableModel& model, std::int64_t terms) {
 
 double AccumulateGradients(TrainableModel& model, const std::vector<Batch>& microbatches,
                            const PrecisionContext& precision, const AccumulationHooks& hooks,
-                           DataParallelGroup* group, ShardedModelState* sharding) {
+                           DataParallelGroup* group, StateSharding* sharding) {
   const bool to_owners = sharding != nullptr && sharding->stage() == 2;
   const std::optional<std::int64_t> known_terms = UpdateTermCount(model, microbatches, group);
   TORCH_CHECK(precision.precision != Precision::kFp16 || precision.scaler != nullptr,

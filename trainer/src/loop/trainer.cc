@@ -10,7 +10,6 @@
 #include <limits>
 
 #include "loop/adapter_files.h"
-#include "loop/fused_adamw.h"
 #include "loop/model_description.h"
 #include "loop/safetensors_writer.h"
 #include "trainerd/common/atomic_file.h"
@@ -93,23 +92,7 @@ Trainer::Trainer(const JobSpec& spec, const Dataset& corpus, EventSink* sink,
   TORCH_CHECK(adapted.ok(), adapted.message());
   model_->set_checkpointed_blocks(spec_.plan.checkpoint_blocks);
   model_->to(device_);
-  if (spec_.plan.optimizer_state == StatePlacement::kHost) {
-    host_state_.emplace(NamedTrainableParameters(*model_));
-  }
-  // One rank owns all the state: a sharded plan's RankJob (the planner's, the ledger's) is
-  // the unsharded one.
-  if (group_ != nullptr && spec_.plan.zero_stage > 0) {
-    sharding_.emplace(TrainableParameters(*model_), spec_.plan.zero_stage,
-                      spec_.plan.accumulation_steps, group_);
-  }
-  const OptimizerSpec& o = spec_.optimizer;
-  optimizer_ = std::make_unique<FusedAdamW>(host_state_ ? host_state_->parameters()
-                                            : sharding_ ? sharding_->owned()
-                                                        : TrainableParameters(*model_),
-                                            torch::optim::AdamWOptions(o.lr)
-                                                .betas({o.beta1, o.beta2})
-                                                .weight_decay(o.weight_decay)
-                                                .eps(o.eps));
+  state_ = MakeModelState(spec_, *model_, device_, group_);
   if (spec_.plan.precision == Precision::kFp16) scaler_.emplace();
   job_identity_ = JobIdentity(spec_, corpus_.fingerprint());
 }
@@ -122,14 +105,7 @@ MemorySnapshot Trainer::LedgerSnapshot() const {
   const DeviceMemory& memory = MemoryOf(device_);
   MemorySnapshot snapshot;
   for (const auto& p : model_->parameters()) snapshot.parameters_bytes += TensorBytes(p);
-  snapshot.gradients_bytes = sharding_ && sharding_->stage() == 2
-                                 ? GradientBytes(sharding_->owned())
-                                 : GradientBytes(*model_);
-  if (host_state_) {
-    snapshot.host_state_bytes = HostMemoryOfProcess().live_bytes();
-  } else {
-    snapshot.optimizer_state_bytes = AdamWStateBytes(*optimizer_);
-  }
+  state_->Count(&snapshot);
   snapshot.live_bytes = memory.live_bytes();
   snapshot.peak_bytes = memory.peak_bytes();
   snapshot.reserved_bytes = memory.reserved_bytes();
@@ -188,7 +164,7 @@ std::vector<Batch> Trainer::Microbatches(int update) const {
 
 void Trainer::set_test_only_fault(TrainingFault fault) {
   // The faults act on one process's gradients and steps; a sharded rank holds a shard of them.
-  TORCH_CHECK(fault == TrainingFault::kNone || !sharding_,
+  TORCH_CHECK(fault == TrainingFault::kNone || state_->sharding() == nullptr,
               "a test-only fault does not go with a sharded plan (plan.zero_stage)");
   fault_ = fault;
   model_->set_test_only_fresh_recompute(fault == TrainingFault::kRecomputeFreshRng);
@@ -209,7 +185,7 @@ UpdateStats Trainer::Update(int update, const AfterForward& after_forward, bool 
   const int schedule_step =
       fault_ == TrainingFault::kLrPerMicrobatch ? update * spec_.plan.accumulation_steps : update;
   stats.lr = LearningRateAt(spec_.optimizer, spec_.schedule, schedule_step, t.updates);
-  for (auto& group : optimizer_->param_groups()) {
+  for (auto& group : state_->optimizer().param_groups()) {
     static_cast<torch::optim::AdamWOptions&>(group.options()).lr(stats.lr);
   }
   const std::vector<Batch> microbatches = Microbatches(update);
@@ -221,7 +197,7 @@ UpdateStats Trainer::Update(int update, const AfterForward& after_forward, bool 
     };
   }
   stats.loss = AccumulateGradients(*model_, microbatches, precision_context(), hooks, group_,
-                                   sharding_ ? &*sharding_ : nullptr);
+                                   state_->sharding());
   if (!std::isfinite(stats.loss)) return stats;  // the caller stops; no step on a diverged loss
   if ((fault_ == TrainingFault::kInfGradient && update >= 1) ||
       (fault_ == TrainingFault::kOverflowFirstUpdate && update == 0)) {
@@ -235,7 +211,8 @@ UpdateStats Trainer::Update(int update, const AfterForward& after_forward, bool 
   const torch::Tensor frozen_value = frozen.defined() ? frozen.detach().clone() : torch::Tensor();
   const StepResult step = [&] {
     RECORD_USER_SCOPE(kOptimizerScope);  // the op profiler's "optimizer" group
-    return take_step ? Step(before_clip_) : MeasureSkipped(before_clip_);
+    return take_step ? state_->Step(StepOptionsWith(before_clip_))
+                     : state_->MeasureSkipped(before_clip_);
   }();
   if (frozen.defined()) {
     const torch::NoGradGuard no_grad;
@@ -247,62 +224,14 @@ UpdateStats Trainer::Update(int update, const AfterForward& after_forward, bool 
   return stats;
 }
 
-StepResult Trainer::Step(const BeforeClip& before_clip) {
-  const double clip = spec_.training.grad_clip;
-  if (sharding_) {
-    DataParallelGroup* shards = sharding_->stage() == 2 ? group_ : nullptr;
-    const StepResult result = UnscaleClipStep(sharding_->with_gradients(), *optimizer_, clip,
-                                              precision_context(), before_clip, shards);
-    if (!result.skipped && !result.nonfinite_gradient) sharding_->BroadcastWeights();
-    return result;
-  }
-  if (!host_state_) {
-    return UnscaleClipStep(TrainableParameters(*model_), *optimizer_, clip, precision_context(),
-                           before_clip);
-  }
-  const HostMemoryScope host;
-  host_state_->PullGradients();
-  const StepResult result = UnscaleClipStep(host_state_->parameters(), *optimizer_, clip,
-                                            precision_context(), before_clip);
-  const bool stepped = !result.skipped && !result.nonfinite_gradient;
-  if (stepped && fault_ != TrainingFault::kStaleHostWeights) host_state_->PushWeights();
-  return result;
-}
-
-StepResult Trainer::MeasureSkipped(const BeforeClip& before_clip) {
-  if (sharding_) {
-    return MeasureWithoutStep(sharding_->with_gradients(), before_clip,
-                              sharding_->stage() == 2 ? group_ : nullptr);
-  }
-  if (!host_state_) return MeasureWithoutStep(TrainableParameters(*model_), before_clip);
-  const HostMemoryScope host;
-  host_state_->PullGradients();  // what the observer reads (stepped_parameters)
-  return MeasureWithoutStep(host_state_->parameters(), before_clip);
-}
-
-torch::OrderedDict<std::string, torch::Tensor> Trainer::stepped_parameters() const {
-  return host_state_ ? host_state_->named_parameters() : NamedTrainableParameters(*model_);
-}
-
-std::optional<std::string> Trainer::HostBudgetRefusal() {
-  if (!host_state_) return std::nullopt;  // the same plan on every rank
-  std::int64_t parameter_bytes = 0;
-  for (const torch::Tensor& p : host_state_->parameters()) parameter_bytes += TensorBytes(p);
-  std::optional<std::string> refusal = HostStateRefusal(parameter_bytes, spec_.memory);
-  // Every rank stops where one must: the others would wait for it in the first all-reduce.
-  if (group_ != nullptr && group_->Any(refusal.has_value()) && !refusal) {
-    refusal =
-        "another rank of this job cannot keep the optimizer state on the host within its "
-        "host budget";
-  }
-  if (refusal) *refusal += ": nothing was trained";
-  return refusal;
+StepOptions Trainer::StepOptionsWith(const BeforeClip& before_clip) {
+  return {spec_.training.grad_clip, precision_context(), before_clip, fault_};
 }
 
 void Trainer::CommitMicrobatchFault(double lr) {
   switch (fault_) {
     case TrainingFault::kStepPerMicrobatch:
-      Step({});
+      state_->Step(StepOptionsWith({}));
       ZeroGradients(model_->parameters());
       return;
     case TrainingFault::kClipPerMicrobatch:
@@ -370,34 +299,10 @@ std::optional<double> Trainer::BaselineLoss(std::size_t slice, const torch::Tens
   return scored->second;
 }
 
-Result<CheckpointState> Trainer::LoadCheckpoint(const std::string& path) {
-  if (!host_state_ && !sharding_) {
-    return LoadTrainingCheckpoint(path, *model_, *optimizer_, job_identity_, device_);
-  }
-  // Everything is loaded in host memory, then the parameters move to the device: the AdamW
-  // state of a model whose state does not fit the device never passes through it. Sharded,
-  // the file holds every parameter's state and this rank keeps its shard.
-  const std::unique_ptr<torch::optim::AdamW> full =
-      sharding_ ? sharding_->FullOptimizer(*optimizer_) : nullptr;
-  Result<CheckpointState> state = [&] {
-    const HostMemoryScope host;
-    return LoadTrainingCheckpoint(path, *model_, full ? *full : *optimizer_, job_identity_, device_,
-                                  torch::Device(torch::kCPU));
-  }();
-  if (!state.ok()) return state;
-  HostModelState::MoveToDevice(*model_, device_);
-  if (full) {
-    sharding_->TakeOptimizerState(*full, *optimizer_, device_);
-  } else {
-    host_state_->PullWeights();
-  }
-  return state;
-}
-
 Result<Trainer::ResumePoint> Trainer::ResumeFrom(const TrainerOptions& options) {
   ResumePoint point;
   if (options.resume == Resume::kNo) return point;
-  Result<CheckpointState> state = LoadCheckpoint(options.checkpoint_path);
+  Result<CheckpointState> state = state_->LoadCheckpoint(options.checkpoint_path, job_identity_);
   // Missing, or another job's (refused before any tensor is loaded): start afresh.
   const bool ignorable =
       !state.ok() && (state.status().code() == Status::Code::kNotFound ||
@@ -466,7 +371,6 @@ std::optional<std::string> Trainer::TooManySkipsInARow(int in_a_row, int update)
          std::to_string(update + 1 - in_a_row) +
          ". Lower optimizer.lr, check the data, or train in bf16 or fp32";
 }
-  phase_ = "initial_eval";
 
 std::optional<std::string> Trainer::SkippedTooMuch(int in_a_row, int update, int first,
                                                    int updates) const {
@@ -475,14 +379,12 @@ std::optional<std::string> Trainer::SkippedTooMuch(int in_a_row, int update, int
     return "the fp16 loss scaler skipped every one of this run's " + std::to_string(in_a_row) +
            " updates (" + LossScaleNow() +
            "): nothing was trained. Lower optimizer.lr, check the data, "
-    phase_ = "eval";
            "or train in bf16 or fp32";
   }
   return std::nullopt;
 }
 
 std::string Trainer::LossScaleNow() const {
-    phase_ = "checkpoint";
   const int exponent = scaler_ ? static_cast<int>(std::log2(scaler_->scale())) : 0;
   return "its loss scale is now 2^" + std::to_string(exponent);
 }
@@ -525,8 +427,7 @@ void Trainer::EmitStart(const ResumePoint& resumed) {
 Status Trainer::SaveCheckpoint(const TrainerOptions& options, int updates_done,
                                const char* reason) {
   // Sharded: every rank's part of the optimizer state, gathered on every rank.
-  const std::unique_ptr<torch::optim::AdamW> gathered =
-      sharding_ ? sharding_->GatherOptimizerState(*optimizer_) : nullptr;
+  const std::unique_ptr<torch::optim::AdamW> gathered = state_->GatheredOptimizer();
   if (!leader()) return Status::Ok();
   CheckpointState state{updates_done, job_identity_, std::nullopt, 0};
   if (scaler_) {
@@ -534,7 +435,7 @@ Status Trainer::SaveCheckpoint(const TrainerOptions& options, int updates_done,
     state.clean_updates = scaler_->clean_updates();
   }
   Status s = SaveTrainingCheckpoint(options.checkpoint_path, *model_,
-                                    gathered ? *gathered : *optimizer_, state, device_);
+                                    gathered ? *gathered : state_->optimizer(), state, device_);
   if (s.ok()) {
     sink_->Emit(CheckpointEvent{updates_done, options.checkpoint_path, reason});
   }
@@ -565,6 +466,7 @@ void Trainer::EmitUpdate(const UpdateStats& stats, int updates_done, double upda
 }
 
 void Trainer::EmitInitialEval() {
+  phase_ = "initial_eval";
   const std::vector<SliceLoss> losses = Evaluate();
   sink_->Emit(EvalEvent{0, /*initial=*/true, spec_.init_from.path, losses, MeanLoss(losses)});
 }
@@ -573,12 +475,14 @@ Status Trainer::EvaluateAndCheckpoint(const TrainerOptions& options, TrainOutcom
   const TrainingSpec& t = spec_.training;
   const bool last = outcome->updates_done == t.updates;
   if (leader() && (last || outcome->updates_done % t.eval_interval == 0)) {
+    phase_ = "eval";
     outcome->eval = Evaluate();
     sink_->Emit(EvalEvent{outcome->updates_done, /*initial=*/false, std::nullopt, outcome->eval,
                           MeanLoss(outcome->eval)});
   }
   // On every rank: a sharded plan gathers its optimizer state from all of them.
   if (last || outcome->updates_done % t.checkpoint_interval == 0) {
+    phase_ = "checkpoint";
     return SaveCheckpoint(options, outcome->updates_done, last ? "final" : "interval");
   }
   return Status::Ok();
@@ -610,8 +514,6 @@ Result<FinishEvent::ModelFiles> Trainer::WriteModelFiles(const TrainerOptions& o
   FinishEvent::ModelFiles written{weights, {*weights_hash}, description, {}};
   Result<std::vector<std::string>> companions = model_->WriteCompanionFiles(dir.string());
   if (!companions.ok()) return companions.status();
-  const OutOfMemoryWatch out_of_memory;
-  phase_ = "resume";
   companions->insert(companions->end(), adapter->begin(), adapter->end());
   for (const std::string& name : *companions) {
     const std::string path = (dir / name).string();
@@ -652,7 +554,6 @@ Status Trainer::Finish(const TrainerOptions& options, const RunTiming& timing,
   // The training's peaks, read before the FLOP/s probe allocates its matrices.
   const std::int64_t peak_bytes = memory.peak_bytes();
   const std::int64_t reserved_peak_bytes = memory.peak_reserved_bytes();
-      phase_ = "update";
   // The peak is one rank's (this process's device and threads): MFU compares it with a
   // rank's share of the job's FLOP/s, which near or above a cached peak has it probed again.
   const int world_size = this->world_size();
@@ -690,7 +591,6 @@ Status Trainer::Finish(const TrainerOptions& options, const RunTiming& timing,
   finish.model_flops_per_sample = per_sample.value;
   finish.flops_method = per_sample.method;
   if (per_sample.value) finish.model_flops_per_second = flops.achieved_flops * world_size;
-    phase_ = "finish";
   finish.peak_flops_per_second = flops.peak_flops;
   if (const std::optional<IsaPeak> isa = IsaRoof(spec_.plan.precision, device_)) {
     finish.isa_peak_flops_per_second = isa->flops_per_second;
@@ -710,12 +610,14 @@ Status Trainer::Finish(const TrainerOptions& options, const RunTiming& timing,
 
 Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
   TrainOutcome outcome;
+  const OutOfMemoryWatch out_of_memory;
+  phase_ = "resume";
   try {
     Result<ResumePoint> resumed = ResumeFrom(options);
     if (!resumed.ok()) return resumed.status();
     outcome.updates_done = resumed->updates_done;
     if (Status s = CheckRanksAgree(outcome.updates_done); !s.ok()) return s;
-    if (std::optional<std::string> refusal = HostBudgetRefusal()) {
+    if (std::optional<std::string> refusal = state_->HostBudgetRefusal(spec_.memory, group_)) {
       outcome.kind = TrainOutcome::Kind::kOutOfMemory;
       outcome.message = *refusal;
       outcome.details =
@@ -750,6 +652,7 @@ Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
             FailureDetails{update + 1, std::nullopt, leaks.growth_bytes(), LedgerSnapshot()};
         return outcome;
       }
+      phase_ = "update";
       const DeviceTimer update_timer(device_);
       const UpdateStats stats = TrainUpdate(update);
       const double update_seconds = update_timer.Seconds();
@@ -787,6 +690,7 @@ Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
     // Resumed from the job's final checkpoint (its daemon died before recording the
     // finished run): nothing is left to train, but the finish event still reports the
     // model's real eval losses.
+    phase_ = "finish";
     if (outcome.eval.empty()) outcome.eval = Evaluate();
     if (Status s = Finish(options, timing, &outcome); !s.ok()) return s;
   } catch (const std::exception& e) {

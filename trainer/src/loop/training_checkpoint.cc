@@ -6,6 +6,7 @@
 
 #include "loop/zip_check.h"
 #include "trainerd/common/atomic_file.h"
+#include "trainerd/trainer/device/device_memory.h"
 #include "trainerd/trainer/device/torch_compat.h"
 
 namespace trainerd {
@@ -46,20 +47,22 @@ Status SaveTrainingCheckpoint(const std::string& path, torch::nn::Module& model,
   return temporary.Commit();
 }
 
-Result<CheckpointState> LoadTrainingCheckpoint(const std::string& path, torch::nn::Module& model,
-                                               torch::optim::Optimizer& optimizer,
-                                               const std::string& expected_identity,
-                                               const torch::Device& device,
-                                               std::optional<torch::Device> tensors_on) {
+namespace {
+
+// LoadTrainingCheckpoint with the file's tensors loaded on `tensors_on`.
+Result<CheckpointState> Load(const std::string& path, torch::nn::Module& model,
+                             torch::optim::Optimizer& optimizer,
+                             const std::string& expected_identity, const torch::Device& device,
+                             const torch::Device& tensors_on) {
   if (!std::filesystem::exists(path)) return Status::NotFound(path + ": no training checkpoint");
   // LibTorch does not check the archive's CRCs and may crash on a damaged one.
   if (Status intact = VerifyZipChecksums(path); !intact.ok()) return intact;
   CheckpointState state;
   try {
     torch::serialize::InputArchive archive;
-    // Every tensor (parameters, AdamW moments) lands on the training device (or `tensors_on`),
-    // whichever device wrote the file.
-    archive.load_from(path, tensors_on.value_or(device));
+    // Every tensor (parameters, AdamW moments) lands on `tensors_on`, whichever device wrote
+    // the file.
+    archive.load_from(path, tensors_on);
     torch::Tensor version;
     archive.read("format_version", version);
     if (version.item<std::int64_t>() != kFormatVersion) {
@@ -106,6 +109,33 @@ Result<CheckpointState> LoadTrainingCheckpoint(const std::string& path, torch::n
     // Not every LibTorch error is a c10::Error: a damaged TorchScript file in the archive
     // throws torch::jit::ErrorReport (found by tests/fuzz/training_checkpoint_fuzzer).
     return Status::Corruption(path + ": cannot read checkpoint: " + e.what());
+  }
+  return state;
+}
+
+}  // namespace
+
+Result<CheckpointState> LoadTrainingCheckpoint(const std::string& path, torch::nn::Module& model,
+                                               torch::optim::Optimizer& optimizer,
+                                               const std::string& expected_identity,
+                                               const torch::Device& device) {
+  return Load(path, model, optimizer, expected_identity, device, device);
+}
+
+Result<CheckpointState> LoadTrainingCheckpointThroughHost(const std::string& path,
+                                                          torch::nn::Module& model,
+                                                          torch::optim::Optimizer& optimizer,
+                                                          const std::string& expected_identity,
+                                                          const torch::Device& device) {
+  Result<CheckpointState> state = [&] {
+    const HostMemoryScope host;
+    return Load(path, model, optimizer, expected_identity, device, torch::kCPU);
+  }();
+  if (!state.ok()) return state;
+  // New storage on the device for every parameter, outside the host scope.
+  const torch::NoGradGuard no_grad;
+  for (torch::Tensor& p : model.parameters()) {
+    p.set_data(p.detach().to(device, /*non_blocking=*/false, /*copy=*/true));
   }
   return state;
 }

@@ -10,10 +10,9 @@
 #include "trainerd/trainer/device/device_timer.h"
 #include "trainerd/trainer/distributed/state_sharding.h"
 #include "trainerd/trainer/loop/gradient_accumulation.h"
-#include "trainerd/trainer/loop/host_model_state.h"
 #include "trainerd/trainer/loop/model_state_bytes.h"
-#include "trainerd/trainer/models/build_model.h"
 #include "trainerd/trainer/loop/trainer.h"
+#include "trainerd/trainer/models/build_model.h"
 #include "trainerd/trainer/semantics/sample_dropout.h"
 #include "trainerd/trainer/spec/units.h"
 
@@ -96,8 +95,8 @@ Result<MemoryLedger> MeasureLedger(const JobSpec& spec, const Dataset& corpus,
   MemoryLedger ledger;
   ledger.plan = spec.plan;
   ledger.budget_bytes = spec.memory.budget_bytes;
-  const OutOfMemoryWatch out_of_memory;
   ledger.usable_bytes = spec.memory.usable_bytes();
+  const OutOfMemoryWatch out_of_memory;
   try {
     NullEventSink discard;
     Trainer trainer(spec, corpus, &discard);
@@ -117,18 +116,11 @@ Result<MemoryLedger> MeasureLedger(const JobSpec& spec, const Dataset& corpus,
       ledger.parameters_bytes += TensorBytes(p);
       if (!p.requires_grad()) ledger.frozen_parameters_bytes += TensorBytes(p);
     }
-    ledger.gradients_bytes = GradientBytes(trainer.model());
-    if (const HostModelState* host = trainer.host_state()) {
-      ledger.host = HostLedger{};
-      for (const torch::Tensor& p : host->parameters()) {
-        ledger.host->master_weights_bytes += TensorBytes(p);
-        ledger.host->gradients_bytes += TensorBytes(p.grad());
-      }
-      ledger.host->optimizer_state_bytes = AdamWStateBytes(trainer.optimizer());
-      ledger.host->budget_bytes = HostBudgetBytes(spec.memory);
-    } else {
-      ledger.optimizer_state_bytes = AdamWStateBytes(trainer.optimizer());
-    }
+    MemorySnapshot state;
+    trainer.model_state().Count(&state);
+    ledger.gradients_bytes = state.gradients_bytes;
+    ledger.optimizer_state_bytes = state.optimizer_state_bytes;  // on the device
+    ledger.host = trainer.model_state().HostBytes(spec.memory);
     for (const Batch& b : trainer.Microbatches(*measured)) {
       ledger.inputs_bytes += TensorBytes(b.inputs) + TensorBytes(b.targets);
     }

@@ -60,7 +60,7 @@ Tensors Snapshot(const torch::OrderedDict<std::string, torch::Tensor>& parameter
 struct Side {
   Side(const JobSpec& spec, const Dataset& corpus, EventSink* sink) : trainer(spec, corpus, sink) {
     trainer.set_before_clip(
-        [this](double) { gradients = Snapshot(trainer.stepped_parameters(), true); });
+        [this](double) { gradients = Snapshot(trainer.model_state().stepped(), true); });
     // Dropout the trainer does not own (a TorchScript model's draws from the default
     // generator) has masks that depend on the split: both sides run without it.
     own_dropout_switched_off = trainer.model().SwitchOffOwnDropout();
@@ -73,7 +73,7 @@ struct Side {
       const auto found = parameters.find(item.key());
       if (found != parameters.end()) item.value().copy_(found->second);
     }
-    trainer.AdoptModelWeights();
+    trainer.model_state().AdoptModelWeights();
   }
   // Trains update `update`, or with `replay_skip` computes it and skips its step as the plan's
   // fp16 loss scaler did.

@@ -19,12 +19,12 @@
 
 namespace trainerd {
 
-class ShardedModelState {
+class StateSharding {
  public:
   // `parameters`: the model's, in its order, the same on every rank of `group`. `microbatches`:
   // the plan's per update (the largest share's; a smaller share may have fewer).
-  ShardedModelState(std::vector<torch::Tensor> parameters, int stage, int microbatches,
-                    DataParallelGroup* group);
+  StateSharding(std::vector<torch::Tensor> parameters, int stage, int microbatches,
+                DataParallelGroup* group);
 
   int stage() const { return stage_; }
   // This rank's shard: the parameters its optimizer steps.

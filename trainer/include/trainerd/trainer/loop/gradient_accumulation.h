@@ -32,7 +32,7 @@
 namespace trainerd {
 
 class DataParallelGroup;
-class ShardedModelState;
+class StateSharding;
 
 struct PrecisionContext {
   Precision precision = Precision::kFp32;
@@ -69,7 +69,7 @@ struct AccumulationHooks {
 double AccumulateGradients(TrainableModel& model, const std::vector<Batch>& microbatches,
                            const PrecisionContext& precision, const AccumulationHooks& hooks = {},
                            DataParallelGroup* group = nullptr,
-                           ShardedModelState* sharding = nullptr);
+                           StateSharding* sharding = nullptr);
 
 struct StepResult {
   bool skipped = false;  // no step taken: an fp16 overflow, or MeasureWithoutStep

@@ -1,7 +1,7 @@
-// The host half of a plan that keeps the optimizer state on the host (StatePlacement::kHost,
+// The model state of a plan that keeps the optimizer state on the host (StatePlacement::kHost,
 // docs/model-state.md): fp32 master copies of the model's parameters in host memory
 // (HostMemoryScope), each with a host gradient, and AdamW's state, which the optimizer built
-// over parameters() allocates there when it steps. Per update, after the last microbatch:
+// over them allocates there when it steps. Per update, after the last microbatch:
 // PullGradients (the device's gradients to the host), the unscale, clip and step on the
 // host, PushWeights (the host's weights to the device). The device keeps the parameters and
 // their gradients; the arithmetic is the step's on the same values, so the result is the
@@ -15,31 +15,38 @@
 #include <string>
 #include <vector>
 
+#include "trainerd/trainer/loop/model_state.h"
 #include "trainerd/trainer/spec/job_spec.h"
 
 namespace trainerd {
 
-class HostModelState {
+class HostModelState final : public ModelState {
  public:
-  // Host copies of `device_parameters` (named as the model names them).
-  explicit HostModelState(const torch::OrderedDict<std::string, torch::Tensor>& device_parameters);
+  // Host copies of `model`'s trainable parameters (on `device`), and AdamW over them.
+  HostModelState(TrainableModel& model, const torch::Device& device, const OptimizerSpec& spec);
 
   // The master weights, each with its gradient once pulled: what the optimizer steps.
-  const std::vector<torch::Tensor>& parameters() const { return host_; }
-  const torch::OrderedDict<std::string, torch::Tensor>& named_parameters() const { return named_; }
+  torch::OrderedDict<std::string, torch::Tensor> stepped() const override { return named_; }
+  // PullGradients, the step on the host, PushWeights.
+  StepResult Step(const StepOptions& options) override;
+  StepResult MeasureSkipped(const BeforeClip& before_clip) override;
+  void Count(MemorySnapshot* snapshot) const override;
+  std::optional<HostLedger> HostBytes(const MemorySpec& memory) const override;
+  std::optional<std::string> HostBudgetRefusal(const MemorySpec& memory,
+                                               DataParallelGroup* group) const override;
+  // The device's parameters into the masters.
+  void AdoptModelWeights() override;
+  // Everything loaded in host memory, then the parameters moved to the device.
+  Result<CheckpointState> LoadCheckpoint(const std::string& path,
+                                         const std::string& job_identity) override;
 
+ private:
   // The device's gradients into the masters' (a parameter without one keeps none).
   void PullGradients();
   // The masters' values into the device's parameters.
   void PushWeights();
-  // The device's parameters into the masters (after weights were loaded on the device).
-  void PullWeights();
-  // Gives every parameter of `model` new storage on `device`, outside any host scope (after a
-  // checkpoint was loaded in host memory).
-  static void MoveToDevice(torch::nn::Module& model, const torch::Device& device);
 
- private:
-  std::vector<torch::Tensor> device_;
+  std::vector<torch::Tensor> device_parameters_;
   std::vector<torch::Tensor> host_;
   torch::OrderedDict<std::string, torch::Tensor> named_;
 };

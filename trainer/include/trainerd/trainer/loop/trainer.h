@@ -22,12 +22,11 @@
 #include "trainerd/common/status.h"
 #include "trainerd/trainer/data/dataset.h"
 #include "trainerd/trainer/distributed/data_parallel.h"
-#include "trainerd/trainer/distributed/state_sharding.h"
 #include "trainerd/trainer/evaluation/simple_baseline.h"
 #include "trainerd/trainer/loop/event_sink.h"
 #include "trainerd/trainer/loop/gradient_accumulation.h"
-#include "trainerd/trainer/loop/host_model_state.h"
 #include "trainerd/trainer/loop/leak_detector.h"
+#include "trainerd/trainer/loop/model_state.h"
 #include "trainerd/trainer/loop/training_checkpoint.h"
 #include "trainerd/trainer/models/model.h"
 #include "trainerd/trainer/semantics/loss_scaler.h"
@@ -68,8 +67,8 @@ struct TrainOutcome {
   };
   Kind kind = Kind::kFinished;
   std::string message;                    // why, when not finished
-  std::string phase;  // kOutOfMemory: what ran out (ErrorEvent::phase: update, eval, ...)
   std::optional<FailureDetails> details;  // for kOutOfMemory and kLeak
+  std::string phase;  // kOutOfMemory: what ran out (ErrorEvent::phase: update, eval, ...)
   int updates_done = 0;
   double final_train_loss = 0;
   std::vector<SliceLoss> eval;  // last evaluation; empty when interrupted before any
@@ -127,17 +126,8 @@ class Trainer {
   void set_test_only_fault(TrainingFault fault);
 
   TrainableModel& model() { return *model_; }
-  torch::optim::AdamW& optimizer() { return *optimizer_; }
-  // The parameters the optimizer steps, with the gradients the step uses: the model's, or
-  // with the optimizer state on the host, their host copies.
-  torch::OrderedDict<std::string, torch::Tensor> stepped_parameters() const;
-  // The plan keeps the optimizer state on the host (PlanSpec::optimizer_state).
-  const HostModelState* host_state() const { return host_state_ ? &*host_state_ : nullptr; }
-  // The model's parameters were set from outside the loop (the parity check starts every
-  // update from the reference's): the host's master weights take them.
-  void AdoptModelWeights() {
-    if (host_state_) host_state_->PullWeights();
-  }
+  // Where the plan keeps the model's state, with the optimizer that steps it.
+  ModelState& model_state() { return *state_; }
   const torch::Device& device() const { return device_; }
   // The plan's microbatches of this rank's share of update `update`, on the device.
   std::vector<Batch> Microbatches(int update) const;
@@ -163,9 +153,6 @@ class Trainer {
   // The simple baseline's loss on held-out slice `slice` (its `targets`); none without one.
   std::optional<double> BaselineLoss(std::size_t slice, const torch::Tensor& targets,
                                      std::int64_t classes);
-  // LoadTrainingCheckpoint into this trainer's model and optimizer, the optimizer state in
-  // host memory when the plan keeps it there.
-  Result<CheckpointState> LoadCheckpoint(const std::string& path);
   // Fails unless every rank resumed from `updates_done` (a data-parallel job's ranks must).
   Status CheckRanksAgree(int updates_done);
   // Whether this update is where the run stops: a stop requested of any rank.
@@ -178,13 +165,6 @@ class Trainer {
   std::string LossScaleNow() const;
   // TrainUpdate, with the optimizer step taken or, for ReplaySkip, skipped.
   UpdateStats Update(int update, const AfterForward& after_forward, bool take_step);
-  // Unscale, clip and step where the plan keeps the optimizer state (UnscaleClipStep).
-  StepResult Step(const BeforeClip& before_clip);
-  // MeasureWithoutStep on the gradients Step would have used.
-  StepResult MeasureSkipped(const BeforeClip& before_clip);
-  // Why the plan's host state cannot fit the host budget, on this rank or another; nullopt
-  // when it can. A collective in a data-parallel job.
-  std::optional<std::string> HostBudgetRefusal();
   // The steps of Run(), in order.
   struct RunTiming;
   void EmitStart(const ResumePoint& resumed);
@@ -207,9 +187,10 @@ class Trainer {
   // Bytes by category at the moment of a failure: what is exact, and what was live.
   MemorySnapshot LedgerSnapshot() const;
   PrecisionContext precision_context();
+  // How this trainer's updates step (ModelState::Step), with `before_clip` observing.
+  StepOptions StepOptionsWith(const BeforeClip& before_clip);
   // TEST ONLY: what `fault_` does after a microbatch's backward, when another follows.
   void CommitMicrobatchFault(double lr);
-  const char* phase_ = "resume";  // what Run() is doing, for an out-of-memory's report
 
   JobSpec spec_;
   const Dataset& corpus_;
@@ -218,9 +199,7 @@ class Trainer {
   RankShare share_;  // this rank's samples of every update
   torch::Device device_;
   std::shared_ptr<TrainableModel> model_;
-  std::optional<HostModelState> host_state_;   // optimizer state on the host only
-  std::optional<ShardedModelState> sharding_;  // ZeRO stage 1 or 2 over group_ only
-  std::unique_ptr<torch::optim::AdamW> optimizer_;
+  std::unique_ptr<ModelState> state_;
   std::optional<DynamicLossScaler> scaler_;  // fp16 only
   std::string job_identity_;
   // The simple baseline, fitted at the first evaluation (it needs the outputs' classes), and
@@ -230,6 +209,7 @@ class Trainer {
   std::map<std::size_t, double> baseline_losses_;
   BeforeClip before_clip_;
   TrainingFault fault_ = TrainingFault::kNone;
+  const char* phase_ = "resume";  // what Run() is doing, for an out-of-memory's report
 };
 
 // Process-wide settings for training: LibTorch's intra-op threads from the spec (0 = the CPUs

@@ -33,17 +33,22 @@ Status SaveTrainingCheckpoint(const std::string& path, torch::nn::Module& model,
                               torch::optim::Optimizer& optimizer, const CheckpointState& state,
                               const torch::Device& device);
 
-// Restores model, optimizer and RNG onto `device`; with `tensors_on` the file's tensors are
-// loaded there instead (the host, for a plan that keeps the optimizer state on the host: its
-// AdamW state never passes through the device) and the caller moves the model's parameters.
-// A checkpoint written by another job is
+// Restores model, optimizer and RNG onto `device`. A checkpoint written by another job is
 // FailedPrecondition; an unreadable, truncated or damaged file (a record whose CRC-32 does not
 // match, checked before LibTorch reads the file) is Corruption; a missing one NotFound.
 // Files from before the device was recorded read as written on the CPU.
 Result<CheckpointState> LoadTrainingCheckpoint(const std::string& path, torch::nn::Module& model,
                                                torch::optim::Optimizer& optimizer,
                                                const std::string& expected_identity,
-                                               const torch::Device& device,
-                                               std::optional<torch::Device> tensors_on = {});
+                                               const torch::Device& device);
+// The same with every tensor loaded in host memory (HostMemoryScope), then the model's
+// parameters moved to `device`: the optimizer's state stays on the host, where a plan that
+// keeps it there wants it, and the AdamW state of a model whose state does not fit the device
+// never passes through it.
+Result<CheckpointState> LoadTrainingCheckpointThroughHost(const std::string& path,
+                                                          torch::nn::Module& model,
+                                                          torch::optim::Optimizer& optimizer,
+                                                          const std::string& expected_identity,
+                                                          const torch::Device& device);
 
 }  // namespace trainerd
