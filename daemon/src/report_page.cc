@@ -161,6 +161,9 @@ std::string PlanSection(const Json& facts) {
                  ? ", in a " + NumberText(*planner->window_seconds, "%.0f s") + " window"
                  : std::string()) +
             ".</p>\n";
+    if (const std::string counting = DescribeMemoryCounting(*planner); !counting.empty()) {
+      html += "<p id=\"memory-counting\">Memory: " + EscapeHtml(counting) + ".</p>\n";
+    }
     if (!planner->rejected.empty()) {
       html += "<table id=\"rejected\">" +
               Row({"faster candidate rejected", "predicted peak", "faster by", "why"}, "th");

@@ -24,15 +24,19 @@
 #include "trainerd/trainer/plan/memory_ledger.h"
 #include "trainerd/trainer/plan/parity.h"
 #include "trainerd/trainer/plan/planner.h"
+#include "trainerd/trainer/spec/plan_text.h"
 
 namespace trainerd {
 namespace {
 
 class HostModelStateTest : public testing::TinyJobTest {
  protected:
+  // The CPU simulating an accelerator, as the tests of a lever that moves state off one
+  // must (on the CPU the host is the device: OnTheCpuTheHostIsTheDevice...).
   JobSpec With(StatePlacement placement) const {
     JobSpec spec = spec_;
     spec.plan.optimizer_state = placement;
+    spec.memory.simulated_device = true;
     return spec;
   }
   static std::vector<torch::Tensor> Parameters(Trainer& trainer) {
@@ -59,6 +63,7 @@ class HostModelStateTest : public testing::TinyJobTest {
 };
 
 TEST_F(HostModelStateTest, AllocationsInAHostScopeAreHostMemoryOutsideTheDeviceLimit) {
+  SetCpuHostApart(true);  // the CPU simulating an accelerator
   DeviceMemory& device = MemoryOf(torch::kCPU);
   HostMemory& host = HostMemoryOfProcess();
   const std::int64_t device_before = device.live_bytes();
@@ -80,6 +85,54 @@ TEST_F(HostModelStateTest, AllocationsInAHostScopeAreHostMemoryOutsideTheDeviceL
   // Freed outside the scope, each from the count it was allocated in.
   EXPECT_EQ(host.live_bytes(), host_before);
   EXPECT_EQ(device.live_bytes(), device_before);
+}
+
+// Issue 46: on the CPU the host is the device. Unless the CPU simulates an accelerator, memory
+// in a host scope is the device's too, against its limit.
+TEST_F(HostModelStateTest, OnTheCpuHostMemoryIsTheDevicesUnlessItSimulatesAnAccelerator) {
+  SetCpuHostApart(false);
+  DeviceMemory& device = MemoryOf(torch::kCPU);
+  HostMemory& host = HostMemoryOfProcess();
+  const std::int64_t device_before = device.live_bytes();
+  const std::int64_t host_before = host.live_bytes();
+  {
+    const HostMemoryScope scope;
+    const torch::Tensor on_host = torch::ones({1 << 20});
+    EXPECT_EQ(host.live_bytes() - host_before, 4 << 20);
+    EXPECT_EQ(device.live_bytes() - device_before, 4 << 20);
+    const ScopedMemoryLimit limited(device, device.live_bytes() + 1024);
+    EXPECT_THROW(torch::ones({1 << 20}), c10::OutOfMemoryError);
+  }
+  EXPECT_EQ(host.live_bytes(), host_before);
+  EXPECT_EQ(device.live_bytes(), device_before);
+  SetCpuHostApart(true);
+}
+
+// The job's own ledger on the CPU counts the state on the host in the device's peak: the
+// lever frees nothing there, and the ledger says so.
+TEST_F(HostModelStateTest, OnTheCpuTheLedgerCountsTheHostStateInTheDevicesPeak) {
+  JobSpec on_cpu = With(StatePlacement::kHost);
+  on_cpu.memory.simulated_device = false;
+  const Result<MemoryLedger> device = MeasureLedger(With(StatePlacement::kDevice), *corpus_);
+  const Result<MemoryLedger> simulated = MeasureLedger(With(StatePlacement::kHost), *corpus_);
+  const Result<MemoryLedger> host = MeasureLedger(on_cpu, *corpus_);
+  ASSERT_TRUE(device.ok() && simulated.ok() && host.ok());
+  ASSERT_TRUE(host->host && simulated->host);
+  EXPECT_TRUE(host->host->in_device_count);
+  EXPECT_FALSE(simulated->host->in_device_count);
+  // The host's copies are in the device's peak: above the simulated device's by at least the
+  // master weights and AdamW's state, and above the state kept on the device.
+  EXPECT_GE(host->peak_bytes - simulated->peak_bytes,
+            host->host->master_weights_bytes + host->host->optimizer_state_bytes);
+  EXPECT_GT(host->peak_bytes, device->peak_bytes);
+  // The host's peak is taken out of the temporaries; it may not coincide with the device's,
+  // so they differ by at most the host's own transient bytes (its peak less its state).
+  const std::int64_t host_transient =
+      host->host->peak_bytes - host->host->master_weights_bytes - host->host->optimizer_state_bytes;
+  EXPECT_LE(host->temporaries_bytes, simulated->temporaries_bytes);
+  EXPECT_GE(host->temporaries_bytes, simulated->temporaries_bytes - host_transient);
+  EXPECT_NE(LedgerTable(*host).find("the host is the device"), std::string::npos)
+      << LedgerTable(*host);
 }
 
 // Clipping at 0.05 is active in every update, dropout draws masks, accumulation and
@@ -192,6 +245,7 @@ TEST_F(HostModelStateTest, AHostBudgetBelowTheStateIsRefusedBeforeAnyUpdate) {
 // A device whose usable memory is the named baseline's peak less half the optimizer state:
 // no plan with the state on the device fits (the baseline needs the least memory of them).
 TEST_F(HostModelStateTest, ThePlannerKeepsTheStateOnTheHostWhenNothingElseFits) {
+  spec_.memory.simulated_device = true;
   spec_.planner.precisions = {Precision::kFp32};
   spec_.planner.probe_microbatches = {1, 2, 4};
   spec_.training.updates = 6;
@@ -231,8 +285,37 @@ TEST_F(HostModelStateTest, ThePlannerKeepsTheStateOnTheHostWhenNothingElseFits) 
   EXPECT_LE(LargestDifference(limited, Trained(planned, 6)), 1e-6);
 }
 
+// The same budget with the CPU as the CPU: no plan keeps the state on the host, and the
+// planner says why it did not try.
+TEST_F(HostModelStateTest, OnTheCpuThePlannerDoesNotTryTheHost) {
+  spec_.planner.precisions = {Precision::kFp32};
+  spec_.training.updates = 6;
+  JobSpec baseline = With(StatePlacement::kDevice);
+  baseline.plan = NamedBaselinePlan(spec_);
+  const Result<MemoryLedger> ledger = MeasureLedger(baseline, *corpus_);
+  ASSERT_TRUE(ledger.ok());
+  spec_.memory.reserve_fraction = 0;
+  spec_.memory.budget_bytes = ledger->peak_bytes - ledger->optimizer_state_bytes / 2;
+  ASSERT_TRUE(HostIsTheDevice(spec_));
+
+  Result<ChosenPlan> chosen = PlanJob(spec_, *corpus_);
+  ASSERT_FALSE(chosen.ok()) << ToJson(*chosen).dump();
+  EXPECT_EQ(chosen.status().code(), Status::Code::kOutOfMemory);
+  EXPECT_NE(chosen.status().message().find("on the CPU the host is the device"), std::string::npos)
+      << chosen.status().message();
+
+  spec_.memory.budget_bytes = 2 * ledger->peak_bytes;  // room: a plan, and its card says why
+  chosen = PlanJob(spec_, *corpus_);
+  ASSERT_TRUE(chosen.ok()) << chosen.status().message();
+  EXPECT_EQ(chosen->plan.optimizer_state, StatePlacement::kDevice);
+  EXPECT_FALSE(chosen->simulated_device);
+  EXPECT_NE(PlanText(*chosen).find("memory: on the CPU the host is the device"), std::string::npos)
+      << PlanText(*chosen);
+}
+
 TEST_F(HostModelStateTest, ParityRejectsAHostStepWhoseWeightsNeverReachTheDevice) {
   spec_.plan = {2, 4, {}, Precision::kFp32, StatePlacement::kHost};
+  spec_.memory.simulated_device = true;
   const Result<ParityReport> correct = CheckParity(spec_, *corpus_, 2);
   ASSERT_TRUE(correct.ok()) << correct.status().message();
   ASSERT_TRUE(correct->pass) << ToJson(*correct).dump();

@@ -143,6 +143,24 @@ TEST(JobSpecParserTest, SizesDurationsAndFractions) {
             std::string::npos);
 }
 
+// Issue 46: on the CPU the host is the device unless the job says the CPU simulates one; a
+// real accelerator is not simulated.
+TEST(JobSpecParserTest, OnlyACpuJobSimulatesAnAccelerator) {
+  Result<JobSpec> plain = ParseJobSpecText(kMinimal, "job.yaml");
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_FALSE(plain->memory.simulated_device);
+  EXPECT_TRUE(HostIsTheDevice(*plain));
+  Result<JobSpec> simulated =
+      ParseJobSpecText(std::string(kMinimal) + "memory: {simulated_device: true}\n", "job.yaml");
+  ASSERT_TRUE(simulated.ok()) << simulated.status().message();
+  EXPECT_FALSE(HostIsTheDevice(*simulated));
+  const std::string error = ErrorOf(std::string(kMinimal) +
+                                    "runtime: {device: cuda}\nmemory: {simulated_device: true}\n");
+  EXPECT_NE(error.find("memory.simulated_device: expected false with runtime.device cuda"),
+            std::string::npos)
+      << error;
+}
+
 TEST(JobSpecParserTest, MissingDataFilesKeyIsAnError) {
   EXPECT_NE(ErrorOf("model: {n_layer: 1}\n").find("data.files: expected a non-empty list"),
             std::string::npos);

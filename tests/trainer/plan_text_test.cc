@@ -34,6 +34,20 @@ TEST(PlanTextTest, APlanSaysWhereItKeepsTheOptimizerStateWhenItIsTheHost) {
             "4 x 2, 0 blocks checkpointed, fp32, optimizer state on the host");
 }
 
+// Issue 46: on the CPU the plan card says what the device's memory counted.
+TEST(PlanTextTest, OnTheCpuThePlanSaysTheHostIsTheDeviceOrThatItSimulatesOne) {
+  ChosenPlan chosen = BundledJob();  // a GPU's: the host is apart and nothing is simulated
+  EXPECT_EQ(DescribeMemoryCounting(chosen), "");
+  EXPECT_EQ(PlanText(chosen).find("memory:"), std::string::npos) << PlanText(chosen);
+  chosen.host_is_the_device = true;
+  EXPECT_NE(PlanText(chosen).find("memory: on the CPU the host is the device"), std::string::npos)
+      << PlanText(chosen);
+  chosen.host_is_the_device = false;
+  chosen.simulated_device = true;
+  EXPECT_NE(PlanText(chosen).find("memory: the CPU simulates an accelerator"), std::string::npos)
+      << PlanText(chosen);
+}
+
 TEST(PlanTextTest, EachLeverNamesTheCategoryItAttacks) {
   EXPECT_EQ(DescribeLevers({8, 1, {}, Precision::kFp32}), "none");
   EXPECT_EQ(DescribeLevers({2, 4, {1}, Precision::kBf16, StatePlacement::kHost}),

@@ -15,16 +15,19 @@
 namespace trainerd {
 namespace {
 
-// Each block carries its size and whether it is host memory in a header, so the deleter
-// needs no lookup table. 64 bytes keep the data at LibTorch's 64-byte alignment.
+// Each block carries its size and the counters it is in (the host's, the device's or both)
+// in a header, so the deleter needs no lookup table. 64 bytes keep the data at LibTorch's
+// 64-byte alignment.
 constexpr std::size_t kHeader = 64;
 struct BlockHeader {
   std::size_t bytes;
   bool host;
+  bool device;
 };
 static_assert(sizeof(BlockHeader) <= kHeader);
 
 thread_local bool in_host_scope = false;
+std::atomic<bool> cpu_host_apart{true};  // SetCpuHostApart
 
 // Live and peak bytes under a limit, shared by allocating threads.
 class Counter {
@@ -75,9 +78,12 @@ class CountingCpuAllocator final : public compat::CpuAllocatorBase, public Devic
  public:
   c10::DataPtr Allocate(std::size_t n) const override {
     const bool host = in_host_scope;
-    CounterOf(host).Add(static_cast<std::int64_t>(n));
+    const bool device = !host || !cpu_host_apart.load();
+    const auto bytes = static_cast<std::int64_t>(n);
+    if (device) device_.Add(bytes);  // the device's limit may refuse it
+    if (host) host_.Add(bytes);
     auto* base = static_cast<char*>(c10::alloc_cpu(n + kHeader));
-    *reinterpret_cast<BlockHeader*>(base) = {n, host};
+    *reinterpret_cast<BlockHeader*>(base) = {n, host, device};
     void* data = base + kHeader;
     return {data, data, &Delete, c10::Device(c10::DeviceType::CPU)};
   }
@@ -94,18 +100,20 @@ class CountingCpuAllocator final : public compat::CpuAllocatorBase, public Devic
   // Without an allocator object: counted from its installation, 0 before.
   static std::int64_t Refused() { return device_.refused(); }
   std::string method() const override {
-    return "bytes of live CPU tensors counted by a wrapping c10 CPU allocator (host-memory "
-           "scopes apart)";
+    return std::string("bytes of live CPU tensors counted by a wrapping c10 CPU allocator ") +
+           (cpu_host_apart.load() ? "(host-memory scopes apart: a simulated device)"
+                                  : "(host-memory scopes included: the host is the device)");
   }
   HostMemory& host() { return host_memory_; }
 
  private:
-  static Counter& CounterOf(bool host) { return host ? host_ : device_; }
   static void Delete(void* data) {
     if (data == nullptr) return;
     char* base = static_cast<char*>(data) - kHeader;
     const BlockHeader header = *reinterpret_cast<BlockHeader*>(base);
-    CounterOf(header.host).Remove(static_cast<std::int64_t>(header.bytes));
+    const auto bytes = static_cast<std::int64_t>(header.bytes);
+    if (header.device) device_.Remove(bytes);
+    if (header.host) host_.Remove(bytes);
     c10::free_cpu(base);
   }
 
@@ -201,6 +209,8 @@ bool OutOfMemoryWatch::IsOutOfMemory(const std::exception& e) const {
   return dynamic_cast<const c10::OutOfMemoryError*>(&e) != nullptr ||
          RefusedAllocations() > refused_before_;
 }
+
+void SetCpuHostApart(bool apart) { cpu_host_apart.store(apart); }
 
 HostMemory& HostMemoryOfProcess() { return CountingAllocator().host(); }
 

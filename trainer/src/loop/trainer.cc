@@ -82,6 +82,7 @@ Trainer::Trainer(const JobSpec& spec, const Dataset& corpus, EventSink* sink,
   // On the CPU the first call installs the counting allocator: before the model's tensors
   // exist, or live bytes, every peak and the budget's limit would leave them out.
   MemoryOf(device_);
+  SetCpuHostApart(!HostIsTheDevice(spec_));
   torch::manual_seed(spec_.training.seed);
   model_ = BuildModel(spec_.model, static_cast<int>(corpus_.slices().size()), spec_.source_path);
   if (!spec_.init_from.path.empty()) {  // trainer-run checked the file (ResolveInitialWeights)

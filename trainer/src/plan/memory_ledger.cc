@@ -51,7 +51,10 @@ std::vector<std::pair<std::int64_t, double>> MeasureBlocks(Trainer& trainer, Dev
 
 // The host's rows: what a plan with the optimizer state on the host keeps there.
 std::string HostTable(const HostLedger& host) {
-  std::string out = "\non the host (optimizer state, outside the device budget)\n";
+  std::string out = host.in_device_count
+                        ? "\non the host (optimizer state; on the CPU the host is the device: in "
+                          "the peak above and against the budget)\n"
+                        : "\non the host (optimizer state, outside the device budget)\n";
   char line[160];
   for (const auto& [name, bytes] :
        {std::pair<const char*, std::int64_t>{"master weights", host.master_weights_bytes},
@@ -121,6 +124,7 @@ Result<MemoryLedger> MeasureLedger(const JobSpec& spec, const Dataset& corpus,
     ledger.gradients_bytes = state.gradients_bytes;
     ledger.optimizer_state_bytes = state.optimizer_state_bytes;  // on the device
     ledger.host = trainer.model_state().HostBytes(spec.memory);
+    if (ledger.host) ledger.host->in_device_count = HostIsTheDevice(spec);
     for (const Batch& b : trainer.Microbatches(*measured)) {
       ledger.inputs_bytes += TensorBytes(b.inputs) + TensorBytes(b.targets);
     }
@@ -137,9 +141,12 @@ Result<MemoryLedger> MeasureLedger(const JobSpec& spec, const Dataset& corpus,
     if (ledger.host) ledger.host->peak_bytes = host_memory.peak_bytes();
     const std::int64_t update_peak = memory.peak_bytes();
     const std::int64_t reserved_peak = memory.peak_reserved_bytes();
-    ledger.temporaries_bytes = std::max<std::int64_t>(
-        0, update_peak - ledger.parameters_bytes - ledger.gradients_bytes -
-               ledger.optimizer_state_bytes - ledger.inputs_bytes - ledger.activations_bytes);
+    const std::int64_t host_in_peak =
+        ledger.host && ledger.host->in_device_count ? ledger.host->peak_bytes : 0;
+    ledger.temporaries_bytes =
+        std::max<std::int64_t>(0, update_peak - ledger.parameters_bytes - ledger.gradients_bytes -
+                                      ledger.optimizer_state_bytes - ledger.inputs_bytes -
+                                      ledger.activations_bytes - host_in_peak);
     // The evaluation runs between updates, beside the model's whole state.
     memory.ResetPeak();
     trainer.Evaluate();

@@ -307,7 +307,8 @@ Result<CheckShape> ShapeAt(const JobSpec& spec, const Dataset& corpus, int batch
   m.snapshot_bytes = 5 * (ledger->parameters_bytes - ledger->frozen_parameters_bytes);
   const std::int64_t shared = on_cpu ? m.snapshot_bytes : 0;
   m.limit_bytes = m.usable_bytes + shared;
-  m.reference_on_host = host_plan && on_cpu;
+  // Only where the CPU simulates an accelerator is its host memory outside the limit.
+  m.reference_on_host = host_plan && spec.memory.simulated_device;
   if (m.reference_on_host) {
     std::int64_t side_peak = 0;
     for (const JobSpec& side : shape.plans) {

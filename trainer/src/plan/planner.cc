@@ -568,6 +568,9 @@ Status ValidateBaseline(const JobSpec& spec, const Dataset& corpus,
         ") needs more than " + FormatBytes(usable) + " usable (memory.budget " +
         FormatBytes(spec.memory.budget_bytes) + " less " +
         std::to_string(static_cast<int>(spec.memory.reserve_fraction * 100)) + "% reserve)" +
+        (HostIsTheDevice(spec) ? "; on the CPU the host is the device, so keeping the optimizer "
+                                 "state on the host would free nothing and was not tried"
+                               : "") +
         adapters);
   }
   result->plan = baseline.candidate.plan;
@@ -606,7 +609,8 @@ Result<ChosenPlan> PlanJob(const JobSpec& spec, const Dataset& corpus, const Pla
   std::optional<HostLever> host;
   std::vector<StatePlacement> placements = {StatePlacement::kDevice};
   const std::vector<StatePlacement>& allowed = spec.planner.optimizer_states;
-  if (std::find(allowed.begin(), allowed.end(), StatePlacement::kHost) != allowed.end() &&
+  if (!HostIsTheDevice(spec) &&
+      std::find(allowed.begin(), allowed.end(), StatePlacement::kHost) != allowed.end() &&
       SomePlanExceedsUsable(spec, *blocks, *models)) {
     host = MeasureHostLever(spec, corpus, *blocks);
     placements.push_back(StatePlacement::kHost);
@@ -621,6 +625,8 @@ Result<ChosenPlan> PlanJob(const JobSpec& spec, const Dataset& corpus, const Pla
 
   ChosenPlan result;
   result.usable_bytes = spec.memory.usable_bytes();
+  result.host_is_the_device = HostIsTheDevice(spec);
+  result.simulated_device = spec.memory.simulated_device;
   result.window_seconds = spec.window_seconds;
   if (Status s = ChooseMeasured(spec, corpus, fitting, host, started, &result, &rejected);
       !s.ok()) {

@@ -226,10 +226,17 @@ void ReadPlanner(YamlReader planner, PlannerSpec* spec) {
   planner.RejectUnknownKeys();
 }
 
-void ReadMemory(YamlReader memory, MemorySpec* spec) {
+void ReadMemory(YamlReader memory, const RuntimeSpec& runtime, MemorySpec* spec) {
   memory.Bytes("budget", &spec->budget_bytes);
   memory.Fraction("reserve", &spec->reserve_fraction, 0.0, 0.9);
   memory.Bytes("host_budget", &spec->host_budget_bytes);
+  memory.Bool("simulated_device", &spec->simulated_device);
+  if (memory.ok() && spec->simulated_device && runtime.device != "cpu") {
+    memory.Fail("simulated_device",
+                "false with runtime.device " + runtime.device +
+                    " (the CPU simulates an accelerator; a real one is not simulated)",
+                "true");
+  }
   memory.RejectUnknownKeys();
 }
 
@@ -292,7 +299,7 @@ Result<JobSpec> ReadJobSpec(const std::string& yaml_text, const std::string& ori
              &spec.plan_checkpoints_all_blocks);
   }
   ReadRuntime(top.Child("runtime"), &spec.runtime);
-  ReadMemory(top.Child("memory"), &spec.memory);
+  ReadMemory(top.Child("memory"), spec.runtime, &spec.memory);
   ReadPlanner(top.Child("planner"), &spec.planner);
   top.DurationSeconds("window", &spec.window_seconds);
   ReadInitFrom(top, base, &spec.init_from);

@@ -64,6 +64,18 @@ std::string DescribeChosenTiming(const ChosenPlan& chosen) {
   return text;
 }
 
+std::string DescribeMemoryCounting(const ChosenPlan& chosen) {
+  if (chosen.host_is_the_device) {
+    return "on the CPU the host is the device: keeping the optimizer state on the host would "
+           "free nothing, so the planner did not try it";
+  }
+  if (chosen.simulated_device) {
+    return "the CPU simulates an accelerator (memory.simulated_device): memory kept on the host "
+           "is outside its budget, as beside a GPU, and frees no real memory";
+  }
+  return "";
+}
+
 std::string DescribeRejectedTiming(const RejectedPlan& rejected, const ChosenPlan& chosen) {
   if (rejected.measured_update_seconds) {
     return "measured " + Seconds(*rejected.measured_update_seconds) + " per update against " +
@@ -79,6 +91,9 @@ std::string PlanText(const ChosenPlan& chosen) {
   out += "  peak: predicted " + FormatBytes(chosen.predicted_peak_bytes) + ", measured " +
          FormatBytes(chosen.measured_peak_bytes) + ", usable " + FormatBytes(chosen.usable_bytes) +
          "\n";
+  if (const std::string counting = DescribeMemoryCounting(chosen); !counting.empty()) {
+    out += "  memory: " + counting + "\n";
+  }
   const std::size_t timed =
       chosen.selection.timed.empty() ? 0 : chosen.selection.timed.front().update_seconds.size();
   out += "  time: job " + DescribeChosenTiming(chosen) + " (median of " + std::to_string(timed) +

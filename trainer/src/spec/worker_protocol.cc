@@ -243,6 +243,7 @@ void Fields(V& v, HostLedger& s) {
   v("optimizer_state_bytes", s.optimizer_state_bytes);
   v("peak_bytes", s.peak_bytes);
   v("budget_bytes", s.budget_bytes);
+  v("in_device_count", s.in_device_count);
 }
 
 template <typename V>
@@ -300,6 +301,8 @@ void Fields(V& v, ChosenPlan& s) {
   v("predicted_peak_bytes", s.predicted_peak_bytes);
   v("measured_peak_bytes", s.measured_peak_bytes);
   v("usable_bytes", s.usable_bytes);
+  v("host_is_the_device", s.host_is_the_device);
+  v("simulated_device", s.simulated_device);
   v("predicted_update_seconds", s.predicted_update_seconds);
   v("measured_update_seconds", s.measured_update_seconds);
   v("predicted_duration_seconds", s.predicted_duration_seconds);

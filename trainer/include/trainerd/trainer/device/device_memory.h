@@ -84,13 +84,14 @@ class OutOfMemoryWatch {
 // builds its model). Lives until the process exits.
 DeviceMemory& MemoryOf(const torch::Device& device);
 
-// Host memory a plan fills with model state (StatePlacement::kHost), counted apart from the
-// device's: CPU tensors allocated on a thread inside a HostMemoryScope are host bytes, outside
-// the CPU device's live bytes, peak and limit. On a CPU the
-// device and the host are one RAM and the scope is what keeps the budgeted "device" apart from
-// the host; beside a GPU every CPU tensor is host memory, and the scope decides what the host
-// ledger counts. The counting CPU allocator is installed on first use, as by MemoryOf. The
-// host budget is checked before training (HostBudgetBytes), not at each allocation.
+// Host memory a plan fills with model state (StatePlacement::kHost): CPU tensors allocated on
+// a thread inside a HostMemoryScope are host bytes. Beside a GPU every CPU tensor is host
+// memory, and the scope decides what the host ledger counts. On a CPU the device and the host
+// are one RAM: the host bytes are also the CPU device's (its live bytes, peak and limit), so
+// a plan's host state counts against the budget, unless SetCpuHostApart(true) says the CPU
+// simulates an accelerator (memory.simulated_device), whose budget they are then outside.
+// The counting CPU allocator is installed on first use, as by MemoryOf. The host budget is
+// checked before training (HostBudgetBytes), not at each allocation.
 class HostMemory {
  public:
   virtual ~HostMemory() = default;
@@ -99,6 +100,11 @@ class HostMemory {
   virtual void ResetPeak() = 0;
 };
 HostMemory& HostMemoryOfProcess();
+
+// Whether the CPU device's count leaves out host memory (true: the CPU simulates an
+// accelerator; false: the host is the device, HostIsTheDevice). Process-wide, true until set:
+// the Trainer sets it from its job.
+void SetCpuHostApart(bool apart);
 
 // Marks this thread's CPU allocations as host memory for its lifetime (scopes nest).
 class HostMemoryScope {

@@ -225,6 +225,10 @@ struct MemorySpec {
   // Host memory a plan may fill with model state (StatePlacement::kHost); 0: what the host
   // has available when the job starts (MemAvailable).
   std::int64_t host_budget_bytes = 0;
+  // The CPU stands in for an accelerator of budget_bytes (tests and demos): memory a plan
+  // keeps "on the host" is outside the budget, as beside a GPU. Without it the host is the
+  // CPU device (HostIsTheDevice). runtime.device cpu only.
+  bool simulated_device = false;
   std::int64_t usable_bytes() const {
     return static_cast<std::int64_t>(static_cast<double>(budget_bytes) * (1.0 - reserve_fraction));
   }
@@ -290,6 +294,13 @@ struct JobSpec {
   std::optional<double> window_seconds;  // completion window, when the job has one
   InitSpec init_from;
 };
+
+// On the CPU the host is the device: memory a plan keeps "on the host" is the same RAM and
+// counts against memory.budget, so the host levers free nothing there and the planner does
+// not try them, unless memory.simulated_device says the CPU stands in for an accelerator.
+inline bool HostIsTheDevice(const JobSpec& spec) {
+  return spec.runtime.device == "cpu" && !spec.memory.simulated_device;
+}
 
 const char* ToString(ModelInputs inputs);
 const char* ToString(LossKind kind);

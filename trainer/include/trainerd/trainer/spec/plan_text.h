@@ -23,6 +23,10 @@ std::string DescribeLevers(const PlanSpec& plan);
 // "106 s at its measured 0.353 s per update; the time model predicted 167 s (+58%)".
 std::string DescribeChosenTiming(const ChosenPlan& chosen);
 
+// What the device's memory counted on the CPU: the host as the device (the host levers not
+// tried), or a simulated accelerator whose budget host memory is outside; "" on a GPU.
+std::string DescribeMemoryCounting(const ChosenPlan& chosen);
+
 // Why `rejected` looked faster than `chosen`, in the same measure for both: "measured 0.291 s
 // per update against 0.353 s" or "time model 145 s against 167 s for the chosen plan".
 std::string DescribeRejectedTiming(const RejectedPlan& rejected, const ChosenPlan& chosen);

@@ -284,6 +284,9 @@ struct HostLedger {
   std::int64_t optimizer_state_bytes = 0;
   std::int64_t peak_bytes = 0;
   std::int64_t budget_bytes = 0;  // memory.host_budget, or the host's available memory
+  // On the CPU without memory.simulated_device the host is the device: these bytes are also
+  // in the device's peak and against its budget (HostIsTheDevice).
+  bool in_device_count = false;
 };
 
 struct MemoryLedger {
@@ -337,6 +340,11 @@ struct ChosenPlan {
   std::int64_t predicted_peak_bytes = 0;
   std::int64_t measured_peak_bytes = 0;
   std::int64_t usable_bytes = 0;
+  // How the host's memory counted (HostIsTheDevice): on the CPU the host is the device, so
+  // the planner did not try the host levers; memory.simulated_device made the CPU stand in
+  // for an accelerator, the host levers moving bytes out of its budget. Both false on a GPU.
+  bool host_is_the_device = false;
+  bool simulated_device = false;
   double predicted_update_seconds = 0;    // by the probes' time model
   double measured_update_seconds = 0;     // median of the chosen plan's timed updates
   double predicted_duration_seconds = 0;  // measured update x the job's updates
@@ -416,7 +424,8 @@ struct ParityMemory {
   std::int64_t snapshot_bytes = 0;
   std::int64_t limit_bytes = 0;  // usable bytes, plus the snapshots on a CPU
   // A plan that keeps its optimizer state on the host leaves no room for a second model's
-  // state: on a CPU the reference then runs in host memory, outside the limit, and `trainers`
+  // state: on a CPU that simulates an accelerator (memory.simulated_device) the reference
+  // then runs in host memory, outside the limit, and `trainers`
   // and `model_state_bytes` count the plan's sides and their device state only.
   bool reference_on_host = false;
   std::int64_t predicted_peak_bytes = 0;
