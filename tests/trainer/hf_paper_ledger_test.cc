@@ -46,7 +46,8 @@ std::string FolderOf(const std::string& variant, const testing::TempDir& dir) {
 }
 
 // The ledger trainer-run --ledger measures for `folder` at block 32, effective batch 4, on
-// token ids below 96; `sections` gives the job's plan: (and finetune:) sections.
+// token ids below 96; `sections` gives the job's plan: (and finetune:) sections. The CPU
+// simulates the accelerator the formulas describe: host memory outside its budget.
 MemoryLedger MeasuredLedger(const testing::TempDir& dir, const std::string& folder,
                             const std::string& sections) {
   const torch::Tensor tokens = torch::arange(0, 96, 7, torch::kShort).repeat({1000});
@@ -56,7 +57,8 @@ MemoryLedger MeasuredLedger(const testing::TempDir& dir, const std::string& fold
       dir.Write("job.yaml", "model: {kind: hf, path: " + folder + ", block_size: 32}\n" + sections +
                                 "data: {format: tokens, train: tokens.bin, eval: [tokens.bin]}\n"
                                 "training: {effective_batch: 4, updates: 2, seed: 5}\n"
-                                "runtime: {threads: 1}\nmemory: {budget: 1GiB}\n");
+                                "runtime: {threads: 1}\n"
+                                "memory: {budget: 1GiB, simulated_device: true}\n");
   testing::ChildProcess run({TRAINER_RUN_PATH, "--config", job, "--ledger", "--json"});
   const std::vector<std::string> lines = run.ReadAllLines();
   EXPECT_EQ(run.ExitCode(), 0) << folder << ": " << run.ReadAllStderr();

@@ -102,6 +102,7 @@ const std::map<std::string, KeyCase>& Cases() {
       {"memory.budget", {"1GiB", Effect::kNotTrained}},
       {"memory.reserve", {"20%", Effect::kNotTrained}},
       {"memory.host_budget", {"8GiB", Effect::kNotTrained}},
+      {"memory.simulated_device", {"true", Effect::kNotTrained}},
       {"planner.precisions", {"[fp32]", Effect::kNotTrained}},
       {"planner.probe_microbatches", {"[1, 8]", Effect::kNotTrained}},
       {"planner.optimizer_states", {"[device]", Effect::kNotTrained}},
