@@ -18,6 +18,8 @@ set(trainerd_plugin_headers
   trainer/include/trainerd/trainer/models/model_registry.h
   trainer/include/trainerd/trainer/semantics/activation_checkpoint.h
   trainer/include/trainerd/trainer/semantics/loss.h
+  trainer/include/trainerd/trainer/semantics/output_chunks.h
+  trainer/include/trainerd/trainer/semantics/training_fault.h
   trainer/include/trainerd/trainer/spec/data_profile.h
   trainer/include/trainerd/trainer/spec/job_spec.h)
 foreach(header IN LISTS trainerd_plugin_headers)

@@ -197,9 +197,11 @@ std::string MemorySection(const Json& facts) {
       segments.push_back({c, categories.value(c, std::int64_t{0}), false});
     peak = categories.value("peak", std::int64_t{0});
   } else if (ledger) {
-    const std::int64_t bytes[] = {ledger->parameters_bytes,      ledger->gradients_bytes,
-                                  ledger->optimizer_state_bytes, ledger->activations_bytes,
-                                  ledger->temporaries_bytes,     ledger->inputs_bytes};
+    // The store's categories: the output layer counts in the activations.
+    const std::int64_t bytes[] = {
+        ledger->parameters_bytes,      ledger->gradients_bytes,
+        ledger->optimizer_state_bytes, ledger->activations_bytes + ledger->output_layer_bytes,
+        ledger->temporaries_bytes,     ledger->inputs_bytes};
     for (std::size_t i = 0; i < std::size(kCategories); ++i) {
       segments.push_back({kCategories[i], bytes[i], false});
     }

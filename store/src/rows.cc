@@ -10,7 +10,7 @@ namespace {
 constexpr std::string_view kRunColumns =
     "config_hash, fallback_of, status, created_at, started_at, ended_at, deadline_at, "
     "microbatch, accumulation_steps, checkpoint_blocks, precision, optimizer_state, zero_stage, "
-    "hardware_id, software_id, shapes, seeds, data_fingerprint, throughput_method, "
+    "output_chunk, hardware_id, software_id, shapes, seeds, data_fingerprint, throughput_method, "
     "parameters_bytes, "
     "gradients_bytes, "
     "optimizer_state_bytes, activations_bytes, temporaries_bytes, inputs_bytes, peak_bytes, "
@@ -99,7 +99,8 @@ void BindSoftware(sqlite::Statement& stmt, const SoftwareFingerprint& software) 
 const std::string_view kSelectRun =
     "SELECT r.id, r.config_hash, r.fallback_of, r.status, r.created_at, r.started_at, "
     "r.ended_at, r.deadline_at, r.microbatch, r.accumulation_steps, r.checkpoint_blocks, "
-    "r.precision, r.optimizer_state, r.zero_stage, h.cpu_model, h.cpu_cores, h.memory_bytes, "
+    "r.precision, r.optimizer_state, r.zero_stage, r.output_chunk, h.cpu_model, h.cpu_cores, "
+    "h.memory_bytes, "
     "h.device, "
     "h.device_memory_bytes, "
     "h.isa, "
@@ -190,7 +191,8 @@ void BindRun(sqlite::Statement& stmt, const RunRecord& run, std::int64_t hardwar
   if (run.plan) {
     BindPlan(stmt, *run.plan);
   } else {
-    stmt.Bind(std::nullopt, std::nullopt, std::nullopt, std::nullopt, std::nullopt, std::nullopt);
+    stmt.Bind(std::nullopt, std::nullopt, std::nullopt, std::nullopt, std::nullopt, std::nullopt,
+              std::nullopt);
   }
   stmt.Bind(hardware_id, software_id, run.shapes_json, run.seeds_json, run.data_fingerprint,
             run.throughput_method);
@@ -209,7 +211,8 @@ void BindRun(sqlite::Statement& stmt, const RunRecord& run, std::int64_t hardwar
 void BindPlan(sqlite::Statement& stmt, const PlanSpec& plan) {
   stmt.Bind(std::int64_t{plan.microbatch}, std::int64_t{plan.accumulation_steps},
             EncodeBlocks(plan.checkpoint_blocks), std::string(ToString(plan.precision)),
-            std::string(ToString(plan.optimizer_state)), std::int64_t{plan.zero_stage});
+            std::string(ToString(plan.optimizer_state)), std::int64_t{plan.zero_stage},
+            std::int64_t{plan.output_chunk});
 }
 
 Result<PlanSpec> ReadPlan(sqlite::Statement& stmt) {
@@ -230,6 +233,7 @@ Result<PlanSpec> ReadPlan(sqlite::Statement& stmt) {
   }
   plan.optimizer_state = *state;
   plan.zero_stage = static_cast<int>(stmt.ReadInt64());
+  plan.output_chunk = static_cast<int>(stmt.ReadInt64());
   return plan;
 }
 

@@ -17,7 +17,7 @@ struct Migration {
 
 // The schema's history. A released step never changes: databases in the field already ran
 // it. A change is a new step at the end, and kSchemaVersion follows it.
-constexpr std::array<Migration, 13> kMigrations = {{
+constexpr std::array<Migration, 14> kMigrations = {{
     {1, R"sql(
 CREATE TABLE config_versions (
   hash       TEXT PRIMARY KEY,
@@ -406,6 +406,12 @@ DROP TABLE runs_v12;
 PRAGMA legacy_alter_table = OFF;
 CREATE INDEX runs_by_status ON runs (status, id);
 CREATE INDEX runs_by_hardware ON runs (hardware_id, status, config_hash, id);
+)sql"},
+    // The plan's output chunk (PlanSpec::output_chunk): a seventh plan column, 0 for every run
+    // recorded before the output layer's loss could be taken in chunks.
+    {14, R"sql(
+ALTER TABLE runs ADD COLUMN output_chunk INTEGER CHECK (output_chunk IS NULL OR output_chunk >= 0);
+UPDATE runs SET output_chunk = 0 WHERE microbatch IS NOT NULL;
 )sql"},
 }};
 

@@ -289,7 +289,13 @@ TEST_F(StoreTest, ARunHasNoPlanUntilOneIsSetAndThenTheOneSet) {
   planned.plan = std::nullopt;
   const std::int64_t second = CreateRun(planned);
   ASSERT_TRUE(IsOk(store_->MarkRunStarted(second, 1'700'000'003)));
-  const PlanSpec chosen{16, 2, {1}, Precision::kBf16, StatePlacement::kDevice, /*zero_stage=*/2};
+  const PlanSpec chosen{16,
+                        2,
+                        {1},
+                        Precision::kBf16,
+                        StatePlacement::kDevice,
+                        /*zero_stage=*/2,
+                        /*output_chunk=*/64};
   ASSERT_TRUE(IsOk(store_->SetRunPlan(second, chosen)));
   ASSERT_TRUE(IsOk(store_->MarkUnfinishedAsInterrupted(1'700'000'004)));
   EXPECT_EQ(store_->GetRun(second)->plan, chosen);

@@ -157,6 +157,38 @@ INSTANTIATE_TEST_SUITE_P(Variants, HfReferenceTest,
                                            "qwen2", "mistral", "llama_sharded", "gpt2",
                                            "gpt2_hub_names"));
 
+// The output layer in chunks of 5 positions (plan output_chunk): transformers' loss and
+// gradients, with the head untied (llama_gqa) and tied (the others).
+class HfChunkedOutputTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfChunkedOutputTest, TheLossAndGradientsInChunksEqualTransformers) {
+  torch::set_num_threads(1);
+  std::map<std::string, torch::Tensor> reference =
+      ReadTensors(kModels + "/" + GetParam() + ".reference.safetensors");
+  std::shared_ptr<TrainableModel> model = Build(kModels + "/" + GetParam());
+  ASSERT_NE(model, nullptr);
+  ASSERT_FALSE(model->output_layer_parameters().empty());
+  model->eval();
+  model->set_output_chunk(5);
+  const torch::Tensor ids = reference.at("input_ids");
+  const std::int64_t t = ids.size(1) - 1;
+  const LossTerms terms = model->ForwardLoss(ids.narrow(1, 0, t), ids.narrow(1, 1, t));
+  const torch::Tensor loss = terms.sum / static_cast<double>(terms.count);
+  EXPECT_NEAR(loss.item<double>(), reference.at("loss").item<double>(),
+              1e-6 * reference.at("loss").item<double>());
+  loss.backward();
+  for (const auto& item : model->named_parameters()) {
+    const torch::Tensor& want = reference.at("grad." + item.key());
+    const torch::Tensor& g = item.value().grad();
+    ASSERT_TRUE(g.defined()) << item.key();
+    EXPECT_LE((g - want).norm().item<double>(), 1e-5 * std::max(want.norm().item<double>(), 1e-12))
+        << GetParam() << ": " << item.key();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, HfChunkedOutputTest,
+                         ::testing::Values("llama_gqa", "llama_tied_llama3_bias", "gpt2"));
+
 // The parameters and StateDict() carry the Hugging Face names, each once (a tied head is the
 // embedding), so that model.safetensors is what transformers loads.
 TEST(HfModelTest, ItsTensorsAreTheFoldersByName) {

@@ -91,6 +91,7 @@ const std::map<std::string, KeyCase>& Cases() {
       {"plan.precision", {"bf16", Effect::kNotTrained}},
       {"plan.optimizer_state", {"host", Effect::kNotTrained}},
       {"plan.zero_stage", {"1", Effect::kNotTrained}},
+      {"plan.output_chunk", {"64", Effect::kNotTrained}},
       {"runtime.threads", {"2", Effect::kNotTrained}},
       {"runtime.device", {"cuda", Effect::kNotTrained}},
       {"runtime.fix_blas_core", {"false", Effect::kNotTrained}},

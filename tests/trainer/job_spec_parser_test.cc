@@ -308,6 +308,15 @@ TEST(JobSpecParserTest, PlanDerivesAccumulationAndNamesBlocks) {
   EXPECT_EQ(spec->plan.zero_stage, 2);
   EXPECT_EQ(RankJob(*spec).distributed.job_ranks, 2);
   EXPECT_EQ(RankJob(*spec).distributed.ranks, 1);
+
+  EXPECT_EQ(spec->plan.output_chunk, 0) << "the output layer's loss at once by default";
+  spec = ParseJobSpecText(std::string(kMinimal) + "plan: {output_chunk: 64}\n", "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(spec->plan.output_chunk, 64);
+  spec = ParseJobSpecText(std::string(kMinimal) + "plan: {output_chunk: -1}\n", "job.yaml");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find("plan.output_chunk"), std::string::npos)
+      << spec.status().message();
 }
 
 TEST(JobSpecParserTest, FinetuneReadsAdaptersAndRefusesTheirKeysWithFullTraining) {

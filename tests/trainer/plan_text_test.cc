@@ -32,6 +32,13 @@ TEST(PlanTextTest, APlanSaysWhereItKeepsTheOptimizerStateWhenItIsTheHost) {
   EXPECT_EQ(DescribePlan({4, 2, {0, 1}, Precision::kBf16}), "4 x 2, 2 blocks checkpointed, bf16");
   EXPECT_EQ(DescribePlan({4, 2, {}, Precision::kFp32, StatePlacement::kHost}),
             "4 x 2, 0 blocks checkpointed, fp32, optimizer state on the host");
+  PlanSpec chunked{4, 2, {}, Precision::kBf16};
+  chunked.output_chunk = 64;
+  EXPECT_EQ(DescribePlan(chunked),
+            "4 x 2, 0 blocks checkpointed, bf16, output layer in chunks of 64 positions");
+  EXPECT_EQ(DescribeLevers(chunked),
+            "2 microbatches (activations), bf16 (activations), output layer in chunks of 64 "
+            "positions (output layer)");
 }
 
 // Issue 46: on the CPU the plan card says what the device's memory counted.

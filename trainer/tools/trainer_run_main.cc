@@ -143,7 +143,8 @@ options:
                        --parity, or training): loss_per_microbatch, step_per_microbatch,
                        clip_per_microbatch, lr_per_microbatch, recompute_fresh_rng,
                        inf_gradient, weight_decay_per_microbatch, frozen_parameter,
-                       stale_host_weights (docs/trainer-run.md, "Parity check")
+                       stale_host_weights, chunk_drops_a_token (docs/trainer-run.md,
+                       "Parity check")
   --what-if            budget arithmetic without a model (sizes: 3.2GB, 512MiB, ...)
   --what-if --model DIR
                        the memory ledger of a Hugging Face folder at real size, on paper:

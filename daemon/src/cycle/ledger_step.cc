@@ -31,7 +31,7 @@ class LedgerStep : public CycleStep {
     m.parameters = ledger.parameters_bytes;
     m.gradients = ledger.gradients_bytes;
     m.optimizer_state = ledger.optimizer_state_bytes;
-    m.activations = ledger.activations_bytes;
+    m.activations = ledger.activations_bytes + ledger.output_layer_bytes;  // the store's coarser
     m.temporaries = ledger.temporaries_bytes;
     m.inputs = ledger.inputs_bytes;
     m.peak = ledger.peak_bytes;

@@ -34,12 +34,12 @@ void ZeroGradients(const std::vector<torch::Tensor>& parameters) {
   }
 }
 
-torch::Tensor ForwardWithPrecision(TrainableModel& model, const torch::Tensor& inputs,
-                                   Precision precision) {
+LossTerms ForwardLossWithPrecision(TrainableModel& model, const torch::Tensor& inputs,
+                                   const torch::Tensor& targets, Precision precision) {
   const auto autocast = AutocastFor(precision, inputs.device().type());
-  if (!autocast) return model.forward(inputs);
+  if (!autocast) return model.ForwardLoss(inputs, targets);
   compat::AutocastScope scope(inputs.device().type(), *autocast);
-  return model.forward(inputs);
+  return model.ForwardLoss(inputs, targets);
 }
 
 namespace {
@@ -93,7 +93,7 @@ double AccumulateGradients(TrainableModel& model, const std::vector<Batch>& micr
     // Open through the backward: a checkpointed block's recompute draws the same masks.
     const SampleStreamScope stream(batch.stream);
     const LossTerms terms =
-        model.Loss(ForwardWithPrecision(model, batch.inputs, precision.precision), batch.targets);
+        ForwardLossWithPrecision(model, batch.inputs, batch.targets, precision.precision);
     const std::int64_t divisor = per_microbatch ? terms.count : known_terms.value_or(1);
     torch::Tensor loss = terms.sum / static_cast<double>(divisor);
     if (precision.precision == Precision::kFp16) loss = precision.scaler->Scale(loss);

@@ -92,6 +92,7 @@ Trainer::Trainer(const JobSpec& spec, const Dataset& corpus, EventSink* sink,
   const Status adapted = AttachAdapters(spec_, model_.get());  // ResolveModel checked targets
   TORCH_CHECK(adapted.ok(), adapted.message());
   model_->set_checkpointed_blocks(spec_.plan.checkpoint_blocks);
+  model_->set_output_chunk(spec_.plan.output_chunk);
   model_->to(device_);
   state_ = MakeModelState(spec_, *model_, device_, group_);
   if (spec_.plan.precision == Precision::kFp16) scaler_.emplace();
@@ -168,7 +169,7 @@ void Trainer::set_test_only_fault(TrainingFault fault) {
   TORCH_CHECK(fault == TrainingFault::kNone || state_->sharding() == nullptr,
               "a test-only fault does not go with a sharded plan (plan.zero_stage)");
   fault_ = fault;
-  model_->set_test_only_fresh_recompute(fault == TrainingFault::kRecomputeFreshRng);
+  model_->set_test_only_fault(fault);
 }
 
 UpdateStats Trainer::TrainUpdate(int update, const AfterForward& after_forward) {
@@ -265,16 +266,19 @@ std::vector<SliceLoss> Trainer::Evaluate() {
     std::int64_t count = 0;
     std::int64_t classes = 0;
     PredictionTally predictions(spec_.model.loss);
-    for (std::int64_t start = 0; start < samples; start += microbatch) {
-      const std::int64_t size = std::min(microbatch, samples - start);
-      const torch::Tensor outputs =
-          model_->forward(batch.inputs.narrow(0, start, size).to(device_));
-      const torch::Tensor targets = batch.targets.narrow(0, start, size).to(device_);
-      const LossTerms terms = model_->Loss(outputs, targets);
-      sum += terms.sum.item<double>();
-      count += terms.count;
+    // The tally sees the outputs as the loss does: with the plan's output chunk, a chunk's
+    // logits at a time.
+    const OutputsObserver tally = [&](const torch::Tensor& outputs, const torch::Tensor& targets) {
       predictions.Add(outputs, targets);
       classes = outputs.dim() == 0 ? 1 : outputs.size(-1);
+    };
+    for (std::int64_t start = 0; start < samples; start += microbatch) {
+      const std::int64_t size = std::min(microbatch, samples - start);
+      const LossTerms terms =
+          model_->ForwardLoss(batch.inputs.narrow(0, start, size).to(device_),
+                              batch.targets.narrow(0, start, size).to(device_), tally);
+      sum += terms.sum.item<double>();
+      count += terms.count;
     }
     losses.push_back({corpus_.slices()[i].name, sum / static_cast<double>(count),
                       BaselineLoss(i, batch.targets, classes), predictions.Result()});
@@ -677,7 +681,7 @@ Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
       }
       if (options.test_only_retain_loss_graph) {
         const Batch batch = Microbatches(update).front();
-        const torch::Tensor loss = model_->Loss(model_->forward(batch.inputs), batch.targets).sum;
+        const torch::Tensor loss = model_->ForwardLoss(batch.inputs, batch.targets).sum;
         retained_by_test_hook =
             retained_by_test_hook.defined() ? retained_by_test_hook + loss : loss;
       }

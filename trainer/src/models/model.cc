@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "trainerd/trainer/device/torch_compat.h"
+
 namespace trainerd {
 
 void TrainableModel::set_checkpointed_blocks(const std::vector<int>& blocks) {
@@ -24,7 +26,8 @@ torch::Tensor TrainableModel::RunBlock(int index, const BlockFunction& block,
   if (!IsCheckpointed(index) || !torch::GradMode::is_enabled()) {
     y = block(x);
   } else {
-    y = CheckpointedForward(block, x, parameters, buffers, fresh_recompute_);
+    y = CheckpointedForward(block, x, parameters, buffers,
+                            fault_ == TrainingFault::kRecomputeFreshRng);
   }
   if (block_observer_) block_observer_(index, true);
   return y;
@@ -32,6 +35,50 @@ torch::Tensor TrainableModel::RunBlock(int index, const BlockFunction& block,
 
 LossTerms TrainableModel::Loss(const torch::Tensor& outputs, const torch::Tensor& targets) {
   return BuiltInLoss(loss_, outputs, targets);
+}
+
+LossTerms TrainableModel::ForwardLoss(const torch::Tensor& inputs, const torch::Tensor& targets,
+                                      const OutputsObserver& observe) {
+  // The blocks' weights autocast cached (a checkpointed block's too, cast without a graph)
+  // are no longer needed once their products are: dropped, as the forward's autocast scope
+  // would drop them at its end.
+  std::vector<torch::Tensor> output_layer = output_layer_parameters();
+  if (output_layer.empty()) {
+    const torch::Tensor outputs = forward(inputs);
+    at::autocast::clear_cache();
+    if (observe) observe(outputs, targets);
+    return LossOutsideAutocast(outputs, targets);
+  }
+  const torch::Tensor hidden = Hidden(inputs);
+  at::autocast::clear_cache();
+  if (block_observer_) block_observer_(num_blocks(), false);
+  LossTerms terms;
+  if (output_chunk_ > 0 && loss_.kind == LossKind::kCrossEntropy) {
+    const ChunkedOutput chunked{[this](const torch::Tensor& h) { return OutputLogits(h); },
+                                std::move(output_layer), output_chunk_, loss_.ignore_index,
+                                fault_ == TrainingFault::kChunkDropsAToken};
+    terms = ChunkedCrossEntropy(chunked, hidden, targets, observe);
+  } else {
+    const torch::Tensor logits = OutputLogits(hidden);
+    if (observe) observe(logits, targets);
+    terms = LossOutsideAutocast(logits, targets);
+  }
+  if (block_observer_) block_observer_(num_blocks(), true);
+  return terms;
+}
+
+LossTerms TrainableModel::LossOutsideAutocast(const torch::Tensor& outputs,
+                                              const torch::Tensor& targets) {
+  const compat::AutocastScope off(outputs.device().type(), compat::AutocastState{});
+  return Loss(outputs, targets);
+}
+
+torch::Tensor TrainableModel::Hidden(const torch::Tensor& /*inputs*/) {
+  TORCH_CHECK(false, "this model has no output layer to split its forward at");
+}
+
+torch::Tensor TrainableModel::OutputLogits(const torch::Tensor& /*hidden*/) {
+  TORCH_CHECK(false, "this model has no output layer to split its forward at");
 }
 
 void TrainableModel::SaveArtifact(const std::string& path) {

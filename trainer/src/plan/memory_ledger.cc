@@ -19,16 +19,17 @@
 namespace trainerd {
 namespace {
 
-// Live bytes each block leaves behind in one forward of `batch` with `checkpointed` blocks,
-// in the batch's sample stream as training runs it: dropout there keeps no mask on the CPU
-// (sample_dropout.h), where outside a stream torch::dropout would keep one.
+// Live bytes each block leaves behind in one forward and loss of `batch` with `checkpointed`
+// blocks, and its time; then (at index num_blocks()) the output layer's and its loss's, zero
+// for a model without one. In the batch's sample stream as training runs it: dropout there
+// keeps no mask on the CPU (sample_dropout.h), where outside a stream torch::dropout would.
 std::vector<std::pair<std::int64_t, double>> MeasureBlocks(Trainer& trainer, DeviceMemory& memory,
                                                            const Batch& batch,
                                                            const std::vector<int>& checkpointed,
                                                            Precision precision) {
   TrainableModel& model = trainer.model();
   std::vector<std::pair<std::int64_t, double>> per_block(
-      static_cast<std::size_t>(model.num_blocks()));
+      static_cast<std::size_t>(model.num_blocks()) + 1);
   std::int64_t live_before = 0;
   DeviceTimer timer(trainer.device());
   model.set_checkpointed_blocks(checkpointed);
@@ -43,7 +44,7 @@ std::vector<std::pair<std::int64_t, double>> MeasureBlocks(Trainer& trainer, Dev
   });
   {
     const SampleStreamScope stream(batch.stream);
-    torch::Tensor logits = ForwardWithPrecision(model, batch.inputs, precision);
+    const LossTerms terms = ForwardLossWithPrecision(model, batch.inputs, batch.targets, precision);
   }
   model.set_block_observer({});
   return per_block;
@@ -143,17 +144,6 @@ Result<MemoryLedger> MeasureLedger(const JobSpec& spec, const Dataset& corpus,
     const std::int64_t reserved_peak = memory.peak_reserved_bytes();
     const std::int64_t host_in_peak =
         ledger.host && ledger.host->in_device_count ? ledger.host->peak_bytes : 0;
-    ledger.temporaries_bytes =
-        std::max<std::int64_t>(0, update_peak - ledger.parameters_bytes - ledger.gradients_bytes -
-                                      ledger.optimizer_state_bytes - ledger.inputs_bytes -
-                                      ledger.activations_bytes - host_in_peak);
-    // The evaluation runs between updates, beside the model's whole state.
-    memory.ResetPeak();
-    trainer.Evaluate();
-    ledger.evaluation_peak_bytes = memory.peak_bytes();
-    ledger.peak_bytes = std::max(update_peak, ledger.evaluation_peak_bytes);
-    ledger.reserved_peak_bytes = std::max(reserved_peak, memory.peak_reserved_bytes());
-
     const Batch batch = trainer.Microbatches(*measured).front();
     std::vector<int> all(static_cast<std::size_t>(trainer.model().num_blocks()));
     for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
@@ -163,6 +153,19 @@ Result<MemoryLedger> MeasureLedger(const JobSpec& spec, const Dataset& corpus,
       ledger.blocks.push_back(
           {static_cast<int>(i), plain[i].first, checkpointed[i].first, plain[i].second});
     }
+    // The output layer's share of what the first microbatch's forward kept: its own category.
+    ledger.output_layer_bytes = std::min(plain.back().first, ledger.activations_bytes);
+    ledger.activations_bytes -= ledger.output_layer_bytes;
+    ledger.temporaries_bytes = std::max<std::int64_t>(
+        0, update_peak - ledger.parameters_bytes - ledger.gradients_bytes -
+               ledger.optimizer_state_bytes - ledger.inputs_bytes - ledger.activations_bytes -
+               ledger.output_layer_bytes - host_in_peak);
+    // The evaluation runs between updates, beside the model's whole state.
+    memory.ResetPeak();
+    trainer.Evaluate();
+    ledger.evaluation_peak_bytes = memory.peak_bytes();
+    ledger.peak_bytes = std::max(update_peak, ledger.evaluation_peak_bytes);
+    ledger.reserved_peak_bytes = std::max(reserved_peak, memory.peak_reserved_bytes());
     ledger.blocks_note = trainer.model().blocks_note();
     if (spec.plan.zero_stage > 0 && spec.distributed.job_ranks > 1) {
       ShardLedger(spec, trainer.model(), &ledger);
@@ -178,6 +181,9 @@ std::string LedgerTable(const MemoryLedger& ledger) {
       {"parameters", ledger.parameters_bytes},           {"gradients", ledger.gradients_bytes},
       {"optimizer state", ledger.optimizer_state_bytes}, {"activations", ledger.activations_bytes},
       {"temporaries", ledger.temporaries_bytes},         {"inputs", ledger.inputs_bytes}};
+  if (ledger.output_layer_bytes > 0 || ledger.plan.output_chunk > 0) {
+    rows.emplace_back("output layer", ledger.output_layer_bytes);
+  }
   std::stable_sort(rows.begin(), rows.end(),
                    [](const auto& a, const auto& b) { return a.second > b.second; });
   std::string out;
@@ -201,6 +207,10 @@ std::string LedgerTable(const MemoryLedger& ledger) {
   std::snprintf(line, sizeof(line), "%-18s %12s (in the peak when it is the higher)\n",
                 "evaluation peak", FormatBytes(ledger.evaluation_peak_bytes).c_str());
   out += line;
+  if (ledger.plan.output_chunk > 0) {
+    out += "output layer: its loss in chunks of " + std::to_string(ledger.plan.output_chunk) +
+           " positions (plan output_chunk), never the whole logits\n";
+  }
   if (ledger.host) out += HostTable(*ledger.host);
   if (ledger.frozen_parameters_bytes > 0) {
     out += "parameters: " + FormatBytes(ledger.frozen_parameters_bytes) +

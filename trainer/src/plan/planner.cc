@@ -33,10 +33,13 @@ int Steps(int effective_batch, int microbatch) {
   return (effective_batch + microbatch - 1) / microbatch;
 }
 
+// With the output chunk `spec`'s plan has (PlanJob sets the one the ledger calls for).
 PlanSpec MakePlan(const JobSpec& spec, int microbatch, std::vector<int> blocks, Precision precision,
                   StatePlacement optimizer_state = StatePlacement::kDevice) {
-  return {microbatch, Steps(spec.training.effective_batch, microbatch), std::move(blocks),
-          precision, optimizer_state};
+  PlanSpec plan{microbatch, Steps(spec.training.effective_batch, microbatch), std::move(blocks),
+                precision, optimizer_state};
+  plan.output_chunk = spec.plan.output_chunk;
+  return plan;
 }
 
 struct Measurement {
@@ -153,7 +156,26 @@ struct BlockRanking {
   std::int64_t optimizer_state_bytes = 0;
   // In a job of more than one rank: the optimizer state ZeRO leaves to the other ranks.
   std::int64_t optimizer_state_on_other_ranks = 0;
+  int output_chunk = 0;  // OutputChunkFor the same ledger
 };
+
+// The output layer in chunks where it keeps more for the backward than the largest block
+// does (the largest category first): chunks of as many positions as keep about what that
+// block keeps for one sample, a power of two; 0 (all at once) where it keeps no more.
+int OutputChunkFor(const MemoryLedger& ledger, int positions_per_sample) {
+  std::int64_t largest_block = 0;
+  for (const BlockActivation& b : ledger.blocks) {
+    largest_block = std::max(largest_block, b.activation_bytes);
+  }
+  if (ledger.output_layer_bytes <= largest_block) return 0;
+  const double samples = ledger.plan.microbatch;
+  const double per_position = static_cast<double>(ledger.output_layer_bytes) /
+                              (samples * std::max(1, positions_per_sample));
+  const double block_per_sample = static_cast<double>(largest_block) / samples;
+  int chunk = 1;
+  while (chunk < positions_per_sample && 2 * chunk * per_position <= block_per_sample) chunk *= 2;
+  return chunk;
+}
 
 Result<BlockRanking> RankBlocks(const JobSpec& spec, const Dataset& corpus) {
   const int blocks = NumBlocks(spec.model);
@@ -161,6 +183,7 @@ Result<BlockRanking> RankBlocks(const JobSpec& spec, const Dataset& corpus) {
   ledger_spec.plan = MakePlan(
       spec, std::min(spec.training.effective_batch, spec.planner.probe_microbatches.back()), {},
       Precision::kFp32);
+  ledger_spec.plan.output_chunk = 0;  // what the whole output layer keeps
   // Sharded, so that the ledger says what of the state the other ranks would keep.
   if (spec.distributed.job_ranks > 1) ledger_spec.plan.zero_stage = 1;
   Result<MemoryLedger> ledger = MeasureLedger(ledger_spec, corpus);
@@ -197,6 +220,7 @@ Result<BlockRanking> RankBlocks(const JobSpec& spec, const Dataset& corpus) {
   r.parameters_bytes = ledger->parameters_bytes - ledger->frozen_parameters_bytes;
   r.optimizer_state_bytes = ledger->optimizer_state_bytes + ledger->optimizer_state_on_other_ranks;
   r.optimizer_state_on_other_ranks = ledger->optimizer_state_on_other_ranks;
+  r.output_chunk = OutputChunkFor(*ledger, spec.model.block_size);
   return r;
 }
 
@@ -600,10 +624,13 @@ Status ChooseMeasured(const JobSpec& spec, const Dataset& corpus,
 
 }  // namespace
 
-Result<ChosenPlan> PlanJob(const JobSpec& spec, const Dataset& corpus, const PlanOptions& options) {
+Result<ChosenPlan> PlanJob(const JobSpec& job, const Dataset& corpus, const PlanOptions& options) {
   const auto started = Clock::now();
-  Result<BlockRanking> blocks = RankBlocks(spec, corpus);
+  Result<BlockRanking> blocks = RankBlocks(job, corpus);
   if (!blocks.ok()) return blocks.status();
+  // Every plan from here on, the probes' included, takes the output layer in the ledger's chunk.
+  JobSpec spec = job;
+  spec.plan.output_chunk = blocks->output_chunk;
   Result<std::vector<PrecisionModel>> models = FitPrecisionModels(spec, corpus);
   if (!models.ok()) return models.status();
   std::optional<HostLever> host;

@@ -4,16 +4,20 @@
 
 namespace trainerd {
 
-LossTerms CrossEntropySum(const torch::Tensor& logits, const torch::Tensor& targets,
-                          std::int64_t ignore_index) {
-  const torch::Tensor flat_targets = targets.reshape({-1});
-  LossTerms terms;
-  terms.sum = torch::nn::functional::cross_entropy(
-      logits.reshape({-1, logits.size(-1)}).to(torch::kFloat), flat_targets,
+torch::Tensor CrossEntropyTotal(const torch::Tensor& logits, const torch::Tensor& targets,
+                                std::int64_t ignore_index) {
+  return torch::nn::functional::cross_entropy(
+      logits.reshape({-1, logits.size(-1)}).to(torch::kFloat), targets.reshape({-1}),
       torch::nn::functional::CrossEntropyFuncOptions()
           .ignore_index(ignore_index)
           .reduction(torch::kSum));
-  terms.count = flat_targets.ne(ignore_index).sum().item<std::int64_t>();
+}
+
+LossTerms CrossEntropySum(const torch::Tensor& logits, const torch::Tensor& targets,
+                          std::int64_t ignore_index) {
+  LossTerms terms;
+  terms.sum = CrossEntropyTotal(logits, targets, ignore_index);
+  terms.count = targets.ne(ignore_index).sum().item<std::int64_t>();
   return terms;
 }
 

@@ -5,7 +5,7 @@
 namespace trainerd {
 namespace {
 
-constexpr EnumNames<TrainingFault, 11> kNames{{{
+constexpr EnumNames<TrainingFault, 12> kNames{{{
     {TrainingFault::kNone, "none"},
     {TrainingFault::kLossPerMicrobatch, "loss_per_microbatch"},
     {TrainingFault::kStepPerMicrobatch, "step_per_microbatch"},
@@ -17,6 +17,7 @@ constexpr EnumNames<TrainingFault, 11> kNames{{{
     {TrainingFault::kFrozenParameter, "frozen_parameter"},
     {TrainingFault::kOverflowFirstUpdate, "overflow_first_update"},
     {TrainingFault::kStaleHostWeights, "stale_host_weights"},
+    {TrainingFault::kChunkDropsAToken, "chunk_drops_a_token"},
 }}};
 
 }  // namespace

@@ -142,6 +142,7 @@ void ReadPlan(YamlReader plan, const ModelSpec& model, const TrainingSpec& train
               "sharded over the ranks' devices)",
               std::to_string(spec->zero_stage));
   }
+  plan.Int("output_chunk", &spec->output_chunk, 0, 1 << 30);
   plan.RejectUnknownKeys();
 }
 

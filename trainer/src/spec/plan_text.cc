@@ -19,6 +19,11 @@ std::string SignedPercent(double fraction) {
   return text;
 }
 
+std::string OutputChunkText(const PlanSpec& plan) {
+  return "output layer in chunks of " + std::to_string(plan.output_chunk) +
+         (plan.output_chunk == 1 ? " position" : " positions");
+}
+
 }  // namespace
 
 std::string DescribePlan(const PlanSpec& plan) {
@@ -27,7 +32,8 @@ std::string DescribePlan(const PlanSpec& plan) {
          std::to_string(blocks) + (blocks == 1 ? " block" : " blocks") + " checkpointed, " +
          ToString(plan.precision) +
          (plan.optimizer_state == StatePlacement::kHost ? ", optimizer state on the host" : "") +
-         (plan.zero_stage > 0 ? ", ZeRO stage " + std::to_string(plan.zero_stage) : "");
+         (plan.zero_stage > 0 ? ", ZeRO stage " + std::to_string(plan.zero_stage) : "") +
+         (plan.output_chunk > 0 ? ", " + OutputChunkText(plan) : "");
 }
 
 std::string DescribeLevers(const PlanSpec& plan) {
@@ -51,6 +57,7 @@ std::string DescribeLevers(const PlanSpec& plan) {
   if (plan.zero_stage == 2) {
     add("gradients and optimizer state sharded over the ranks", "gradients, optimizer state");
   }
+  if (plan.output_chunk > 0) add(OutputChunkText(plan), "output layer");
   return text.empty() ? "none" : text;
 }
 

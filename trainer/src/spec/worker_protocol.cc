@@ -24,6 +24,7 @@ void Fields(V& v, PlanSpec& s) {
   v("precision", s.precision);
   v("optimizer_state", s.optimizer_state);
   v("zero_stage", s.zero_stage);
+  v("output_chunk", s.output_chunk);
 }
 
 template <typename V>
@@ -254,6 +255,7 @@ void Fields(V& v, MemoryLedger& s) {
   v("gradients_bytes", s.gradients_bytes);
   v("optimizer_state_bytes", s.optimizer_state_bytes);
   v("activations_bytes", s.activations_bytes);
+  v("output_layer_bytes", s.output_layer_bytes);
   v("temporaries_bytes", s.temporaries_bytes);
   v("inputs_bytes", s.inputs_bytes);
   v("evaluation_peak_bytes", s.evaluation_peak_bytes);

@@ -121,7 +121,9 @@ Gpt::Gpt(const GptOptions& options) : options_(options) {
   }
 }
 
-torch::Tensor Gpt::forward(const torch::Tensor& tokens) {
+torch::Tensor Gpt::forward(const torch::Tensor& tokens) { return OutputLogits(Hidden(tokens)); }
+
+torch::Tensor Gpt::Hidden(const torch::Tensor& tokens) {
   const std::int64_t t = tokens.size(1);
   TORCH_CHECK(t <= options_.block_size, "sequence length ", t, " exceeds block_size ",
               options_.block_size);
@@ -129,8 +131,12 @@ torch::Tensor Gpt::forward(const torch::Tensor& tokens) {
   torch::Tensor x = embedding_dropout_->forward(token_embedding_->forward(tokens) +
                                                 position_embedding_->forward(positions));
   for (int i = 0; i < num_blocks(); ++i) x = RunBlock(i, blocks_[static_cast<std::size_t>(i)], x);
-  return lm_head_->forward(final_norm_->forward(x));
+  return final_norm_->forward(x);
 }
+
+torch::Tensor Gpt::OutputLogits(const torch::Tensor& hidden) { return lm_head_->forward(hidden); }
+
+std::vector<torch::Tensor> Gpt::output_layer_parameters() const { return lm_head_->parameters(); }
 
 std::optional<FlopsPerSample> Gpt::TrainingFlops() const {
   const GptOptions& g = options_;

@@ -85,6 +85,10 @@ class Gpt : public TrainableModel {
   explicit Gpt(const GptOptions& options);
 
   torch::Tensor forward(const torch::Tensor& tokens) override;  // [B, T] -> [B, T, vocab]
+  // After the final norm, [B, T, n_embd]; lm_head is the output layer.
+  torch::Tensor Hidden(const torch::Tensor& tokens) override;
+  torch::Tensor OutputLogits(const torch::Tensor& hidden) override;
+  std::vector<torch::Tensor> output_layer_parameters() const override;
   SampleFormat sample_format() const override { return SampleFormat::kNextToken; }
   int num_blocks() const override { return static_cast<int>(blocks_.size()); }
   bool has_batch_statistics() const override { return false; }

@@ -97,7 +97,7 @@ Gpt2Lm::Gpt2Lm(const HfDecoderConfig& config, int block_size, std::string folder
   }
 }
 
-torch::Tensor Gpt2Lm::forward(const torch::Tensor& tokens) {
+torch::Tensor Gpt2Lm::Hidden(const torch::Tensor& tokens) {
   const torch::Tensor positions =
       torch::arange(tokens.size(1), tokens.options().dtype(torch::kLong));
   torch::Tensor x = transformer_->drop->forward(transformer_->wte->forward(tokens) +
@@ -105,8 +105,7 @@ torch::Tensor Gpt2Lm::forward(const torch::Tensor& tokens) {
   for (int i = 0; i < num_blocks(); ++i) {
     x = RunBlock(i, transformer_->h[static_cast<std::size_t>(i)], x);
   }
-  x = transformer_->ln_f->forward(x);
-  return Logits(x, lm_head_, transformer_->wte->weight);
+  return transformer_->ln_f->forward(x);
 }
 
 std::optional<FlopsPerSample> Gpt2Lm::TrainingFlops() const {

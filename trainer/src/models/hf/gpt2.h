@@ -88,7 +88,7 @@ class Gpt2Lm : public HfModel {
   // Parameters as LibTorch's modules initialise them: HfWeights::LoadInto fills them.
   Gpt2Lm(const HfDecoderConfig& config, int block_size, std::string folder);
 
-  torch::Tensor forward(const torch::Tensor& tokens) override;  // [B, T] -> [B, T, vocab]
+  torch::Tensor Hidden(const torch::Tensor& tokens) override;  // [B, T] -> [B, T, hidden]
   int num_blocks() const override { return static_cast<int>(transformer_->h.size()); }
   // HfModel::Flops, the position embedding not multiplying either.
   std::optional<FlopsPerSample> TrainingFlops() const override;
@@ -100,6 +100,8 @@ class Gpt2Lm : public HfModel {
 
  private:
   Gpt2Backbone transformer_{nullptr};
+  torch::nn::Linear lm_head() const override { return lm_head_; }
+  torch::Tensor input_embedding() const override { return transformer_->wte->weight; }
   torch::nn::Linear lm_head_{nullptr};  // none when tied (GPT-2's default)
 };
 

@@ -54,9 +54,17 @@ FlopsPerSample HfModel::Flops(double not_multiplying, const std::string& what) c
                             " + 12 x layers x block_size x heads x head_dim) per token"};
 }
 
-torch::Tensor HfModel::Logits(const torch::Tensor& x, torch::nn::Linear& lm_head,
-                              const torch::Tensor& embedding) {
-  return lm_head ? lm_head->forward(x) : torch::matmul(x, embedding.t().to(x.scalar_type()));
+torch::Tensor HfModel::forward(const torch::Tensor& tokens) { return OutputLogits(Hidden(tokens)); }
+
+torch::Tensor HfModel::OutputLogits(const torch::Tensor& hidden) {
+  torch::nn::Linear head = lm_head();
+  return head ? head->forward(hidden)
+              : torch::matmul(hidden, input_embedding().t().to(hidden.scalar_type()));
+}
+
+std::vector<torch::Tensor> HfModel::output_layer_parameters() const {
+  const torch::nn::Linear head = lm_head();
+  return head ? head->parameters() : std::vector<torch::Tensor>{input_embedding()};
 }
 
 Status HfModel::KeepCarriedFiles() {

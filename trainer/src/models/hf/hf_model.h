@@ -22,6 +22,10 @@ class HfModel : public TrainableModel {
 
   SampleFormat sample_format() const override { return SampleFormat::kNextToken; }
   bool has_batch_statistics() const override { return false; }
+  // [B, T] -> [B, T, vocab]: the head on the architecture's Hidden (after its final norm).
+  torch::Tensor forward(const torch::Tensor& tokens) override;
+  torch::Tensor OutputLogits(const torch::Tensor& hidden) override;
+  std::vector<torch::Tensor> output_layer_parameters() const override;
   const HfDecoderConfig& config() const { return config_; }
   // Tensors a folder may hold that are no weights here (a tied head's copy of the embedding,
   // GPT-2's attention mask buffers).
@@ -42,10 +46,10 @@ class HfModel : public TrainableModel {
   // input embedding, which counts again as the head when tied, and `not_multiplying` more,
   // named `what`) + 12 x layers x T x heads x head_dim (attention scores); times T.
   FlopsPerSample Flops(double not_multiplying, const std::string& what) const;
-  // The logits of the final hidden states `x`: `lm_head`, or the input `embedding` when the
-  // head is tied to it (lm_head null).
-  static torch::Tensor Logits(const torch::Tensor& x, torch::nn::Linear& lm_head,
-                              const torch::Tensor& embedding);
+  // The architecture's head, null when it is tied to the input embedding, whose weight
+  // input_embedding() is.
+  virtual torch::nn::Linear lm_head() const = 0;
+  virtual torch::Tensor input_embedding() const = 0;
   std::int64_t block_size() const { return block_size_; }
 
  private:

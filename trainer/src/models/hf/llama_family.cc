@@ -144,7 +144,7 @@ LlamaFamilyLm::LlamaFamilyLm(const HfDecoderConfig& config, int block_size, std:
   }
 }
 
-torch::Tensor LlamaFamilyLm::forward(const torch::Tensor& tokens) {
+torch::Tensor LlamaFamilyLm::Hidden(const torch::Tensor& tokens) {
   const Rotary rotary = RotaryFor(config(), tokens.size(1), tokens.device());
   torch::Tensor x = model_->embed_tokens->forward(tokens);
   for (int i = 0; i < num_blocks(); ++i) {
@@ -153,8 +153,7 @@ torch::Tensor LlamaFamilyLm::forward(const torch::Tensor& tokens) {
         i, [layer, rotary](const torch::Tensor& in) mutable { return layer->forward(in, rotary); },
         layer->parameters(), layer->buffers(), x);
   }
-  x = model_->norm->forward(x);
-  return Logits(x, lm_head_, model_->embed_tokens->weight);
+  return model_->norm->forward(x);
 }
 
 std::optional<FlopsPerSample> LlamaFamilyLm::TrainingFlops() const { return Flops(0, ""); }

@@ -83,13 +83,15 @@ class LlamaFamilyLm : public HfModel {
   // Parameters as LibTorch's modules initialise them: HfWeights::LoadInto fills them.
   LlamaFamilyLm(const HfDecoderConfig& config, int block_size, std::string folder);
 
-  torch::Tensor forward(const torch::Tensor& tokens) override;  // [B, T] -> [B, T, vocab]
+  torch::Tensor Hidden(const torch::Tensor& tokens) override;  // [B, T] -> [B, T, hidden]
   int num_blocks() const override { return static_cast<int>(model_->layers.size()); }
   // HfModel::Flops.
   std::optional<FlopsPerSample> TrainingFlops() const override;
 
  private:
   HfBackbone model_{nullptr};
+  torch::nn::Linear lm_head() const override { return lm_head_; }
+  torch::Tensor input_embedding() const override { return model_->embed_tokens->weight; }
   torch::nn::Linear lm_head_{nullptr};  // none when tied
 };
 

@@ -198,6 +198,12 @@ MemoryLedger PaperModel::Ledger(const PaperShape& shape, std::int64_t budget_byt
   ledger.inputs_bytes = std::int64_t{shape.accumulation_steps} * m * t * 16;  // int64 ids, targets
   ledger.activations_bytes = layers_ * (shape.checkpoint_all ? checkpointed_bytes : layer_bytes) +
                              m * t * outside.per_position + outside.fixed;
+  // Of those, the output layer's (MemoryLedger::output_layer_bytes): the loss's fp32
+  // log-probabilities, the loss; in bf16 and fp16 autocast's copies of the hidden states and
+  // of the head's weight, which the head's product keeps.
+  ledger.output_layer_bytes =
+      m * t * (4 * v + (half ? 2 * h : 0)) + (half ? 2 * v * h : 0) + kLossBytes;
+  ledger.activations_bytes -= ledger.output_layer_bytes;
   // The logits' gradient and the loss's, fp32. With every layer checkpointed, or when it is
   // more, one recomputed layer with a tied head's second gradient (GPT-2 holds both): a Llama
   // layer under scaled_dot_product_attention with its weights' casts; under the blockwise
@@ -228,8 +234,8 @@ MemoryLedger PaperModel::Ledger(const PaperShape& shape, std::int64_t budget_byt
   }
   const std::int64_t state =
       ledger.parameters_bytes + ledger.gradients_bytes + ledger.optimizer_state_bytes;
-  const std::int64_t update =
-      state + ledger.inputs_bytes + ledger.activations_bytes + ledger.temporaries_bytes;
+  const std::int64_t update = state + ledger.inputs_bytes + ledger.activations_bytes +
+                              ledger.output_layer_bytes + ledger.temporaries_bytes;
   // The evaluation: the held-out batch, and per position the larger of the logits with the
   // loss's log-probabilities and a layer's forward without a graph.
   // GPT-2's under 1.x (the blockwise kernel, on fp32 activations whatever the plan) reads q,

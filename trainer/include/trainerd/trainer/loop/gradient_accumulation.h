@@ -39,10 +39,11 @@ struct PrecisionContext {
   DynamicLossScaler* scaler = nullptr;  // required for fp16, ignored otherwise
 };
 
-// The model's forward under the plan's precision: autocast to bf16 (any device) or fp16
-// (CUDA only; CPU fp16 plans compute in fp32 and exercise only the loss scaler).
-torch::Tensor ForwardWithPrecision(TrainableModel& model, const torch::Tensor& inputs,
-                                   Precision precision);
+// The model's forward and loss (TrainableModel::ForwardLoss) under the plan's precision:
+// autocast to bf16 (any device) or fp16 (CUDA only; CPU fp16 plans compute in fp32 and
+// exercise only the loss scaler). The cross-entropy itself is fp32 (CrossEntropyTotal).
+LossTerms ForwardLossWithPrecision(TrainableModel& model, const torch::Tensor& inputs,
+                                   const torch::Tensor& targets, Precision precision);
 
 // Sets every existing gradient to zeros in place, keeping its memory. LibTorch 2.x's
 // zero_grad() releases gradients by default (set_to_none) and 1.13's zeroes them: the loop
@@ -68,8 +69,7 @@ struct AccumulationHooks {
 // `group`, nullptr without one.
 double AccumulateGradients(TrainableModel& model, const std::vector<Batch>& microbatches,
                            const PrecisionContext& precision, const AccumulationHooks& hooks = {},
-                           DataParallelGroup* group = nullptr,
-                           StateSharding* sharding = nullptr);
+                           DataParallelGroup* group = nullptr, StateSharding* sharding = nullptr);
 
 struct StepResult {
   bool skipped = false;  // no step taken: an fp16 overflow, or MeasureWithoutStep

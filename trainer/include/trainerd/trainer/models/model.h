@@ -18,6 +18,8 @@
 #include "trainerd/trainer/data/dataset.h"
 #include "trainerd/trainer/semantics/activation_checkpoint.h"
 #include "trainerd/trainer/semantics/loss.h"
+#include "trainerd/trainer/semantics/output_chunks.h"
+#include "trainerd/trainer/semantics/training_fault.h"
 #include "trainerd/trainer/spec/job_spec.h"
 
 namespace trainerd {
@@ -39,6 +41,21 @@ class TrainableModel : public torch::nn::Module {
   virtual LossTerms Loss(const torch::Tensor& outputs, const torch::Tensor& targets);
   // True when the model computes model.loss: module itself (overrides Loss for it).
   virtual bool has_own_loss() const { return false; }
+  // The loss of `inputs` against `targets`: Loss(forward(inputs), targets). A model with an
+  // output layer (below) under the cross-entropy and an output chunk takes it in chunks
+  // (output_chunks.h), never holding the [B, T, vocab] logits. `observe`, when set, sees the
+  // logits (REQUIRES: no gradients recorded).
+  LossTerms ForwardLoss(const torch::Tensor& inputs, const torch::Tensor& targets,
+                        const OutputsObserver& observe = {});
+  // A next-token model whose logits are one layer of its last hidden states, forward(x) ==
+  // OutputLogits(Hidden(x)), names that layer's parameters here (a tied head's is the input
+  // embedding). Empty, the default: no such layer, and ForwardLoss takes forward()'s outputs.
+  virtual std::vector<torch::Tensor> output_layer_parameters() const { return {}; }
+  // REQUIRES: output_layer_parameters() is not empty (the default throws).
+  virtual torch::Tensor Hidden(const torch::Tensor& inputs);
+  virtual torch::Tensor OutputLogits(const torch::Tensor& hidden);
+  // Plan output_chunk: positions per chunk of the output layer's loss; 0 = all at once.
+  void set_output_chunk(std::int64_t positions) { output_chunk_ = positions; }
   void set_loss(const LossSpec& loss) { loss_ = loss; }
   const LossSpec& loss() const { return loss_; }
   virtual SampleFormat sample_format() const = 0;
@@ -79,14 +96,15 @@ class TrainableModel : public torch::nn::Module {
   void set_checkpointed_blocks(const std::vector<int>& blocks);
   const std::vector<int>& checkpointed_blocks() const { return checkpointed_; }
 
-  // Called before (after = false) and after (after = true) each block's forward; the memory
-  // ledger measures per-block activations with it. Empty to remove.
+  // Called before (after = false) and after (after = true) each block's forward, and with
+  // index num_blocks() around ForwardLoss's output layer and loss (of a model that has one);
+  // the memory ledger measures per-block activations with it. Empty to remove.
   using BlockObserver = std::function<void(int index, bool after)>;
   void set_block_observer(BlockObserver observer) { block_observer_ = std::move(observer); }
 
-  // TEST ONLY (TrainingFault::kRecomputeFreshRng): checkpointed blocks recompute with fresh
-  // dropout masks.
-  void set_test_only_fresh_recompute(bool fresh) { fresh_recompute_ = fresh; }
+  // TEST ONLY: kRecomputeFreshRng (checkpointed blocks recompute with fresh dropout masks) and
+  // kChunkDropsAToken act here; the others elsewhere.
+  void set_test_only_fault(TrainingFault fault) { fault_ = fault; }
 
  protected:
   // Runs block `index`, checkpointed when the plan says so and gradients are being recorded.
@@ -104,10 +122,13 @@ class TrainableModel : public torch::nn::Module {
 
  private:
   bool IsCheckpointed(int index) const;
+  // Loss() with autocast off: a plan's precision is its forward's, the loss is fp32.
+  LossTerms LossOutsideAutocast(const torch::Tensor& outputs, const torch::Tensor& targets);
   std::vector<int> checkpointed_;
   LossSpec loss_;
   BlockObserver block_observer_;
-  bool fresh_recompute_ = false;
+  std::int64_t output_chunk_ = 0;
+  TrainingFault fault_ = TrainingFault::kNone;
 };
 
 std::int64_t CountParameters(const torch::nn::Module& model);

@@ -4,7 +4,10 @@
 // 1. Probe, per allowed precision: a single microbatch at each probe microbatch size, timed
 //    as in 3., with no blocks and with every block checkpointed; peak bytes and update time
 //    are fitted as linear functions of the microbatch. A per-block ledger orders the blocks
-//    for checkpointing (checkpoint_ladder.h).
+//    for checkpointing (checkpoint_ladder.h), and picks the output chunk: where a next-token
+//    model's output layer keeps more for the backward than its largest block, every plan
+//    (the probes' too) takes its loss in chunks of as many positions as keep about what that
+//    block keeps for one sample (a power of two; plan output_chunk, output_chunks.h).
 // 2. Predict peak and update time for every (microbatch 1..effective batch, the first k
 //    blocks of the ladder checkpointed, precision); keep those predicted to fit usable memory
 //    (and, when the plan is to be checked for parity, whose check fits); order by predicted
@@ -36,8 +39,9 @@
 
 namespace trainerd {
 
-// Microbatch 1, every block checkpointed, fp32; for a BatchNorm model whose job does not allow
-// accumulation (training.allow_batch_norm_accumulation), the whole effective batch at once.
+// Microbatch 1, every block checkpointed, fp32, with the output chunk of `spec`'s plan; for a
+// BatchNorm model whose job does not allow accumulation
+// (training.allow_batch_norm_accumulation), the whole effective batch at once.
 PlanSpec NamedBaselinePlan(const JobSpec& spec);
 
 struct PlanOptions {

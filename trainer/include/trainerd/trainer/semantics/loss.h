@@ -24,6 +24,9 @@ struct LossTerms {
 
 LossTerms CrossEntropySum(const torch::Tensor& logits, const torch::Tensor& targets,
                           std::int64_t ignore_index);
+// Its sum alone, in fp32 whatever the logits' precision.
+torch::Tensor CrossEntropyTotal(const torch::Tensor& logits, const torch::Tensor& targets,
+                                std::int64_t ignore_index);
 LossTerms SquaredErrorSum(const torch::Tensor& outputs, const torch::Tensor& targets);
 
 // cross_entropy or mse. REQUIRES: spec.kind != LossKind::kModule.

@@ -30,11 +30,14 @@ enum class TrainingFault {
                               // skips that update and the optimizer state does not exist yet
   kStaleHostWeights,          // with the optimizer state on the host, the stepped weights are
                               // never copied back to the device
+  kChunkDropsAToken,          // with the output layer in chunks, every chunk after the first
+                              // leaves its first position's loss out (output_chunks.h)
 };
 
 // The command-line names: none, loss_per_microbatch, step_per_microbatch,
 // clip_per_microbatch, lr_per_microbatch, recompute_fresh_rng, inf_gradient,
-// weight_decay_per_microbatch, frozen_parameter, overflow_first_update, stale_host_weights.
+// weight_decay_per_microbatch, frozen_parameter, overflow_first_update, stale_host_weights,
+// chunk_drops_a_token.
 std::optional<TrainingFault> ParseTrainingFault(std::string_view name);
 std::string_view ToString(TrainingFault fault);
 

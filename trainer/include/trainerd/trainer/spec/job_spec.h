@@ -141,12 +141,19 @@ struct PlanSpec {
   // it; 2 also each gradient only on the rank that owns its parameter, summed there after
   // every microbatch. Needs distributed.ranks > 1 and the optimizer state on the device.
   int zero_stage = 0;
+  // A next-token model's output layer and its cross-entropy over this many positions at a
+  // time, each chunk's logits recomputed in the backward (0: all the microbatch's positions
+  // at once). The [microbatch, T, vocab] logits are never held, in training or evaluation;
+  // the loss and gradients equal the unchunked ones up to fp32 rounding
+  // (semantics/output_chunks.h). Models without an output layer ignore it.
+  int output_chunk = 0;
 
   // Written out: plugins compile this header as C++17 (cmake/trainerdConfig.cmake.in).
   bool operator==(const PlanSpec& other) const {
     return microbatch == other.microbatch && accumulation_steps == other.accumulation_steps &&
            checkpoint_blocks == other.checkpoint_blocks && precision == other.precision &&
-           optimizer_state == other.optimizer_state && zero_stage == other.zero_stage;
+           optimizer_state == other.optimizer_state && zero_stage == other.zero_stage &&
+           output_chunk == other.output_chunk;
   }
 };
 
