@@ -1,11 +1,12 @@
 // A next-token model's output layer and its cross-entropy over a few positions at a time
 // (plan output_chunk): the [positions, vocab] logits of a microbatch are never held at once,
-// in training or in evaluation. In training each chunk runs under activation checkpointing
-// (activation_checkpoint.h): its forward keeps only the chunk's hidden states (a view of the
-// microbatch's) and its loss; the backward recomputes one chunk's logits at a time. The sum
-// over chunks equals the whole cross-entropy sum up to fp32 rounding (the order of additions),
-// and so do the gradients: the hidden states' are the same per position, the layer's summed
-// over the chunks.
+// in training or in evaluation. In training the chunks are one autograd node: its forward
+// keeps only the hidden states and the layer's parameters, no chunk's logits; its backward
+// recomputes one chunk's logits at a time (under the forward's autocast) and sums the layer's
+// parameter gradients into one tensor each, in place, so that autograd receives one gradient
+// per parameter rather than one per chunk. The sum over chunks equals the whole
+// cross-entropy sum up to fp32 rounding (the order of additions), and so do the gradients:
+// the hidden states' are the same per position, the layer's summed over the chunks.
 #pragma once
 
 #include <torch/types.h>
@@ -37,7 +38,7 @@ struct ChunkedOutput {
 // The cross-entropy of `output.layer(hidden)` against `targets` (hidden [..., hidden_size],
 // targets of hidden's leading shape), summed, with its count, as CrossEntropySum gives it.
 // `observe`, when set, sees every chunk's logits. REQUIRES: no `observe` where gradients are
-// recorded (a checkpointed chunk's recompute would show it its logits twice).
+// recorded (the backward recomputes every chunk's logits: it would see them twice).
 LossTerms ChunkedCrossEntropy(const ChunkedOutput& output, const torch::Tensor& hidden,
                               const torch::Tensor& targets, const OutputsObserver& observe = {});
 
