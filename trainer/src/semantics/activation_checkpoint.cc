@@ -67,26 +67,12 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
     }
     compat::RestoreRng(rng_now);
 
-    // Differentiate the recompute with respect to everything that needs a gradient.
-    variable_list wrt;
-    std::vector<std::size_t> slot;  // position of each `wrt` entry in the result
-    for (std::size_t i = 0; i < saved.size(); ++i) {
-      const torch::Tensor& t = i == 0 ? input : saved[i];
-      if (t.requires_grad()) {
-        wrt.push_back(t);
-        slot.push_back(i);
-      }
-    }
     // One gradient per forward input: input, each parameter, then the block, the buffers and
     // the flag (not differentiable).
-    variable_list result(saved.size() + 3);
-    if (!wrt.empty()) {
-      const variable_list grads = torch::autograd::grad({output}, wrt, {grad_outputs.at(0)},
-                                                        /*retain_graph=*/false,
-                                                        /*create_graph=*/false,
-                                                        /*allow_unused=*/true);
-      for (std::size_t k = 0; k < grads.size(); ++k) result[slot[k]] = grads[k];
-    }
+    variable_list inputs = saved;
+    inputs[0] = input;
+    variable_list result = GradientsOfRecompute(output, inputs, grad_outputs.at(0));
+    result.resize(saved.size() + 3);
     // Only now: BatchNorm's backward reads the running statistics it saved.
     torch::NoGradGuard no_grad;
     for (std::size_t i = 0; i < buffers_now.size(); ++i) recipe->buffers[i].copy_(buffers_now[i]);
@@ -95,6 +81,27 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
 };
 
 }  // namespace
+
+std::vector<torch::Tensor> GradientsOfRecompute(const torch::Tensor& output,
+                                                const std::vector<torch::Tensor>& inputs,
+                                                const torch::Tensor& grad_output) {
+  std::vector<torch::Tensor> wrt;
+  std::vector<std::size_t> slot;  // position of each `wrt` entry in `inputs`
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].requires_grad()) {
+      wrt.push_back(inputs[i]);
+      slot.push_back(i);
+    }
+  }
+  std::vector<torch::Tensor> gradients(inputs.size());
+  if (wrt.empty()) return gradients;
+  const variable_list grads = torch::autograd::grad({output}, wrt, {grad_output},
+                                                    /*retain_graph=*/false,
+                                                    /*create_graph=*/false,
+                                                    /*allow_unused=*/true);
+  for (std::size_t k = 0; k < grads.size(); ++k) gradients[slot[k]] = grads[k];
+  return gradients;
+}
 
 torch::Tensor CheckpointedForward(const BlockFunction& block, const torch::Tensor& input,
                                   const std::vector<torch::Tensor>& parameters,

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "trainerd/trainer/device/torch_compat.h"
+#include "trainerd/trainer/semantics/activation_checkpoint.h"
 
 namespace trainerd {
 namespace {
@@ -76,30 +77,19 @@ class ChunkedLossFunction : public torch::autograd::Function<ChunkedLossFunction
           states.narrow(0, start, size).detach().requires_grad_(states.requires_grad());
       const torch::Tensor loss =
           ChunkLoss(recipe->output, part, recipe->targets.narrow(0, start, size), {});
-      variable_list wrt;
-      std::vector<std::size_t> slot;  // position of each `wrt` entry in the result
-      for (std::size_t i = 0; i < saved.size(); ++i) {
-        const torch::Tensor& t = i == 0 ? part : saved[i];
-        if (t.requires_grad()) {
-          wrt.push_back(t);
-          slot.push_back(i);
-        }
-      }
-      if (wrt.empty()) break;
-      const variable_list grads = torch::autograd::grad({loss}, wrt, {grad_outputs.at(0)},
-                                                        /*retain_graph=*/false,
-                                                        /*create_graph=*/false,
-                                                        /*allow_unused=*/true);
+      variable_list inputs = saved;
+      inputs[0] = part;
+      const variable_list grads = GradientsOfRecompute(loss, inputs, grad_outputs.at(0));
       const torch::NoGradGuard no_grad;
-      for (std::size_t k = 0; k < grads.size(); ++k) {
-        if (!grads[k].defined()) continue;
-        torch::Tensor& into = result[slot[k]];
-        if (slot[k] == 0) {
-          into.narrow(0, start, size).copy_(grads[k]);
+      for (std::size_t i = 0; i < grads.size(); ++i) {
+        if (!grads[i].defined()) continue;
+        torch::Tensor& into = result[i];
+        if (i == 0) {
+          into.narrow(0, start, size).copy_(grads[i]);
         } else if (into.defined()) {
-          into.add_(grads[k]);
+          into.add_(grads[i]);
         } else {
-          into = grads[k];
+          into = grads[i];
         }
       }
     }

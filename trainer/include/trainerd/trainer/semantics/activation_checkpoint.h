@@ -33,4 +33,11 @@ torch::Tensor CheckpointedForward(const BlockFunction& block, const torch::Tenso
                                   const std::vector<torch::Tensor>& buffers = {},
                                   bool fresh_recompute = false);
 
+// The gradients of `output` (its own given as `grad_output`) with respect to each of
+// `inputs`, in their order: undefined where an input requires none or does not reach it. What
+// a backward that recomputes its forward returns for the tensors it saved.
+std::vector<torch::Tensor> GradientsOfRecompute(const torch::Tensor& output,
+                                                const std::vector<torch::Tensor>& inputs,
+                                                const torch::Tensor& grad_output);
+
 }  // namespace trainerd
