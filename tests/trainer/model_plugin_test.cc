@@ -153,9 +153,8 @@ TEST_F(ModelPluginTest, BadPluginsAreErrorsNamingTheJobFileTheKeyAndTheLibrary) 
       // A library built against other trainerd headers is refused, not called.
       {{{kExample, kStale}, {"name: residual_mlp", "name: stale_model"}},
        exit_code::kUsage,
-       {"model.library: " + kStale + ": built against LibTorch ",
-        " and plugin ABI ", ", but this worker runs LibTorch ",
-        ": rebuild it against this trainerd"}},
+       {"model.library: " + kStale + ": built against LibTorch ", " and plugin ABI ",
+        ", but this worker runs LibTorch ", ": rebuild it against this trainerd"}},
       {{{"features: 16, ", ""}},
        exit_code::kUsage,
        {"model.options: {\"blocks\":3,\"classes\":4,\"width\":32}: the plugin cannot build its "
