@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/cuda_test.h"
 #include "../support/tiny_job_test.h"
 #include "models/gpt/gpt_spec.h"
 #include "trainerd/trainer/loop/gradient_accumulation.h"
@@ -158,6 +159,36 @@ TEST_F(OutputChunksTest, ParityPassesAChunkedPlanAndRejectsABoundaryThatDropsATo
     for (const ParityComparison& c : dropped->comparisons) worst = std::max(worst, c.worst_ratio);
     EXPECT_GE(worst, 3.0) << "rejected with a margin: " << ToJson(*dropped).dump();
   }
+}
+
+class OutputChunksCudaTest : public testing::CudaTestOf<OutputChunksTest> {};
+
+// On a GPU (scripts/device-check.sh): the chunks' loss and gradients equal the whole
+// logits' there too, in fp32 and bf16 (autocast's CUDA kernels), and the device's peak falls.
+TEST_F(OutputChunksCudaTest, LossGradientsAndPeakOnTheGpu) {
+  spec_.runtime.device = "cuda";
+  for (const Precision precision : {Precision::kFp32, Precision::kBf16}) {
+    SCOPED_TRACE(ToString(precision));
+    JobSpec whole = WideVocabulary(0);
+    whole.plan.precision = precision;
+    JobSpec chunked = WideVocabulary(7);
+    chunked.plan.precision = precision;
+    const LossAndGradients want = Differentiate(whole);
+    const LossAndGradients got = Differentiate(chunked);
+    const double tolerance = precision == Precision::kFp32 ? 1e-5 : 2e-2;
+    EXPECT_NEAR(got.loss, want.loss, tolerance * want.loss);
+    for (std::size_t i = 0; i < want.gradients.size(); ++i) {
+      const double norm = want.gradients[i].norm().item<double>();
+      EXPECT_LE((got.gradients[i] - want.gradients[i]).norm().item<double>(),
+                tolerance * std::max(norm, 1e-12))
+          << "parameter " << i;
+    }
+  }
+  const Result<MemoryLedger> whole = MeasureLedger(WideVocabulary(0), *corpus_);
+  const Result<MemoryLedger> chunked = MeasureLedger(WideVocabulary(16), *corpus_);
+  ASSERT_TRUE(whole.ok() && chunked.ok());
+  EXPECT_LT(chunked->peak_bytes, whole->peak_bytes);
+  EXPECT_LT(chunked->evaluation_peak_bytes, whole->evaluation_peak_bytes);
 }
 
 }  // namespace
