@@ -59,33 +59,37 @@ class OutputChunksTest : public testing::TinyJobTest {
     for (const torch::Tensor& p : trainer.model().parameters()) out.gradients.push_back(p.grad());
     return out;
   }
+
+  // In fp32 and bf16, chunks of 7 (the batch's 8 x 32 positions leave a short last one) give
+  // the whole logits' loss and gradients: to fp32 rounding of sums in another order; in bf16
+  // each chunk's weight gradient is rounded to bf16 before the chunks are summed in fp32.
+  void ExpectChunksEqualTheWholeLogits() {
+    for (const Precision precision : {Precision::kFp32, Precision::kBf16}) {
+      SCOPED_TRACE(ToString(precision));
+      JobSpec whole = WideVocabulary(0);
+      whole.plan.precision = precision;
+      JobSpec chunked = WideVocabulary(7);
+      chunked.plan.precision = precision;
+      const LossAndGradients want = Differentiate(whole);
+      const LossAndGradients got = Differentiate(chunked);
+      const double tolerance = precision == Precision::kFp32 ? 1e-5 : 2e-2;
+      EXPECT_EQ(got.count, want.count);
+      EXPECT_EQ(got.count, 8 * 32 - 5);
+      EXPECT_NEAR(got.loss, want.loss, tolerance * want.loss);
+      ASSERT_EQ(got.gradients.size(), want.gradients.size());
+      for (std::size_t i = 0; i < want.gradients.size(); ++i) {
+        ASSERT_TRUE(got.gradients[i].defined() && want.gradients[i].defined()) << i;
+        const double norm = want.gradients[i].norm().item<double>();
+        EXPECT_LE((got.gradients[i] - want.gradients[i]).norm().item<double>(),
+                  tolerance * std::max(norm, 1e-12))
+            << "parameter " << i;
+      }
+    }
+  }
 };
 
 TEST_F(OutputChunksTest, LossAndGradientsEqualTheWholeLogitsInFp32AndBf16) {
-  // The batch has 8 x 32 positions: chunks of 7 leave a short last one.
-  for (const Precision precision : {Precision::kFp32, Precision::kBf16}) {
-    SCOPED_TRACE(ToString(precision));
-    JobSpec whole = WideVocabulary(0);
-    whole.plan.precision = precision;
-    JobSpec chunked = WideVocabulary(7);
-    chunked.plan.precision = precision;
-    const LossAndGradients want = Differentiate(whole);
-    const LossAndGradients got = Differentiate(chunked);
-    // fp32 rounding of sums in another order; in bf16 each chunk's weight gradient is rounded
-    // to bf16 before the chunks are summed in fp32.
-    const double tolerance = precision == Precision::kFp32 ? 1e-5 : 2e-2;
-    EXPECT_EQ(got.count, want.count);
-    EXPECT_EQ(got.count, 8 * 32 - 5);
-    EXPECT_NEAR(got.loss, want.loss, tolerance * want.loss);
-    ASSERT_EQ(got.gradients.size(), want.gradients.size());
-    for (std::size_t i = 0; i < want.gradients.size(); ++i) {
-      ASSERT_TRUE(got.gradients[i].defined() && want.gradients[i].defined()) << i;
-      const double norm = want.gradients[i].norm().item<double>();
-      EXPECT_LE((got.gradients[i] - want.gradients[i]).norm().item<double>(),
-                tolerance * std::max(norm, 1e-12))
-          << "parameter " << i;
-    }
-  }
+  ExpectChunksEqualTheWholeLogits();
 }
 
 TEST_F(OutputChunksTest, TheEvaluationsLossAndTalliesAreTheSameInChunks) {
@@ -167,23 +171,7 @@ class OutputChunksCudaTest : public testing::CudaTestOf<OutputChunksTest> {};
 // logits' there too, in fp32 and bf16 (autocast's CUDA kernels), and the device's peak falls.
 TEST_F(OutputChunksCudaTest, LossGradientsAndPeakOnTheGpu) {
   spec_.runtime.device = "cuda";
-  for (const Precision precision : {Precision::kFp32, Precision::kBf16}) {
-    SCOPED_TRACE(ToString(precision));
-    JobSpec whole = WideVocabulary(0);
-    whole.plan.precision = precision;
-    JobSpec chunked = WideVocabulary(7);
-    chunked.plan.precision = precision;
-    const LossAndGradients want = Differentiate(whole);
-    const LossAndGradients got = Differentiate(chunked);
-    const double tolerance = precision == Precision::kFp32 ? 1e-5 : 2e-2;
-    EXPECT_NEAR(got.loss, want.loss, tolerance * want.loss);
-    for (std::size_t i = 0; i < want.gradients.size(); ++i) {
-      const double norm = want.gradients[i].norm().item<double>();
-      EXPECT_LE((got.gradients[i] - want.gradients[i]).norm().item<double>(),
-                tolerance * std::max(norm, 1e-12))
-          << "parameter " << i;
-    }
-  }
+  ExpectChunksEqualTheWholeLogits();
   const Result<MemoryLedger> whole = MeasureLedger(WideVocabulary(0), *corpus_);
   const Result<MemoryLedger> chunked = MeasureLedger(WideVocabulary(16), *corpus_);
   ASSERT_TRUE(whole.ok() && chunked.ok());

@@ -1,7 +1,5 @@
 #include "cycle/fallback.h"
 
-#include <algorithm>
-
 #include "cycle/cycle_steps.h"
 
 namespace trainerd::daemon {
@@ -37,10 +35,7 @@ std::optional<Attempt> NextAttempt(CycleState& state, CycleContext& context,
   input.validated_plan = *validated;
   input.baseline_plan = NamedBaselinePlan(active.spec.training.effective_batch,
                                           context.BlocksOf(active.spec, active.version.hash));
-  // Not on the CPU, where the host is the device: the baseline on the host frees nothing.
-  const std::vector<StatePlacement>& placements = active.spec.planner.optimizer_states;
-  if (!HostIsTheDevice(active.spec) &&
-      std::find(placements.begin(), placements.end(), StatePlacement::kHost) != placements.end()) {
+  if (MayKeepStateOnTheHost(active.spec)) {
     input.baseline_on_host = input.baseline_plan;
     input.baseline_on_host->optimizer_state = StatePlacement::kHost;
   }

@@ -635,10 +635,7 @@ Result<ChosenPlan> PlanJob(const JobSpec& job, const Dataset& corpus, const Plan
   if (!models.ok()) return models.status();
   std::optional<HostLever> host;
   std::vector<StatePlacement> placements = {StatePlacement::kDevice};
-  const std::vector<StatePlacement>& allowed = spec.planner.optimizer_states;
-  if (!HostIsTheDevice(spec) &&
-      std::find(allowed.begin(), allowed.end(), StatePlacement::kHost) != allowed.end() &&
-      SomePlanExceedsUsable(spec, *blocks, *models)) {
+  if (MayKeepStateOnTheHost(spec) && SomePlanExceedsUsable(spec, *blocks, *models)) {
     host = MeasureHostLever(spec, corpus, *blocks);
     placements.push_back(StatePlacement::kHost);
   }

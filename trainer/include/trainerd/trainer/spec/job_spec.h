@@ -3,6 +3,7 @@
 // no torch, so the daemon can read it too.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -307,6 +308,14 @@ struct JobSpec {
 // not try them, unless memory.simulated_device says the CPU stands in for an accelerator.
 inline bool HostIsTheDevice(const JobSpec& spec) {
   return spec.runtime.device == "cpu" && !spec.memory.simulated_device;
+}
+
+// Whether a plan of `spec` may keep the optimizer state on the host: planner.optimizer_states
+// allows it and the host is not the device.
+inline bool MayKeepStateOnTheHost(const JobSpec& spec) {
+  const std::vector<StatePlacement>& allowed = spec.planner.optimizer_states;
+  return !HostIsTheDevice(spec) &&
+         std::find(allowed.begin(), allowed.end(), StatePlacement::kHost) != allowed.end();
 }
 
 const char* ToString(ModelInputs inputs);
