@@ -155,7 +155,8 @@ TEST_P(HfReferenceTest, LogitsAndGradientsEqualTransformers) {
 INSTANTIATE_TEST_SUITE_P(Variants, HfReferenceTest,
                          ::testing::Values("llama_gqa", "llama_tied_llama3_bias", "llama_v4_config",
                                            "qwen2", "mistral", "llama_sharded", "gpt2",
-                                           "gpt2_hub_names"));
+                                           "gpt2_hub_names", "llama_wide_vocab",
+                                           "qwen2_wide_vocab"));
 
 // The output layer in chunks of 5 positions (plan output_chunk): transformers' loss and
 // gradients, with the head untied (llama_gqa) and tied (the others).

@@ -67,8 +67,8 @@ constexpr const char* kUsage = R"(usage:
               [--microbatch N --blocks N] [--json]
   trainer-run --what-if --model DIR --device SIZE [--reserve 10%] [--block N]
               [--microbatch N] [--accumulation N] [--precision P] [--checkpoint none|all]
-              [--optimizer-state device|host] [--ranks N [--zero-stage 0|1|2]]
-              [--lora-rank R [--lora-targets q_proj,v_proj] [--lora-base fp32|bf16]]
+              [--optimizer-state device|host] [--output-chunk N|auto]
+              [--ranks N [--zero-stage 0|1|2]] [--lora-rank R [--lora-targets q_proj,v_proj] [--lora-base fp32|bf16]]
               [--json]
 
 Trains the job described by a YAML job spec in the foreground, under its memory budget
@@ -155,7 +155,10 @@ options:
                        device and on the host. --block (default the smaller of
                        max_position_embeddings and 2048), --microbatch (1), --accumulation
                        (1), --precision (fp32), --checkpoint (none), --optimizer-state
-                       (device) set the ledger's shape; --ranks N (1) adds the optimizer
+                       (device), --output-chunk (auto: the planner's chunk where it fits
+                       more; 0: the whole logits; also for the fits) set the ledger's
+                       shape; --ranks N (1)
+                       adds the optimizer
                        state sharded over N data-parallel ranks (ZeRO stage 1) to the fits,
                        and --zero-stage (0) shards the ledger's; --lora-rank R trains
                        adapters of rank R on --lora-targets (the family's q_proj,v_proj or
@@ -299,7 +302,7 @@ Args ParseArgs(int argc, char** argv) {
                arg == "--model" || arg == "--block" || arg == "--accumulation" ||
                arg == "--precision" || arg == "--checkpoint" || arg == "--optimizer-state" ||
                arg == "--ranks" || arg == "--zero-stage" || arg == "--lora-rank" ||
-               arg == "--lora-targets" || arg == "--lora-base") {
+               arg == "--lora-targets" || arg == "--lora-base" || arg == "--output-chunk") {
       args.what_if_values[arg] = value();
     } else {
       throw UsageError("unknown argument '" + arg + "'");
@@ -342,11 +345,28 @@ int CountFlag(const Args& args, const std::string& flag, int fallback, int max) 
 // The rank --what-if --model suggests adapters of when full training fits nowhere.
 constexpr int kRecommendedRank = 16;
 
+// The output chunk for `shape`: OutputChunkFor its ledger with the whole logits (the planner's
+// rule, the same at every microbatch), unless the whole logits fit a larger microbatch or, as
+// large, a lower peak at shape's (the chunks' summed head gradient can outweigh the logits
+// they save at a microbatch of one or two).
+int PlannedOutputChunk(const trainerd::PaperModel& model, trainerd::PaperShape shape,
+                       std::int64_t usable) {
+  shape.output_chunk = 0;
+  const int chunk = trainerd::OutputChunkFor(model.Ledger(shape, 0, 0), shape.block_size);
+  const auto score = [&](int output_chunk) {
+    shape.output_chunk = output_chunk;
+    return std::make_pair(model.LargestMicrobatch(shape, usable),
+                          -model.Ledger(shape, usable, usable).peak_bytes);
+  };
+  return score(chunk) > score(0) ? chunk : 0;
+}
+
 // The largest microbatch and the peak at microbatch 1 of `shape` at fp32 and bf16, with no
 // layer and every layer checkpointed, for each place of the optimizer state: on the device,
-// on the host, and (over shape.ranks > 1) sharded at ZeRO stage 1.
+// on the host, and (over shape.ranks > 1) sharded at ZeRO stage 1; each with the output chunk
+// the planner picks for it where `planned_chunk`, else with shape's.
 nlohmann::json PaperFits(const trainerd::PaperModel& model, const trainerd::PaperShape& shape,
-                         std::int64_t device, std::int64_t usable) {
+                         bool planned_chunk, std::int64_t device, std::int64_t usable) {
   std::vector<std::pair<trainerd::StatePlacement, int>> states = {
       {trainerd::StatePlacement::kDevice, 0}, {trainerd::StatePlacement::kHost, 0}};
   if (shape.ranks > 1) states.emplace_back(trainerd::StatePlacement::kDevice, 1);
@@ -361,11 +381,13 @@ nlohmann::json PaperFits(const trainerd::PaperModel& model, const trainerd::Pape
         option.optimizer_state = placement;
         option.zero_stage = zero_stage;
         option.microbatch = 1;
+        if (planned_chunk) option.output_chunk = PlannedOutputChunk(model, option, usable);
         fits.push_back(
             {{"precision", trainerd::ToString(precision)},
              {"checkpoint", checkpoint_all ? "all" : "none"},
              {"optimizer_state", trainerd::ToString(placement)},
              {"zero_stage", zero_stage},
+             {"output_chunk", option.output_chunk},
              {"largest_microbatch", model.LargestMicrobatch(option, usable)},
              {"peak_bytes_at_microbatch_1", model.Ledger(option, device, usable).peak_bytes}});
       }
@@ -377,13 +399,14 @@ nlohmann::json PaperFits(const trainerd::PaperModel& model, const trainerd::Pape
 void PrintPaperFits(const nlohmann::json& fits, int ranks) {
   const std::string sharded = "sharded over " + std::to_string(ranks);
   for (const nlohmann::json& fit : fits) {
+    const int chunk = fit["output_chunk"].get<int>();
     std::printf(
-        "%-10s %-14s %-22s %10d %16s\n", fit["precision"].get<std::string>().c_str(),
+        "%-10s %-14s %-22s %-13s %10d %16s\n", fit["precision"].get<std::string>().c_str(),
         fit["checkpoint"] == "all" ? "every layer" : "none",
         fit["zero_stage"] == 1             ? sharded.c_str()
         : fit["optimizer_state"] == "host" ? "on the host"
                                            : "on the device",
-        fit["largest_microbatch"].get<int>(),
+        chunk == 0 ? "whole" : std::to_string(chunk).c_str(), fit["largest_microbatch"].get<int>(),
         trainerd::FormatBytes(fit["peak_bytes_at_microbatch_1"].get<std::int64_t>()).c_str());
   }
 }
@@ -429,6 +452,9 @@ int RunPaperLedger(const Args& args) {
     shape.optimizer_state = *placement;
   }
   shape.ranks = CountFlag(args, "--ranks", 1, 1 << 16);
+  const auto chunk = args.what_if_values.find("--output-chunk");
+  const bool planned_chunk = chunk == args.what_if_values.end() || chunk->second == "auto";
+  if (!planned_chunk) shape.output_chunk = ParseCount("--output-chunk", chunk->second, 0, 1 << 30);
   if (auto it = args.what_if_values.find("--zero-stage"); it != args.what_if_values.end()) {
     shape.zero_stage = ParseCount("--zero-stage", it->second, 0, 2);
     if (shape.zero_stage > 0 && shape.ranks == 1)
@@ -463,8 +489,9 @@ int RunPaperLedger(const Args& args) {
              args.what_if_values.count("--lora-base") != 0) {
     throw UsageError("--lora-targets and --lora-base go with --lora-rank R");
   }
+  if (planned_chunk) shape.output_chunk = PlannedOutputChunk(*model, shape, usable);
   const trainerd::MemoryLedger ledger = model->Ledger(shape, device, usable);
-  const nlohmann::json fits = PaperFits(*model, shape, device, usable);
+  const nlohmann::json fits = PaperFits(*model, shape, planned_chunk, device, usable);
   // Full training that fits nowhere: what rank-16 adapters on the family's usual layers need.
   nlohmann::json recommendation;
   const bool nothing_fits = std::all_of(fits.begin(), fits.end(), [](const nlohmann::json& fit) {
@@ -479,7 +506,7 @@ int RunPaperLedger(const Args& args) {
     recommendation = {{"rank", kRecommendedRank},
                       {"base_dtype", "bf16"},
                       {"targets", adapted.adapters->targets},
-                      {"fits", PaperFits(*model, adapted, device, usable)}};
+                      {"fits", PaperFits(*model, adapted, planned_chunk, device, usable)}};
   }
   if (args.json) {
     nlohmann::json paper = {{"architecture", model->architecture()},
@@ -494,13 +521,17 @@ int RunPaperLedger(const Args& args) {
   std::printf("%s, %.3f billion parameters (%s/config.json); %s\n", model->architecture().c_str(),
               static_cast<double>(model->parameters()) / 1e9, folder.c_str(),
               ledger.method.c_str());
-  std::printf("block %d, microbatch %d x %d, %s, checkpointing %s:\n\n", shape.block_size,
-              shape.microbatch, shape.accumulation_steps, trainerd::ToString(shape.precision),
-              shape.checkpoint_all ? "every layer" : "none");
+  std::printf("block %d, microbatch %d x %d, %s, checkpointing %s, output layer %s:\n\n",
+              shape.block_size, shape.microbatch, shape.accumulation_steps,
+              trainerd::ToString(shape.precision), shape.checkpoint_all ? "every layer" : "none",
+              shape.output_chunk == 0
+                  ? "whole"
+                  : ("in chunks of " + std::to_string(shape.output_chunk)).c_str());
   std::cout << trainerd::LedgerTable(ledger);
-  std::printf("\nlargest microbatch within %s usable, at block %d:\n%-10s %-14s %-22s %10s %16s\n",
-              trainerd::FormatBytes(usable).c_str(), shape.block_size, "precision", "checkpointing",
-              "optimizer state", "microbatch", "peak at 1");
+  std::printf(
+      "\nlargest microbatch within %s usable, at block %d:\n%-10s %-14s %-22s %-13s %10s %16s\n",
+      trainerd::FormatBytes(usable).c_str(), shape.block_size, "precision", "checkpointing",
+      "optimizer state", "output chunk", "microbatch", "peak at 1");
   PrintPaperFits(fits, shape.ranks);
   if (!recommendation.is_null()) {
     std::string targets;
@@ -521,7 +552,7 @@ int RunWhatIf(const Args& args) {
   if (args.what_if_values.count("--model") != 0) return RunPaperLedger(args);
   for (const char* flag :
        {"--block", "--accumulation", "--precision", "--checkpoint", "--optimizer-state", "--ranks",
-        "--zero-stage", "--lora-rank", "--lora-targets", "--lora-base"}) {
+        "--zero-stage", "--lora-rank", "--lora-targets", "--lora-base", "--output-chunk"}) {
     if (args.what_if_values.count(flag) != 0)
       throw UsageError(std::string(flag) + " only goes with --what-if --model DIR");
   }

@@ -53,6 +53,13 @@ VARIANTS = {
     # the same with the weights named as the Hub's GPT-2 checkpoints name them: no
     # "transformer." prefix, and the causal-mask buffers h.N.attn.bias
     "gpt2_hub_names": (transformers.GPT2Config, GPT2, {"hub_names": True}),
+    # vocabularies that outweigh the layers, as the models teams fine-tune have (the output
+    # layer in chunks, tests/trainer/hf_paper_ledger_test.cc): untied, and tied as Qwen2.5 is
+    "llama_wide_vocab": (transformers.LlamaConfig, dict(num_key_value_heads=2, vocab_size=4096),
+                         {}),
+    "qwen2_wide_vocab": (transformers.Qwen2Config,
+                         dict(num_key_value_heads=2, tie_word_embeddings=True, vocab_size=4096),
+                         {}),
 }
 
 
@@ -79,7 +86,7 @@ def as_hub_names(path, config):
 def make(out_dir, name, config_class, keys, how):
     torch.manual_seed(sum(map(ord, name)))
     config = config_class(**keys) if config_class is transformers.GPT2Config else \
-        config_class(**COMMON, **keys)
+        config_class(**{**COMMON, **keys})
     config._attn_implementation = "eager"
     model = transformers.AutoModelForCausalLM.from_config(config).float()
     folder = os.path.join(out_dir, name)

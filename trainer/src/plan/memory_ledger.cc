@@ -176,6 +176,21 @@ Result<MemoryLedger> MeasureLedger(const JobSpec& spec, const Dataset& corpus,
   return ledger;
 }
 
+int OutputChunkFor(const MemoryLedger& ledger, int positions_per_sample) {
+  std::int64_t largest_block = 0;
+  for (const BlockActivation& b : ledger.blocks) {
+    largest_block = std::max(largest_block, b.activation_bytes);
+  }
+  if (ledger.output_layer_bytes <= largest_block) return 0;
+  const double samples = ledger.plan.microbatch;
+  const double per_position = static_cast<double>(ledger.output_layer_bytes) /
+                              (samples * std::max(1, positions_per_sample));
+  const double block_per_sample = static_cast<double>(largest_block) / samples;
+  int chunk = 1;
+  while (chunk < positions_per_sample && 2 * chunk * per_position <= block_per_sample) chunk *= 2;
+  return chunk;
+}
+
 std::string LedgerTable(const MemoryLedger& ledger) {
   std::vector<std::pair<std::string, std::int64_t>> rows = {
       {"parameters", ledger.parameters_bytes},           {"gradients", ledger.gradients_bytes},

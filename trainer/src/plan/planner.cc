@@ -159,24 +159,6 @@ struct BlockRanking {
   int output_chunk = 0;  // OutputChunkFor the same ledger
 };
 
-// The output layer in chunks where it keeps more for the backward than the largest block
-// does (the largest category first): chunks of as many positions as keep about what that
-// block keeps for one sample, a power of two; 0 (all at once) where it keeps no more.
-int OutputChunkFor(const MemoryLedger& ledger, int positions_per_sample) {
-  std::int64_t largest_block = 0;
-  for (const BlockActivation& b : ledger.blocks) {
-    largest_block = std::max(largest_block, b.activation_bytes);
-  }
-  if (ledger.output_layer_bytes <= largest_block) return 0;
-  const double samples = ledger.plan.microbatch;
-  const double per_position = static_cast<double>(ledger.output_layer_bytes) /
-                              (samples * std::max(1, positions_per_sample));
-  const double block_per_sample = static_cast<double>(largest_block) / samples;
-  int chunk = 1;
-  while (chunk < positions_per_sample && 2 * chunk * per_position <= block_per_sample) chunk *= 2;
-  return chunk;
-}
-
 Result<BlockRanking> RankBlocks(const JobSpec& spec, const Dataset& corpus) {
   const int blocks = NumBlocks(spec.model);
   JobSpec ledger_spec = spec;

@@ -174,6 +174,7 @@ MemoryLedger PaperModel::Ledger(const PaperShape& shape, std::int64_t budget_byt
   ledger.plan.precision = shape.precision;
   ledger.plan.optimizer_state = shape.optimizer_state;
   ledger.plan.zero_stage = shape.zero_stage;
+  ledger.plan.output_chunk = shape.output_chunk;
   ledger.budget_bytes = budget_bytes;
   ledger.usable_bytes = usable_bytes;
   ledger.method = std::string("paper: formulas fitted to ledgers measured under LibTorch ") +
@@ -200,24 +201,45 @@ MemoryLedger PaperModel::Ledger(const PaperShape& shape, std::int64_t budget_byt
                              m * t * outside.per_position + outside.fixed;
   // Of those, the output layer's (MemoryLedger::output_layer_bytes): the loss's fp32
   // log-probabilities, the loss; in bf16 and fp16 autocast's copies of the hidden states and
-  // of the head's weight, which the head's product keeps.
-  ledger.output_layer_bytes =
+  // of the head's weight, which the head's product keeps. In chunks it keeps only the loss,
+  // and in bf16 and fp16 the fp32 hidden states in place of their copy.
+  const std::int64_t chunk = std::min(std::int64_t{shape.output_chunk}, m * t);
+  const std::int64_t whole_output =
       m * t * (4 * v + (half ? 2 * h : 0)) + (half ? 2 * v * h : 0) + kLossBytes;
-  ledger.activations_bytes -= ledger.output_layer_bytes;
-  // The logits' gradient and the loss's, fp32. With every layer checkpointed, or when it is
-  // more, one recomputed layer with a tied head's second gradient (GPT-2 holds both): a Llama
-  // layer under scaled_dot_product_attention with its weights' casts; under the blockwise
-  // kernel without them, and with 1.x's two hidden-wide tensors whichever LibTorch runs.
+  ledger.output_layer_bytes = chunk > 0 ? 4 : whole_output;
+  ledger.activations_bytes -= whole_output - (chunk > 0 && half ? 4 * m * t * h : 0);
+  // The output layer's backward. Whole: the logits' gradient and the loss's, fp32. In chunks
+  // (measured on twins of vocabulary 4096): the hidden states' gradient, the head's gradient
+  // summed over the chunks, and the larger of a chunk's weight gradient (fp32; in bf16 and
+  // fp16 its cast, beside the weight's copy) and a chunk's logits, log-probabilities and their
+  // gradients; the first chunk's gradient is the sum, so one chunk has none besides.
   const std::int64_t logits = 8 * m * t * v;
+  const std::int64_t head = v * h, summed = chunk < m * t ? 4 * head : 0;
+  const std::int64_t output_backward =
+      chunk == 0 ? logits
+      : half     ? 6 * m * t * h + summed + std::max(6 * head, 2 * head + 12 * chunk * v) + 12
+                 : 4 * m * t * h + summed + std::max(4 * head + 4 * chunk * v, 12 * chunk * v) + 12;
+  // A trained tied head's gradient meets the embedding's at the end of the backward, when the
+  // activations are gone: the two and their sum.
+  const std::int64_t tied_sum =
+      tied_ && !shape.adapters
+          ? 12 * head + 12 - ledger.activations_bytes - ledger.output_layer_bytes
+          : 0;
+  // With every layer checkpointed, or when it is more, one recomputed layer with a tied
+  // head's second gradient (GPT-2 holds both with the whole logits): a Llama layer under
+  // scaled_dot_product_attention with its weights' casts; under the blockwise kernel without
+  // them, and with 1.x's two hidden-wide tensors whichever LibTorch runs.
   // GPT-2's blockwise kernel in fp32 makes no copies of q, k, v and its unmerged output (5 h).
   const std::int64_t in_place = gpt2_ && blockwise && !half ? 20 * h : 0;
   const std::int64_t recomputed_layer = gpt2_ ? m * t * (layer.per_position - in_place)
                                         : blockwise
                                             ? m * t * (layer.per_position + (v2 ? 8 * h : 0))
                                             : layer_bytes;
-  const std::int64_t recomputed = recomputed_layer + (tied_ ? 4 * v * h : 0);
-  ledger.temporaries_bytes =
-      shape.checkpoint_all ? std::max(logits, recomputed) + (gpt2_ ? logits : 0) : logits;
+  const std::int64_t recomputed = recomputed_layer + (tied_ ? 4 * head : 0);
+  ledger.temporaries_bytes = std::max(
+      tied_sum, shape.checkpoint_all
+                    ? std::max(output_backward, recomputed) + (gpt2_ && chunk == 0 ? logits : 0)
+                    : output_backward);
   if (shape.zero_stage > 0 && shape.ranks > 1) {  // as MeasureLedger shows a sharded plan
     const auto shard = [&shape](std::int64_t bytes) {
       return (bytes + shape.ranks - 1) / shape.ranks;
@@ -243,8 +265,11 @@ MemoryLedger PaperModel::Ledger(const PaperShape& shape, std::int64_t budget_byt
   const std::int64_t layer_forward = !gpt2_ ? 4 * (4 * h + 4 * inner + 4 * heads)
                                      : v2   ? 4 * (2 * h + 3 * inner + 2 * heads)
                                             : 4 * (h + 4 * inner + heads);
-  ledger.evaluation_peak_bytes =
-      state + std::int64_t{shape.eval_windows} * t * 16 + m * t * std::max(8 * v, layer_forward);
+  // In chunks: the hidden states, the inputs, and one chunk's logits with log-probabilities.
+  const std::int64_t eval_output =
+      chunk > 0 ? m * t * (4 * h + 16) + 8 * chunk * v + 12 : m * t * 8 * v;
+  ledger.evaluation_peak_bytes = state + std::int64_t{shape.eval_windows} * t * 16 +
+                                 std::max(eval_output, m * t * layer_forward);
   ledger.peak_bytes = std::max(update, ledger.evaluation_peak_bytes);
   ledger.reserved_peak_bytes = ledger.peak_bytes;
   return ledger;

@@ -42,6 +42,9 @@ struct PaperShape {
   // with adapters->base_dtype bf16, the linear layers' weights in 2 bytes and never cast.
   // REQUIRES: AdapterParameters(*adapters) is ok.
   std::optional<FinetuneSpec> adapters = std::nullopt;
+  // plan.output_chunk: the output layer's loss in chunks of this many positions, each
+  // recomputed in the backward (semantics/output_chunks.h); 0: the whole logits at once.
+  int output_chunk = 0;
   int eval_windows = 16;  // data.eval_windows_per_slice: the held-out batch
   PaperLibTorch libtorch = PaperLibTorch::k2;
 };

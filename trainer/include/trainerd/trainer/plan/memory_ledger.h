@@ -16,6 +16,13 @@ namespace trainerd {
 // ledger as trainer-run prints it on a terminal.
 std::string LedgerTable(const MemoryLedger& ledger);
 
+// The planner's output chunk (PlanSpec::output_chunk) for the plan of `ledger`, measured or on
+// paper with the whole output layer: where the output layer keeps more for the backward than
+// the largest block does (the largest category first), chunks of as many positions as keep
+// about what that block keeps for one sample, a power of two below `positions_per_sample`; 0
+// (all at once) where it keeps no more.
+int OutputChunkFor(const MemoryLedger& ledger, int positions_per_sample);
+
 // Real updates of `spec`: until one steps (it creates gradients and optimizer state; fp16
 // may skip the first ones for overflow), then one measured; plus one forward per
 // checkpointing mode for the blocks. Runs with the device limit lifted, so a plan that needs
