@@ -172,6 +172,36 @@ TEST_P(HfWideVocabularyPaperLedgerTest,
   }
 }
 
+// Under adapters the head is frozen: in chunks no head gradient, only the hidden states' and a
+// chunk's logits (and at bf16 the head's weight copy). The temporaries within 5 % (the
+// activations are an upper bound: AdaptersFreezeTheBaseAsMeasuredAndBoundTheActivations).
+TEST_P(HfWideVocabularyPaperLedgerTest, AFrozenHeadInChunksKeepsNoHeadGradient) {
+  testing::TempDir dir;
+  const std::string folder = FolderOf(GetParam(), dir);
+  Result<PaperModel> paper = PaperModel::Read(folder);
+  ASSERT_TRUE(paper.ok()) << paper.status().message();
+  for (const Precision precision : {Precision::kFp32, Precision::kBf16}) {
+    for (const int chunk : {8, 32}) {
+      const std::string name = GetParam() + " adapters " + ToString(precision) + ", output chunk " +
+                               std::to_string(chunk);
+      const MemoryLedger measured =
+          MeasuredLedger(dir, folder,
+                         "finetune: {method: lora, rank: 4, targets: [q_proj, v_proj]}\n"
+                         "plan: {microbatch: 2, precision: " +
+                             std::string(ToString(precision)) +
+                             ", output_chunk: " + std::to_string(chunk) + "}\n");
+      ASSERT_FALSE(::testing::Test::HasFailure()) << name;
+      PaperShape shape = ShapeOf(precision, false, chunk);
+      shape.adapters =
+          FinetuneSpec{FinetuneMethod::kLora, 4, 8, 0, Precision::kFp32, {"q_proj", "v_proj"}};
+      const MemoryLedger predicted =
+          paper->Ledger(shape, measured.budget_bytes, measured.usable_bytes);
+      ExpectWithin(predicted.temporaries_bytes, measured.temporaries_bytes, name + " temporaries");
+      EXPECT_EQ(predicted.output_layer_bytes, measured.output_layer_bytes) << name;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Variants, HfWideVocabularyPaperLedgerTest,
                          ::testing::Values("llama_wide_vocab", "qwen2_wide_vocab"));
 

@@ -201,24 +201,29 @@ MemoryLedger PaperModel::Ledger(const PaperShape& shape, std::int64_t budget_byt
                              m * t * outside.per_position + outside.fixed;
   // Of those, the output layer's (MemoryLedger::output_layer_bytes): the loss's fp32
   // log-probabilities, the loss; in bf16 and fp16 autocast's copies of the hidden states and
-  // of the head's weight, which the head's product keeps. In chunks it keeps only the loss,
-  // and in bf16 and fp16 the fp32 hidden states in place of their copy.
+  // of the head's weight, which the head's product keeps. In chunks it keeps only the loss;
+  // the chunks keep the fp32 hidden states, which the whole head kept only for its weight's
+  // gradient at fp32 (a frozen head, under adapters, needs none).
   const std::int64_t chunk = std::min(std::int64_t{shape.output_chunk}, m * t);
   const std::int64_t whole_output =
       m * t * (4 * v + (half ? 2 * h : 0)) + (half ? 2 * v * h : 0) + kLossBytes;
   ledger.output_layer_bytes = chunk > 0 ? 4 : whole_output;
-  ledger.activations_bytes -= whole_output - (chunk > 0 && half ? 4 * m * t * h : 0);
+  ledger.activations_bytes -=
+      whole_output - (chunk > 0 && (half || shape.adapters) ? 4 * m * t * h : 0);
   // The output layer's backward. Whole: the logits' gradient and the loss's, fp32. In chunks
-  // (measured on twins of vocabulary 4096): the hidden states' gradient, the head's gradient
-  // summed over the chunks, and the larger of a chunk's weight gradient (fp32; in bf16 and
-  // fp16 its cast, beside the weight's copy) and a chunk's logits, log-probabilities and their
-  // gradients; the first chunk's gradient is the sum, so one chunk has none besides.
-  const std::int64_t logits = 8 * m * t * v;
-  const std::int64_t head = v * h, summed = chunk < m * t ? 4 * head : 0;
+  // (measured on twins of vocabulary 4096): the hidden states' gradient, a trained head's
+  // gradient summed over the chunks, and the larger of a chunk's weight gradient (fp32; in
+  // bf16 and fp16 its cast, beside the weight's copy) and a chunk's logits, log-probabilities
+  // and their gradients; the first chunk's gradient is the sum, so one chunk has none besides.
+  const bool head_trained = !shape.adapters;
+  const std::int64_t logits = 8 * m * t * v, chunk_logits = 12 * chunk * v;
+  const std::int64_t head = v * h, summed = head_trained && chunk < m * t ? 4 * head : 0;
   const std::int64_t output_backward =
       chunk == 0 ? logits
-      : half     ? 6 * m * t * h + summed + std::max(6 * head, 2 * head + 12 * chunk * v) + 12
-                 : 4 * m * t * h + summed + std::max(4 * head + 4 * chunk * v, 12 * chunk * v) + 12;
+      : half     ? 6 * m * t * h + summed +
+                   std::max(head_trained ? 6 * head : 0, 2 * head + chunk_logits) + 12
+             : 4 * m * t * h + summed +
+                   std::max(head_trained ? 4 * head + 4 * chunk * v : 0, chunk_logits) + 12;
   // A trained tied head's gradient meets the embedding's at the end of the backward, when the
   // activations are gone: the two and their sum.
   const std::int64_t tied_sum =
