@@ -17,7 +17,7 @@ struct Migration {
 
 // The schema's history. A released step never changes: databases in the field already ran
 // it. A change is a new step at the end, and kSchemaVersion follows it.
-constexpr std::array<Migration, 14> kMigrations = {{
+constexpr std::array<Migration, 15> kMigrations = {{
     {1, R"sql(
 CREATE TABLE config_versions (
   hash       TEXT PRIMARY KEY,
@@ -412,6 +412,13 @@ CREATE INDEX runs_by_hardware ON runs (hardware_id, status, config_hash, id);
     {14, R"sql(
 ALTER TABLE runs ADD COLUMN output_chunk INTEGER CHECK (output_chunk IS NULL OR output_chunk >= 0);
 UPDATE runs SET output_chunk = 0 WHERE microbatch IS NOT NULL;
+)sql"},
+    // Whether the plan took the optimizer step inside the backward (PlanSpec::step_in_backward):
+    // an eighth plan column, 0 for every run recorded before it could.
+    {15, R"sql(
+ALTER TABLE runs ADD COLUMN step_in_backward INTEGER
+  CHECK (step_in_backward IS NULL OR step_in_backward IN (0, 1));
+UPDATE runs SET step_in_backward = 0 WHERE microbatch IS NOT NULL;
 )sql"},
 }};
 

@@ -202,6 +202,34 @@ TEST_P(HfWideVocabularyPaperLedgerTest, AFrozenHeadInChunksKeepsNoHeadGradient) 
   }
 }
 
+// The optimizer step inside the backward (one microbatch of 4 per update): no gradients, the
+// evaluation's peak lower by them, and an untied head's gradient stepped while the
+// activations are alive; every category within 5 %, whole and in chunks.
+TEST_P(HfWideVocabularyPaperLedgerTest, TheStepInsideTheBackwardKeepsNoGradients) {
+  testing::TempDir dir;
+  const std::string folder = FolderOf(GetParam(), dir);
+  Result<PaperModel> paper = PaperModel::Read(folder);
+  ASSERT_TRUE(paper.ok()) << paper.status().message();
+  for (const Precision precision : {Precision::kFp32, Precision::kBf16}) {
+    for (const int chunk : {0, 8}) {
+      const std::string name = GetParam() + " stepped in the backward " + ToString(precision) +
+                               ", output chunk " + std::to_string(chunk);
+      const MemoryLedger measured =
+          MeasuredLedger(dir, folder,
+                         "plan: {microbatch: 4, step_in_backward: true, precision: " +
+                             std::string(ToString(precision)) +
+                             ", output_chunk: " + std::to_string(chunk) + "}\n");
+      ASSERT_FALSE(::testing::Test::HasFailure()) << name;
+      EXPECT_EQ(measured.gradients_bytes, 0) << name;
+      PaperShape shape = ShapeOf(precision, false, chunk);
+      shape.microbatch = 4;
+      shape.accumulation_steps = 1;
+      shape.step_in_backward = true;
+      ExpectPredicts(*paper, shape, measured, name, 0.05);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Variants, HfWideVocabularyPaperLedgerTest,
                          ::testing::Values("llama_wide_vocab", "qwen2_wide_vocab"));
 
@@ -352,32 +380,46 @@ TEST(HfPaperModelTest, PublicConfigsGiveTheirPublishedParameterCounts) {
 // the whole logits, Qwen2.5-1.5B's evaluation alone passes the device with its state on it, and
 // Llama-3.2-1B fits one sample; with the output layer in the chunks --what-if picks,
 // Qwen2.5-1.5B fits 2 or more with its fp32 optimizer state on the host (the evaluation
-// inside), Llama-3.2-1B 4 or more with all its state on the device.
-TEST(HfPaperModelTest, TheOutputLayerInChunksFitsTheModelsTeamsFineTuneOn24GiB) {
+// inside), and with all its fp32 state on the device once the step is inside the backward;
+// Llama-3.2-1B 4 or more with all its state on the device.
+TEST(HfPaperModelTest, TheLeversFitTheModelsTeamsFineTuneOn24GiB) {
+  // The fp32 fit with every layer checkpointed, the state on the device, on the host
+  // ("host") or stepped inside the backward ("in the backward"), and the ledger of that plan.
   const auto fit = [](const std::string& model, const std::string& chunk,
-                      const std::string& placement) {
-    testing::ChildProcess run({TRAINER_RUN_PATH, "--what-if", "--model", kPublic + "/" + model,
-                               "--device", "24GiB", "--block", "2048", "--checkpoint", "all",
-                               "--optimizer-state", placement, "--output-chunk", chunk, "--json"});
+                      const std::string& state) {
+    std::vector<std::string> args = {
+        TRAINER_RUN_PATH, "--what-if", "--model", kPublic + "/" + model, "--device",
+        "24GiB",          "--block",   "2048",    "--checkpoint",        "all",
+        "--output-chunk", chunk,       "--json"};
+    if (state == "host") args.insert(args.end(), {"--optimizer-state", "host"});
+    if (state == "in the backward") args.push_back("--step-in-backward");
+    testing::ChildProcess run(args);
     const std::vector<std::string> lines = run.ReadAllLines();
     EXPECT_EQ(run.ExitCode(), 0) << run.ReadAllStderr();
     const nlohmann::json report = nlohmann::json::parse(lines.at(0)).at("paper_ledger");
     for (const nlohmann::json& f : report.at("fits")) {
       if (f.at("precision") == "fp32" && f.at("checkpoint") == "all" &&
-          f.at("optimizer_state") == placement) {
+          f.at("optimizer_state") == (state == "host" ? "host" : "device") &&
+          f.at("step_in_backward").get<bool>() == (state == "in the backward") &&
+          f.at("zero_stage") == 0) {
         return std::make_pair(f, Parse<MemoryLedger>(report.at("ledger")));
       }
     }
-    ADD_FAILURE() << "no fp32 fit with every layer checkpointed, state on the " << placement;
+    ADD_FAILURE() << "no fp32 fit with every layer checkpointed, state " << state;
     return std::make_pair(nlohmann::json(), MemoryLedger());
   };
   const std::int64_t device = 24LL << 30;
   const auto [qwen_whole, qwen_whole_ledger] = fit("Qwen2.5-1.5B", "0", "device");
   EXPECT_GT(qwen_whole_ledger.evaluation_peak_bytes, device);
+  EXPECT_EQ(qwen_whole.at("largest_microbatch"), 0);
   const auto [qwen, qwen_ledger] = fit("Qwen2.5-1.5B", "auto", "host");
   EXPECT_GT(qwen.at("output_chunk").get<int>(), 0);
   EXPECT_GE(qwen.at("largest_microbatch").get<int>(), 2);
   EXPECT_LE(qwen_ledger.evaluation_peak_bytes, device);
+  const auto [qwen_stepped, qwen_stepped_ledger] = fit("Qwen2.5-1.5B", "auto", "in the backward");
+  EXPECT_GE(qwen_stepped.at("largest_microbatch").get<int>(), 2);
+  EXPECT_EQ(qwen_stepped_ledger.gradients_bytes, 0);
+  EXPECT_LE(qwen_stepped_ledger.evaluation_peak_bytes, device);
   const auto [llama_whole, llama_whole_ledger] = fit("Llama-3.2-1B", "0", "device");
   EXPECT_EQ(llama_whole.at("largest_microbatch"), 1);
   const auto [llama, llama_ledger] = fit("Llama-3.2-1B", "auto", "device");
@@ -457,9 +499,9 @@ TEST(HfPaperModelTest, TrainerRunWhatIfModelPrintsTheLedgerAndWhatFits) {
   EXPECT_EQ(ledger.at("blocks").size(), 16u);
   EXPECT_EQ(ledger.at("plan").at("checkpoint_blocks").size(), 16u);
   EXPECT_EQ(ledger.at("plan").at("precision"), "bf16");
-  EXPECT_EQ(report.at("fits").size(), 8u)
-      << "fp32 and bf16, with and without checkpointing, the optimizer state on the device and "
-         "on the host";
+  EXPECT_EQ(report.at("fits").size(), 12u)
+      << "fp32 and bf16, with and without checkpointing, the optimizer state on the device, on "
+         "the host, and stepped inside the backward";
   EXPECT_EQ(LedgerTable(Parse<MemoryLedger>(ledger)).find("forward"), std::string::npos)
       << "a ledger on paper has no forward time";
 
@@ -468,7 +510,7 @@ TEST(HfPaperModelTest, TrainerRunWhatIfModelPrintsTheLedgerAndWhatFits) {
   const std::vector<std::string> sharded = ranks.ReadAllLines();
   ASSERT_EQ(ranks.ExitCode(), 0) << ranks.ReadAllStderr();
   const nlohmann::json with_ranks = nlohmann::json::parse(sharded.at(0)).at("paper_ledger");
-  EXPECT_EQ(with_ranks.at("fits").size(), 12u) << "and sharded over the 2 ranks";
+  EXPECT_EQ(with_ranks.at("fits").size(), 16u) << "and sharded over the 2 ranks";
   EXPECT_EQ(with_ranks.at("fits").back().at("zero_stage"), 1);
   EXPECT_EQ(with_ranks.at("ledger").at("sharded_over_ranks"), 2);
 }
@@ -486,6 +528,8 @@ TEST(HfPaperModelTest, BadArgumentsAndFoldersExitTwoNamingTheProblem) {
        "--zero-stage"},
       {{"--model", llama}, "--device"},
       {{"--model", llama, "--device", "24GiB", "--output-chunk", "some"}, "--output-chunk"},
+      {{"--model", llama, "--device", "24GiB", "--step-in-backward", "--accumulation", "2"},
+       "--step-in-backward steps each parameter"},
       {{"--static", "1GB", "--act-per-sample", "1MB", "--device", "2GB", "--output-chunk", "8"},
        "--output-chunk only goes with --what-if --model"},
       {{"--static", "1GB", "--act-per-sample", "1MB", "--device", "2GB", "--block", "8"},

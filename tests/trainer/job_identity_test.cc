@@ -26,7 +26,8 @@ enum class Effect {
   kKind,        // model.kind, data.format: the keys themselves change (the bases below)
   kOnlyValue,   // a key with one allowed value (optimizer.kind: adamw)
   // finetune.method: its other value (full) refuses the adapters' keys the bases give;
-  // AnAdapterJobIsNotTheFullJob checks it changes the identity.
+  // AnAdapterJobIsNotTheFullJob checks it changes the identity. plan.step_in_backward: the
+  // bases' two ranks and microbatches refuse it; TheStepInsideTheBackwardIsAPlan checks it.
   kCheckedApart,
 };
 
@@ -92,6 +93,7 @@ const std::map<std::string, KeyCase>& Cases() {
       {"plan.optimizer_state", {"host", Effect::kNotTrained}},
       {"plan.zero_stage", {"1", Effect::kNotTrained}},
       {"plan.output_chunk", {"64", Effect::kNotTrained}},
+      {"plan.step_in_backward", {"true", Effect::kCheckedApart}},
       {"runtime.threads", {"2", Effect::kNotTrained}},
       {"runtime.device", {"cuda", Effect::kNotTrained}},
       {"runtime.fix_blas_core", {"false", Effect::kNotTrained}},
@@ -254,6 +256,15 @@ TEST(JobIdentityTest, AnAdapterJobIsNotTheFullJob) {
   const std::string adapted = IdentityOf(full, "the base job");
   full["finetune"] = YAML::Load("{method: full}");
   EXPECT_NE(IdentityOf(full, "full training"), adapted);
+}
+
+TEST(JobIdentityTest, TheStepInsideTheBackwardIsAPlan) {
+  YAML::Node job = YAML::Load(Bases()[0]);
+  job.remove("distributed");
+  job["plan"] = YAML::Load("{microbatch: 8}");
+  const std::string plain = IdentityOf(job, "one microbatch per update");
+  job["plan"]["step_in_backward"] = true;
+  EXPECT_EQ(IdentityOf(job, "stepped inside the backward"), plain);
 }
 
 // The files' paths stay out; what they hold joins: the data's fingerprint, the model file's

@@ -319,6 +319,31 @@ TEST(JobSpecParserTest, PlanDerivesAccumulationAndNamesBlocks) {
       << spec.status().message();
 }
 
+// The step inside the backward is exact for an update of one microbatch whose gradients are
+// complete after its backward: every other plan or job is refused naming the key and why.
+TEST(JobSpecParserTest, TheStepInsideTheBackwardOnlyWhereItIsExact) {
+  const std::string job = std::string(kMinimal) + "training: {effective_batch: 8}\n";
+  Result<JobSpec> spec = ParseJobSpecText(job, "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_FALSE(spec->plan.step_in_backward);
+  spec = ParseJobSpecText(job + "plan: {step_in_backward: true}\n", "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_TRUE(spec->plan.step_in_backward);
+  for (const auto& [text, reason] : std::vector<std::pair<std::string, std::string>>{
+           {"plan: {step_in_backward: true, microbatch: 4}\n", "false with 2 accumulation steps"},
+           {"plan: {step_in_backward: true, optimizer_state: host}\n", "optimizer_state: host"},
+           {"plan: {step_in_backward: true, precision: fp16}\n", "precision fp16"},
+           {"plan: {step_in_backward: true}\ndistributed: {ranks: 2}\n",
+            "distributed.ranks above 1"},
+           {"plan: {step_in_backward: yes please}\n", "plan.step_in_backward"}}) {
+    spec = ParseJobSpecText(job + text, "job.yaml");
+    ASSERT_FALSE(spec.ok()) << text;
+    EXPECT_NE(spec.status().message().find("plan.step_in_backward"), std::string::npos)
+        << spec.status().message();
+    EXPECT_NE(spec.status().message().find(reason), std::string::npos) << spec.status().message();
+  }
+}
+
 TEST(JobSpecParserTest, FinetuneReadsAdaptersAndRefusesTheirKeysWithFullTraining) {
   Result<JobSpec> spec = ParseJobSpecText(
       std::string(kMinimal) +

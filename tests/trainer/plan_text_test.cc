@@ -39,6 +39,11 @@ TEST(PlanTextTest, APlanSaysWhereItKeepsTheOptimizerStateWhenItIsTheHost) {
   EXPECT_EQ(DescribeLevers(chunked),
             "2 microbatches (activations), bf16 (activations), output layer in chunks of 64 "
             "positions (output layer)");
+  PlanSpec in_backward{8, 1, {}, Precision::kFp32};
+  in_backward.step_in_backward = true;
+  EXPECT_EQ(DescribePlan(in_backward),
+            "8 x 1, 0 blocks checkpointed, fp32, the optimizer step inside the backward");
+  EXPECT_EQ(DescribeLevers(in_backward), "the optimizer step inside the backward (gradients)");
 }
 
 // Issue 46: on the CPU the plan card says what the device's memory counted.

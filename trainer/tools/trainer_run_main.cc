@@ -68,7 +68,8 @@ constexpr const char* kUsage = R"(usage:
   trainer-run --what-if --model DIR --device SIZE [--reserve 10%] [--block N]
               [--microbatch N] [--accumulation N] [--precision P] [--checkpoint none|all]
               [--optimizer-state device|host] [--output-chunk N|auto]
-              [--ranks N [--zero-stage 0|1|2]] [--lora-rank R [--lora-targets q_proj,v_proj] [--lora-base fp32|bf16]]
+              [--step-in-backward] [--ranks N [--zero-stage 0|1|2]]
+              [--lora-rank R [--lora-targets q_proj,v_proj] [--lora-base fp32|bf16]]
               [--json]
 
 Trains the job described by a YAML job spec in the foreground, under its memory budget
@@ -143,8 +144,8 @@ options:
                        --parity, or training): loss_per_microbatch, step_per_microbatch,
                        clip_per_microbatch, lr_per_microbatch, recompute_fresh_rng,
                        inf_gradient, weight_decay_per_microbatch, frozen_parameter,
-                       stale_host_weights, chunk_drops_a_token (docs/trainer-run.md,
-                       "Parity check")
+                       stale_host_weights, chunk_drops_a_token, step_before_clip
+                       (docs/trainer-run.md, "Parity check")
   --what-if            budget arithmetic without a model (sizes: 3.2GB, 512MiB, ...)
   --what-if --model DIR
                        the memory ledger of a Hugging Face folder at real size, on paper:
@@ -157,7 +158,9 @@ options:
                        (1), --precision (fp32), --checkpoint (none), --optimizer-state
                        (device), --output-chunk (auto: the planner's chunk where it fits
                        more; 0: the whole logits; also for the fits) set the ledger's
-                       shape; --ranks N (1)
+                       shape, --step-in-backward its optimizer step inside the
+                       backward (no gradients kept; the fits have it as a placement,
+                       one microbatch per update); --ranks N (1)
                        adds the optimizer
                        state sharded over N data-parallel ranks (ZeRO stage 1) to the fits,
                        and --zero-stage (0) shards the ledger's; --lora-rank R trains
@@ -304,6 +307,8 @@ Args ParseArgs(int argc, char** argv) {
                arg == "--ranks" || arg == "--zero-stage" || arg == "--lora-rank" ||
                arg == "--lora-targets" || arg == "--lora-base" || arg == "--output-chunk") {
       args.what_if_values[arg] = value();
+    } else if (arg == "--step-in-backward") {
+      args.what_if_values[arg] = "";
     } else {
       throw UsageError("unknown argument '" + arg + "'");
     }
@@ -363,15 +368,22 @@ int PlannedOutputChunk(const trainerd::PaperModel& model, trainerd::PaperShape s
 
 // The largest microbatch and the peak at microbatch 1 of `shape` at fp32 and bf16, with no
 // layer and every layer checkpointed, for each place of the optimizer state: on the device,
-// on the host, and (over shape.ranks > 1) sharded at ZeRO stage 1; each with the output chunk
-// the planner picks for it where `planned_chunk`, else with shape's.
+// on the host, on the device stepped inside the backward (one microbatch per update), and
+// (over shape.ranks > 1) sharded at ZeRO stage 1; each with the output chunk the planner picks
+// for it where `planned_chunk`, else with shape's.
 nlohmann::json PaperFits(const trainerd::PaperModel& model, const trainerd::PaperShape& shape,
                          bool planned_chunk, std::int64_t device, std::int64_t usable) {
-  std::vector<std::pair<trainerd::StatePlacement, int>> states = {
-      {trainerd::StatePlacement::kDevice, 0}, {trainerd::StatePlacement::kHost, 0}};
-  if (shape.ranks > 1) states.emplace_back(trainerd::StatePlacement::kDevice, 1);
+  struct State {
+    trainerd::StatePlacement placement;
+    int zero_stage;
+    bool in_backward;
+  };
+  std::vector<State> states = {{trainerd::StatePlacement::kDevice, 0, false},
+                               {trainerd::StatePlacement::kHost, 0, false},
+                               {trainerd::StatePlacement::kDevice, 0, true}};
+  if (shape.ranks > 1) states.push_back({trainerd::StatePlacement::kDevice, 1, false});
   nlohmann::json fits = nlohmann::json::array();
-  for (const auto& [placement, zero_stage] : states) {
+  for (const auto& [placement, zero_stage, in_backward] : states) {
     for (const trainerd::Precision precision :
          {trainerd::Precision::kFp32, trainerd::Precision::kBf16}) {
       for (const bool checkpoint_all : {false, true}) {
@@ -380,6 +392,8 @@ nlohmann::json PaperFits(const trainerd::PaperModel& model, const trainerd::Pape
         option.checkpoint_all = checkpoint_all;
         option.optimizer_state = placement;
         option.zero_stage = zero_stage;
+        option.step_in_backward = in_backward;
+        if (in_backward) option.accumulation_steps = 1;
         option.microbatch = 1;
         if (planned_chunk) option.output_chunk = PlannedOutputChunk(model, option, usable);
         fits.push_back(
@@ -387,6 +401,7 @@ nlohmann::json PaperFits(const trainerd::PaperModel& model, const trainerd::Pape
              {"checkpoint", checkpoint_all ? "all" : "none"},
              {"optimizer_state", trainerd::ToString(placement)},
              {"zero_stage", zero_stage},
+             {"step_in_backward", in_backward},
              {"output_chunk", option.output_chunk},
              {"largest_microbatch", model.LargestMicrobatch(option, usable)},
              {"peak_bytes_at_microbatch_1", model.Ledger(option, device, usable).peak_bytes}});
@@ -401,11 +416,12 @@ void PrintPaperFits(const nlohmann::json& fits, int ranks) {
   for (const nlohmann::json& fit : fits) {
     const int chunk = fit["output_chunk"].get<int>();
     std::printf(
-        "%-10s %-14s %-22s %-13s %10d %16s\n", fit["precision"].get<std::string>().c_str(),
+        "%-10s %-14s %-24s %-13s %10d %16s\n", fit["precision"].get<std::string>().c_str(),
         fit["checkpoint"] == "all" ? "every layer" : "none",
-        fit["zero_stage"] == 1             ? sharded.c_str()
-        : fit["optimizer_state"] == "host" ? "on the host"
-                                           : "on the device",
+        fit["zero_stage"] == 1                ? sharded.c_str()
+        : fit["optimizer_state"] == "host"    ? "on the host"
+        : fit["step_in_backward"].get<bool>() ? "stepped in the backward"
+                                              : "on the device",
         chunk == 0 ? "whole" : std::to_string(chunk).c_str(), fit["largest_microbatch"].get<int>(),
         trainerd::FormatBytes(fit["peak_bytes_at_microbatch_1"].get<std::int64_t>()).c_str());
   }
@@ -455,6 +471,15 @@ int RunPaperLedger(const Args& args) {
   const auto chunk = args.what_if_values.find("--output-chunk");
   const bool planned_chunk = chunk == args.what_if_values.end() || chunk->second == "auto";
   if (!planned_chunk) shape.output_chunk = ParseCount("--output-chunk", chunk->second, 0, 1 << 30);
+  shape.step_in_backward = args.what_if_values.count("--step-in-backward") != 0;
+  if (shape.step_in_backward &&
+      (shape.accumulation_steps > 1 || shape.optimizer_state == trainerd::StatePlacement::kHost ||
+       args.what_if_values.count("--zero-stage") != 0)) {
+    throw UsageError(
+        "--step-in-backward steps each parameter on the device after the backward of an "
+        "update's only microbatch: it does not go with --accumulation above 1, "
+        "--optimizer-state host or --zero-stage");
+  }
   if (auto it = args.what_if_values.find("--zero-stage"); it != args.what_if_values.end()) {
     shape.zero_stage = ParseCount("--zero-stage", it->second, 0, 2);
     if (shape.zero_stage > 0 && shape.ranks == 1)
@@ -529,7 +554,7 @@ int RunPaperLedger(const Args& args) {
                   : ("in chunks of " + std::to_string(shape.output_chunk)).c_str());
   std::cout << trainerd::LedgerTable(ledger);
   std::printf(
-      "\nlargest microbatch within %s usable, at block %d:\n%-10s %-14s %-22s %-13s %10s %16s\n",
+      "\nlargest microbatch within %s usable, at block %d:\n%-10s %-14s %-24s %-13s %10s %16s\n",
       trainerd::FormatBytes(usable).c_str(), shape.block_size, "precision", "checkpointing",
       "optimizer state", "output chunk", "microbatch", "peak at 1");
   PrintPaperFits(fits, shape.ranks);
@@ -552,7 +577,8 @@ int RunWhatIf(const Args& args) {
   if (args.what_if_values.count("--model") != 0) return RunPaperLedger(args);
   for (const char* flag :
        {"--block", "--accumulation", "--precision", "--checkpoint", "--optimizer-state", "--ranks",
-        "--zero-stage", "--lora-rank", "--lora-targets", "--lora-base", "--output-chunk"}) {
+        "--zero-stage", "--lora-rank", "--lora-targets", "--lora-base", "--output-chunk",
+        "--step-in-backward"}) {
     if (args.what_if_values.count(flag) != 0)
       throw UsageError(std::string(flag) + " only goes with --what-if --model DIR");
   }

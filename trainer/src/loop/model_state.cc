@@ -3,6 +3,7 @@
 #include "loop/fused_adamw.h"
 #include "trainerd/trainer/device/device_memory.h"
 #include "trainerd/trainer/loop/host_model_state.h"
+#include "trainerd/trainer/loop/in_backward_model_state.h"
 #include "trainerd/trainer/loop/model_state_bytes.h"
 #include "trainerd/trainer/loop/sharded_model_state.h"
 
@@ -39,6 +40,14 @@ class DeviceModelState final : public ModelState {
 
 }  // namespace
 
+torch::OrderedDict<std::string, torch::Tensor> ModelState::gradients() const {
+  torch::OrderedDict<std::string, torch::Tensor> out;
+  for (const auto& item : stepped()) {
+    if (item.value().grad().defined()) out.insert(item.key(), item.value().grad());
+  }
+  return out;
+}
+
 void ModelState::BuildOptimizer(const std::vector<torch::Tensor>& parameters,
                                 const OptimizerSpec& spec) {
   optimizer_ = std::make_unique<FusedAdamW>(parameters, torch::optim::AdamWOptions(spec.lr)
@@ -51,6 +60,9 @@ std::unique_ptr<ModelState> MakeModelState(const JobSpec& spec, TrainableModel& 
                                            const torch::Device& device, DataParallelGroup* group) {
   if (group != nullptr && spec.plan.zero_stage > 0) {
     return std::make_unique<ShardedModelState>(model, device, spec, group);
+  }
+  if (spec.plan.step_in_backward) {
+    return std::make_unique<InBackwardModelState>(model, device, spec.optimizer);
   }
   if (spec.plan.optimizer_state == StatePlacement::kHost) {
     return std::make_unique<HostModelState>(model, device, spec.optimizer);

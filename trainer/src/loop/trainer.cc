@@ -168,6 +168,12 @@ void Trainer::set_test_only_fault(TrainingFault fault) {
   // The faults act on one process's gradients and steps; a sharded rank holds a shard of them.
   TORCH_CHECK(fault == TrainingFault::kNone || state_->sharding() == nullptr,
               "a test-only fault does not go with a sharded plan (plan.zero_stage)");
+  // The step inside the backward leaves no gradient after it for the others to act on.
+  TORCH_CHECK(!spec_.plan.step_in_backward || fault == TrainingFault::kNone ||
+                  fault == TrainingFault::kStepBeforeClip ||
+                  fault == TrainingFault::kChunkDropsAToken ||
+                  fault == TrainingFault::kRecomputeFreshRng,
+              "the test-only fault ", ToString(fault), " does not go with plan.step_in_backward");
   fault_ = fault;
   model_->set_test_only_fault(fault);
 }
@@ -198,8 +204,12 @@ UpdateStats Trainer::Update(int update, const AfterForward& after_forward, bool 
       if (index + 1 < microbatches.size()) CommitMicrobatchFault(stats.lr);
     };
   }
-  stats.loss = AccumulateGradients(*model_, microbatches, precision_context(), hooks, group_,
+  stats.loss = state_->Backward(
+      [&] {
+        return AccumulateGradients(*model_, microbatches, precision_context(), hooks, group_,
                                    state_->sharding());
+      },
+      StepOptionsWith(before_clip_), take_step);
   if (!std::isfinite(stats.loss)) return stats;  // the caller stops; no step on a diverged loss
   if ((fault_ == TrainingFault::kInfGradient && update >= 1) ||
       (fault_ == TrainingFault::kOverflowFirstUpdate && update == 0)) {

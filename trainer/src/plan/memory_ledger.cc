@@ -226,6 +226,10 @@ std::string LedgerTable(const MemoryLedger& ledger) {
     out += "output layer: its loss in chunks of " + std::to_string(ledger.plan.output_chunk) +
            " positions (plan output_chunk), never the whole logits\n";
   }
+  if (ledger.plan.step_in_backward) {
+    out += "gradients: the optimizer step inside the backward (plan step_in_backward) steps and "
+           "frees each parameter's as soon as it is complete: never all alive at once\n";
+  }
   if (ledger.host) out += HostTable(*ledger.host);
   if (ledger.frozen_parameters_bytes > 0) {
     out += "parameters: " + FormatBytes(ledger.frozen_parameters_bytes) +

@@ -43,13 +43,11 @@ bool AllFinite(const torch::Tensor& t) { return torch::isfinite(t).all().item<bo
 
 using Tensors = std::map<std::string, torch::Tensor>;
 
-Tensors Snapshot(const torch::OrderedDict<std::string, torch::Tensor>& parameters, bool gradients) {
+Tensors Snapshot(const torch::OrderedDict<std::string, torch::Tensor>& tensors) {
   Tensors out;
-  for (const auto& item : parameters) {
-    const torch::Tensor& t = gradients ? item.value().grad() : item.value();
-    if (t.defined())
-      out[item.key()] =
-          t.detach().to(torch::kCPU, torch::kFloat, /*non_blocking=*/false, /*copy=*/true);
+  for (const auto& item : tensors) {
+    out[item.key()] =
+        item.value().detach().to(torch::kCPU, torch::kFloat, /*non_blocking=*/false, /*copy=*/true);
   }
   return out;
 }
@@ -60,7 +58,7 @@ Tensors Snapshot(const torch::OrderedDict<std::string, torch::Tensor>& parameter
 struct Side {
   Side(const JobSpec& spec, const Dataset& corpus, EventSink* sink) : trainer(spec, corpus, sink) {
     trainer.set_before_clip(
-        [this](double) { gradients = Snapshot(trainer.model_state().stepped(), true); });
+        [this](double) { gradients = Snapshot(trainer.model_state().gradients()); });
     // Dropout the trainer does not own (a TorchScript model's draws from the default
     // generator) has masks that depend on the split: both sides run without it.
     own_dropout_switched_off = trainer.model().SwitchOffOwnDropout();
@@ -82,7 +80,7 @@ struct Side {
     if (on_host) host.emplace();
     const UpdateStats stats =
         replay_skip ? trainer.ReplaySkip(update) : trainer.TrainUpdate(update);
-    after = Snapshot(NamedTrainableParameters(trainer.model()), false);
+    after = Snapshot(NamedTrainableParameters(trainer.model()));
     return stats;
   }
   // Frees the snapshots once judged.
@@ -416,7 +414,7 @@ Status RunCheck(const CheckShape& shape, const Dataset& corpus, int updates, Tra
     Side& reference = *reference_side;
     report->own_dropout_switched_off = plans.back()->own_dropout_switched_off;
     Side& as_planned = *plans.back();
-    Tensors start = Snapshot(NamedTrainableParameters(reference.trainer.model()), false);
+    Tensors start = Snapshot(NamedTrainableParameters(reference.trainer.model()));
     int stepped = 0, skipped_in_a_row = 0;
     for (int update = 0; stepped < updates; ++update) {
       // Each update is judged from the same parameters: AdamW's first steps normalise each

@@ -151,7 +151,8 @@ struct BlockRanking {
   std::vector<double> saved_fraction, cost_fraction;
   double recompute_seconds_per_sample = 0;
   double input_bytes_per_sample = 0;
-  // The same ledger's model state: what keeping the optimizer state on the host moves.
+  // The same ledger's model state: what keeping the optimizer state on the host moves, and
+  // (as the gradients' bytes) what the step inside the backward frees.
   std::int64_t parameters_bytes = 0;
   std::int64_t optimizer_state_bytes = 0;
   // In a job of more than one rank: the optimizer state ZeRO leaves to the other ranks.
@@ -369,6 +370,14 @@ std::vector<Candidate> PredictCandidates(const JobSpec& spec, const BlockRanking
           PlanSpec on_host = plan;
           on_host.optimizer_state = StatePlacement::kHost;
           judge(on_host, peak - host->freed_bytes, update_seconds + host->added_seconds);
+        }
+        // The step inside the backward frees the gradients (all but one parameter's); with
+        // clipping it runs the forward and backward twice, the first measuring the norm.
+        PlanSpec in_backward = plan;
+        in_backward.step_in_backward = true;
+        if (peak > usable && !StepInBackwardRefusal(in_backward, spec.model, spec.distributed)) {
+          judge(in_backward, peak - blocks.parameters_bytes,
+                update_seconds * (spec.training.grad_clip > 0 ? 2 : 1));
         }
         // The one-process probes cannot time the collectives sharding adds (a broadcast of
         // the weights per update): a sharded twin is predicted as fast as its unsharded one.

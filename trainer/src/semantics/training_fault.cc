@@ -5,7 +5,7 @@
 namespace trainerd {
 namespace {
 
-constexpr EnumNames<TrainingFault, 12> kNames{{{
+constexpr EnumNames<TrainingFault, 13> kNames{{{
     {TrainingFault::kNone, "none"},
     {TrainingFault::kLossPerMicrobatch, "loss_per_microbatch"},
     {TrainingFault::kStepPerMicrobatch, "step_per_microbatch"},
@@ -18,6 +18,7 @@ constexpr EnumNames<TrainingFault, 12> kNames{{{
     {TrainingFault::kOverflowFirstUpdate, "overflow_first_update"},
     {TrainingFault::kStaleHostWeights, "stale_host_weights"},
     {TrainingFault::kChunkDropsAToken, "chunk_drops_a_token"},
+    {TrainingFault::kStepBeforeClip, "step_before_clip"},
 }}};
 
 }  // namespace

@@ -6,6 +6,36 @@
 
 namespace trainerd {
 
+std::optional<std::string> StepInBackwardRefusal(const PlanSpec& plan, const ModelSpec& model,
+                                                 const DistributedSpec& distributed) {
+  if (plan.accumulation_steps > 1) {
+    return "false with " + std::to_string(plan.accumulation_steps) +
+           " accumulation steps (a gradient is complete after the backward of an update's only "
+           "microbatch, not before the last of several)";
+  }
+  if (distributed.ranks > 1 || distributed.job_ranks > 1) {
+    return std::string(
+        "false with distributed.ranks above 1 (the ranks' gradients are summed "
+        "after the backward)");
+  }
+  if (plan.optimizer_state == StatePlacement::kHost) {
+    return std::string(
+        "false with optimizer_state: host (the step runs on the device, where "
+        "the gradients are)");
+  }
+  if (plan.precision == Precision::kFp16) {
+    return std::string(
+        "false with precision fp16 (its loss scaler checks every gradient for "
+        "an overflow before any step)");
+  }
+  if (model.loss.kind == LossKind::kModule) {
+    return std::string(
+        "false with model.loss: module (a module's own loss is divided by the "
+        "update's count after the backward)");
+  }
+  return std::nullopt;
+}
+
 const char* ToString(ModelInputs inputs) { return kModelInputsNames.Name(inputs); }
 const char* ToString(LossKind kind) { return kLossKindNames.Name(kind); }
 const char* ToString(Precision precision) { return kPrecisionNames.Name(precision); }

@@ -143,6 +143,12 @@ void ReadPlan(YamlReader plan, const ModelSpec& model, const TrainingSpec& train
               std::to_string(spec->zero_stage));
   }
   plan.Int("output_chunk", &spec->output_chunk, 0, 1 << 30);
+  plan.Bool("step_in_backward", &spec->step_in_backward);
+  if (plan.ok() && spec->step_in_backward) {
+    if (const auto refusal = StepInBackwardRefusal(*spec, model, distributed)) {
+      plan.Fail("step_in_backward", *refusal, "true");
+    }
+  }
   plan.RejectUnknownKeys();
 }
 

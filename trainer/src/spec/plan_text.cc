@@ -19,6 +19,8 @@ std::string SignedPercent(double fraction) {
   return text;
 }
 
+constexpr const char* kStepInBackwardText = "the optimizer step inside the backward";
+
 std::string OutputChunkText(const PlanSpec& plan) {
   return "output layer in chunks of " + std::to_string(plan.output_chunk) +
          (plan.output_chunk == 1 ? " position" : " positions");
@@ -33,7 +35,8 @@ std::string DescribePlan(const PlanSpec& plan) {
          ToString(plan.precision) +
          (plan.optimizer_state == StatePlacement::kHost ? ", optimizer state on the host" : "") +
          (plan.zero_stage > 0 ? ", ZeRO stage " + std::to_string(plan.zero_stage) : "") +
-         (plan.output_chunk > 0 ? ", " + OutputChunkText(plan) : "");
+         (plan.output_chunk > 0 ? ", " + OutputChunkText(plan) : "") +
+         (plan.step_in_backward ? ", " + std::string(kStepInBackwardText) : "");
 }
 
 std::string DescribeLevers(const PlanSpec& plan) {
@@ -58,6 +61,7 @@ std::string DescribeLevers(const PlanSpec& plan) {
     add("gradients and optimizer state sharded over the ranks", "gradients, optimizer state");
   }
   if (plan.output_chunk > 0) add(OutputChunkText(plan), "output layer");
+  if (plan.step_in_backward) add(kStepInBackwardText, "gradients");
   return text.empty() ? "none" : text;
 }
 

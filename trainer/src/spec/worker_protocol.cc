@@ -25,6 +25,7 @@ void Fields(V& v, PlanSpec& s) {
   v("optimizer_state", s.optimizer_state);
   v("zero_stage", s.zero_stage);
   v("output_chunk", s.output_chunk);
+  v("step_in_backward", s.step_in_backward);
 }
 
 template <typename V>

@@ -175,6 +175,7 @@ MemoryLedger PaperModel::Ledger(const PaperShape& shape, std::int64_t budget_byt
   ledger.plan.optimizer_state = shape.optimizer_state;
   ledger.plan.zero_stage = shape.zero_stage;
   ledger.plan.output_chunk = shape.output_chunk;
+  ledger.plan.step_in_backward = shape.step_in_backward;
   ledger.budget_bytes = budget_bytes;
   ledger.usable_bytes = usable_bytes;
   ledger.method = std::string("paper: formulas fitted to ledgers measured under LibTorch ") +
@@ -190,7 +191,7 @@ MemoryLedger PaperModel::Ledger(const PaperShape& shape, std::int64_t budget_byt
   // fp32 master weights at every precision
   ledger.frozen_parameters_bytes = 4 * frozen - 2 * narrow;
   ledger.parameters_bytes = ledger.frozen_parameters_bytes + 4 * trained;
-  ledger.gradients_bytes = 4 * trained;
+  ledger.gradients_bytes = shape.step_in_backward ? 0 : 4 * trained;
   if (shape.optimizer_state == StatePlacement::kHost) {
     ledger.host = HostLedger{4 * trained, 4 * trained, 8 * trained, 16 * trained, 0};
   } else {
@@ -245,6 +246,14 @@ MemoryLedger PaperModel::Ledger(const PaperShape& shape, std::int64_t budget_byt
       tied_sum, shape.checkpoint_all
                     ? std::max(output_backward, recomputed) + (gpt2_ && chunk == 0 ? logits : 0)
                     : output_backward);
+  // Stepped inside the backward, a gradient lives from its accumulation to its step: beyond
+  // the backward's other phases only an untied trained head's shows, complete while every
+  // activation is still alive and stepped there (under 1.x's AdamW with two temporaries of
+  // its size; 2.x's fused kernel has none); and the step's norm, a double.
+  if (shape.step_in_backward) {
+    const std::int64_t head_step = !tied_ && head_trained ? (v2 ? 4 : 12) * head : 0;
+    ledger.temporaries_bytes = std::max(ledger.temporaries_bytes, head_step) + 8;
+  }
   if (shape.zero_stage > 0 && shape.ranks > 1) {  // as MeasureLedger shows a sharded plan
     const auto shard = [&shape](std::int64_t bytes) {
       return (bytes + shape.ranks - 1) / shape.ranks;

@@ -4,12 +4,14 @@
 // never which form it is. The forms:
 //   on the device (the default): AdamW steps the model's parameters where they are;
 //   the optimizer state on the host (PlanSpec::optimizer_state, host_model_state.h);
-//   sharded over the ranks (PlanSpec::zero_stage, sharded_model_state.h).
+//   sharded over the ranks (PlanSpec::zero_stage, sharded_model_state.h);
+//   stepped inside the backward (PlanSpec::step_in_backward, in_backward_model_state.h).
 // Every form computes the same update: the arithmetic of one AdamW step on the same values.
 #pragma once
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -45,9 +47,21 @@ class ModelState {
   // step uses once the update's backward is done (the parity check's observer reads them).
   virtual torch::OrderedDict<std::string, torch::Tensor> stepped() const = 0;
 
+  // The update's forwards and backwards: `accumulate` (AccumulateGradients over its
+  // microbatches, returning the mean loss) once. The step inside the backward runs it armed
+  // to step each parameter as its gradient completes (`take_step`), twice where it must
+  // measure the global norm to clip first.
+  virtual double Backward(const std::function<double()>& accumulate, const StepOptions& /*options*/,
+                          bool /*take_step*/) {
+    return accumulate();
+  }
   // The update's gradients unscaled, clipped and stepped where the state lives; the model's
   // parameters then hold the stepped weights.
   virtual StepResult Step(const StepOptions& options) = 0;
+  // The update's gradients before clipping, by name, once its backward is done (the parity
+  // check compares them): stepped()'s where they are kept; those the step inside the backward
+  // copied to the host as they came, where options.before_clip asked for them.
+  virtual torch::OrderedDict<std::string, torch::Tensor> gradients() const;
   // MeasureWithoutStep on the gradients Step would have used.
   virtual StepResult MeasureSkipped(const BeforeClip& before_clip) = 0;
   // The sharding the microbatches' gradients are summed into (AccumulateGradients); nullptr
@@ -93,7 +107,8 @@ class ModelState {
 
 // The form `plan` chooses for `model` (already on `device`): sharded when the plan has a ZeRO
 // stage and `group` is set (one rank owns all the state: a sharded plan's RankJob is the
-// unsharded one), on the host per plan.optimizer_state, else on the device.
+// unsharded one), stepped inside the backward per plan.step_in_backward, on the host per
+// plan.optimizer_state, else on the device.
 std::unique_ptr<ModelState> MakeModelState(const JobSpec& spec, TrainableModel& model,
                                            const torch::Device& device, DataParallelGroup* group);
 

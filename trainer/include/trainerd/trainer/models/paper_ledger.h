@@ -45,6 +45,9 @@ struct PaperShape {
   // plan.output_chunk: the output layer's loss in chunks of this many positions, each
   // recomputed in the backward (semantics/output_chunks.h); 0: the whole logits at once.
   int output_chunk = 0;
+  // plan.step_in_backward: no gradients kept (a parameter's lives from its accumulation to its
+  // step, among the temporaries). REQUIRES: accumulation_steps 1, the state on the device.
+  bool step_in_backward = false;
   int eval_windows = 16;  // data.eval_windows_per_slice: the held-out batch
   PaperLibTorch libtorch = PaperLibTorch::k2;
 };

@@ -11,7 +11,10 @@
 // 2. Predict peak and update time for every (microbatch 1..effective batch, the first k
 //    blocks of the ladder checkpointed, precision); keep those predicted to fit usable memory
 //    (and, when the plan is to be checked for parity, whose check fits); order by predicted
-//    job duration, then by less memory.
+//    job duration, then by less memory. A plan predicted over usable has twins that may fit:
+//    the optimizer state on the host, sharded over the ranks, or (one microbatch per update)
+//    the optimizer step inside the backward, which frees the gradients and, with clipping,
+//    costs a second forward and backward (plan step_in_backward, in_backward_model_state.h).
 // 3. Screen: per precision and accumulation step count, the candidate predicted fastest is
 //    timed under the device limit (after a warm-up update, the fastest of as many updates as
 //    make 0.5 s, at most 5), in predicted order, while the search budget (2% of the window)

@@ -32,12 +32,14 @@ enum class TrainingFault {
                               // never copied back to the device
   kChunkDropsAToken,          // with the output layer in chunks, every chunk after the first
                               // leaves its first position's loss out (output_chunks.h)
+  kStepBeforeClip,            // with the step inside the backward, each parameter stepped with
+                              // its gradient as it comes, before the global norm's clip
 };
 
 // The command-line names: none, loss_per_microbatch, step_per_microbatch,
 // clip_per_microbatch, lr_per_microbatch, recompute_fresh_rng, inf_gradient,
 // weight_decay_per_microbatch, frozen_parameter, overflow_first_update, stale_host_weights,
-// chunk_drops_a_token.
+// chunk_drops_a_token, step_before_clip.
 std::optional<TrainingFault> ParseTrainingFault(std::string_view name);
 std::string_view ToString(TrainingFault fault);
 

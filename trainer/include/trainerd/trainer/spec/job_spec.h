@@ -148,13 +148,20 @@ struct PlanSpec {
   // the loss and gradients equal the unchunked ones up to fp32 rounding
   // (semantics/output_chunks.h). Models without an output layer ignore it.
   int output_chunk = 0;
+  // Each parameter stepped by AdamW as soon as its gradient is complete in the backward, and
+  // its gradient freed, so that the update's gradients are never all alive at once
+  // (docs/model-state.md, "The step inside the backward"). The same update, exactly: only
+  // for an update of one microbatch on one rank, the state on the device, not fp16, a loss
+  // that knows its count (StepInBackwardRefusal); with training.grad_clip a first
+  // forward and backward measures the global norm, the second steps with its clip.
+  bool step_in_backward = false;
 
   // Written out: plugins compile this header as C++17 (cmake/trainerdConfig.cmake.in).
   bool operator==(const PlanSpec& other) const {
     return microbatch == other.microbatch && accumulation_steps == other.accumulation_steps &&
            checkpoint_blocks == other.checkpoint_blocks && precision == other.precision &&
            optimizer_state == other.optimizer_state && zero_stage == other.zero_stage &&
-           output_chunk == other.output_chunk;
+           output_chunk == other.output_chunk && step_in_backward == other.step_in_backward;
   }
 };
 
@@ -317,6 +324,11 @@ inline bool MayKeepStateOnTheHost(const JobSpec& spec) {
   return !HostIsTheDevice(spec) &&
          std::find(allowed.begin(), allowed.end(), StatePlacement::kHost) != allowed.end();
 }
+
+// Why `plan` cannot take the optimizer step inside the backward for a job of `model` over
+// `distributed`, as the error's expectation ("false with ..."); nullopt where it can.
+std::optional<std::string> StepInBackwardRefusal(const PlanSpec& plan, const ModelSpec& model,
+                                                 const DistributedSpec& distributed);
 
 const char* ToString(ModelInputs inputs);
 const char* ToString(LossKind kind);

@@ -30,7 +30,7 @@ namespace trainerd {
 
 // Raised whenever a type below changes its fields: a daemon refuses a worker of another
 // version (trainer-run --version --json).
-inline constexpr int kWorkerProtocolVersion = 14;
+inline constexpr int kWorkerProtocolVersion = 15;
 
 // A SHA-256 as 64 lowercase hex digits: it names release files, so nothing else is accepted.
 struct Sha256Digest {
@@ -299,8 +299,9 @@ struct MemoryLedger {
   std::int64_t optimizer_state_bytes = 0;
   std::int64_t activations_bytes = 0;  // the blocks' and the embeddings', for the backward
   // What a next-token model's output layer and its loss keep for the backward (the logits,
-  // their fp32 copy and log-probabilities; at the plan's output_chunk, only the chunks' share
-  // of the hidden states), in the first microbatch's forward. 0 for a model without one.
+  // their fp32 copy and log-probabilities; at the plan's output_chunk, only the loss: the
+  // chunks are recomputed in the backward), in the first microbatch's forward. 0 for a model
+  // without one.
   std::int64_t output_layer_bytes = 0;
   std::int64_t temporaries_bytes = 0;
   std::int64_t inputs_bytes = 0;
