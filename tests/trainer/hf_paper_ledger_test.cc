@@ -146,14 +146,21 @@ INSTANTIATE_TEST_SUITE_P(Variants, HfPaperLedgerTest,
 // on 2k-4k-wide layers do), the output layer whole and in chunks of 8 and 32 of the 64
 // positions, untied and tied: every category within 5 %, the temporaries included (the output
 // layer's backward is their largest part).
-class HfWideVocabularyPaperLedgerTest : public ::testing::TestWithParam<std::string> {};
+class HfWideVocabularyPaperLedgerTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    folder_ = FolderOf(GetParam(), dir_);
+    Result<PaperModel> paper = PaperModel::Read(folder_);
+    ASSERT_TRUE(paper.ok()) << paper.status().message();
+    paper_ = *std::move(paper);
+  }
+  testing::TempDir dir_;
+  std::string folder_;
+  PaperModel paper_;
+};
 
 TEST_P(HfWideVocabularyPaperLedgerTest,
        TheOutputLayerWholeAndInChunksIsPredictedWithinFivePercent) {
-  testing::TempDir dir;
-  const std::string folder = FolderOf(GetParam(), dir);
-  Result<PaperModel> paper = PaperModel::Read(folder);
-  ASSERT_TRUE(paper.ok()) << paper.status().message();
   for (const Precision precision : {Precision::kFp32, Precision::kBf16}) {
     for (const bool checkpoint_all : {false, true}) {
       for (const int chunk : {0, 8, 32}) {
@@ -161,12 +168,12 @@ TEST_P(HfWideVocabularyPaperLedgerTest,
                                  (checkpoint_all ? ", every layer checkpointed" : "") +
                                  ", output chunk " + std::to_string(chunk);
         const MemoryLedger measured =
-            MeasuredLedger(dir, folder,
+            MeasuredLedger(dir_, folder_,
                            "plan: {microbatch: 2, precision: " + std::string(ToString(precision)) +
                                ", checkpoint_blocks: " + (checkpoint_all ? "all" : "none") +
                                ", output_chunk: " + std::to_string(chunk) + "}\n");
         ASSERT_FALSE(::testing::Test::HasFailure()) << name;
-        ExpectPredicts(*paper, ShapeOf(precision, checkpoint_all, chunk), measured, name, 0.05);
+        ExpectPredicts(paper_, ShapeOf(precision, checkpoint_all, chunk), measured, name, 0.05);
       }
     }
   }
@@ -176,16 +183,12 @@ TEST_P(HfWideVocabularyPaperLedgerTest,
 // chunk's logits (and at bf16 the head's weight copy). The temporaries within 5 % (the
 // activations are an upper bound: AdaptersFreezeTheBaseAsMeasuredAndBoundTheActivations).
 TEST_P(HfWideVocabularyPaperLedgerTest, AFrozenHeadInChunksKeepsNoHeadGradient) {
-  testing::TempDir dir;
-  const std::string folder = FolderOf(GetParam(), dir);
-  Result<PaperModel> paper = PaperModel::Read(folder);
-  ASSERT_TRUE(paper.ok()) << paper.status().message();
   for (const Precision precision : {Precision::kFp32, Precision::kBf16}) {
     for (const int chunk : {8, 32}) {
       const std::string name = GetParam() + " adapters " + ToString(precision) + ", output chunk " +
                                std::to_string(chunk);
       const MemoryLedger measured =
-          MeasuredLedger(dir, folder,
+          MeasuredLedger(dir_, folder_,
                          "finetune: {method: lora, rank: 4, targets: [q_proj, v_proj]}\n"
                          "plan: {microbatch: 2, precision: " +
                              std::string(ToString(precision)) +
@@ -195,7 +198,7 @@ TEST_P(HfWideVocabularyPaperLedgerTest, AFrozenHeadInChunksKeepsNoHeadGradient) 
       shape.adapters =
           FinetuneSpec{FinetuneMethod::kLora, 4, 8, 0, Precision::kFp32, {"q_proj", "v_proj"}};
       const MemoryLedger predicted =
-          paper->Ledger(shape, measured.budget_bytes, measured.usable_bytes);
+          paper_.Ledger(shape, measured.budget_bytes, measured.usable_bytes);
       ExpectWithin(predicted.temporaries_bytes, measured.temporaries_bytes, name + " temporaries");
       EXPECT_EQ(predicted.output_layer_bytes, measured.output_layer_bytes) << name;
     }
@@ -206,16 +209,12 @@ TEST_P(HfWideVocabularyPaperLedgerTest, AFrozenHeadInChunksKeepsNoHeadGradient) 
 // evaluation's peak lower by them, and an untied head's gradient stepped while the
 // activations are alive; every category within 5 %, whole and in chunks.
 TEST_P(HfWideVocabularyPaperLedgerTest, TheStepInsideTheBackwardKeepsNoGradients) {
-  testing::TempDir dir;
-  const std::string folder = FolderOf(GetParam(), dir);
-  Result<PaperModel> paper = PaperModel::Read(folder);
-  ASSERT_TRUE(paper.ok()) << paper.status().message();
   for (const Precision precision : {Precision::kFp32, Precision::kBf16}) {
     for (const int chunk : {0, 8}) {
       const std::string name = GetParam() + " stepped in the backward " + ToString(precision) +
                                ", output chunk " + std::to_string(chunk);
       const MemoryLedger measured =
-          MeasuredLedger(dir, folder,
+          MeasuredLedger(dir_, folder_,
                          "plan: {microbatch: 4, step_in_backward: true, precision: " +
                              std::string(ToString(precision)) +
                              ", output_chunk: " + std::to_string(chunk) + "}\n");
@@ -225,7 +224,7 @@ TEST_P(HfWideVocabularyPaperLedgerTest, TheStepInsideTheBackwardKeepsNoGradients
       shape.microbatch = 4;
       shape.accumulation_steps = 1;
       shape.step_in_backward = true;
-      ExpectPredicts(*paper, shape, measured, name, 0.05);
+      ExpectPredicts(paper_, shape, measured, name, 0.05);
     }
   }
 }
