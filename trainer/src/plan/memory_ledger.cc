@@ -227,8 +227,9 @@ std::string LedgerTable(const MemoryLedger& ledger) {
            " positions (plan output_chunk), never the whole logits\n";
   }
   if (ledger.plan.step_in_backward) {
-    out += "gradients: the optimizer step inside the backward (plan step_in_backward) steps and "
-           "frees each parameter's as soon as it is complete: never all alive at once\n";
+    out +=
+        "gradients: the optimizer step inside the backward (plan step_in_backward) steps and "
+        "frees each parameter's as soon as it is complete: never all alive at once\n";
   }
   if (ledger.host) out += HostTable(*ledger.host);
   if (ledger.frozen_parameters_bytes > 0) {
