@@ -242,6 +242,25 @@ TEST_F(PlannerTest, DoesNotChooseAccumulationForBatchNormUnlessTheJobAllowsIt) {
   EXPECT_EQ(NamedBaselinePlan(spec_).microbatch, 1);
 }
 
+// Where an update is one sample and even every block checkpointed is over usable by less than
+// the gradients, the planner finds the step inside the backward, which measures under usable.
+TEST_F(PlannerTest, FindsTheStepInsideTheBackwardWhereOnlyItFreesEnough) {
+  spec_.training.effective_batch = 1;
+  spec_.planner.probe_microbatches = {1};
+  spec_.planner.optimizer_states = {StatePlacement::kDevice};
+  JobSpec baseline = spec_;
+  baseline.plan = NamedBaselinePlan(spec_);
+  ASSERT_EQ(baseline.plan.accumulation_steps, 1);
+  const Result<MemoryLedger> ledger = MeasureLedger(baseline, *corpus_);
+  ASSERT_TRUE(ledger.ok()) << ledger.status().message();
+  spec_.memory.reserve_fraction = 0;
+  spec_.memory.budget_bytes = ledger->peak_bytes - ledger->gradients_bytes / 2;
+  Result<ChosenPlan> plan = PlanJob(spec_, *corpus_);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_TRUE(plan->plan.step_in_backward) << ToJson(*plan).dump();
+  EXPECT_LE(plan->measured_peak_bytes, spec_.memory.usable_bytes());
+}
+
 TEST(FitLineTest, RecoversALine) {
   const LinearFit fit = FitLine({1, 2, 4}, {5, 7, 11});
   EXPECT_NEAR(fit.intercept, 3, 1e-12);

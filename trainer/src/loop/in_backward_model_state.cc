@@ -14,7 +14,9 @@ struct InBackwardModelState::Pass {
     const torch::NoGradGuard no_grad;
     torch::Tensor& grad = parameter.mutable_grad();
     if (!grad.defined()) return;
-    const torch::Tensor norm = grad.to(torch::kDouble).norm();
+    // Not GlobalGradNorm's fp64 copy of the gradient: inside the backward the activations are
+    // still alive beside it (the reduction accumulates in fp64 on the CPU, fp32 on CUDA).
+    const torch::Tensor norm = grad.norm().to(torch::kDouble);
     squares = squares.defined() ? squares + norm * norm : norm * norm;
     if (keep) kept.insert(name, grad.to(torch::kCPU, torch::kFloat, false, /*copy=*/true));
     if (step) {

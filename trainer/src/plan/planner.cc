@@ -557,7 +557,8 @@ void ChooseTimed(const JobSpec& spec, const std::vector<TimedCandidate>& finalis
 }
 
 // The last resort when no candidate fitted when timed: the named baseline, then (`host`) the
-// baseline with its optimizer state on the host, or OutOfMemory.
+// baseline with its optimizer state on the host, then, where it has one microbatch per
+// update, the baseline stepped inside the backward, or OutOfMemory.
 Status ValidateBaseline(const JobSpec& spec, const Dataset& corpus,
                         const std::optional<HostLever>& host, ChosenPlan* result,
                         std::vector<RejectedPlan>* rejected) {
@@ -568,6 +569,14 @@ Status ValidateBaseline(const JobSpec& spec, const Dataset& corpus,
   if (!fits && host && !host->refusal) {
     plan.optimizer_state = StatePlacement::kHost;
     baseline = {{plan, 0, 0, 0}, {plan, {}}};
+    fits = TimeOnce(spec, corpus, &baseline, rejected);
+  }
+  // A baseline of one microbatch per update (a BatchNorm job, a batch of one) may step
+  // inside the backward instead, its gradients never all alive.
+  PlanSpec in_backward = NamedBaselinePlan(spec);
+  in_backward.step_in_backward = true;
+  if (!fits && !StepInBackwardRefusal(in_backward, spec.model, spec.distributed)) {
+    baseline = {{in_backward, 0, 0, 0}, {in_backward, {}}};
     fits = TimeOnce(spec, corpus, &baseline, rejected);
   }
   if (!fits) {

@@ -25,8 +25,9 @@
 //    times in turn, interleaved; the choice is the fastest median, and plans within the
 //    measured noise of it (at most 3%) are tied and broken by preference: an even split,
 //    fewer accumulation steps, fewer checkpointed blocks (plan_selection.h).
-// The named baseline (microbatch 1, every block checkpointed, fp32) is the last resort; when
-// even it does not fit the result is OutOfMemory with the bytes it needs.
+// The named baseline (microbatch 1, every block checkpointed, fp32) is the last resort, then
+// the same with the optimizer state on the host, then (one microbatch per update) stepped
+// inside the backward; when even those do not fit the result is OutOfMemory.
 #pragma once
 
 #include <cstdint>
