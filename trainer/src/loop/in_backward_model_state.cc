@@ -6,6 +6,16 @@
 
 namespace trainerd {
 
+// GlobalGradNorm's fp64 arithmetic, up to fp64 rounding, a slice of kNormSlice elements at a
+// time: inside the backward the activations are still alive beside a whole fp64 copy.
+torch::Tensor SquaredNorm(const torch::Tensor& grad) {
+  torch::Tensor sum = torch::zeros({}, grad.options().dtype(torch::kDouble));
+  for (const torch::Tensor& slice : grad.reshape(-1).split(kNormSlice)) {
+    sum += slice.to(torch::kDouble).square().sum();
+  }
+  return sum;
+}
+
 struct InBackwardModelState::Pass {
   // Called once a parameter's gradient is complete: its norm counted (and the gradient kept
   // on the host where asked), then with `step` the gradient scaled by `clip` and stepped, and
@@ -14,10 +24,8 @@ struct InBackwardModelState::Pass {
     const torch::NoGradGuard no_grad;
     torch::Tensor& grad = parameter.mutable_grad();
     if (!grad.defined()) return;
-    // Not GlobalGradNorm's fp64 copy of the gradient: inside the backward the activations are
-    // still alive beside it (the reduction accumulates in fp64 on the CPU, fp32 on CUDA).
-    const torch::Tensor norm = grad.norm().to(torch::kDouble);
-    squares = squares.defined() ? squares + norm * norm : norm * norm;
+    const torch::Tensor square = SquaredNorm(grad);
+    squares = squares.defined() ? squares + square : square;
     if (keep) kept.insert(name, grad.to(torch::kCPU, torch::kFloat, false, /*copy=*/true));
     if (step) {
       if (clip < 1) grad.mul_(clip);

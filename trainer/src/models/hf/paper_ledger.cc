@@ -12,6 +12,9 @@ namespace {
 constexpr std::int64_t kCheckpointStateBytes = 5056;
 // The loss's scalars.
 constexpr std::int64_t kLossBytes = 12;
+// The elements of a gradient the step inside the backward copies to fp64 at a time for its
+// norm (kNormSlice, loop/in_backward_model_state.h).
+constexpr std::int64_t kNormSlice = std::int64_t{1} << 16;
 
 // Bytes a layer keeps for its backward: per sample and position, and once (autocast's cast
 // copies of the weights, the rotary tables).
@@ -248,10 +251,12 @@ MemoryLedger PaperModel::Ledger(const PaperShape& shape, std::int64_t budget_byt
                     : output_backward);
   // Stepped inside the backward, a gradient lives from its accumulation to its step: beyond
   // the backward's other phases only an untied trained head's shows, complete while every
-  // activation is still alive: 12 vh in all at that moment (measured on the wide twins under
-  // 1.13 and 2.11 alike); and the step's norm, a double.
+  // activation is still alive: its gradient with its norm's fp64 slices (kNormSlice), and
+  // under 1.x AdamW's two temporaries of its size (2.x's fused kernel has none); and the
+  // step's norm, a double.
   if (shape.step_in_backward) {
-    const std::int64_t head_step = !tied_ && head_trained ? 12 * head : 0;
+    const std::int64_t head_step =
+        !tied_ && head_trained ? (v2 ? 4 * head + 16 * std::min(head, kNormSlice) : 12 * head) : 0;
     ledger.temporaries_bytes = std::max(ledger.temporaries_bytes, head_step) + 8;
   }
   if (shape.zero_stage > 0 && shape.ranks > 1) {  // as MeasureLedger shows a sharded plan

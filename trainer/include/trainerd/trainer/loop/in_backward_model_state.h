@@ -30,6 +30,10 @@
 
 namespace trainerd {
 
+// Elements of a gradient whose fp64 copy the step's norm makes at a time (16 bytes each: the
+// copy and its square).
+inline constexpr std::int64_t kNormSlice = std::int64_t{1} << 16;
+
 class InBackwardModelState final : public ModelState {
  public:
   // AdamW over `model`'s trainable parameters (on `device`), and a hook on each one's
