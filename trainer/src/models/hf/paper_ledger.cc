@@ -231,9 +231,8 @@ MemoryLedger PaperModel::Ledger(const PaperShape& shape, std::int64_t budget_byt
   // A trained tied head's gradient meets the embedding's at the end of the backward, when the
   // activations are gone: the two and their sum.
   const std::int64_t tied_sum =
-      tied_ && !shape.adapters
-          ? 12 * head + 12 - ledger.activations_bytes - ledger.output_layer_bytes
-          : 0;
+      tied_ && head_trained ? 12 * head + 12 - ledger.activations_bytes - ledger.output_layer_bytes
+                            : 0;
   // With every layer checkpointed, or when it is more, one recomputed layer with a tied
   // head's second gradient (GPT-2 holds both with the whole logits): a Llama layer under
   // scaled_dot_product_attention with its weights' casts; under the blockwise kernel without
