@@ -80,7 +80,8 @@ options:
                        runtime, memory, planner, window, init_from)
   --plan FILE          replace the spec's plan with this YAML/JSON mapping: microbatch,
                        accumulation_steps, checkpoint_blocks (all, none or [0, 2]),
-                       precision (fp32, bf16, fp16), optimizer_state (device, host)
+                       precision (fp32, bf16, fp16), optimizer_state (device, host),
+                       zero_stage, output_chunk, step_in_backward
   --plan auto          run the planner first, then train with the plan it chose
   --output-dir DIR     where the training checkpoint (checkpoint.pt) and the model artifact
                        (model.pt) are written; default: runs/<config name>
@@ -153,16 +154,15 @@ options:
                        formulas fitted to measured ledgers of small models of each family;
                        then the largest microbatch that fits at fp32 and bf16, with no layer
                        and with every layer checkpointed, with the optimizer state on the
-                       device and on the host. --block (default the smaller of
-                       max_position_embeddings and 2048), --microbatch (1), --accumulation
-                       (1), --precision (fp32), --checkpoint (none), --optimizer-state
-                       (device), --output-chunk (auto: the planner's chunk where it fits
+                       device, on the host and stepped inside the backward. --block
+                       (default the smaller of max_position_embeddings and 2048),
+                       --microbatch (1), --accumulation (1), --precision (fp32),
+                       --checkpoint (none), --optimizer-state (device), --output-chunk (auto: the planner's chunk where it fits
                        more; 0: the whole logits; also for the fits) set the ledger's
                        shape, --step-in-backward its optimizer step inside the
                        backward (no gradients kept; the fits have it as a placement,
-                       one microbatch per update); --ranks N (1)
-                       adds the optimizer
-                       state sharded over N data-parallel ranks (ZeRO stage 1) to the fits,
+                       one microbatch per update); --ranks N (1) adds the optimizer state
+                       sharded over N data-parallel ranks (ZeRO stage 1) to the fits,
                        and --zero-stage (0) shards the ledger's; --lora-rank R trains
                        adapters of rank R on --lora-targets (the family's q_proj,v_proj or
                        c_attn) with the base frozen, its linear weights stored in
@@ -472,13 +472,19 @@ int RunPaperLedger(const Args& args) {
   const bool planned_chunk = chunk == args.what_if_values.end() || chunk->second == "auto";
   if (!planned_chunk) shape.output_chunk = ParseCount("--output-chunk", chunk->second, 0, 1 << 30);
   shape.step_in_backward = args.what_if_values.count("--step-in-backward") != 0;
-  if (shape.step_in_backward &&
-      (shape.accumulation_steps > 1 || shape.optimizer_state == trainerd::StatePlacement::kHost ||
-       args.what_if_values.count("--zero-stage") != 0)) {
-    throw UsageError(
-        "--step-in-backward steps each parameter on the device after the backward of an "
-        "update's only microbatch: it does not go with --accumulation above 1, "
-        "--optimizer-state host or --zero-stage");
+  if (shape.step_in_backward) {  // the plan's rule (a Hugging Face model's loss is counted)
+    trainerd::PlanSpec plan{
+        shape.microbatch, shape.accumulation_steps, {}, shape.precision, shape.optimizer_state};
+    trainerd::DistributedSpec distributed;
+    if (args.what_if_values.count("--zero-stage") != 0) distributed.ranks = shape.ranks;
+    if (const auto refusal =
+            trainerd::StepInBackwardRefusal(plan, trainerd::ModelSpec{}, distributed)) {
+      // Its expectation reads "false with ...": the flag does not go with it.
+      throw UsageError(
+          "--step-in-backward steps each parameter on the device after the backward of an "
+          "update's only microbatch: it does not go " +
+          refusal->substr(std::string_view("false ").size()));
+    }
   }
   if (auto it = args.what_if_values.find("--zero-stage"); it != args.what_if_values.end()) {
     shape.zero_stage = ParseCount("--zero-stage", it->second, 0, 2);

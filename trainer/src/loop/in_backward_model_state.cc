@@ -5,6 +5,7 @@
 #include "trainerd/trainer/loop/model_state_bytes.h"
 
 namespace trainerd {
+namespace {
 
 // GlobalGradNorm's fp64 arithmetic, up to fp64 rounding, a slice of kNormSlice elements at a
 // time: inside the backward the activations are still alive beside a whole fp64 copy.
@@ -15,6 +16,8 @@ torch::Tensor SquaredNorm(const torch::Tensor& grad) {
   }
   return sum;
 }
+
+}  // namespace
 
 struct InBackwardModelState::Pass {
   // Called once a parameter's gradient is complete: its norm counted (and the gradient kept

@@ -573,7 +573,8 @@ Status ValidateBaseline(const JobSpec& spec, const Dataset& corpus,
   }
   // A baseline of one microbatch per update (a BatchNorm job, a batch of one) may step
   // inside the backward instead, its gradients never all alive.
-  PlanSpec in_backward = NamedBaselinePlan(spec);
+  PlanSpec in_backward = plan;
+  in_backward.optimizer_state = StatePlacement::kDevice;
   in_backward.step_in_backward = true;
   if (!fits && !StepInBackwardRefusal(in_backward, spec.model, spec.distributed)) {
     baseline = {{in_backward, 0, 0, 0}, {in_backward, {}}};
