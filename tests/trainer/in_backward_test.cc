@@ -12,6 +12,7 @@
 
 #include "../support/cuda_test.h"
 #include "../support/tiny_job_test.h"
+#include "models/mlp/mlp_spec.h"
 #include "trainerd/trainer/loop/in_backward_model_state.h"
 #include "trainerd/trainer/loop/trainer.h"
 #include "trainerd/trainer/plan/memory_ledger.h"
@@ -56,6 +57,14 @@ class InBackwardTest : public testing::TinyJobTest {
       EXPECT_LE((g - w).abs().max().item<double>() / scale, 1e-5) << want[i].key();
       EXPECT_FALSE(got[i].value().grad().defined()) << got[i].key() << ": a gradient left alive";
     }
+    const std::vector<torch::Tensor> want_buffers = device.model().buffers();
+    const std::vector<torch::Tensor> got_buffers = in_backward.model().buffers();
+    ASSERT_EQ(got_buffers.size(), want_buffers.size());
+    for (std::size_t i = 0; i < want_buffers.size(); ++i) {
+      EXPECT_TRUE(torch::allclose(got_buffers[i].to(torch::kCPU), want_buffers[i].to(torch::kCPU),
+                                  1e-5, 1e-7))
+          << "buffer " << i;
+    }
   }
 };
 
@@ -64,6 +73,13 @@ TEST_F(InBackwardTest, TrainsTheDeviceStatesUpdatesWithAndWithoutTheClip) {
     ExpectTheSameUpdates(precision, 0);
     ExpectTheSameUpdates(precision, 0.05);
   }
+}
+
+// BatchNorm's running statistics advance in every forward: with the clip's two passes they
+// still advance once per update, as with the state on the device.
+TEST_F(InBackwardTest, ABatchNormModelsStatisticsAdvanceOncePerUpdate) {
+  spec_.model = MlpModelSpec({64, 2, /*batch_norm=*/true, 0.0}, spec_.model.block_size);
+  ExpectTheSameUpdates(Precision::kFp32, 0.05);
 }
 
 TEST_F(InBackwardTest, TheLedgerKeepsNoGradientsAndItsPeakFalls) {

@@ -121,6 +121,32 @@ TEST_F(TorchScriptModelTest, CheckpointedBlocksWithAccumulationPassParityWithIts
   EXPECT_FALSE(broken->pass);
 }
 
+// Its own dropout draws from the default generator: stepped inside the backward with a clip,
+// the stepping pass replays the measuring pass's masks, and the updates are the device
+// state's (the planner offered this plan and the check between the passes refused it).
+TEST_F(TorchScriptModelTest, ItsOwnDropoutStepsInsideTheBackwardAsWithTheStateOnTheDevice) {
+  JobSpec spec = Resolved(*Job("lm"));
+  spec.plan = {spec.training.effective_batch, 1, {}, Precision::kFp32};
+  spec.training.grad_clip = 0.05;
+  JobSpec stepped = spec;
+  stepped.plan.step_in_backward = true;
+  // One after the other: the model's dropout draws from the one default generator, which each
+  // trainer seeds when it is built.
+  const auto train = [&](const JobSpec& job) {
+    NullEventSink discard;
+    Trainer trainer(job, *corpus_, &discard);
+    std::vector<UpdateStats> stats;
+    for (int update = 0; update < 3; ++update) stats.push_back(trainer.TrainUpdate(update));
+    return stats;
+  };
+  const std::vector<UpdateStats> want = train(spec), got = train(stepped);
+  for (std::size_t update = 0; update < want.size(); ++update) {
+    EXPECT_NEAR(got[update].loss, want[update].loss, 1e-6 * want[update].loss) << update;
+    EXPECT_NEAR(got[update].grad_norm, want[update].grad_norm, 1e-6 * want[update].grad_norm)
+        << update;
+  }
+}
+
 // Both artifacts load in Python without trainerd: the scripted module with the trained
 // weights, and model.safetensors loaded into the module as exported.
 TEST_F(TorchScriptModelTest, TheTrainedModelLoadsInPythonAndGivesTheWorkersOutputs) {

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "trainerd/trainer/device/torch_compat.h"
 #include "trainerd/trainer/loop/model_state_bytes.h"
 
 namespace trainerd {
@@ -106,6 +107,14 @@ double InBackwardModelState::Backward(const std::function<double()>& accumulate,
   const bool clips = options.grad_clip > 0 && options.fault != TrainingFault::kStepBeforeClip;
   result_ = {};
   result_.skipped = !take_step;
+  // The stepping pass starts where the measuring one did: the default generators (a model's
+  // own dropout draws from them) and the model's buffers (BatchNorm's running statistics,
+  // which each forward advances) as they were before it.
+  const compat::RngState rng = clips ? compat::CaptureRng(device_) : compat::RngState{};
+  std::vector<torch::Tensor> buffers;
+  if (clips) {
+    for (const torch::Tensor& b : model_.buffers()) buffers.push_back(b.clone());
+  }
   const double first = Run(accumulate, take_step && !clips, 1.0, keep);
   result_.grad_norm = pass_->Norm();
   result_.nonfinite_gradient = !std::isfinite(result_.grad_norm);
@@ -113,12 +122,19 @@ double InBackwardModelState::Backward(const std::function<double()>& accumulate,
   if (options.before_clip) options.before_clip(result_.grad_norm);
   if (!clips || !take_step) return first;
   const double coefficient = std::min(1.0, options.grad_clip / (result_.grad_norm + 1e-6));
+  compat::RestoreRng(rng);
+  {
+    const torch::NoGradGuard no_grad;
+    const std::vector<torch::Tensor> now = model_.buffers();
+    for (std::size_t i = 0; i < now.size(); ++i) now[i].copy_(buffers[i]);
+  }
   const double second = Run(accumulate, /*step=*/true, coefficient, /*keep=*/false);
-  // The clip is the first pass's: exact only where the second computes the same update.
+  // The clip is the first pass's: exact only where the second computes the same update (a
+  // source of randomness neither the generators nor the buffers hold would break it).
   TORCH_CHECK(std::fabs(second - first) <= 1e-6 * std::fabs(first),
               "plan.step_in_backward with training.grad_clip: the stepping pass's loss ", second,
               " differs from the measuring pass's ", first,
-              ": the model draws randomness the trainer does not own, so the clip measured on "
+              ": the model draws randomness the trainer cannot replay, so the clip measured on "
               "the first pass would not be the second's; train without the lever or the clip");
   return second;
 }

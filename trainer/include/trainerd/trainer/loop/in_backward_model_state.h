@@ -10,8 +10,11 @@
 // weight's accumulator runs once, after both uses. Clipping needs the global norm before any
 // step: with training.grad_clip the update runs its forward and backward twice, the first
 // only measuring every gradient's norm (and freeing it), the second stepping each with the
-// clip that norm gives. The second forward must compute the first's loss (the trainer's
-// dropout is keyed by sample; a model drawing its own randomness is refused at that check).
+// clip that norm gives. The second forward must compute the first's loss: the trainer's
+// dropout is keyed by sample, and the second pass starts from the default generators' state
+// (a model's own dropout) and the model's buffers (BatchNorm's running statistics, advanced
+// once per update as by the other forms) as the first found them; a loss that still differs
+// is an error.
 // A non-finite gradient: the two-pass update takes no step; the one-pass update has stepped
 // the parameters before it (the run stops on it either way, as for every form).
 #pragma once
