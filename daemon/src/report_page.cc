@@ -140,12 +140,14 @@ std::string PlanSection(const Json& facts) {
   html += "<div class=\"card\">" +
           Cell("predicted peak", planner ? BytesText(planner->predicted_peak_bytes) : "-") +
           Cell("measured peak", BytesText(peak)) +
-          Cell("time model's update",
-               planner ? NumberText(planner->predicted_update_seconds, "%.3g s") : "-") +
+          Cell("time model's update", planner && planner->predicted_update_seconds > 0
+                                          ? NumberText(planner->predicted_update_seconds, "%.3g s")
+                                          : "-") +
           Cell("planner's timed update",
                planner ? NumberText(planner->measured_update_seconds, "%.3g s") : "-") +
-          Cell("time model error",
-               planner ? NumberText(planner->TimeModelError() * 100, "%+.0f%%") : "-") +
+          Cell("time model error", planner && planner->predicted_update_seconds > 0
+                                       ? NumberText(planner->TimeModelError() * 100, "%+.0f%%")
+                                       : "-") +
           Cell("training's update", NumberText(measured_update, "%.3g s")) + "</div>\n";
   if (ledger && ledger->usable_bytes > 0) {
     const double share =

@@ -152,6 +152,22 @@ TEST(FasterAlternativesTest, ComparesPredictionWithPredictionAndKeepsTheTimedLos
   EXPECT_TRUE(listed[1].validated);
 }
 
+// The last resort has no time model figure: every plan the job allowed was refused, and the
+// card lists them (the bf16 plans of a CPU, predicted slower than the fp32 baseline, included).
+TEST(FasterAlternativesTest, ListsEveryRefusedPlanBesideTheLastResort) {
+  ChosenPlan chosen;
+  chosen.measured_update_seconds = 0.01;
+  chosen.predicted_duration_seconds = 0.01 * 10;
+  const std::vector<RejectedPlan> rejected = {
+      {{}, 0, 7.0, "the parity check does not fit the usable memory"},
+      {{}, 0, 0.05, "predicted peak 2.5 MiB exceeds usable 2 MiB"},
+  };
+  const std::vector<RejectedPlan> listed = FasterAlternatives(rejected, chosen);
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_EQ(listed[0].predicted_duration_seconds, 0.05);
+  EXPECT_EQ(listed[1].predicted_duration_seconds, 7.0);
+}
+
 TEST(FasterAlternativesTest, ListsTheTenPredictedFastest) {
   ChosenPlan chosen;
   chosen.modelled_duration_seconds = 10.0;

@@ -600,8 +600,9 @@ Status ValidateBaseline(const JobSpec& spec, const Dataset& corpus,
   }
   result->plan = baseline.candidate.plan;
   result->measured_peak_bytes = result->predicted_peak_bytes = baseline.measured_peak;
-  result->measured_update_seconds = result->predicted_update_seconds =
-      baseline.timing.update_seconds[0];
+  // The time model has no figure for the last resort (its precision may not have been probed):
+  // predicted_update_seconds stays 0, and every refused plan is an alternative to it.
+  result->measured_update_seconds = baseline.timing.update_seconds[0];
   result->selection.timed = {baseline.timing};
   result->fits_memory = true;
   return Status::Ok();
@@ -670,7 +671,8 @@ std::vector<RejectedPlan> FasterAlternatives(const std::vector<RejectedPlan>& re
                                              const ChosenPlan& chosen) {
   std::vector<RejectedPlan> faster;
   for (const RejectedPlan& r : rejected) {
-    if (r.validated || r.predicted_duration_seconds < chosen.modelled_duration_seconds) {
+    if (r.validated || chosen.modelled_duration_seconds <= 0 ||
+        r.predicted_duration_seconds < chosen.modelled_duration_seconds) {
       faster.push_back(r);
     }
   }

@@ -64,6 +64,9 @@ Result<ChosenPlan> PlanJob(const JobSpec& spec, const Dataset& corpus,
 // figure), the ten predicted fastest. The chosen plan's measured job time is no measure for
 // them: the time model was off by ChosenPlan::TimeModelError() (+58% on the bundled job once),
 // and against the measured time the plans the budget ruled out would drop off the plan card.
+// When the chosen plan is the last resort, which the time model has no figure for
+// (modelled_duration_seconds 0), every refused plan is listed (the ten predicted fastest): none
+// of the plans the job allowed was taken, and the card says why.
 std::vector<RejectedPlan> FasterAlternatives(const std::vector<RejectedPlan>& rejected,
                                              const ChosenPlan& chosen);
 
