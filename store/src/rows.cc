@@ -10,8 +10,8 @@ namespace {
 constexpr std::string_view kRunColumns =
     "config_hash, fallback_of, status, created_at, started_at, ended_at, deadline_at, "
     "microbatch, accumulation_steps, checkpoint_blocks, precision, optimizer_state, zero_stage, "
-    "output_chunk, step_in_backward, hardware_id, software_id, shapes, seeds, data_fingerprint, "
-    "throughput_method, "
+    "output_chunk, step_in_backward, offload_activations, hardware_id, software_id, shapes, seeds, "
+    "data_fingerprint, throughput_method, "
     "parameters_bytes, "
     "gradients_bytes, "
     "optimizer_state_bytes, activations_bytes, temporaries_bytes, inputs_bytes, peak_bytes, "
@@ -101,7 +101,7 @@ const std::string_view kSelectRun =
     "SELECT r.id, r.config_hash, r.fallback_of, r.status, r.created_at, r.started_at, "
     "r.ended_at, r.deadline_at, r.microbatch, r.accumulation_steps, r.checkpoint_blocks, "
     "r.precision, r.optimizer_state, r.zero_stage, r.output_chunk, r.step_in_backward, "
-    "h.cpu_model, h.cpu_cores, "
+    "r.offload_activations, h.cpu_model, h.cpu_cores, "
     "h.memory_bytes, "
     "h.device, "
     "h.device_memory_bytes, "
@@ -213,7 +213,8 @@ void BindPlan(sqlite::Statement& stmt, const PlanSpec& plan) {
   stmt.Bind(std::int64_t{plan.microbatch}, std::int64_t{plan.accumulation_steps},
             EncodeBlocks(plan.checkpoint_blocks), std::string(ToString(plan.precision)),
             std::string(ToString(plan.optimizer_state)), std::int64_t{plan.zero_stage},
-            std::int64_t{plan.output_chunk}, std::int64_t{plan.step_in_backward ? 1 : 0});
+            std::int64_t{plan.output_chunk}, std::int64_t{plan.step_in_backward ? 1 : 0},
+            std::int64_t{plan.offload_activations ? 1 : 0});
 }
 
 Result<PlanSpec> ReadPlan(sqlite::Statement& stmt) {
@@ -236,6 +237,7 @@ Result<PlanSpec> ReadPlan(sqlite::Statement& stmt) {
   plan.zero_stage = static_cast<int>(stmt.ReadInt64());
   plan.output_chunk = static_cast<int>(stmt.ReadInt64());
   plan.step_in_backward = stmt.ReadInt64() != 0;
+  plan.offload_activations = stmt.ReadInt64() != 0;
   return plan;
 }
 

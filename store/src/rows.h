@@ -62,13 +62,14 @@ void BindRun(sqlite::Statement& stmt, const RunRecord& run, std::int64_t hardwar
 // The plan columns of a run alone, as `r`; all NULL until the run's plan is chosen.
 inline constexpr std::string_view kSelectPlan =
     "SELECT r.microbatch, r.accumulation_steps, r.checkpoint_blocks, r.precision, "
-    "r.optimizer_state, r.zero_stage, r.output_chunk, r.step_in_backward FROM runs r";
-inline constexpr int kPlanColumns = 8;
+    "r.optimizer_state, r.zero_stage, r.output_chunk, r.step_in_backward, r.offload_activations "
+    "FROM runs r";
+inline constexpr int kPlanColumns = 9;
 // UPDATE of the plan columns WHERE id = ?, bound by BindPlan (then the id).
 inline constexpr std::string_view kUpdatePlan =
     "UPDATE runs SET (microbatch, accumulation_steps, checkpoint_blocks, precision, "
-    "optimizer_state, zero_stage, output_chunk, step_in_backward) = (?, ?, ?, ?, ?, ?, ?, ?) "
-    "WHERE id = ?";
+    "optimizer_state, zero_stage, output_chunk, step_in_backward, offload_activations) = "
+    "(?, ?, ?, ?, ?, ?, ?, ?, ?) WHERE id = ?";
 void BindPlan(sqlite::Statement& stmt, const PlanSpec& plan);
 // REQUIRES: the plan columns are not NULL.
 [[nodiscard]] Result<PlanSpec> ReadPlan(sqlite::Statement& stmt);

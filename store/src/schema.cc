@@ -17,7 +17,7 @@ struct Migration {
 
 // The schema's history. A released step never changes: databases in the field already ran
 // it. A change is a new step at the end, and kSchemaVersion follows it.
-constexpr std::array<Migration, 15> kMigrations = {{
+constexpr std::array<Migration, 16> kMigrations = {{
     {1, R"sql(
 CREATE TABLE config_versions (
   hash       TEXT PRIMARY KEY,
@@ -419,6 +419,13 @@ UPDATE runs SET output_chunk = 0 WHERE microbatch IS NOT NULL;
 ALTER TABLE runs ADD COLUMN step_in_backward INTEGER
   CHECK (step_in_backward IS NULL OR step_in_backward IN (0, 1));
 UPDATE runs SET step_in_backward = 0 WHERE microbatch IS NOT NULL;
+)sql"},
+    // Whether the plan kept the blocks' activations in host memory
+    // (PlanSpec::offload_activations): a ninth plan column, 0 for every run recorded before.
+    {16, R"sql(
+ALTER TABLE runs ADD COLUMN offload_activations INTEGER
+  CHECK (offload_activations IS NULL OR offload_activations IN (0, 1));
+UPDATE runs SET offload_activations = 0 WHERE microbatch IS NOT NULL;
 )sql"},
 }};
 

@@ -296,7 +296,8 @@ TEST_F(StoreTest, ARunHasNoPlanUntilOneIsSetAndThenTheOneSet) {
                         StatePlacement::kDevice,
                         /*zero_stage=*/2,
                         /*output_chunk=*/64,
-                        /*step_in_backward=*/true};
+                        /*step_in_backward=*/true,
+                        /*offload_activations=*/true};
   ASSERT_TRUE(IsOk(store_->SetRunPlan(second, chosen)));
   ASSERT_TRUE(IsOk(store_->MarkUnfinishedAsInterrupted(1'700'000'004)));
   EXPECT_EQ(store_->GetRun(second)->plan, chosen);

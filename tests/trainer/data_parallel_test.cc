@@ -64,7 +64,8 @@ std::vector<torch::Tensor> TrainAndRecord(const JobSpec& spec, DataParallelGroup
   for (int update = 0; update < kUpdates; ++update) trainer.TrainUpdate(update);
   for (const torch::Tensor& p : trainer.model().parameters())
     recorded.push_back(p.detach().clone());
-  recorded.push_back(torch::tensor({AdamWStateBytes(trainer.model_state().optimizer())}, torch::kLong));
+  recorded.push_back(
+      torch::tensor({AdamWStateBytes(trainer.model_state().optimizer())}, torch::kLong));
   return recorded;
 }
 

@@ -28,6 +28,8 @@ enum class Effect {
   // finetune.method: its other value (full) refuses the adapters' keys the bases give;
   // AnAdapterJobIsNotTheFullJob checks it changes the identity. plan.step_in_backward: the
   // bases' two ranks and microbatches refuse it; TheStepInsideTheBackwardIsAPlan checks it.
+  // plan.offload_activations: the bases' CPU, where the host is the device, refuses it;
+  // TheActivationsOnTheHostAreAPlan checks it.
   kCheckedApart,
 };
 
@@ -94,6 +96,7 @@ const std::map<std::string, KeyCase>& Cases() {
       {"plan.zero_stage", {"1", Effect::kNotTrained}},
       {"plan.output_chunk", {"64", Effect::kNotTrained}},
       {"plan.step_in_backward", {"true", Effect::kCheckedApart}},
+      {"plan.offload_activations", {"true", Effect::kCheckedApart}},
       {"runtime.threads", {"2", Effect::kNotTrained}},
       {"runtime.device", {"cuda", Effect::kNotTrained}},
       {"runtime.fix_blas_core", {"false", Effect::kNotTrained}},
@@ -265,6 +268,14 @@ TEST(JobIdentityTest, TheStepInsideTheBackwardIsAPlan) {
   const std::string plain = IdentityOf(job, "one microbatch per update");
   job["plan"]["step_in_backward"] = true;
   EXPECT_EQ(IdentityOf(job, "stepped inside the backward"), plain);
+}
+
+TEST(JobIdentityTest, TheActivationsOnTheHostAreAPlan) {
+  YAML::Node job = YAML::Load(Bases()[0]);
+  job["memory"]["simulated_device"] = true;
+  const std::string plain = IdentityOf(job, "activations on the device");
+  job["plan"]["offload_activations"] = true;
+  EXPECT_EQ(IdentityOf(job, "activations on the host"), plain);
 }
 
 // The files' paths stay out; what they hold joins: the data's fingerprint, the model file's

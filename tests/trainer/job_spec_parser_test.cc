@@ -344,6 +344,24 @@ TEST(JobSpecParserTest, TheStepInsideTheBackwardOnlyWhereItIsExact) {
   }
 }
 
+// Activations moved to host memory free the device only where the host is apart from it.
+TEST(JobSpecParserTest, ActivationsOnTheHostOnlyWhereTheHostIsNotTheDevice) {
+  const std::string plan = "plan: {offload_activations: true}\n";
+  Result<JobSpec> spec = ParseJobSpecText(
+      std::string(kMinimal) + plan + "memory: {simulated_device: true}\n", "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_TRUE(spec->plan.offload_activations);
+  spec = ParseJobSpecText(std::string(kMinimal) + plan + "runtime: {device: cuda}\n", "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_TRUE(spec->plan.offload_activations);
+  spec = ParseJobSpecText(std::string(kMinimal) + plan, "job.yaml");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find("plan.offload_activations"), std::string::npos)
+      << spec.status().message();
+  EXPECT_NE(spec.status().message().find("the host is the device"), std::string::npos)
+      << spec.status().message();
+}
+
 TEST(JobSpecParserTest, FinetuneReadsAdaptersAndRefusesTheirKeysWithFullTraining) {
   Result<JobSpec> spec = ParseJobSpecText(
       std::string(kMinimal) +

@@ -44,6 +44,14 @@ TEST(PlanTextTest, APlanSaysWhereItKeepsTheOptimizerStateWhenItIsTheHost) {
   EXPECT_EQ(DescribePlan(in_backward),
             "8 x 1, 0 blocks checkpointed, fp32, the optimizer step inside the backward");
   EXPECT_EQ(DescribeLevers(in_backward), "the optimizer step inside the backward (gradients)");
+  PlanSpec offloaded{8, 1, {1}, Precision::kFp32};
+  offloaded.offload_activations = true;
+  EXPECT_EQ(DescribePlan(offloaded),
+            "8 x 1, 1 block checkpointed, fp32, activations of the blocks not checkpointed on "
+            "the host");
+  EXPECT_EQ(DescribeLevers(offloaded),
+            "1 block checkpointed (activations), activations of the blocks not checkpointed on "
+            "the host (activations)");
 }
 
 // Issue 46: on the CPU the plan card says what the device's memory counted.

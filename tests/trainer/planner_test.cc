@@ -277,6 +277,32 @@ TEST_F(PlannerTest, FindsTheStepInsideTheBackwardWhereOnlyItFreesEnough) {
   EXPECT_LE(plan->measured_peak_bytes, spec_.memory.usable_bytes());
 }
 
+// With the CPU simulating an accelerator, at a budget between the peak of the named baseline
+// (every block checkpointed) and that of one sample whose blocks keep their activations in
+// host memory, only the activations on the host fit: the planner finds them, and the plan
+// measures under usable.
+TEST_F(PlannerTest, FindsTheActivationsOnTheHostWhereOnlyTheyFit) {
+  spec_.memory.simulated_device = true;
+  spec_.planner.optimizer_states = {StatePlacement::kDevice};
+  JobSpec checkpointed = spec_, offloaded = spec_;
+  checkpointed.plan = NamedBaselinePlan(spec_);
+  offloaded.plan = {1, 8, {}, Precision::kFp32};
+  offloaded.plan.offload_activations = true;
+  const Result<MemoryLedger> all = MeasureLedger(checkpointed, *corpus_);
+  const Result<MemoryLedger> host = MeasureLedger(offloaded, *corpus_);
+  ASSERT_TRUE(all.ok() && host.ok());
+  ASSERT_LT(host->peak_bytes, all->peak_bytes);
+  spec_.memory.reserve_fraction = 0;
+  spec_.memory.budget_bytes = (host->peak_bytes + all->peak_bytes) / 2;
+  Result<ChosenPlan> plan = PlanJob(spec_, *corpus_);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_TRUE(plan->plan.offload_activations) << ToJson(*plan).dump();
+  EXPECT_LE(plan->measured_peak_bytes, spec_.memory.usable_bytes());
+  EXPECT_NE(PlanText(*plan).find("activations of the blocks not checkpointed on the host"),
+            std::string::npos)
+      << PlanText(*plan);
+}
+
 TEST(FitLineTest, RecoversALine) {
   const LinearFit fit = FitLine({1, 2, 4}, {5, 7, 11});
   EXPECT_NEAR(fit.intercept, 3, 1e-12);

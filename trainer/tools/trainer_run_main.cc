@@ -68,7 +68,7 @@ constexpr const char* kUsage = R"(usage:
   trainer-run --what-if --model DIR --device SIZE [--reserve 10%] [--block N]
               [--microbatch N] [--accumulation N] [--precision P] [--checkpoint none|all]
               [--optimizer-state device|host] [--output-chunk N|auto]
-              [--step-in-backward] [--ranks N [--zero-stage 0|1|2]]
+              [--step-in-backward] [--offload-activations] [--ranks N [--zero-stage 0|1|2]]
               [--lora-rank R [--lora-targets q_proj,v_proj] [--lora-base fp32|bf16]]
               [--json]
 
@@ -81,7 +81,7 @@ options:
   --plan FILE          replace the spec's plan with this YAML/JSON mapping: microbatch,
                        accumulation_steps, checkpoint_blocks (all, none or [0, 2]),
                        precision (fp32, bf16, fp16), optimizer_state (device, host),
-                       zero_stage, output_chunk, step_in_backward
+                       zero_stage, output_chunk, step_in_backward, offload_activations
   --plan auto          run the planner first, then train with the plan it chose
   --output-dir DIR     where the training checkpoint (checkpoint.pt) and the model artifact
                        (model.pt) are written; default: runs/<config name>
@@ -145,7 +145,8 @@ options:
                        --parity, or training): loss_per_microbatch, step_per_microbatch,
                        clip_per_microbatch, lr_per_microbatch, recompute_fresh_rng,
                        inf_gradient, weight_decay_per_microbatch, frozen_parameter,
-                       stale_host_weights, chunk_drops_a_token, step_before_clip
+                       stale_host_weights, chunk_drops_a_token, step_before_clip,
+                       offload_restored_stale
                        (docs/trainer-run.md, "Parity check")
   --what-if            budget arithmetic without a model (sizes: 3.2GB, 512MiB, ...)
   --what-if --model DIR
@@ -153,7 +154,8 @@ options:
                        from DIR/config.json alone (no weights read), by per-architecture
                        formulas fitted to measured ledgers of small models of each family;
                        then the largest microbatch that fits at fp32 and bf16, with no layer
-                       and with every layer checkpointed, with the optimizer state on the
+                       checkpointed, with the layers' activations on the host and with every
+                       layer checkpointed, with the optimizer state on the
                        device, on the host and stepped inside the backward. --block
                        (default the smaller of max_position_embeddings and 2048),
                        --microbatch (1), --accumulation (1), --precision (fp32),
@@ -161,7 +163,10 @@ options:
                        more; 0: the whole logits; also for the fits) set the ledger's
                        shape, --step-in-backward its optimizer step inside the
                        backward (no gradients kept; the fits have it as a placement,
-                       one microbatch per update); --ranks N (1) adds the optimizer state
+                       one microbatch per update); --offload-activations keeps what the
+                       layers not checkpointed save for the backward in host memory (the
+                       fits have it as a third checkpoint column, "none, on the host");
+                       --ranks N (1) adds the optimizer state
                        sharded over N data-parallel ranks (ZeRO stage 1) to the fits,
                        and --zero-stage (0) shards the ledger's; --lora-rank R trains
                        adapters of rank R on --lora-targets (the family's q_proj,v_proj or
@@ -307,7 +312,7 @@ Args ParseArgs(int argc, char** argv) {
                arg == "--ranks" || arg == "--zero-stage" || arg == "--lora-rank" ||
                arg == "--lora-targets" || arg == "--lora-base" || arg == "--output-chunk") {
       args.what_if_values[arg] = value();
-    } else if (arg == "--step-in-backward") {
+    } else if (arg == "--step-in-backward" || arg == "--offload-activations") {
       args.what_if_values[arg] = "";
     } else {
       throw UsageError("unknown argument '" + arg + "'");
@@ -367,7 +372,8 @@ int PlannedOutputChunk(const trainerd::PaperModel& model, trainerd::PaperShape s
 }
 
 // The largest microbatch and the peak at microbatch 1 of `shape` at fp32 and bf16, with no
-// layer and every layer checkpointed, for each place of the optimizer state: on the device,
+// layer checkpointed, with the layers' activations on the host and with every layer
+// checkpointed, for each place of the optimizer state: on the device,
 // on the host, on the device stepped inside the backward (one microbatch per update), and
 // (over shape.ranks > 1) sharded at ZeRO stage 1; each with the output chunk the planner picks
 // for it where `planned_chunk`, else with shape's.
@@ -386,10 +392,11 @@ nlohmann::json PaperFits(const trainerd::PaperModel& model, const trainerd::Pape
   for (const auto& [placement, zero_stage, in_backward] : states) {
     for (const trainerd::Precision precision :
          {trainerd::Precision::kFp32, trainerd::Precision::kBf16}) {
-      for (const bool checkpoint_all : {false, true}) {
+      for (const char* checkpoint : {"none", "host", "all"}) {
         trainerd::PaperShape option = shape;
         option.precision = precision;
-        option.checkpoint_all = checkpoint_all;
+        option.checkpoint_all = checkpoint == std::string_view("all");
+        option.offload_activations = checkpoint == std::string_view("host");
         option.optimizer_state = placement;
         option.zero_stage = zero_stage;
         option.step_in_backward = in_backward;
@@ -398,7 +405,8 @@ nlohmann::json PaperFits(const trainerd::PaperModel& model, const trainerd::Pape
         if (planned_chunk) option.output_chunk = PlannedOutputChunk(model, option, usable);
         fits.push_back(
             {{"precision", trainerd::ToString(precision)},
-             {"checkpoint", checkpoint_all ? "all" : "none"},
+             {"checkpoint", option.checkpoint_all ? "all" : "none"},
+             {"offload_activations", option.offload_activations},
              {"optimizer_state", trainerd::ToString(placement)},
              {"zero_stage", zero_stage},
              {"step_in_backward", in_backward},
@@ -416,8 +424,10 @@ void PrintPaperFits(const nlohmann::json& fits, int ranks) {
   for (const nlohmann::json& fit : fits) {
     const int chunk = fit["output_chunk"].get<int>();
     std::printf(
-        "%-10s %-14s %-24s %-13s %10d %16s\n", fit["precision"].get<std::string>().c_str(),
-        fit["checkpoint"] == "all" ? "every layer" : "none",
+        "%-10s %-18s %-24s %-13s %10d %16s\n", fit["precision"].get<std::string>().c_str(),
+        fit["checkpoint"] == "all"               ? "every layer"
+        : fit["offload_activations"].get<bool>() ? "none, on the host"
+                                                 : "none",
         fit["zero_stage"] == 1                ? sharded.c_str()
         : fit["optimizer_state"] == "host"    ? "on the host"
         : fit["step_in_backward"].get<bool>() ? "stepped in the backward"
@@ -486,6 +496,12 @@ int RunPaperLedger(const Args& args) {
           refusal->substr(std::string_view("false ").size()));
     }
   }
+  shape.offload_activations = args.what_if_values.count("--offload-activations") != 0;
+  if (shape.offload_activations && shape.checkpoint_all) {
+    throw UsageError(
+        "--offload-activations keeps the activations of the layers not checkpointed on the "
+        "host: with --checkpoint all there are none");
+  }
   if (auto it = args.what_if_values.find("--zero-stage"); it != args.what_if_values.end()) {
     shape.zero_stage = ParseCount("--zero-stage", it->second, 0, 2);
     if (shape.zero_stage > 0 && shape.ranks == 1)
@@ -552,15 +568,17 @@ int RunPaperLedger(const Args& args) {
   std::printf("%s, %.3f billion parameters (%s/config.json); %s\n", model->architecture().c_str(),
               static_cast<double>(model->parameters()) / 1e9, folder.c_str(),
               ledger.method.c_str());
-  std::printf("block %d, microbatch %d x %d, %s, checkpointing %s, output layer %s:\n\n",
-              shape.block_size, shape.microbatch, shape.accumulation_steps,
-              trainerd::ToString(shape.precision), shape.checkpoint_all ? "every layer" : "none",
-              shape.output_chunk == 0
-                  ? "whole"
-                  : ("in chunks of " + std::to_string(shape.output_chunk)).c_str());
+  std::printf(
+      "block %d, microbatch %d x %d, %s, checkpointing %s, output layer %s:\n\n", shape.block_size,
+      shape.microbatch, shape.accumulation_steps, trainerd::ToString(shape.precision),
+      shape.checkpoint_all        ? "every layer"
+      : shape.offload_activations ? "none, activations on the host"
+                                  : "none",
+      shape.output_chunk == 0 ? "whole"
+                              : ("in chunks of " + std::to_string(shape.output_chunk)).c_str());
   std::cout << trainerd::LedgerTable(ledger);
   std::printf(
-      "\nlargest microbatch within %s usable, at block %d:\n%-10s %-14s %-24s %-13s %10s %16s\n",
+      "\nlargest microbatch within %s usable, at block %d:\n%-10s %-18s %-24s %-13s %10s %16s\n",
       trainerd::FormatBytes(usable).c_str(), shape.block_size, "precision", "checkpointing",
       "optimizer state", "output chunk", "microbatch", "peak at 1");
   PrintPaperFits(fits, shape.ranks);
@@ -584,7 +602,7 @@ int RunWhatIf(const Args& args) {
   for (const char* flag :
        {"--block", "--accumulation", "--precision", "--checkpoint", "--optimizer-state", "--ranks",
         "--zero-stage", "--lora-rank", "--lora-targets", "--lora-base", "--output-chunk",
-        "--step-in-backward"}) {
+        "--step-in-backward", "--offload-activations"}) {
     if (args.what_if_values.count(flag) != 0)
       throw UsageError(std::string(flag) + " only goes with --what-if --model DIR");
   }

@@ -93,6 +93,7 @@ Trainer::Trainer(const JobSpec& spec, const Dataset& corpus, EventSink* sink,
   TORCH_CHECK(adapted.ok(), adapted.message());
   model_->set_checkpointed_blocks(spec_.plan.checkpoint_blocks);
   model_->set_output_chunk(spec_.plan.output_chunk);
+  model_->set_offload_activations(spec_.plan.offload_activations);
   model_->to(device_);
   state_ = MakeModelState(spec_, *model_, device_, group_);
   if (spec_.plan.precision == Precision::kFp16) scaler_.emplace();
@@ -172,7 +173,8 @@ void Trainer::set_test_only_fault(TrainingFault fault) {
   TORCH_CHECK(!spec_.plan.step_in_backward || fault == TrainingFault::kNone ||
                   fault == TrainingFault::kStepBeforeClip ||
                   fault == TrainingFault::kChunkDropsAToken ||
-                  fault == TrainingFault::kRecomputeFreshRng,
+                  fault == TrainingFault::kRecomputeFreshRng ||
+                  fault == TrainingFault::kOffloadRestoredStale,
               "the test-only fault ", ToString(fault), " does not go with plan.step_in_backward");
   fault_ = fault;
   model_->set_test_only_fault(fault);

@@ -3,8 +3,10 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "trainerd/trainer/device/torch_compat.h"
+#include "trainerd/trainer/semantics/activation_offload.h"
 
 namespace trainerd {
 
@@ -23,7 +25,13 @@ torch::Tensor TrainableModel::RunBlock(int index, const BlockFunction& block,
                                        const torch::Tensor& x) {
   if (block_observer_) block_observer_(index, false);
   torch::Tensor y;
-  if (!IsCheckpointed(index) || !torch::GradMode::is_enabled()) {
+  if (!torch::GradMode::is_enabled()) {
+    y = block(x);
+  } else if (!IsCheckpointed(index)) {
+    std::optional<ActivationOffloadScope> offload;
+    if (offload_activations_) {
+      offload.emplace(parameters, buffers, fault_ == TrainingFault::kOffloadRestoredStale);
+    }
     y = block(x);
   } else {
     y = CheckpointedForward(block, x, parameters, buffers,

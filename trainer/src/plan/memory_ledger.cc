@@ -4,15 +4,18 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string_view>
 #include <utility>
 
 #include "trainerd/trainer/device/device_memory.h"
 #include "trainerd/trainer/device/device_timer.h"
 #include "trainerd/trainer/distributed/state_sharding.h"
 #include "trainerd/trainer/loop/gradient_accumulation.h"
+#include "trainerd/trainer/loop/host_model_state.h"
 #include "trainerd/trainer/loop/model_state_bytes.h"
 #include "trainerd/trainer/loop/trainer.h"
 #include "trainerd/trainer/models/build_model.h"
+#include "trainerd/trainer/semantics/activation_offload.h"
 #include "trainerd/trainer/semantics/sample_dropout.h"
 #include "trainerd/trainer/spec/units.h"
 
@@ -20,9 +23,10 @@ namespace trainerd {
 namespace {
 
 // Live bytes each block leaves behind in one forward and loss of `batch` with `checkpointed`
-// blocks, and its time; then (at index num_blocks()) the output layer's and its loss's, zero
-// for a model without one. In the batch's sample stream as training runs it: dropout there
-// keeps no mask on the CPU (sample_dropout.h), where outside a stream torch::dropout would.
+// blocks (the others keeping their activations on the device, whatever the plan), and its time;
+// then (at index num_blocks()) the output layer's and its loss's, zero for a model without one. In
+// the batch's sample stream as training runs it: dropout there keeps no mask on the CPU
+// (sample_dropout.h), where outside a stream torch::dropout would.
 std::vector<std::pair<std::int64_t, double>> MeasureBlocks(Trainer& trainer, DeviceMemory& memory,
                                                            const Batch& batch,
                                                            const std::vector<int>& checkpointed,
@@ -33,6 +37,8 @@ std::vector<std::pair<std::int64_t, double>> MeasureBlocks(Trainer& trainer, Dev
   std::int64_t live_before = 0;
   DeviceTimer timer(trainer.device());
   model.set_checkpointed_blocks(checkpointed);
+  const bool offloaded = model.offload_activations();
+  model.set_offload_activations(false);
   model.set_block_observer([&](int index, bool after) {
     if (!after) {
       live_before = memory.live_bytes();
@@ -47,21 +53,24 @@ std::vector<std::pair<std::int64_t, double>> MeasureBlocks(Trainer& trainer, Dev
     const LossTerms terms = ForwardLossWithPrecision(model, batch.inputs, batch.targets, precision);
   }
   model.set_block_observer({});
+  model.set_offload_activations(offloaded);
   return per_block;
 }
 
 // The host's rows: what a plan with the optimizer state on the host keeps there.
 std::string HostTable(const HostLedger& host) {
   std::string out = host.in_device_count
-                        ? "\non the host (optimizer state; on the CPU the host is the device: in "
-                          "the peak above and against the budget)\n"
-                        : "\non the host (optimizer state, outside the device budget)\n";
+                        ? "\non the host (on the CPU the host is the device: in the peak above "
+                          "and against the budget)\n"
+                        : "\non the host (outside the device budget)\n";
   char line[160];
   for (const auto& [name, bytes] :
        {std::pair<const char*, std::int64_t>{"master weights", host.master_weights_bytes},
         {"gradients", host.gradients_bytes},
         {"optimizer state", host.optimizer_state_bytes},
+        {"activations", host.activations_bytes},
         {"peak", host.peak_bytes}}) {
+    if (bytes == 0 && std::string_view(name) != "peak") continue;
     std::snprintf(line, sizeof(line), "%-18s %12s\n", name, FormatBytes(bytes).c_str());
     out += line;
   }
@@ -125,21 +134,32 @@ Result<MemoryLedger> MeasureLedger(const JobSpec& spec, const Dataset& corpus,
     ledger.gradients_bytes = state.gradients_bytes;
     ledger.optimizer_state_bytes = state.optimizer_state_bytes;  // on the device
     ledger.host = trainer.model_state().HostBytes(spec.memory);
+    if (!ledger.host && spec.plan.offload_activations) {
+      ledger.host = HostLedger{};
+      ledger.host->budget_bytes = HostBudgetBytes(spec.memory);
+    }
     if (ledger.host) ledger.host->in_device_count = HostIsTheDevice(spec);
     for (const Batch& b : trainer.Microbatches(*measured)) {
       ledger.inputs_bytes += TensorBytes(b.inputs) + TensorBytes(b.targets);
     }
 
     const std::int64_t live_at_start = memory.live_bytes();
+    const std::int64_t offloaded_at_start = OffloadedActivationBytes();
     HostMemory& host_memory = HostMemoryOfProcess();
     memory.ResetPeak();
     host_memory.ResetPeak();
     trainer.TrainUpdate(*measured, [&](std::size_t index) {
-      if (index == 0) {
-        ledger.activations_bytes = memory.live_bytes() - live_at_start - ledger.inputs_bytes;
+      if (index != 0) return;
+      ledger.activations_bytes = memory.live_bytes() - live_at_start - ledger.inputs_bytes;
+      if (ledger.host) {
+        ledger.host->activations_bytes = OffloadedActivationBytes() - offloaded_at_start;
       }
     });
-    if (ledger.host) ledger.host->peak_bytes = host_memory.peak_bytes();
+    if (ledger.host) {
+      // Pinned memory (CUDA's host copies) is outside the CPU allocator's count.
+      ledger.host->peak_bytes = host_memory.peak_bytes() +
+                                (trainer.device().is_cuda() ? ledger.host->activations_bytes : 0);
+    }
     const std::int64_t update_peak = memory.peak_bytes();
     const std::int64_t reserved_peak = memory.peak_reserved_bytes();
     const std::int64_t host_in_peak =
@@ -230,6 +250,11 @@ std::string LedgerTable(const MemoryLedger& ledger) {
     out +=
         "gradients: the optimizer step inside the backward (plan step_in_backward) steps and "
         "frees each parameter's as soon as it is complete: never all alive at once\n";
+  }
+  if (ledger.plan.offload_activations) {
+    out +=
+        "activations: the blocks not checkpointed keep what their forward saves in host memory "
+        "(plan offload_activations), copied back as the backward needs it\n";
   }
   if (ledger.host) out += HostTable(*ledger.host);
   if (ledger.frozen_parameters_bytes > 0) {

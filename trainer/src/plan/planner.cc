@@ -158,6 +158,12 @@ struct BlockRanking {
   // In a job of more than one rank: the optimizer state ZeRO leaves to the other ranks.
   std::int64_t optimizer_state_on_other_ranks = 0;
   int output_chunk = 0;  // OutputChunkFor the same ledger
+  // What the blocks keep for the backward, per sample, all of them: what offloading all their
+  // activations moves to the host (at fp32); over what checkpointing them all saves, and what
+  // checkpointing keeps (their inputs) over it.
+  double activation_bytes_per_sample = 0;
+  double activations_over_saved = 1;
+  double inputs_over_activations = 0;
 };
 
 Result<BlockRanking> RankBlocks(const JobSpec& spec, const Dataset& corpus) {
@@ -198,6 +204,14 @@ Result<BlockRanking> RankBlocks(const JobSpec& spec, const Dataset& corpus) {
   }
   const auto probe = static_cast<double>(ledger_spec.plan.microbatch);
   r.recompute_seconds_per_sample = total_cost / probe;
+  double activations = 0, inputs = 0;
+  for (const BlockActivation& b : ledger->blocks) {
+    activations += static_cast<double>(b.activation_bytes);
+    inputs += static_cast<double>(b.checkpointed_activation_bytes);
+  }
+  r.activation_bytes_per_sample = activations / probe;
+  if (total_saved > 0) r.activations_over_saved = activations / total_saved;
+  if (activations > 0) r.inputs_over_activations = inputs / activations;
   r.input_bytes_per_sample = static_cast<double>(ledger->inputs_bytes) / probe;
   // What the host would hold copies of: the parameters the optimizer steps.
   r.parameters_bytes = ledger->parameters_bytes - ledger->frozen_parameters_bytes;
@@ -307,6 +321,71 @@ std::int64_t PredictPeak(const JobSpec& spec, const BlockRanking& blocks,
                                        (spec.training.effective_batch - m));
 }
 
+// What offloading the activations of the blocks not checkpointed does to a plan: the host
+// memory it may fill, the time each byte moved adds to an update (out in the forward, back in
+// the backward), and per sample what the measured peak differs from the prediction by (the
+// backward's restored tensors, a node's inputs at a time, less the backward's own peak that sat
+// on the activations), measured.
+struct OffloadLever {
+  std::int64_t host_budget_bytes = 0;
+  double seconds_per_byte = 0;
+  double residual_bytes_per_sample = 0;
+};
+
+// The activations the blocks after the k best keep at microbatch `m` in `model`'s precision:
+// their share of what checkpointing every block saves there, with the inputs checkpointing
+// keeps.
+double OffloadedBytes(const BlockRanking& blocks, const PrecisionModel& model, int m, int k) {
+  const double none = model.peak_none.At(m), ckpt = std::min(none, model.peak_all.At(m));
+  return (1.0 - blocks.saved_fraction[k]) * (none - ckpt) * blocks.activations_over_saved;
+}
+
+// The peak of microbatch `m` with the k best blocks checkpointed and the others' activations
+// on the host, before the lever's residual: without those activations.
+double OffloadedPeakBeforeResidual(const JobSpec& spec, const BlockRanking& blocks,
+                                   const PrecisionModel& model, int m, int k) {
+  return static_cast<double>(PredictPeak(spec, blocks, model, m, k)) -
+         OffloadedBytes(blocks, model, m, k);
+}
+
+// The lever measured at the smallest probe microbatch, nothing checkpointed, in the first
+// allowed precision: the same update with and without the activations offloaded, each the
+// fastest of its timed updates and its peak (no cost where either could not be timed).
+OffloadLever MeasureOffloadLever(const JobSpec& spec, const Dataset& corpus,
+                                 const BlockRanking& blocks, const PrecisionModel& model) {
+  const std::vector<int>& probes = spec.planner.probe_microbatches;
+  const int m =
+      std::min(spec.training.effective_batch, *std::min_element(probes.begin(), probes.end()));
+  PlanSpec offloaded = MakePlan(spec, m, {}, model.precision);
+  const Measurement kept = MeasureUpdate(spec, corpus, offloaded, m, 0);
+  offloaded.offload_activations = true;
+  const Measurement moved = MeasureUpdate(spec, corpus, offloaded, m, 0);
+  const bool timed = !kept.oom && !kept.never_stepped && !moved.oom && !moved.never_stepped;
+  const double bytes = OffloadedBytes(blocks, model, m, 0);
+  if (!timed || bytes <= 0) return {HostBudgetBytes(spec.memory), 0.0, 0.0};
+  return {HostBudgetBytes(spec.memory),
+          std::max(0.0, moved.update_seconds - kept.update_seconds) / bytes,
+          (static_cast<double>(moved.peak_bytes) -
+           OffloadedPeakBeforeResidual(spec, blocks, model, m, 0)) /
+              m};
+}
+
+// The predicted peak of microbatch `m` with the k best blocks checkpointed and the others'
+// activations on the host: without them, with the lever's residual; with a block checkpointed,
+// at least every block checkpointed less the inputs the offloaded ones would have kept (a
+// checkpointed block's recompute is then the backward's peak).
+std::int64_t PredictOffloadedPeak(const JobSpec& spec, const BlockRanking& blocks,
+                                  const PrecisionModel& model, const OffloadLever& offload, int m,
+                                  int k) {
+  const double kept = OffloadedPeakBeforeResidual(spec, blocks, model, m, k) +
+                      offload.residual_bytes_per_sample * m;
+  const double recomputing =
+      k > 0 ? static_cast<double>(PredictPeak(spec, blocks, model, m, NumBlocks(spec.model))) -
+                  OffloadedBytes(blocks, model, m, k) * blocks.inputs_over_activations
+            : 0.0;
+  return static_cast<std::int64_t>(std::max(kept, recomputing));
+}
+
 // Whether some plan, with its optimizer state on the device, is predicted over usable: only
 // then can keeping the state on the host let a plan fit that did not (the lever never makes
 // an update faster, so a plan that fits gains nothing by it).
@@ -326,6 +405,7 @@ std::vector<Candidate> PredictCandidates(const JobSpec& spec, const BlockRanking
                                          const std::vector<PrecisionModel>& models,
                                          const UncheckablePlans& uncheckable,
                                          const std::optional<HostLever>& host,
+                                         const std::optional<OffloadLever>& offload,
                                          std::vector<RejectedPlan>* rejected) {
   const int batch = spec.training.effective_batch;
   const std::int64_t usable = spec.memory.usable_bytes();
@@ -378,6 +458,25 @@ std::vector<Candidate> PredictCandidates(const JobSpec& spec, const BlockRanking
         if (peak > usable && !StepInBackwardRefusal(in_backward, spec.model, spec.distributed)) {
           judge(in_backward, peak - blocks.parameters_bytes,
                 update_seconds * (spec.training.grad_clip > 0 ? 2 : 1));
+        }
+        // Offloading the blocks not checkpointed moves their activations to the host and back.
+        if (offload && peak > usable && k < NumBlocks(spec.model)) {
+          PlanSpec offloaded = plan;
+          offloaded.offload_activations = true;
+          const double moved = OffloadedBytes(blocks, model, m, k);
+          const std::int64_t offloaded_peak =
+              PredictOffloadedPeak(spec, blocks, model, *offload, m, k);
+          const double offloaded_seconds =
+              update_seconds + offload->seconds_per_byte * moved * plan.accumulation_steps;
+          if (moved > static_cast<double>(offload->host_budget_bytes)) {
+            rejected->push_back(
+                {offloaded, offloaded_peak, offloaded_seconds * spec.training.updates,
+                 "its activations on the host (" + FormatBytes(static_cast<std::int64_t>(moved)) +
+                     ") exceed the host budget of " + FormatBytes(offload->host_budget_bytes) +
+                     " (memory.host_budget)"});
+          } else {
+            judge(offloaded, offloaded_peak, offloaded_seconds);
+          }
         }
         // The one-process probes cannot time the collectives sharding adds (a broadcast of
         // the weights per update): a sharded twin is predicted as fast as its unsharded one.
@@ -636,10 +735,16 @@ Result<ChosenPlan> PlanJob(const JobSpec& job, const Dataset& corpus, const Plan
   Result<std::vector<PrecisionModel>> models = FitPrecisionModels(spec, corpus);
   if (!models.ok()) return models.status();
   std::optional<HostLever> host;
+  std::optional<OffloadLever> offload;
   std::vector<StatePlacement> placements = {StatePlacement::kDevice};
-  if (MayKeepStateOnTheHost(spec) && SomePlanExceedsUsable(spec, *blocks, *models)) {
-    host = MeasureHostLever(spec, corpus, *blocks);
-    placements.push_back(StatePlacement::kHost);
+  if (SomePlanExceedsUsable(spec, *blocks, *models)) {
+    if (MayKeepStateOnTheHost(spec)) {
+      host = MeasureHostLever(spec, corpus, *blocks);
+      placements.push_back(StatePlacement::kHost);
+    }
+    if (!OffloadActivationsRefusal(spec)) {
+      offload = MeasureOffloadLever(spec, corpus, *blocks, models->front());
+    }
   }
   Result<UncheckablePlans> uncheckable =
       options.parity_checked ? FindUncheckablePlans(spec, corpus, *models, placements)
@@ -647,7 +752,7 @@ Result<ChosenPlan> PlanJob(const JobSpec& job, const Dataset& corpus, const Plan
   if (!uncheckable.ok()) return uncheckable.status();
   std::vector<RejectedPlan> rejected;
   const std::vector<Candidate> fitting =
-      PredictCandidates(spec, *blocks, *models, *uncheckable, host, &rejected);
+      PredictCandidates(spec, *blocks, *models, *uncheckable, host, offload, &rejected);
 
   ChosenPlan result;
   result.usable_bytes = spec.memory.usable_bytes();

@@ -5,7 +5,7 @@
 namespace trainerd {
 namespace {
 
-constexpr EnumNames<TrainingFault, 13> kNames{{{
+constexpr EnumNames<TrainingFault, 14> kNames{{{
     {TrainingFault::kNone, "none"},
     {TrainingFault::kLossPerMicrobatch, "loss_per_microbatch"},
     {TrainingFault::kStepPerMicrobatch, "step_per_microbatch"},
@@ -19,6 +19,7 @@ constexpr EnumNames<TrainingFault, 13> kNames{{{
     {TrainingFault::kStaleHostWeights, "stale_host_weights"},
     {TrainingFault::kChunkDropsAToken, "chunk_drops_a_token"},
     {TrainingFault::kStepBeforeClip, "step_before_clip"},
+    {TrainingFault::kOffloadRestoredStale, "offload_restored_stale"},
 }}};
 
 }  // namespace

@@ -6,6 +6,13 @@
 
 namespace trainerd {
 
+std::optional<std::string> OffloadActivationsRefusal(const JobSpec& spec) {
+  if (!HostIsTheDevice(spec)) return std::nullopt;
+  return std::string(
+      "false on the CPU, where the host is the device (activations moved to host memory would "
+      "free nothing; memory.simulated_device: true simulates an accelerator)");
+}
+
 std::optional<std::string> StepInBackwardRefusal(const PlanSpec& plan, const ModelSpec& model,
                                                  const DistributedSpec& distributed) {
   if (plan.accumulation_steps > 1) {

@@ -149,7 +149,16 @@ void ReadPlan(YamlReader plan, const ModelSpec& model, const TrainingSpec& train
       plan.Fail("step_in_backward", *refusal, "true");
     }
   }
+  plan.Bool("offload_activations", &spec->offload_activations);
   plan.RejectUnknownKeys();
+}
+
+// The plan's keys that depend on where the job runs, once runtime and memory are read.
+void CheckPlanPlacement(YamlReader plan, const JobSpec& job) {
+  if (!job.plan.offload_activations) return;
+  if (const auto refusal = OffloadActivationsRefusal(job)) {
+    plan.Fail("offload_activations", *refusal, "true");
+  }
 }
 
 void ReadRuntime(YamlReader runtime, RuntimeSpec* spec) {
@@ -308,6 +317,7 @@ Result<JobSpec> ReadJobSpec(const std::string& yaml_text, const std::string& ori
   ReadRuntime(top.Child("runtime"), &spec.runtime);
   ReadMemory(top.Child("memory"), spec.runtime, &spec.memory);
   ReadPlanner(top.Child("planner"), &spec.planner);
+  if (top.ok()) CheckPlanPlacement(top.Child("plan"), spec);
   top.DurationSeconds("window", &spec.window_seconds);
   ReadInitFrom(top, base, &spec.init_from);
   top.RejectUnknownKeys();
@@ -343,6 +353,9 @@ Status ApplyPlanFile(const std::string& path, JobSpec* spec) {
   YamlReader reader(*root, path, "");
   bool all_blocks_uncounted = false;
   ReadPlan(reader, spec->model, spec->training, spec->distributed, &plan, &all_blocks_uncounted);
+  JobSpec planned = *spec;
+  planned.plan = plan;
+  if (reader.ok()) CheckPlanPlacement(reader, planned);
   if (!reader.ok()) return Status::InvalidArgument(reader.first_error());
   spec->plan = plan;
   return Status::Ok();

@@ -20,6 +20,7 @@ std::string SignedPercent(double fraction) {
 }
 
 constexpr const char* kStepInBackwardText = "the optimizer step inside the backward";
+constexpr const char* kOffloadText = "activations of the blocks not checkpointed on the host";
 
 std::string OutputChunkText(const PlanSpec& plan) {
   return "output layer in chunks of " + std::to_string(plan.output_chunk) +
@@ -36,7 +37,8 @@ std::string DescribePlan(const PlanSpec& plan) {
          (plan.optimizer_state == StatePlacement::kHost ? ", optimizer state on the host" : "") +
          (plan.zero_stage > 0 ? ", ZeRO stage " + std::to_string(plan.zero_stage) : "") +
          (plan.output_chunk > 0 ? ", " + OutputChunkText(plan) : "") +
-         (plan.step_in_backward ? ", " + std::string(kStepInBackwardText) : "");
+         (plan.step_in_backward ? ", " + std::string(kStepInBackwardText) : "") +
+         (plan.offload_activations ? ", " + std::string(kOffloadText) : "");
 }
 
 std::string DescribeLevers(const PlanSpec& plan) {
@@ -62,6 +64,7 @@ std::string DescribeLevers(const PlanSpec& plan) {
   }
   if (plan.output_chunk > 0) add(OutputChunkText(plan), "output layer");
   if (plan.step_in_backward) add(kStepInBackwardText, "gradients");
+  if (plan.offload_activations) add(kOffloadText, "activations");
   return text.empty() ? "none" : text;
 }
 

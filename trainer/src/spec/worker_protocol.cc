@@ -26,6 +26,7 @@ void Fields(V& v, PlanSpec& s) {
   v("zero_stage", s.zero_stage);
   v("output_chunk", s.output_chunk);
   v("step_in_backward", s.step_in_backward);
+  v("offload_activations", s.offload_activations);
 }
 
 template <typename V>
@@ -243,6 +244,7 @@ void Fields(V& v, HostLedger& s) {
   v("master_weights_bytes", s.master_weights_bytes);
   v("gradients_bytes", s.gradients_bytes);
   v("optimizer_state_bytes", s.optimizer_state_bytes);
+  v("activations_bytes", s.activations_bytes);
   v("peak_bytes", s.peak_bytes);
   v("budget_bytes", s.budget_bytes);
   v("in_device_count", s.in_device_count);

@@ -196,7 +196,7 @@ MemoryLedger PaperModel::Ledger(const PaperShape& shape, std::int64_t budget_byt
   ledger.parameters_bytes = ledger.frozen_parameters_bytes + 4 * trained;
   ledger.gradients_bytes = shape.step_in_backward ? 0 : 4 * trained;
   if (shape.optimizer_state == StatePlacement::kHost) {
-    ledger.host = HostLedger{4 * trained, 4 * trained, 8 * trained, 16 * trained, 0};
+    ledger.host = HostLedger{4 * trained, 4 * trained, 8 * trained, 0, 16 * trained, 0};
   } else {
     ledger.optimizer_state_bytes = 8 * trained;  // AdamW's two moments
   }
@@ -214,6 +214,19 @@ MemoryLedger PaperModel::Ledger(const PaperShape& shape, std::int64_t budget_byt
   ledger.output_layer_bytes = chunk > 0 ? 4 : whole_output;
   ledger.activations_bytes -=
       whole_output - (chunk > 0 && (half || shape.adapters) ? 4 * m * t * h : 0);
+  // Offloaded, the layers' saved tensors are in host memory, copied back one node's at a time;
+  // the fp32 rotary tables, shared by the layers outside them, are saved by each layer's
+  // products: every layer's copy holds them, and the device none (in bf16 the layers save
+  // their casts, already in the layer's bytes).
+  const bool offloaded = shape.offload_activations && !shape.checkpoint_all;
+  if (offloaded) {
+    ledger.plan.offload_activations = true;
+    const std::int64_t shared = !gpt2_ && !half ? 8 * t * d : 0;
+    ledger.activations_bytes -= layers_ * layer_bytes + shared;
+    if (!ledger.host) ledger.host = HostLedger{};
+    ledger.host->activations_bytes = layers_ * (layer_bytes + shared);
+    ledger.host->peak_bytes += ledger.host->activations_bytes;
+  }
   // The output layer's backward. Whole: the logits' gradient and the loss's, fp32. In chunks
   // (measured on twins of vocabulary 4096): the hidden states' gradient, a trained head's
   // gradient summed over the chunks, and the larger of a chunk's weight gradient (fp32; in
@@ -248,6 +261,13 @@ MemoryLedger PaperModel::Ledger(const PaperShape& shape, std::int64_t budget_byt
       tied_sum, shape.checkpoint_all
                     ? std::max(output_backward, recomputed) + (gpt2_ && chunk == 0 ? logits : 0)
                     : output_backward);
+  // Offloaded, GPT-2's blockwise kernel at fp32, which read q, k, v and its output in place in
+  // the forward, copies them in the backward from their restored product, beside the MLP's
+  // two inner-wide products (measured on the GPT-2 twin; a Llama's backward restores no more
+  // than it frees).
+  if (offloaded && gpt2_ && blockwise && !half) {
+    ledger.temporaries_bytes += m * t * (20 * h + 8 * inner + 8);
+  }
   // Stepped inside the backward, a gradient lives from its accumulation to its step: beyond
   // the backward's other phases only an untied trained head's shows, complete while every
   // activation is still alive: its gradient with its norm's fp64 slices (kNormSlice), and

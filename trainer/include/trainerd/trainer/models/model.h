@@ -95,6 +95,10 @@ class TrainableModel : public torch::nn::Module {
   // checkpoint_blocks). REQUIRES: every index < num_blocks().
   void set_checkpointed_blocks(const std::vector<int>& blocks);
   const std::vector<int>& checkpointed_blocks() const { return checkpointed_; }
+  // Plan offload_activations: the blocks not checkpointed keep what their forward saves for
+  // the backward in host memory (semantics/activation_offload.h).
+  void set_offload_activations(bool offload) { offload_activations_ = offload; }
+  bool offload_activations() const { return offload_activations_; }
 
   // Called before (after = false) and after (after = true) each block's forward, and with
   // index num_blocks() around ForwardLoss's output layer and loss (of a model that has one);
@@ -102,8 +106,8 @@ class TrainableModel : public torch::nn::Module {
   using BlockObserver = std::function<void(int index, bool after)>;
   void set_block_observer(BlockObserver observer) { block_observer_ = std::move(observer); }
 
-  // TEST ONLY: kRecomputeFreshRng (checkpointed blocks recompute with fresh dropout masks) and
-  // kChunkDropsAToken act here; the others elsewhere.
+  // TEST ONLY: kRecomputeFreshRng (checkpointed blocks recompute with fresh dropout masks),
+  // kChunkDropsAToken and kOffloadRestoredStale act here; the others elsewhere.
   void set_test_only_fault(TrainingFault fault) { fault_ = fault; }
 
  protected:
@@ -128,6 +132,7 @@ class TrainableModel : public torch::nn::Module {
   LossSpec loss_;
   BlockObserver block_observer_;
   std::int64_t output_chunk_ = 0;
+  bool offload_activations_ = false;
   TrainingFault fault_ = TrainingFault::kNone;
 };
 

@@ -32,7 +32,7 @@ namespace trainerd {
 
 // The plugin interface's version: TrainableModel's layout and this header's types. Raised
 // whenever either changes, so that a library built against other headers is refused.
-inline constexpr int kModelPluginAbiVersion = 5;
+inline constexpr int kModelPluginAbiVersion = 6;
 
 // What a factory is given to build the model of one job.
 struct ModelContext {

@@ -48,6 +48,10 @@ struct PaperShape {
   // plan.step_in_backward: no gradients kept (a parameter's lives from its accumulation to its
   // step, among the temporaries). REQUIRES: accumulation_steps 1, the state on the device.
   bool step_in_backward = false;
+  // plan.offload_activations: the layers (none checkpointed) keep what they save for the
+  // backward in host memory (the ledger's `host` part, its budget 0: unknown), none of it on
+  // the device. Ignored with checkpoint_all.
+  bool offload_activations = false;
   int eval_windows = 16;  // data.eval_windows_per_slice: the held-out batch
   PaperLibTorch libtorch = PaperLibTorch::k2;
 };

@@ -14,7 +14,13 @@
 //    job duration, then by less memory. A plan predicted over usable has twins that may fit:
 //    the optimizer state on the host, sharded over the ranks, or (one microbatch per update)
 //    the optimizer step inside the backward, which frees the gradients and, with clipping,
-//    costs a second forward and backward (plan step_in_backward, in_backward_model_state.h).
+//    costs a second forward and backward (plan step_in_backward, in_backward_model_state.h);
+//    and, where the host is not the device, the activations of the blocks not checkpointed
+//    in host memory (plan offload_activations, activation_offload.h): their peak is
+//    predicted from a probe of the lever (its peak and the bytes its backward restores), its
+//    time from the same probe's seconds per byte moved, so the copies are weighed against
+//    the recompute of checkpointing; a twin whose activations exceed the host budget is
+//    rejected with the reason.
 // 3. Screen: per precision and accumulation step count, the candidate predicted fastest is
 //    timed under the device limit (after a warm-up update, the fastest of as many updates as
 //    make 0.5 s, at most 5), in predicted order, while the search budget (2% of the window)

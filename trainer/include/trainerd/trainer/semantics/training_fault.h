@@ -34,6 +34,9 @@ enum class TrainingFault {
                               // leaves its first position's loss out (output_chunks.h)
   kStepBeforeClip,            // with the step inside the backward, each parameter stepped with
                               // its gradient as it comes, before the global norm's clip
+  kOffloadRestoredStale,      // with the activations offloaded, a host copy is taken from a pool
+                              // of freed ones of its shape without being written: the backward
+                              // restores an earlier microbatch's tensor
 };
 
 // The command-line names: none, loss_per_microbatch, step_per_microbatch,

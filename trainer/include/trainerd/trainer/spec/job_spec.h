@@ -155,13 +155,21 @@ struct PlanSpec {
   // that knows its count (StepInBackwardRefusal); with training.grad_clip a first
   // forward and backward measures the global norm, the second steps with its clip.
   bool step_in_backward = false;
+  // Every block not checkpointed keeps the tensors its forward saves for the backward in host
+  // memory, each copied back to the device when the backward needs it (on CUDA the copies out
+  // run on a stream of their own, beside the forward's kernels): the blocks' activations
+  // leave the device, at the cost of moving them twice (docs/model-state.md, "Activations in
+  // host memory"). The same update, exactly. Not where the host is the device
+  // (OffloadActivationsRefusal).
+  bool offload_activations = false;
 
   // Written out: plugins compile this header as C++17 (cmake/trainerdConfig.cmake.in).
   bool operator==(const PlanSpec& other) const {
     return microbatch == other.microbatch && accumulation_steps == other.accumulation_steps &&
            checkpoint_blocks == other.checkpoint_blocks && precision == other.precision &&
            optimizer_state == other.optimizer_state && zero_stage == other.zero_stage &&
-           output_chunk == other.output_chunk && step_in_backward == other.step_in_backward;
+           output_chunk == other.output_chunk && step_in_backward == other.step_in_backward &&
+           offload_activations == other.offload_activations;
   }
 };
 
@@ -324,6 +332,11 @@ inline bool MayKeepStateOnTheHost(const JobSpec& spec) {
   return !HostIsTheDevice(spec) &&
          std::find(allowed.begin(), allowed.end(), StatePlacement::kHost) != allowed.end();
 }
+
+// Why `spec`'s plan cannot keep its blocks' activations in host memory, as the error's
+// expectation ("false ..."): on the CPU without memory.simulated_device the host is the
+// device, and moving bytes there frees nothing. nullopt where it can.
+std::optional<std::string> OffloadActivationsRefusal(const JobSpec& spec);
 
 // Why `plan` cannot take the optimizer step inside the backward for a job of `model` over
 // `distributed`, as the error's expectation ("false with ..."); nullopt where it can.

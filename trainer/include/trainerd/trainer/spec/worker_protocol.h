@@ -30,7 +30,7 @@ namespace trainerd {
 
 // Raised whenever a type below changes its fields: a daemon refuses a worker of another
 // version (trainer-run --version --json).
-inline constexpr int kWorkerProtocolVersion = 15;
+inline constexpr int kWorkerProtocolVersion = 16;
 
 // A SHA-256 as 64 lowercase hex digits: it names release files, so nothing else is accepted.
 struct Sha256Digest {
@@ -275,13 +275,16 @@ struct BlockActivation {
 // (`sharded_over_ranks` N), and the peaks less the optimizer state the other ranks keep
 // (`optimizer_state_on_other_ranks`). Stage 2's other shards' gradients still exist through a
 // backward until they are summed: they stay in the peak, as temporaries.
-// What a plan keeps in host memory (StatePlacement::kHost), outside the device budget: the
-// fp32 master weights, the gradients' host copy and AdamW's state, exact from the tensors;
-// the host's peak over an update with the step's temporaries; and the budget it is held to.
+// What a plan keeps in host memory, outside the device budget: with the optimizer state on
+// the host (StatePlacement::kHost) the fp32 master weights, the gradients' host copy and
+// AdamW's state, exact from the tensors; with the activations offloaded
+// (PlanSpec::offload_activations) what the first microbatch's forward left there; the host's
+// peak over an update; and the budget it is held to.
 struct HostLedger {
   std::int64_t master_weights_bytes = 0;
   std::int64_t gradients_bytes = 0;
   std::int64_t optimizer_state_bytes = 0;
+  std::int64_t activations_bytes = 0;
   std::int64_t peak_bytes = 0;
   std::int64_t budget_bytes = 0;  // memory.host_budget, or the host's available memory
   // On the CPU without memory.simulated_device the host is the device: these bytes are also
@@ -311,7 +314,7 @@ struct MemoryLedger {
   std::int64_t reserved_peak_bytes = 0;  // the allocator's peak holding (CUDA cache); = peak on CPU
   std::int64_t budget_bytes = 0;
   std::int64_t usable_bytes = 0;
-  std::optional<HostLedger> host;  // set when the plan keeps the optimizer state on the host
+  std::optional<HostLedger> host;  // set when the plan keeps state or activations on the host
   int sharded_over_ranks = 1;      // the ranks a plan with zero_stage > 0 shards the state over
   std::int64_t optimizer_state_on_other_ranks = 0;  // and what of it this rank does not keep
   std::vector<BlockActivation> blocks;
