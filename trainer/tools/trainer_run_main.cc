@@ -165,7 +165,8 @@ options:
                        backward (no gradients kept; the fits have it as a placement,
                        one microbatch per update); --offload-activations keeps what the
                        layers not checkpointed save for the backward in host memory (the
-                       fits have it as a third checkpoint column, "none, on the host");
+                       fits have it as a third checkpoint column, "none, on the host", and
+                       each fit names the host memory its largest microbatch needs);
                        --ranks N (1) adds the optimizer state
                        sharded over N data-parallel ranks (ZeRO stage 1) to the fits,
                        and --zero-stage (0) shards the ledger's; --lora-rank R trains
@@ -403,6 +404,12 @@ nlohmann::json PaperFits(const trainerd::PaperModel& model, const trainerd::Pape
         if (in_backward) option.accumulation_steps = 1;
         option.microbatch = 1;
         if (planned_chunk) option.output_chunk = PlannedOutputChunk(model, option, usable);
+        const int largest = model.LargestMicrobatch(option, usable);
+        // What the host must hold at that microbatch (the paper knows no host budget).
+        trainerd::PaperShape at_largest = option;
+        at_largest.microbatch = std::max(1, largest);
+        const std::optional<trainerd::HostLedger> host =
+            model.Ledger(at_largest, device, usable).host;
         fits.push_back(
             {{"precision", trainerd::ToString(precision)},
              {"checkpoint", option.checkpoint_all ? "all" : "none"},
@@ -411,8 +418,9 @@ nlohmann::json PaperFits(const trainerd::PaperModel& model, const trainerd::Pape
              {"zero_stage", zero_stage},
              {"step_in_backward", in_backward},
              {"output_chunk", option.output_chunk},
-             {"largest_microbatch", model.LargestMicrobatch(option, usable)},
-             {"peak_bytes_at_microbatch_1", model.Ledger(option, device, usable).peak_bytes}});
+             {"largest_microbatch", largest},
+             {"peak_bytes_at_microbatch_1", model.Ledger(option, device, usable).peak_bytes},
+             {"host_bytes_at_largest", host ? host->peak_bytes : 0}});
       }
     }
   }
@@ -424,7 +432,7 @@ void PrintPaperFits(const nlohmann::json& fits, int ranks) {
   for (const nlohmann::json& fit : fits) {
     const int chunk = fit["output_chunk"].get<int>();
     std::printf(
-        "%-10s %-18s %-24s %-13s %10d %16s\n", fit["precision"].get<std::string>().c_str(),
+        "%-10s %-18s %-24s %-13s %10d %16s %16s\n", fit["precision"].get<std::string>().c_str(),
         fit["checkpoint"] == "all"               ? "every layer"
         : fit["offload_activations"].get<bool>() ? "none, on the host"
                                                  : "none",
@@ -433,7 +441,8 @@ void PrintPaperFits(const nlohmann::json& fits, int ranks) {
         : fit["step_in_backward"].get<bool>() ? "stepped in the backward"
                                               : "on the device",
         chunk == 0 ? "whole" : std::to_string(chunk).c_str(), fit["largest_microbatch"].get<int>(),
-        trainerd::FormatBytes(fit["peak_bytes_at_microbatch_1"].get<std::int64_t>()).c_str());
+        trainerd::FormatBytes(fit["peak_bytes_at_microbatch_1"].get<std::int64_t>()).c_str(),
+        trainerd::FormatBytes(fit["host_bytes_at_largest"].get<std::int64_t>()).c_str());
   }
 }
 
@@ -578,9 +587,9 @@ int RunPaperLedger(const Args& args) {
                               : ("in chunks of " + std::to_string(shape.output_chunk)).c_str());
   std::cout << trainerd::LedgerTable(ledger);
   std::printf(
-      "\nlargest microbatch within %s usable, at block %d:\n%-10s %-18s %-24s %-13s %10s %16s\n",
+      "\nlargest microbatch within %s usable, at block %d:\n%-10s %-18s %-24s %-13s %10s %16s %16s\n",
       trainerd::FormatBytes(usable).c_str(), shape.block_size, "precision", "checkpointing",
-      "optimizer state", "output chunk", "microbatch", "peak at 1");
+      "optimizer state", "output chunk", "microbatch", "peak at 1", "host at largest");
   PrintPaperFits(fits, shape.ranks);
   if (!recommendation.is_null()) {
     std::string targets;
