@@ -12,6 +12,7 @@
 #include <string>
 
 #include "../support/cuda_test.h"
+#include "../support/parity_expectations.h"
 #include "../support/tiny_job_test.h"
 #include "trainerd/trainer/loop/trainer.h"
 #include "trainerd/trainer/plan/memory_ledger.h"
@@ -93,17 +94,8 @@ TEST_F(OffloadTest, TheLedgerShowsTheBlocksActivationsOnTheHostAndItsPeakFalls) 
 TEST_F(OffloadTest, ParityPassesThePlanAndRejectsAStaleRestore) {
   for (const Precision precision : {Precision::kFp32, Precision::kBf16}) {
     SCOPED_TRACE(ToString(precision));
-    const JobSpec spec = Plan(precision, 4, true);
-    const Result<ParityReport> pass = CheckParity(spec, *corpus_, 2);
-    ASSERT_TRUE(pass.ok()) << pass.status().message();
-    EXPECT_TRUE(pass->pass) << ToJson(*pass).dump();
-    const Result<ParityReport> stale =
-        CheckParity(spec, *corpus_, 2, TrainingFault::kOffloadRestoredStale);
-    ASSERT_TRUE(stale.ok()) << stale.status().message();
-    EXPECT_FALSE(stale->pass) << ToJson(*stale).dump();
-    double worst = 0;  // of the tolerance the fault's difference takes, at its worst
-    for (const ParityComparison& c : stale->comparisons) worst = std::max(worst, c.worst_ratio);
-    EXPECT_GE(worst, 3.0) << "rejected with a margin: " << ToJson(*stale).dump();
+    testing::ExpectParityPassesAndRejects(Plan(precision, 4, true), *corpus_,
+                                          TrainingFault::kOffloadRestoredStale);
   }
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "../support/cuda_test.h"
+#include "../support/parity_expectations.h"
 #include "../support/tiny_job_test.h"
 #include "models/mlp/mlp_spec.h"
 #include "trainerd/trainer/loop/in_backward_model_state.h"
@@ -102,18 +103,7 @@ TEST_F(InBackwardTest, ParityPassesThePlanAndRejectsAStepBeforeTheClip) {
   for (const Precision precision : {Precision::kFp32, Precision::kBf16}) {
     SCOPED_TRACE(ToString(precision));
     const JobSpec spec = OneMicrobatch(precision, 0.05, true);
-    const Result<ParityReport> pass = CheckParity(spec, *corpus_, 2);
-    ASSERT_TRUE(pass.ok()) << pass.status().message();
-    EXPECT_TRUE(pass->pass) << ToJson(*pass).dump();
-    const Result<ParityReport> unclipped =
-        CheckParity(spec, *corpus_, 2, TrainingFault::kStepBeforeClip);
-    ASSERT_TRUE(unclipped.ok()) << unclipped.status().message();
-    EXPECT_FALSE(unclipped->pass) << ToJson(*unclipped).dump();
-    double worst = 0;  // of the tolerance the fault's difference takes, at its worst
-    for (const ParityComparison& c : unclipped->comparisons) {
-      worst = std::max(worst, c.worst_ratio);
-    }
-    EXPECT_GE(worst, 3.0) << "rejected with a margin: " << ToJson(*unclipped).dump();
+    testing::ExpectParityPassesAndRejects(spec, *corpus_, TrainingFault::kStepBeforeClip);
   }
 }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "../support/cuda_test.h"
+#include "../support/parity_expectations.h"
 #include "../support/tiny_job_test.h"
 #include "models/gpt/gpt_spec.h"
 #include "trainerd/trainer/loop/gradient_accumulation.h"
@@ -152,16 +153,7 @@ TEST_F(OutputChunksTest, ParityPassesAChunkedPlanAndRejectsABoundaryThatDropsATo
     JobSpec spec = WideVocabulary(16);
     spec.plan = {4, 2, {0}, precision};
     spec.plan.output_chunk = 16;
-    const Result<ParityReport> pass = CheckParity(spec, *corpus_, 2);
-    ASSERT_TRUE(pass.ok()) << pass.status().message();
-    EXPECT_TRUE(pass->pass) << ToJson(*pass).dump();
-    const Result<ParityReport> dropped =
-        CheckParity(spec, *corpus_, 2, TrainingFault::kChunkDropsAToken);
-    ASSERT_TRUE(dropped.ok()) << dropped.status().message();
-    EXPECT_FALSE(dropped->pass) << ToJson(*dropped).dump();
-    double worst = 0;  // of the tolerance the fault's difference takes, at its worst
-    for (const ParityComparison& c : dropped->comparisons) worst = std::max(worst, c.worst_ratio);
-    EXPECT_GE(worst, 3.0) << "rejected with a margin: " << ToJson(*dropped).dump();
+    testing::ExpectParityPassesAndRejects(spec, *corpus_, TrainingFault::kChunkDropsAToken);
   }
 }
 

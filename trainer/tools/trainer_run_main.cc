@@ -587,7 +587,8 @@ int RunPaperLedger(const Args& args) {
                               : ("in chunks of " + std::to_string(shape.output_chunk)).c_str());
   std::cout << trainerd::LedgerTable(ledger);
   std::printf(
-      "\nlargest microbatch within %s usable, at block %d:\n%-10s %-18s %-24s %-13s %10s %16s %16s\n",
+      "\nlargest microbatch within %s usable, at block %d:\n%-10s %-18s %-24s %-13s %10s %16s "
+      "%16s\n",
       trainerd::FormatBytes(usable).c_str(), shape.block_size, "precision", "checkpointing",
       "optimizer state", "output chunk", "microbatch", "peak at 1", "host at largest");
   PrintPaperFits(fits, shape.ranks);

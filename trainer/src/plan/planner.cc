@@ -158,10 +158,8 @@ struct BlockRanking {
   // In a job of more than one rank: the optimizer state ZeRO leaves to the other ranks.
   std::int64_t optimizer_state_on_other_ranks = 0;
   int output_chunk = 0;  // OutputChunkFor the same ledger
-  // What the blocks keep for the backward, per sample, all of them: what offloading all their
-  // activations moves to the host (at fp32); over what checkpointing them all saves, and what
-  // checkpointing keeps (their inputs) over it.
-  double activation_bytes_per_sample = 0;
+  // What the blocks keep for the backward (what offloading them moves to the host) over what
+  // checkpointing them all saves, and what checkpointing keeps (their inputs) over it.
   double activations_over_saved = 1;
   double inputs_over_activations = 0;
 };
@@ -209,7 +207,6 @@ Result<BlockRanking> RankBlocks(const JobSpec& spec, const Dataset& corpus) {
     activations += static_cast<double>(b.activation_bytes);
     inputs += static_cast<double>(b.checkpointed_activation_bytes);
   }
-  r.activation_bytes_per_sample = activations / probe;
   if (total_saved > 0) r.activations_over_saved = activations / total_saved;
   if (activations > 0) r.inputs_over_activations = inputs / activations;
   r.input_bytes_per_sample = static_cast<double>(ledger->inputs_bytes) / probe;
