@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <iostream>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -18,6 +19,7 @@
 #include "trainerd/trainer/distributed/state_sharding.h"
 #include "trainerd/trainer/loop/host_model_state.h"
 #include "trainerd/trainer/loop/trainer.h"
+#include "trainerd/trainer/models/build_model.h"
 #include "trainerd/trainer/plan/memory_ledger.h"
 #include "trainerd/trainer/plan/parity.h"
 #include "trainerd/trainer/plan/plan_selection.h"
@@ -224,13 +226,26 @@ Result<std::vector<PrecisionModel>> FitPrecisionModels(const JobSpec& spec, cons
   std::vector<int> all(static_cast<std::size_t>(NumBlocks(spec.model)));
   std::iota(all.begin(), all.end(), 0);
   std::vector<PrecisionModel> models;
+  std::string left_out;  // the precisions this machine's kernels cannot run the model in, why
   for (Precision precision : spec.planner.precisions) {
     std::vector<double> sizes, peak_none, peak_all, sec_none, sec_all;
     bool never_stepped = false;
     for (int m : spec.planner.probe_microbatches) {
       if (m > spec.training.effective_batch) continue;
-      const Measurement none = MeasureUpdate(spec, corpus, MakePlan(spec, m, {}, precision), m, 0);
-      const Measurement ckpt = MeasureUpdate(spec, corpus, MakePlan(spec, m, all, precision), m, 0);
+      Measurement none, ckpt;
+      try {
+        none = MeasureUpdate(spec, corpus, MakePlan(spec, m, {}, precision), m, 0);
+        ckpt = MeasureUpdate(spec, corpus, MakePlan(spec, m, all, precision), m, 0);
+      } catch (const std::exception& e) {
+        // A reduced precision the kernels here cannot run (the 2.x wheel's oneDNN has no bf16
+        // LSTM without AVX-512) is no plan on this machine; an fp32 failure is the model's.
+        if (precision == Precision::kFp32) throw;
+        const std::string why = ModelErrorReason(e);
+        left_out += std::string(left_out.empty() ? "" : "; ") + ToString(precision) + ": " +
+                    why.substr(0, why.find('\n'));
+        never_stepped = true;
+        break;
+      }
       never_stepped = never_stepped || none.never_stepped || ckpt.never_stepped;
       if (none.oom || ckpt.oom || never_stepped) continue;  // too big for the device, or no step
       sizes.push_back(m);
@@ -246,6 +261,13 @@ Result<std::vector<PrecisionModel>> FitPrecisionModels(const JobSpec& spec, cons
           "planner.probe_microbatches: none <= the effective batch fits on the device");
     models.push_back({precision, FitLine(sizes, peak_none), FitLine(sizes, peak_all),
                       FitLine(sizes, sec_none), FitLine(sizes, sec_all)});
+  }
+  if (!left_out.empty()) std::cerr << "trainer-run: planner: left out " << left_out << "\n";
+  if (models.empty()) {
+    return Status::FailedPrecondition(
+        "planner.precisions: no allowed precision trains this job here" +
+        (left_out.empty() ? std::string(" (an fp16 loss scaler skipped every update)")
+                          : " (" + left_out + ")"));
   }
   return models;
 }
