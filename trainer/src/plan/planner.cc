@@ -49,6 +49,7 @@ struct Measurement {
   double update_seconds = 0;
   bool oom = false;
   bool never_stepped = false;  // an fp16 loss scaler skipped every warm-up update
+  bool timed() const { return !oom && !never_stepped; }
 };
 
 // Timed updates of one measurement last at least this long together (at most
@@ -297,6 +298,12 @@ Result<UncheckablePlans> FindUncheckablePlans(const JobSpec& spec, const Dataset
   return uncheckable;
 }
 
+// The smallest probe microbatch within the effective batch: where a lever is measured.
+int SmallestProbeMicrobatch(const JobSpec& spec) {
+  const std::vector<int>& probes = spec.planner.probe_microbatches;
+  return std::min(spec.training.effective_batch, *std::min_element(probes.begin(), probes.end()));
+}
+
 // What keeping the optimizer state on the host does to a plan: the device bytes it frees, why
 // the host cannot hold it (nullopt when it can), and the time it adds to every update (the
 // gradients to the host, the step there, the weights back), measured.
@@ -310,14 +317,12 @@ struct HostLever {
 // update with the state on the device and on the host, each the fastest of its timed updates
 // (no cost where either could not be timed: the candidates' own timings decide).
 HostLever MeasureHostLever(const JobSpec& spec, const Dataset& corpus, const BlockRanking& blocks) {
-  const std::vector<int>& probes = spec.planner.probe_microbatches;
-  const int m =
-      std::min(spec.training.effective_batch, *std::min_element(probes.begin(), probes.end()));
+  const int m = SmallestProbeMicrobatch(spec);
   const Measurement device =
       MeasureUpdate(spec, corpus, MakePlan(spec, m, {}, Precision::kFp32), m, 0);
   const Measurement host = MeasureUpdate(
       spec, corpus, MakePlan(spec, m, {}, Precision::kFp32, StatePlacement::kHost), m, 0);
-  const bool timed = !device.oom && !device.never_stepped && !host.oom && !host.never_stepped;
+  const bool timed = device.timed() && host.timed();
   return {blocks.optimizer_state_bytes, HostStateRefusal(blocks.parameters_bytes, spec.memory),
           timed ? std::max(0.0, host.update_seconds - device.update_seconds) : 0.0};
 }
@@ -372,14 +377,12 @@ double OffloadedPeakBeforeResidual(const JobSpec& spec, const BlockRanking& bloc
 // fastest of its timed updates and its peak (no cost where either could not be timed).
 OffloadLever MeasureOffloadLever(const JobSpec& spec, const Dataset& corpus,
                                  const BlockRanking& blocks, const PrecisionModel& model) {
-  const std::vector<int>& probes = spec.planner.probe_microbatches;
-  const int m =
-      std::min(spec.training.effective_batch, *std::min_element(probes.begin(), probes.end()));
+  const int m = SmallestProbeMicrobatch(spec);
   PlanSpec offloaded = MakePlan(spec, m, {}, model.precision);
   const Measurement kept = MeasureUpdate(spec, corpus, offloaded, m, 0);
   offloaded.offload_activations = true;
   const Measurement moved = MeasureUpdate(spec, corpus, offloaded, m, 0);
-  const bool timed = !kept.oom && !kept.never_stepped && !moved.oom && !moved.never_stepped;
+  const bool timed = kept.timed() && moved.timed();
   const double bytes = OffloadedBytes(blocks, model, m, 0);
   if (!timed || bytes <= 0) return {HostBudgetBytes(spec.memory), 0.0, 0.0};
   return {HostBudgetBytes(spec.memory),
