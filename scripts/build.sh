@@ -4,7 +4,8 @@
 #   scripts/build.sh --torch pip          LibTorch 2.x with CUDA (scripts/install-libtorch.sh)
 # --torch debian (the default): Debian's LibTorch 1.13 (CPU), into ./build.
 # --torch pip: the pinned PyPI wheel's LibTorch 2.x, CUDA-enabled, into ./build-cuda.
-# TRAINERD_BUILD_DIR overrides the folder.
+# TRAINERD_BUILD_DIR overrides the folder; TRAINERD_BUILD_TARGETS (names, space-separated)
+# builds those targets instead of all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 torch=debian
@@ -21,4 +22,6 @@ case $torch in
   *) echo "build.sh: --torch $torch: expected debian or pip" >&2; exit 2 ;;
 esac
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "${torch_args[@]}" "$@"
-cmake --build "$build_dir" --parallel "$(nproc)"
+targets=()
+[[ -n ${TRAINERD_BUILD_TARGETS:-} ]] && read -ra targets <<<"--target $TRAINERD_BUILD_TARGETS"
+cmake --build "$build_dir" --parallel "$(nproc)" "${targets[@]}"

@@ -41,8 +41,9 @@ if [[ $mode == smoke ]]; then limit=(-max_total_time="${FUZZ_SMOKE_SECONDS:-15}"
 # The clang build (build-fuzz) has every harness but the LibTorch one, which the GCC build
 # (build-fuzz/gcc) has: clang cannot compile LibTorch 1.13's headers (docs/fuzzing.md).
 dir_of() { [[ $1 == training_checkpoint ]] && echo build-fuzz/gcc || echo build-fuzz; }
-# -Og -g1 (-O1 for clang, line tables for the reports) instead of RelWithDebInfo's -O2 -g: the
-# GCC build compiles the whole trainer library under the sanitizers, CI's slowest compile.
+# -Og -g1 (-O1 for clang, line tables for the reports) instead of RelWithDebInfo's -O2 -g:
+# compiling LibTorch's headers under the sanitizers is slow (the GCC build compiles the
+# checkpoint reader alone for that reason, tests/fuzz/CMakeLists.txt).
 configure() {  # DIR CC CXX; ccache, when installed, is the compiler launcher
   CC=$2 CXX=$3 cmake -S . -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_C_FLAGS_RELWITHDEBINFO="-Og -g1 -DNDEBUG" \

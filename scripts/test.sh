@@ -4,14 +4,24 @@
 #   scripts/test.sh --torch pip     LibTorch 2.x with CUDA from the pinned PyPI wheel
 #                                   (scripts/install-libtorch.sh), in ./build-cuda; tests that
 #                                   need a GPU skip themselves where there is none
+#   --torch-suites                  only the suites of the code that LibTorch compiles (the
+#                                   trainer's, its plugins', the Hugging Face models') and the
+#                                   worker under the service's syscall filter, building only
+#                                   what they run: what a second LibTorch can change (CI's
+#                                   2.x stage; the store, daemon and control code is the same)
 # Further arguments go to cmake.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 torch=debian
-case ${1:-} in
-  --torch) torch=${2:?--torch needs debian or pip}; shift 2 ;;
-  --torch=*) torch=${1#--torch=}; shift ;;
-esac
+torch_suites=0
+while (($#)); do
+  case $1 in
+    --torch) torch=${2:?--torch needs debian or pip}; shift 2 ;;
+    --torch=*) torch=${1#--torch=}; shift ;;
+    --torch-suites) torch_suites=1; shift ;;
+    *) break ;;
+  esac
+done
 sudo_if_needed() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
 sudo_if_needed scripts/install-deps.sh
 scripts/install-python-packages.sh
@@ -24,6 +34,19 @@ esac
 # CI sets CI=true: warnings are errors there. The suites and benches are switched on by name:
 # scripts/run-default.sh configures the same build folder without them, and the cache would
 # keep that (ctest then found no tests, or stale ones, and passed).
+ctest_selection=()
+if ((torch_suites)); then
+  suites=(trainer_test hf_model_test model_plugin_test)
+  # The suites, the binaries their tests start, and the syscall filter test's launcher.
+  export TRAINERD_BUILD_TARGETS="${suites[*]} trainer-run trainer-launch trainerd trainerctl syscall_filter_exec"
+  # Each GoogleTest case is labelled with its executable (tests/CMakeLists.txt), the
+  # fixtures these suites need with theirs.
+  ctest_selection=(-L "^($(IFS='|'; echo "${suites[*]}"))\$")
+fi
 TRAINERD_BUILD_DIR=$build_dir scripts/build.sh --torch "$torch" -DTRAINERD_BUILD_TESTS=ON \
   -DTRAINERD_BUILD_BENCHMARKS=ON ${CI:+-DTRAINERD_WERROR=ON} "$@"
-ctest --test-dir "$build_dir" --output-on-failure --no-tests=error --parallel "$(nproc)"
+ctest --test-dir "$build_dir" --output-on-failure --no-tests=error --parallel "$(nproc)" \
+  "${ctest_selection[@]}"
+if ((torch_suites)); then
+  ctest --test-dir "$build_dir" --output-on-failure --no-tests=error -R '^deploy_syscall_filter$'
+fi
