@@ -5,10 +5,10 @@
 #                                   (scripts/install-libtorch.sh), in ./build-cuda; tests that
 #                                   need a GPU skip themselves where there is none
 #   --torch-suites                  only the suites of the code that LibTorch compiles (the
-#                                   trainer's, its plugins', the Hugging Face models') and the
-#                                   worker under the service's syscall filter, building only
-#                                   what they run: what a second LibTorch can change (CI's
-#                                   2.x stage; the store, daemon and control code is the same)
+#                                   trainer's, its plugins', the Hugging Face models'),
+#                                   building only what they run: what a second LibTorch can
+#                                   change (CI's 2.x stage; the store, daemon and control code
+#                                   is the same)
 # Further arguments go to cmake.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,8 +37,8 @@ esac
 ctest_selection=()
 if ((torch_suites)); then
   suites=(trainer_test hf_model_test model_plugin_test)
-  # The suites, the binaries their tests start, and the syscall filter test's launcher.
-  export TRAINERD_BUILD_TARGETS="${suites[*]} trainer-run trainer-launch trainerd trainerctl syscall_filter_exec"
+  # The suites and the binaries their tests start.
+  export TRAINERD_BUILD_TARGETS="${suites[*]} trainer-run trainer-launch"
   # Each GoogleTest case is labelled with its executable (tests/CMakeLists.txt), the
   # fixtures these suites need with theirs.
   ctest_selection=(-L "^($(IFS='|'; echo "${suites[*]}"))\$")
@@ -47,6 +47,3 @@ TRAINERD_BUILD_DIR=$build_dir scripts/build.sh --torch "$torch" -DTRAINERD_BUILD
   -DTRAINERD_BUILD_BENCHMARKS=ON ${CI:+-DTRAINERD_WERROR=ON} "$@"
 ctest --test-dir "$build_dir" --output-on-failure --no-tests=error --parallel "$(nproc)" \
   "${ctest_selection[@]}"
-if ((torch_suites)); then
-  ctest --test-dir "$build_dir" --output-on-failure --no-tests=error -R '^deploy_syscall_filter$'
-fi
