@@ -6,7 +6,8 @@
 // biases, Qwen2's q/k/v biases, Llama 3.1's rope scaling, a 4.x config, sharded weights,
 // GPT-2 by its own and by the Hub's names); a trained folder loads in transformers, and an
 // adapter job's release in peft on the base folder, each with trainerd's logits within 1e-5;
-// bad folders are errors naming the file and the key or tensor.
+// weight decay shrinks the parameters the transformers Trainer decays; bad folders are
+// errors naming the file and the key or tensor.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <torch/torch.h>
@@ -15,11 +16,14 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 
 #include "../support/child_process.h"
 #include "../support/temp_dir.h"
 #include "loop/safetensors_writer.h"
+#include "loop/weight_decay.h"
+#include "models/hf/hf_config_spec.h"
 #include "trainerd/trainer/data/array_tensor.h"
 #include "trainerd/trainer/data/mapped_file.h"
 #include "trainerd/trainer/models/build_model.h"
@@ -82,6 +86,21 @@ torch::Tensor PythonLogits(const std::vector<std::string>& args) {
   return code == 0 ? ReadTensors(args.back()).at("logits") : torch::Tensor();
 }
 
+// Random ids below 96, written to `ids_path` as input_ids for the Python side, and the logits
+// the model of `folder` computes for them in evaluation mode (undefined where it is not built).
+struct IdsAndLogits {
+  torch::Tensor ids, logits;
+};
+IdsAndLogits LogitsOf(const std::string& folder, const std::string& ids_path) {
+  std::shared_ptr<TrainableModel> model = Build(folder);
+  EXPECT_NE(model, nullptr) << folder;
+  if (model == nullptr) return {};
+  model->eval();
+  torch::Tensor ids = torch::randint(0, 96, {2, 24}, torch::kLong);
+  EXPECT_TRUE(WriteSafetensors(ids_path, {{"input_ids", ids}}, {}).ok());
+  return {ids, model->forward(ids).detach()};
+}
+
 void ExpectSameLogits(const torch::Tensor& got, const torch::Tensor& want) {
   ASSERT_TRUE(want.defined());
   EXPECT_LE((got - want).abs().max().item<double>(),
@@ -89,9 +108,10 @@ void ExpectSameLogits(const torch::Tensor& got, const torch::Tensor& want) {
 }
 
 // trainer-run's events for 6 updates of `folder` on token ids below 96, released into
-// dir/out; `finetune` is the job's finetune: section, or "".
+// dir/out; `finetune` is the job's finetune: section, or ""; `flags` go to trainer-run too.
 std::vector<std::string> TrainFolder(const testing::TempDir& dir, const std::string& folder,
-                                     const std::string& finetune) {
+                                     const std::string& finetune,
+                                     const std::vector<std::string>& flags = {}) {
   torch::Tensor tokens = torch::arange(0, 96, 3, torch::kShort).repeat({300});
   std::ofstream(dir.File("train.bin"), std::ios::binary)
       .write(static_cast<const char*>(tokens.data_ptr()), tokens.nbytes());
@@ -104,8 +124,10 @@ std::vector<std::string> TrainFolder(const testing::TempDir& dir, const std::str
                       "training: {effective_batch: 4, updates: 6, seed: 3, eval_interval: 6, "
                       "checkpoint_interval: 6}\n"
                       "runtime: {threads: 1}\n");
-  testing::ChildProcess run(
-      {TRAINER_RUN_PATH, "--config", job, "--output-dir", dir.File("out"), "--json"});
+  std::vector<std::string> args = {TRAINER_RUN_PATH, "--config",      job,
+                                   "--output-dir",   dir.File("out"), "--json"};
+  args.insert(args.end(), flags.begin(), flags.end());
+  testing::ChildProcess run(args);
   std::vector<std::string> events = run.ReadAllLines();
   EXPECT_EQ(run.ExitCode(), 0) << run.ReadAllStderr();
   return events;
@@ -211,8 +233,33 @@ TEST(HfModelTest, ItsTensorsAreTheFoldersByName) {
   }
 }
 
+// AdamW's weight decay shrinks exactly the parameters the transformers Trainer decays
+// (Trainer.get_decay_parameter_names, hf/transformers_decay_names.py): the matrices, no bias
+// (Qwen2's q/k/v, GPT-2's) and no norm weight (RMSNorm, GPT-2's LayerNorm), a tied head once.
+class HfWeightDecayTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfWeightDecayTest, DecaysTheParametersTheTransformersTrainerDecays) {
+  const std::string folder = kModels + "/" + GetParam();
+  std::shared_ptr<TrainableModel> model = Build(folder);
+  ASSERT_NE(model, nullptr);
+  std::set<std::string> decayed, kept;
+  for (const auto& item : NamedTrainableParameters(*model))
+    (DecaysWeight(item.value()) ? decayed : kept).insert(item.key());
+  testing::ChildProcess python(
+      {TRAINERD_HF_PYTHON, TRAINERD_HF_SCRIPTS "/transformers_decay_names.py", folder});
+  const std::vector<std::string> lines = python.ReadAllLines();
+  ASSERT_EQ(python.ExitCode(), 0) << python.ReadAllStderr();
+  EXPECT_EQ(decayed, std::set<std::string>(lines.begin(), lines.end()));
+  EXPECT_FALSE(kept.empty()) << "every variant has norm weights";
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, HfWeightDecayTest,
+                         ::testing::Values("llama_gqa", "llama_tied_llama3_bias", "qwen2",
+                                           "mistral", "gpt2"));
+
 // What trainer-run writes beside the trained weights is a Hugging Face folder: config.json
-// (dtype float32) and generation_config.json from the folder it trained, model.safetensors
+// (float32 under both dtype and torch_dtype, the keys transformers 5 and 4.x read, whichever
+// its source had) and generation_config.json from the folder it trained, model.safetensors
 // by Hugging Face names. transformers loads it with no missing or unexpected weight and
 // computes the logits trainerd's model computes from it, within 1e-5.
 class HfReleaseTest : public ::testing::TestWithParam<std::string> {};
@@ -225,14 +272,12 @@ TEST_P(HfReleaseTest, TransformersLoadsTheTrainedFolderAndAgreesWithTrainerd) {
   for (const char* name : {"config.json", "generation_config.json", "model.safetensors"}) {
     EXPECT_TRUE(fs::exists(out + "/" + name)) << name;
   }
-  EXPECT_EQ(nlohmann::json::parse(testing::ReadFile(out + "/config.json"))["dtype"], "float32");
+  const nlohmann::json config = nlohmann::json::parse(testing::ReadFile(out + "/config.json"));
+  EXPECT_EQ(config["dtype"], "float32");
+  EXPECT_EQ(config["torch_dtype"], "float32");
 
-  std::shared_ptr<TrainableModel> trained = Build(out);
-  ASSERT_NE(trained, nullptr);
-  trained->eval();
-  const torch::Tensor ids = torch::randint(0, 96, {2, 24}, torch::kLong);
-  const torch::Tensor logits = trained->forward(ids).detach();
-  ASSERT_TRUE(WriteSafetensors(dir.File("ids.safetensors"), {{"input_ids", ids}}, {}).ok());
+  const auto [ids, logits] = LogitsOf(out, dir.File("ids.safetensors"));
+  ASSERT_TRUE(logits.defined());
   ExpectSameLogits(
       logits, PythonLogits({TRAINERD_HF_PYTHON, TRAINERD_HF_SCRIPTS "/transformers_logits.py", out,
                             dir.File("ids.safetensors"), dir.File("logits.safetensors")}));
@@ -306,12 +351,8 @@ TEST_P(HfAdapterReleaseTest, PeftLoadsTheAdapterOntoTheBaseAndAgreesWithTheMerge
   EXPECT_EQ(static_cast<std::size_t>(2 * changed), adapter.size());
   EXPECT_EQ(released.size(), Build(base)->StateDict().size()) << "no adapter tensor in it";
 
-  std::shared_ptr<TrainableModel> trained = Build(out);
-  ASSERT_NE(trained, nullptr);
-  trained->eval();
-  const torch::Tensor ids = torch::randint(0, 96, {2, 24}, torch::kLong);
-  const torch::Tensor logits = trained->forward(ids).detach();
-  ASSERT_TRUE(WriteSafetensors(dir.File("ids.safetensors"), {{"input_ids", ids}}, {}).ok());
+  const auto [ids, logits] = LogitsOf(out, dir.File("ids.safetensors"));
+  ASSERT_TRUE(logits.defined());
   ExpectSameLogits(logits, PythonLogits({TRAINERD_HF_PYTHON, TRAINERD_HF_SCRIPTS "/peft_logits.py",
                                          base, adapter_dir, dir.File("ids.safetensors"),
                                          dir.File("peft.safetensors")}));
@@ -330,6 +371,34 @@ INSTANTIATE_TEST_SUITE_P(
                       std::make_pair(std::string("gpt2"),
                                      std::vector<std::string>{"c_attn", "mlp.c_proj"})),
     [](const auto& info) { return info.param.first; });
+
+// An adapter job continued from an earlier night's release (init_from) trains its adapter on
+// that release's merged weights: its adapter_config.json names the release as the base, and
+// peft, putting the adapter on it, computes the continued release's logits. (Named after the
+// first night's base, peft would drop every earlier night.)
+TEST(HfAdapterContinuedTest, TheAdapterNamesTheReleaseItWasTrainedOnAsItsBase) {
+  const std::string folder = kModels + "/llama_gqa";
+  const std::string finetune =
+      "finetune: {method: lora, rank: 4, alpha: 8, targets: [q_proj, v_proj]}\n";
+  testing::TempDir first, second;
+  TrainFolder(first, folder, finetune);
+  const std::string release = first.File("out");
+  TrainFolder(second, folder, finetune, {"--init-from", release});
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  const auto base_of = [](const std::string& out) {
+    return nlohmann::json::parse(
+        testing::ReadFile(out + "/adapter/adapter_config.json"))["base_model_name_or_path"];
+  };
+  EXPECT_EQ(base_of(release), folder);
+  const std::string out = second.File("out");
+  ASSERT_EQ(base_of(out), release);
+
+  const auto [ids, logits] = LogitsOf(out, second.File("ids.safetensors"));
+  ASSERT_TRUE(logits.defined());
+  ExpectSameLogits(logits, PythonLogits({TRAINERD_HF_PYTHON, TRAINERD_HF_SCRIPTS "/peft_logits.py",
+                                         release, out + "/adapter", second.File("ids.safetensors"),
+                                         second.File("peft.safetensors")}));
+}
 
 // Token ids the folder's vocabulary does not cover: the job's data error (exit 3), before
 // anything runs, naming config.json's vocab_size.
@@ -438,6 +507,11 @@ TEST_F(HfBadFolderTest, EachIsAnErrorNamingTheFileAndTheKeyOrTensor) {
   expect_error(ErrorOf(bad_key), {"config.json: num_key_value_heads: expected a divisor of "
                                   "num_attention_heads (4), got 3"});
 
+  const std::string pad = Copy("llama_gqa");
+  EditConfig(pad, [](nlohmann::json& c) { c["pad_token_id"] = 96; });
+  expect_error(ErrorOf(pad), {"config.json: pad_token_id: expected a token id in [-vocab_size, "
+                              "vocab_size) (vocab_size 96), got 96"});
+
   const std::string window = Copy("mistral");
   EditConfig(window, [](nlohmann::json& c) { c["sliding_window"] = 16; });
   expect_error(ErrorOf(window), {"config.json: sliding_window: 16 is below model.block_size (24)"});
@@ -474,6 +548,30 @@ TEST_F(HfBadFolderTest, EachIsAnErrorNamingTheFileAndTheKeyOrTensor) {
 
 // Values of the wrong JSON type threw out of nlohmann's value(): a worker's internal error,
 // and in the daemon (which reads config.json at start-up and in each cycle) a dead loop.
+// A key transformers fills when a config leaves it out is filled the same way: a Mistral
+// config without sliding_window attends over MistralConfig's 4096 positions (a job's block
+// above them is refused: no sliding-window kernel yet), a null is no window. What
+// transformers reads from the same files is the test's reference.
+TEST_F(HfBadFolderTest, AnAbsentSlidingWindowIsTransformersDefaultAndANullIsNone) {
+  const std::string absent = Copy("mistral");
+  EditConfig(absent, [](nlohmann::json& c) { c.erase("sliding_window"); });
+  const std::string null = Copy("mistral");  // the fixture's config has "sliding_window": null
+  for (const auto& [folder, want] : {std::pair{absent, 4096}, std::pair{null, 0}}) {
+    Result<HfDecoderConfig> config = ReadHfConfig(folder);
+    ASSERT_TRUE(config.ok()) << config.status().message();
+    EXPECT_EQ(config->sliding_window, want) << folder;
+    testing::ChildProcess python(
+        {TRAINERD_HF_PYTHON, "-c",
+         "import sys, transformers\n"
+         "print(transformers.AutoConfig.from_pretrained(sys.argv[1]).sliding_window or 0)",
+         folder});
+    const std::vector<std::string> lines = python.ReadAllLines();
+    ASSERT_EQ(python.ExitCode(), 0) << python.ReadAllStderr();
+    ASSERT_FALSE(lines.empty());
+    EXPECT_EQ(lines.back(), std::to_string(want)) << folder;
+  }
+}
+
 TEST_F(HfBadFolderTest, AValueOfTheWrongJsonTypeIsAnErrorNamingTheKey) {
   const struct {
     const char* variant;

@@ -29,8 +29,9 @@ LLAMA3 = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_fre
 
 # name: (config class, its keys, how the folder is saved); Llama-family keys add to COMMON
 VARIANTS = {
-    # grouped-query attention (2 key/value heads for 4), untied head
-    "llama_gqa": (transformers.LlamaConfig, dict(num_key_value_heads=2), {}),
+    # grouped-query attention (2 key/value heads for 4), untied head, a padding token (its
+    # embedding row takes no gradient)
+    "llama_gqa": (transformers.LlamaConfig, dict(num_key_value_heads=2, pad_token_id=5), {}),
     # multi-head, tied embedding, biases on attention and MLP, Llama 3.1's rope scaling
     "llama_tied_llama3_bias": (transformers.LlamaConfig,
                                dict(num_key_value_heads=4, tie_word_embeddings=True,
@@ -41,8 +42,10 @@ VARIANTS = {
                         dict(num_key_value_heads=4, tie_word_embeddings=True,
                              attention_bias=True, mlp_bias=True, rope_parameters=LLAMA3),
                         {"v4_config": True}),
-    # biases on q, k and v only; tied as Qwen2.5-0.5B is
-    "qwen2": (transformers.Qwen2Config, dict(num_key_value_heads=2, tie_word_embeddings=True), {}),
+    # biases on q, k and v only; tied as Qwen2.5-0.5B is; a padding token counted from the end
+    # (the tied head's gradient reaches its row, the embedding's does not)
+    "qwen2": (transformers.Qwen2Config,
+              dict(num_key_value_heads=2, tie_word_embeddings=True, pad_token_id=-2), {}),
     # one key/value head (multi-query), no sliding window
     "mistral": (transformers.MistralConfig, dict(num_key_value_heads=1, sliding_window=None), {}),
     # weights in shards named by model.safetensors.index.json
@@ -97,6 +100,8 @@ def make(out_dir, name, config_class, keys, how):
         as_hub_names(os.path.join(folder, "model.safetensors"), config)
     model.eval()
     ids = torch.randint(0, COMMON["vocab_size"], (2, 24))
+    if getattr(config, "pad_token_id", None) is not None:
+        ids[:, 3] = config.pad_token_id % COMMON["vocab_size"]  # among the inputs
     logits = model(input_ids=ids).logits
     loss = torch.nn.functional.cross_entropy(
         logits[:, :-1].reshape(-1, logits.size(-1)), ids[:, 1:].reshape(-1))

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "loop/weight_decay.h"
 #include "trainerd/trainer/device/device_memory.h"
 #include "trainerd/trainer/device/torch_compat.h"
 
@@ -86,9 +87,10 @@ void StateSharding::BroadcastWeights() {
 
 std::unique_ptr<torch::optim::AdamW> StateSharding::FullOptimizer(
     torch::optim::AdamW& shard) const {
-  return std::make_unique<torch::optim::AdamW>(
-      parameters_,
-      static_cast<torch::optim::AdamWOptions&>(shard.param_groups().front().options()));
+  // The shard's first group has the job's options (WeightDecayGroups).
+  const auto& options =
+      static_cast<const torch::optim::AdamWOptions&>(shard.param_groups().front().options());
+  return std::make_unique<torch::optim::AdamW>(WeightDecayGroups(parameters_, options), options);
 }
 
 std::unique_ptr<torch::optim::AdamW> StateSharding::GatherOptimizerState(

@@ -12,6 +12,24 @@
 
 namespace trainerd {
 
+namespace {
+
+// The folder whose weights the adapter was trained on, for peft to put it on: the release
+// the night started from where it did (init_from, an earlier night's merged model, a folder
+// transformers loads), else the model's own folder; null where neither is a Hugging Face
+// folder (a bare weights file, another kind of model).
+nlohmann::json AdapterBase(const JobSpec& spec) {
+  namespace fs = std::filesystem;
+  if (spec.model.kind != "hf") return nullptr;
+  if (spec.init_from.path.empty()) return spec.model.options.value("path", std::string());
+  const fs::path release = fs::path(spec.init_from.path).parent_path();
+  std::error_code ec;
+  if (!fs::is_regular_file(release / "config.json", ec)) return nullptr;
+  return release.string();
+}
+
+}  // namespace
+
 Result<std::vector<std::string>> WriteAdapterFiles(const JobSpec& spec, torch::nn::Module& model,
                                                    const std::string& dir) {
   const FinetuneSpec& f = spec.finetune;
@@ -21,13 +39,11 @@ Result<std::vector<std::string>> WriteAdapterFiles(const JobSpec& spec, torch::n
     const auto* layer = dynamic_cast<AdaptableLayer*>(item.value().get());
     if (layer != nullptr && layer->has_adapter()) fan_in_fan_out |= layer->fan_in_fan_out();
   }
-  const std::string base =
-      spec.model.kind == "hf" ? spec.model.options.value("path", std::string()) : std::string();
   const nlohmann::json config = {
       {"peft_type", "LORA"},
       {"task_type", spec.model.inputs == ModelInputs::kTokens ? nlohmann::json("CAUSAL_LM")
                                                               : nlohmann::json(nullptr)},
-      {"base_model_name_or_path", base.empty() ? nlohmann::json(nullptr) : nlohmann::json(base)},
+      {"base_model_name_or_path", AdapterBase(spec)},
       {"r", f.rank},
       {"lora_alpha", f.alpha},
       {"lora_dropout", f.dropout},

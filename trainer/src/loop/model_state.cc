@@ -1,6 +1,7 @@
 #include "trainerd/trainer/loop/model_state.h"
 
 #include "loop/fused_adamw.h"
+#include "loop/weight_decay.h"
 #include "trainerd/trainer/device/device_memory.h"
 #include "trainerd/trainer/loop/host_model_state.h"
 #include "trainerd/trainer/loop/in_backward_model_state.h"
@@ -50,10 +51,11 @@ torch::OrderedDict<std::string, torch::Tensor> ModelState::gradients() const {
 
 void ModelState::BuildOptimizer(const std::vector<torch::Tensor>& parameters,
                                 const OptimizerSpec& spec) {
-  optimizer_ = std::make_unique<FusedAdamW>(parameters, torch::optim::AdamWOptions(spec.lr)
-                                                            .betas({spec.beta1, spec.beta2})
-                                                            .weight_decay(spec.weight_decay)
-                                                            .eps(spec.eps));
+  const auto options = torch::optim::AdamWOptions(spec.lr)
+                           .betas({spec.beta1, spec.beta2})
+                           .weight_decay(spec.weight_decay)
+                           .eps(spec.eps);
+  optimizer_ = std::make_unique<FusedAdamW>(WeightDecayGroups(parameters, options), options);
 }
 
 std::unique_ptr<ModelState> MakeModelState(const JobSpec& spec, TrainableModel& model,

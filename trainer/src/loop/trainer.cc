@@ -12,6 +12,7 @@
 #include "loop/adapter_files.h"
 #include "loop/model_description.h"
 #include "loop/safetensors_writer.h"
+#include "loop/weight_decay.h"
 #include "trainerd/common/atomic_file.h"
 #include "trainerd/common/cpu_count.h"
 #include "trainerd/common/sha256.h"
@@ -254,7 +255,7 @@ void Trainer::CommitMicrobatchFault(double lr) {
     case TrainingFault::kWeightDecayPerMicrobatch: {  // what AdamW's step does once
       const torch::NoGradGuard no_grad;
       for (torch::Tensor& p : TrainableParameters(*model_))
-        p.mul_(1 - lr * spec_.optimizer.weight_decay);
+        if (DecaysWeight(p)) p.mul_(1 - lr * spec_.optimizer.weight_decay);
       return;
     }
     default:

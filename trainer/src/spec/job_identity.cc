@@ -47,6 +47,10 @@ std::string JobIdentity(const JobSpec& spec, const std::string& data_fingerprint
         {"grad_clip", t.grad_clip},
         {"seed", t.seed}}},
   };
+  // Since weight decay skips biases and normalization weights (loop/weight_decay.h), a job
+  // that decays says so: its checkpoints from before, which decayed every tensor, are another
+  // job's, and the night starts afresh rather than continue under other arithmetic.
+  if (o.weight_decay > 0) canonical["adamw"]["decays"] = "matrices";
   // Only an adapter job says how it fine-tunes: full training's identities stay what they were.
   if (spec.finetune.method != FinetuneMethod::kFull) canonical["finetune"] = ToJson(spec.finetune);
   // Keys sorted, numbers printed to round-trip: the same job always hashes the same.

@@ -152,6 +152,17 @@ Status ReadRope(const ConfigKeys& keys, HfDecoderConfig* config) {
   return Status::Ok();
 }
 
+// The attention window as transformers reads it: a config without the key gets its config
+// class's default (MistralConfig's and Qwen2Config's sliding_window=4096), a null none.
+Status ReadSlidingWindow(const ConfigKeys& keys, HfDecoderConfig* config) {
+  constexpr int kTransformersDefaultWindow = 4096;
+  if (!keys.json().contains("sliding_window")) {
+    config->sliding_window = kTransformersDefaultWindow;
+    return Status::Ok();
+  }
+  return keys.OptionalInt("sliding_window", 1, &config->sliding_window);
+}
+
 // Which projections carry biases and the attention window, by architecture.
 Status ReadArchitectureKeys(const ConfigKeys& keys, HfDecoderConfig* config) {
   const nlohmann::json& json = keys.json();
@@ -159,22 +170,36 @@ Status ReadArchitectureKeys(const ConfigKeys& keys, HfDecoderConfig* config) {
     config->qkv_bias = true;
     bool windowed = false;
     TRAINERD_RETURN_IF_ERROR(keys.Bool("use_sliding_window", &windowed));
-    if (windowed)
-      TRAINERD_RETURN_IF_ERROR(keys.OptionalInt("sliding_window", 1, &config->sliding_window));
+    if (windowed) TRAINERD_RETURN_IF_ERROR(ReadSlidingWindow(keys, config));
   } else {
     bool attention_bias = false;
     TRAINERD_RETURN_IF_ERROR(keys.Bool("attention_bias", &attention_bias));
     config->qkv_bias = config->o_bias = attention_bias;
     TRAINERD_RETURN_IF_ERROR(keys.Bool("mlp_bias", &config->mlp_bias));
-    if (config->model_type == "mistral") {
-      TRAINERD_RETURN_IF_ERROR(keys.OptionalInt("sliding_window", 1, &config->sliding_window));
-    }
+    if (config->model_type == "mistral") TRAINERD_RETURN_IF_ERROR(ReadSlidingWindow(keys, config));
   }
   config->activation = "silu";
   TRAINERD_RETURN_IF_ERROR(keys.String(json, "hidden_act", &config->activation));
   if (config->activation != "silu") {
     return keys.Wrong("hidden_act", "\"silu\" (a SwiGLU MLP)", config->activation);
   }
+  return Status::Ok();
+}
+
+// The embedding row the Llama family's models keep out of the gradient: transformers builds
+// their nn.Embedding with padding_idx = pad_token_id, a negative id counting from the end.
+Status ReadPadToken(const ConfigKeys& keys, HfDecoderConfig* config) {
+  if (!keys.Has("pad_token_id")) return Status::Ok();  // absent or null: none
+  const nlohmann::json& id = keys.json()["pad_token_id"];
+  const int vocab = config->vocab_size;
+  // Compared as a double: an unsigned id beyond int64 is out of range, not wrapped into it.
+  if (!id.is_number_integer() || id.get<double>() < -vocab || id.get<double>() >= vocab) {
+    return keys.Wrong(
+        "pad_token_id",
+        "a token id in [-vocab_size, vocab_size) (vocab_size " + std::to_string(vocab) + ")", id);
+  }
+  const int value = id.get<int>();
+  config->pad_token_id = value < 0 ? value + vocab : value;
   return Status::Ok();
 }
 
@@ -206,6 +231,7 @@ Status ReadLlamaKeys(const ConfigKeys& keys, HfDecoderConfig* out) {
     return keys.Wrong("attention_dropout", "a probability in [0, 1)", config.attention_dropout);
   }
   TRAINERD_RETURN_IF_ERROR(ReadRope(keys, &config));
+  TRAINERD_RETURN_IF_ERROR(ReadPadToken(keys, &config));
   TRAINERD_RETURN_IF_ERROR(ReadArchitectureKeys(keys, &config));
   return Status::Ok();
 }

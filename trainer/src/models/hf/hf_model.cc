@@ -88,8 +88,9 @@ Status HfModel::KeepCarriedFiles() {
 Result<std::vector<std::string>> HfModel::WriteCompanionFiles(const std::string& dir) const {
   namespace fs = std::filesystem;
   nlohmann::json config = config_json_;
-  // transformers 5 writes the weights' dtype as "dtype", 4.x as "torch_dtype".
-  config[config.contains("dtype") ? "dtype" : "torch_dtype"] = "float32";
+  // transformers 5 reads the weights' dtype from "dtype", 4.x from "torch_dtype": both are
+  // written, so that neither version reads a dtype the release's weights do not have.
+  config["dtype"] = config["torch_dtype"] = "float32";
   if (Status s =
           WriteFileAtomically((fs::path(dir) / "config.json").string(), config.dump(2) + "\n");
       !s.ok()) {

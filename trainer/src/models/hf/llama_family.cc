@@ -123,8 +123,10 @@ torch::Tensor HfDecoderLayerImpl::forward(const torch::Tensor& x, const Rotary& 
 }
 
 HfBackboneImpl::HfBackboneImpl(const HfDecoderConfig& config) {
-  embed_tokens =
-      register_module("embed_tokens", torch::nn::Embedding(config.vocab_size, config.hidden_size));
+  // pad_token_id's row takes no gradient, as transformers' padding_idx has it.
+  auto embedding = torch::nn::EmbeddingOptions(config.vocab_size, config.hidden_size);
+  if (config.pad_token_id >= 0) embedding.padding_idx(config.pad_token_id);
+  embed_tokens = register_module("embed_tokens", torch::nn::Embedding(embedding));
   auto list = register_module("layers", torch::nn::ModuleList());
   for (int i = 0; i < config.num_hidden_layers; ++i) {
     layers.push_back(HfDecoderLayer(config, /*site=*/i));
