@@ -19,9 +19,9 @@ inline constexpr const char* kCheckpointIdentity = "fuzz-job";
 // of the mlp kind's parameters and buffers.
 struct CheckpointMlp : torch::nn::Module {
   CheckpointMlp() {
-    block0 = register_module("block0", torch::nn::Sequential(torch::nn::Linear(256, 1),
-                                                             torch::nn::BatchNorm1d(1),
-                                                             torch::nn::GELU()));
+    block0 = register_module(
+        "block0", torch::nn::Sequential(torch::nn::Linear(256, 1), torch::nn::BatchNorm1d(1),
+                                        torch::nn::GELU()));
     head = register_module("head", torch::nn::Linear(1, 2));
   }
   torch::Tensor forward(const torch::Tensor& x) { return head->forward(block0->forward(x)); }
