@@ -1,8 +1,8 @@
-// AdamW's weight decay (loop/weight_decay.h) in every form of the model state: an update whose
+// AdamW's weight decay (device/weight_decay.h) in every form of the model state: an update whose
 // gradients are all zero moves nothing but the decay, which shrinks each matrix by
 // lr x weight_decay and leaves each bias and LayerNorm weight as it was. Which parameters the
 // transformers Trainer decays, against its own code: HfWeightDecayTest.
-#include "loop/weight_decay.h"
+#include "trainerd/trainer/device/weight_decay.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>

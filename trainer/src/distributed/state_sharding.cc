@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
-#include "loop/weight_decay.h"
 #include "trainerd/trainer/device/device_memory.h"
 #include "trainerd/trainer/device/torch_compat.h"
+#include "trainerd/trainer/device/weight_decay.h"
 
 namespace trainerd {
 namespace {

@@ -1,8 +1,8 @@
 #include "trainerd/trainer/loop/model_state.h"
 
 #include "loop/fused_adamw.h"
-#include "loop/weight_decay.h"
 #include "trainerd/trainer/device/device_memory.h"
+#include "trainerd/trainer/device/weight_decay.h"
 #include "trainerd/trainer/loop/host_model_state.h"
 #include "trainerd/trainer/loop/in_backward_model_state.h"
 #include "trainerd/trainer/loop/model_state_bytes.h"

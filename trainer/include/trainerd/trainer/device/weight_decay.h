@@ -4,7 +4,8 @@
 // with "bias", "norm", "layernorm" or "rmsnorm"), for every architecture trainerd builds
 // (tested against it: HfWeightDecayTest), and what nanoGPT and torchtune's recipes decay (a
 // parameter of two or more dimensions). Decaying a normalization weight pulls it toward 0
-// every update, away from the 1 it was trained at.
+// every update, away from the 1 it was trained at. In device/, below every layer that builds
+// an AdamW (distributed's full optimizer of a sharded checkpoint, loop's model states).
 #pragma once
 
 #include <torch/torch.h>

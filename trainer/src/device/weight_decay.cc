@@ -1,4 +1,4 @@
-#include "loop/weight_decay.h"
+#include "trainerd/trainer/device/weight_decay.h"
 
 #include <memory>
 
