@@ -31,9 +31,6 @@ case $torch in
   pip) build_dir=${TRAINERD_BUILD_DIR:-build-cuda}; scripts/install-libtorch.sh ;;
   *) echo "test.sh: --torch $torch: expected debian or pip" >&2; exit 2 ;;
 esac
-# CI sets CI=true: warnings are errors there. The suites and benches are switched on by name:
-# scripts/run-default.sh configures the same build folder without them, and the cache would
-# keep that (ctest then found no tests, or stale ones, and passed).
 ctest_selection=()
 if ((torch_suites)); then
   suites=(trainer_test hf_model_test model_plugin_test)
@@ -43,6 +40,9 @@ if ((torch_suites)); then
   # fixtures these suites need with theirs.
   ctest_selection=(-L "^($(IFS='|'; echo "${suites[*]}"))\$")
 fi
+# CI sets CI=true: warnings are errors there. The suites and benches are switched on by name:
+# scripts/run-default.sh configures the same build folder without them, and the cache would
+# keep that (ctest then found no tests, or stale ones, and passed).
 TRAINERD_BUILD_DIR=$build_dir scripts/build.sh --torch "$torch" -DTRAINERD_BUILD_TESTS=ON \
   -DTRAINERD_BUILD_BENCHMARKS=ON ${CI:+-DTRAINERD_WERROR=ON} "$@"
 ctest --test-dir "$build_dir" --output-on-failure --no-tests=error --parallel "$(nproc)" \

@@ -47,7 +47,7 @@ std::string JobIdentity(const JobSpec& spec, const std::string& data_fingerprint
         {"grad_clip", t.grad_clip},
         {"seed", t.seed}}},
   };
-  // Since weight decay skips biases and normalization weights (loop/weight_decay.h), a job
+  // Since weight decay skips biases and normalization weights (device/weight_decay.h), a job
   // that decays says so: its checkpoints from before, which decayed every tensor, are another
   // job's, and the night starts afresh rather than continue under other arithmetic.
   if (o.weight_decay > 0) canonical["adamw"]["decays"] = "matrices";
