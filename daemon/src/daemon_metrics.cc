@@ -125,8 +125,8 @@ struct DaemonMetrics::Families {
   Family<Gauge>& data_quality = GaugeFamily(
       *registry, names, "trainerd_data_quality",
       "The last input-quality check's figures, by figure: size_ratio, id_divergence (bits) and "
-      "column_shift against the current release's data; beyond_vocabulary and not_finite_rows "
-      "(shares)");
+      "column_shift against the current release's data; beyond_vocabulary, not_finite_rows "
+      "and learned_share (shares)");
   std::vector<Gauge*> data_quality_series;  // the last check's figures, replaced as a whole
   Family<Gauge>& data_quality_breaches =
       GaugeFamily(*registry, names, "trainerd_data_quality_breaches",
@@ -259,8 +259,8 @@ void DaemonMetrics::DataQuality(const store::RunRecord& run) {
     f_->data_quality_breaches.Add({}).Set(run.status == store::RunStatus::kDataQuality ? 1 : 0);
     return;
   }
-  for (const char* figure :
-       {"size_ratio", "id_divergence", "column_shift", "beyond_vocabulary", "not_finite_rows"}) {
+  for (const char* figure : {"size_ratio", "id_divergence", "column_shift", "beyond_vocabulary",
+                             "not_finite_rows", "learned_share"}) {
     const nlohmann::json value = figures.value(figure, nlohmann::json());
     if (!value.is_number()) continue;
     Gauge& series = f_->data_quality.Add({{"figure", figure}});

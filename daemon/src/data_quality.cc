@@ -39,6 +39,10 @@ DataQualityFigures CompareDataProfiles(const DataProfileReport& tonight,
     f.beyond_vocabulary =
         static_cast<double>(tonight.ids_beyond_vocabulary) / static_cast<double>(ids);
   }
+  if (p.learned_targets && p.train_samples > 1) {
+    f.learned_share =
+        static_cast<double>(*p.learned_targets) / static_cast<double>(p.train_samples - 1);
+  }
   const bool rows = !p.columns.empty() || p.rows_not_finite > 0;
   if (rows && p.train_samples > 0) {
     f.not_finite_rows = std::min(
@@ -111,6 +115,7 @@ nlohmann::json DataQualityFigures::ToJson() const {
           {"vocabulary", vocabulary},
           {"beyond_vocabulary", beyond_vocabulary},
           {"not_finite_rows", not_finite_rows},
+          {"learned_share", Optional(learned_share)},
           {"breaches", breaches}};
 }
 
@@ -124,6 +129,7 @@ std::string DataQualityFigures::Summary() const {
   if (size_ratio) line += Figure(", %.3g of the current release's", *size_ratio);
   if (id_divergence) line += Figure(", ids moved %.4f bits", *id_divergence);
   if (column_shift) line += Figure(", columns moved at most %.3g spreads", *column_shift);
+  if (learned_share) line += Figure(", %.3g%% of the targets learned", 100 * *learned_share);
   if (!reference_fingerprint) line += ", no release to compare with";
   return line;
 }

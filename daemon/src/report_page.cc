@@ -412,6 +412,7 @@ std::string InputSection(const Json& run) {
           Row({"ids beyond the vocabulary of " + Text(q.value("vocabulary", Json())),
                PercentText(q.value("beyond_vocabulary", Json()))}) +
           Row({"rows with NaN or Inf", PercentText(q.value("not_finite_rows", Json()))}) +
+          Row({"targets the loss masks learn", PercentText(q.value("learned_share", Json()))}) +
           "</table>\n";
   for (const Json& breach : q.value("breaches", Json::array())) {
     html += "<p class=\"fail\">" + Text(breach) + "</p>\n";

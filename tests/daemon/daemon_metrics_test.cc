@@ -150,11 +150,12 @@ TEST(DaemonMetricsTest, ARunsInputQualityFiguresAreGaugesAndItsBreachesCounted) 
   store::RunRecord run = FinishedRun(store::RunStatus::kDataQuality);
   run.data_quality_json =
       R"({"pass":false,"size_ratio":0.25,"id_divergence":null,"beyond_vocabulary":0.0,)"
-      R"("not_finite_rows":0.5,"breaches":["smaller","NaN rows"]})";
+      R"("not_finite_rows":0.5,"learned_share":0.375,"breaches":["smaller","NaN rows"]})";
   metrics.RunFinished(run, {});
   const std::string text = metrics.Exposition();
   EXPECT_TRUE(Contains(text, R"(trainerd_data_quality{figure="size_ratio"} 0.25)")) << text;
   EXPECT_TRUE(Contains(text, R"(trainerd_data_quality{figure="not_finite_rows"} 0.5)")) << text;
+  EXPECT_TRUE(Contains(text, R"(trainerd_data_quality{figure="learned_share"} 0.375)")) << text;
   EXPECT_FALSE(Contains(text, R"(figure="id_divergence")")) << "not measured: no series";
   EXPECT_TRUE(Contains(text, "trainerd_data_quality_breaches 2")) << text;
   EXPECT_TRUE(Contains(text, R"(trainerd_runs_total{outcome="data_quality"} 1)")) << text;

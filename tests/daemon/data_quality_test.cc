@@ -38,6 +38,21 @@ TEST(DataQualityTest, TheSameDataAgainstItsReleasePassesWithEveryFigure) {
   EXPECT_EQ(f.ToJson()["breaches"].size(), 0u);
 }
 
+// Loss masks: the share of the training targets they learn is reported (of train_samples - 1
+// targets), not judged; without masks there is none.
+TEST(DataQualityTest, TheShareOfTargetsTheLossMasksLearnIsReported) {
+  DataProfileReport masked = Tokens(1001, 50);
+  masked.profile.learned_targets = 250;
+  const DataQualityFigures f = CompareDataProfiles(masked, Tokens(1000, 50), 7, {});
+  EXPECT_TRUE(f.pass()) << f.Summary();
+  EXPECT_EQ(f.learned_share, 0.25);
+  EXPECT_EQ(f.ToJson()["learned_share"], 0.25);
+  EXPECT_NE(f.Summary().find(", 25% of the targets learned"), std::string::npos) << f.Summary();
+  const DataQualityFigures plain = CompareDataProfiles(Tokens(1000, 50), std::nullopt, {}, {});
+  EXPECT_FALSE(plain.learned_share.has_value());
+  EXPECT_TRUE(plain.ToJson()["learned_share"].is_null());
+}
+
 TEST(DataQualityTest, ATruncatedExportBreachesTheSizeRatio) {
   DataQualityConfig config;
   const DataQualityFigures half = CompareDataProfiles(Tokens(500, 50), Tokens(1000, 50), 7, config);

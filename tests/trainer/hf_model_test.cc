@@ -21,6 +21,7 @@
 
 #include "../support/child_process.h"
 #include "../support/temp_dir.h"
+#include "data/tokens/tokens_spec.h"
 #include "loop/safetensors_writer.h"
 #include "models/hf/hf_config_spec.h"
 #include "trainerd/trainer/data/array_tensor.h"
@@ -29,6 +30,7 @@
 #include "trainerd/trainer/models/build_model.h"
 #include "trainerd/trainer/plan/parity.h"
 #include "trainerd/trainer/semantics/loss.h"
+#include "trainerd/trainer/spec/data_format.h"
 #include "trainerd/trainer/spec/job_spec_parser.h"
 
 namespace trainerd {
@@ -211,6 +213,56 @@ TEST_P(HfChunkedOutputTest, TheLossAndGradientsInChunksEqualTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Variants, HfChunkedOutputTest,
                          ::testing::Values("llama_gqa", "llama_tied_llama3_bias", "gpt2"));
+
+// Token ids with their loss masks beside them (data.loss_masks), read as a job reads them,
+// give transformers' own loss of its labels with -100 where the mask is 0 (shifted inside the
+// model, the mean over the kept labels of both rows) and its gradients: with the output layer
+// whole and in chunks of 5 positions, the head untied (llama_gqa) and tied (the others).
+class HfMaskedLossTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfMaskedLossTest, TheMaskedLossAndGradientsEqualTransformersLossOfLabels) {
+  torch::set_num_threads(1);
+  std::map<std::string, torch::Tensor> reference =
+      ReadTensors(kModels + "/" + GetParam() + ".reference.safetensors");
+  const torch::Tensor ids = reference.at("input_ids");
+  const torch::Tensor on_disk = ids.to(torch::kShort).contiguous();  // uint16: ids < 96
+  const torch::Tensor mask = reference.at("labels").ne(kMaskedTarget).to(torch::kByte).contiguous();
+  testing::TempDir dir;
+  for (const std::string stem : {"train", "val"}) {
+    std::ofstream(dir.File(stem + ".bin"), std::ios::binary)
+        .write(static_cast<const char*>(on_disk.data_ptr()), on_disk.nbytes());
+    std::ofstream(dir.File(stem + ".mask"), std::ios::binary)
+        .write(static_cast<const char*>(mask.data_ptr()), mask.nbytes());
+  }
+  const int window = static_cast<int>(ids.size(1)) - 1;
+  Result<std::unique_ptr<Dataset>> data = LoadDataset(
+      TokenDataSpec({dir.File("train.bin"), {dir.File("val.bin")}, 2, true}), window, "");
+  ASSERT_TRUE(data.ok()) << data.status().message();
+  const Batch rows = (*data)->HeldOutSamples(0, 2, SampleFormat::kNextToken);
+  ASSERT_TRUE(torch::equal(rows.inputs, ids.narrow(1, 0, window))) << "the windows are the rows";
+  for (const std::int64_t chunk : {0, 5}) {
+    std::shared_ptr<TrainableModel> model = Build(kModels + "/" + GetParam());
+    ASSERT_NE(model, nullptr);
+    model->eval();
+    model->set_output_chunk(chunk);
+    const LossTerms terms = model->ForwardLoss(rows.inputs, rows.targets);
+    const torch::Tensor loss = terms.sum / static_cast<double>(terms.count);
+    const double want = reference.at("masked_loss").item<double>();
+    EXPECT_NEAR(loss.item<double>(), want, 1e-6 * want) << GetParam() << " chunk " << chunk;
+    loss.backward();
+    for (const auto& item : model->named_parameters()) {
+      const torch::Tensor& expected = reference.at("masked_grad." + item.key());
+      const torch::Tensor& g = item.value().grad();
+      ASSERT_TRUE(g.defined()) << item.key();
+      EXPECT_LE((g - expected).norm().item<double>(),
+                1e-5 * std::max(expected.norm().item<double>(), 1e-12))
+          << GetParam() << " chunk " << chunk << ": " << item.key();
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, HfMaskedLossTest,
+                         ::testing::Values("llama_gqa", "qwen2", "gpt2"));
 
 // The parameters and StateDict() carry the Hugging Face names, each once (a tied head is the
 // embedding), so that model.safetensors is what transformers loads.

@@ -71,6 +71,7 @@ const std::map<std::string, KeyCase>& Cases() {
       {"data.train", {"other.bin", Effect::kContent}},
       {"data.eval", {"[other_eval.bin]", Effect::kContent}},
       {"data.dtype", {"uint32", Effect::kTrained}},
+      {"data.loss_masks", {"true", Effect::kTrained}},
       {"data.inputs", {"features", Effect::kTrained}},
       {"data.targets", {"labels", Effect::kTrained}},
       {"optimizer.kind", {"", Effect::kOnlyValue}},

@@ -249,6 +249,30 @@ data: {format: tensors, train: train, eval: [val.safetensors, test], targets: la
             std::string::npos);
 }
 
+// data.loss_masks gives the targets it leaves out as -100: a model that ignores another id
+// would train on them (or index its logits with -100), so the job is refused.
+TEST(JobSpecParserTest, LossMasksNeedTheModelToIgnoreMinusOneHundred) {
+  const std::string masked =
+      "data: {format: tokens, train: t.bin, eval: [v.bin], loss_masks: true}\n";
+  Result<JobSpec> spec =
+      ParseJobSpecText("model: {kind: gpt, block_size: 16}\n" + masked, "/j/job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_TRUE(spec->data.options["loss_masks"].get<bool>());
+  EXPECT_FALSE(
+      ParseJobSpecText("data: {format: tokens, train: t.bin, eval: [v.bin]}\n", "/j/job.yaml")
+          ->data.options["loss_masks"]
+          .get<bool>());
+  EXPECT_NE(ErrorOf("model: {kind: torchscript, path: m.pt, ignore_index: 0}\n" + masked)
+                .find("model.ignore_index: expected -100 (data.loss_masks gives the targets it "
+                      "leaves out as -100), got 0"),
+            std::string::npos)
+      << ErrorOf("model: {kind: torchscript, path: m.pt, ignore_index: 0}\n" + masked);
+  EXPECT_TRUE(
+      ParseJobSpecText("model: {kind: torchscript, path: m.pt, ignore_index: -100}\n" + masked,
+                       "/j/job.yaml")
+          .ok());
+}
+
 TEST(JobSpecParserTest, InvalidYamlNamesTheLine) {
   const std::string error = ErrorOf("model:\n  n_layer: [1,\n");
   EXPECT_NE(error.find("job.yaml:"), std::string::npos) << error;

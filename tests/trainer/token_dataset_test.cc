@@ -8,7 +8,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "../support/child_process.h"
 #include "../support/temp_dir.h"
@@ -17,6 +19,7 @@
 #include "trainerd/trainer/loop/trainer.h"
 #include "trainerd/trainer/models/resolve_model.h"
 #include "trainerd/trainer/plan/parity.h"
+#include "trainerd/trainer/spec/data_format.h"
 #include "trainerd/trainer/spec/exit_codes.h"
 
 namespace trainerd {
@@ -35,10 +38,21 @@ std::string WriteIds(const testing::TempDir& dir, const std::string& name, std::
   return dir.Write(name, data);
 }
 
+// Writes a loss mask of `count` bytes: 1 where `learned(i)`.
+std::string WriteMask(const testing::TempDir& dir, const std::string& name, std::int64_t count,
+                      const std::function<bool(std::int64_t)>& learned) {
+  std::string mask;
+  for (std::int64_t i = 0; i < count; ++i) mask.push_back(learned(i) ? 1 : 0);
+  return dir.Write(name, mask);
+}
+
 class TokenDatasetTest : public ::testing::Test {
  protected:
   DataSpec Spec(int bytes = 2) const {
     return TokenDataSpec({dir_.File("train.bin"), {dir_.File("val.bin")}, bytes});
+  }
+  DataSpec MaskedSpec() const {
+    return TokenDataSpec({dir_.File("train.bin"), {dir_.File("val.bin")}, 2, true});
   }
   void WriteBoth(int bytes = 2, std::int64_t modulo = 1000) {
     WriteIds(dir_, "train.bin", 5000, bytes, 0, modulo);
@@ -111,6 +125,134 @@ TEST_F(TokenDatasetTest, BadFilesAreErrorsNamingTheFile) {
   EXPECT_NE(Error(short_file).find("16 token ids, fewer than one window of block_size + 1 = 17"),
             std::string::npos)
       << Error(short_file);
+}
+
+// Each target of `batch` (windows of a file whose id i is first_id + i) is its next id where
+// `learned`, kMaskedTarget where not; and each window learns at least one. Returns the
+// windows' starts.
+std::vector<std::int64_t> CheckMasked(const Batch& batch, std::int64_t first_id,
+                                      const std::function<bool(std::int64_t)>& learned) {
+  std::vector<std::int64_t> starts;
+  for (std::int64_t b = 0; b < batch.samples; ++b) {
+    const std::int64_t start = batch.inputs[b][0].item<std::int64_t>() - first_id;
+    starts.push_back(start);
+    int learned_here = 0;
+    for (int t = 0; t < kWindow; ++t) {
+      const std::int64_t target = batch.targets[b][t].item<std::int64_t>();
+      EXPECT_EQ(batch.inputs[b][t].item<std::int64_t>(), first_id + start + t);
+      if (learned(start + t + 1)) {
+        EXPECT_EQ(target, first_id + start + t + 1);
+        ++learned_here;
+      } else {
+        EXPECT_EQ(target, kMaskedTarget) << "id " << start + t + 1 << " of the window at " << start;
+      }
+    }
+    EXPECT_GT(learned_here, 0) << "the window at " << start << " learns nothing";
+  }
+  return starts;
+}
+
+// Learned: ids [1000, 1100) and [3000, 3010) of train.bin, [400, 404) of val.bin. A window
+// learns when a target is learned: it starts in [984, 1098] or [2984, 3008] (140 windows).
+TEST_F(TokenDatasetTest, ALossMaskLeavesItsTargetsOutAndOnlyWindowsThatLearnAreDrawn) {
+  WriteIds(dir_, "train.bin", 5000, 2, 0, 65000);
+  WriteIds(dir_, "val.bin", 800, 2, 7, 65000);
+  const auto train_learned = [](std::int64_t i) {
+    return (i >= 1000 && i < 1100) || (i >= 3000 && i < 3010);
+  };
+  const auto val_learned = [](std::int64_t i) { return i >= 400 && i < 404; };
+  WriteMask(dir_, "train.mask", 5000, train_learned);
+  WriteMask(dir_, "val.mask", 800, val_learned);
+  std::unique_ptr<Dataset> data = Load(MaskedSpec());
+  ASSERT_NE(data, nullptr);
+  const Batch drawn = data->TrainingSamples(5, 0, 600, SampleFormat::kNextToken);
+  const std::vector<std::int64_t> picked = CheckMasked(drawn, 0, train_learned);
+  const std::set<std::int64_t> starts(picked.begin(), picked.end());
+  EXPECT_EQ(*starts.begin(), 984);
+  EXPECT_EQ(*starts.rbegin(), 3008);
+  EXPECT_GT(starts.size(), 120u) << "600 draws among 140 windows";
+  for (const std::int64_t start : starts) EXPECT_TRUE(start <= 1098 || start >= 2984) << start;
+  // Sample i is still a pure function of (seed, i).
+  EXPECT_TRUE(torch::equal(data->TrainingSamples(5, 37, 1, SampleFormat::kNextToken).targets[0],
+                           drawn.targets[37]));
+  // Held out: evenly spaced among val.bin's 19 windows that learn, [384, 402].
+  EXPECT_EQ(CheckMasked(data->HeldOutSamples(0, 3, SampleFormat::kNextToken), 7, val_learned),
+            (std::vector<std::int64_t>{384, 393, 402}));
+  EXPECT_EQ(data->profile().learned_targets, 110);
+}
+
+TEST_F(TokenDatasetTest, AMaskIsPartOfTheFingerprintAndWithoutMasksNothingChanges) {
+  WriteBoth();
+  const std::string plain = Load(Spec())->fingerprint();
+  EXPECT_FALSE(Load(Spec())->profile().learned_targets.has_value());
+  const auto odd = [](std::int64_t i) { return i % 2 == 1; };
+  WriteMask(dir_, "train.mask", 5000, odd);
+  WriteMask(dir_, "val.mask", 800, odd);
+  EXPECT_EQ(Load(Spec())->fingerprint(), plain) << "masks beside the files, not asked for";
+  const std::string masked = Load(MaskedSpec())->fingerprint();
+  EXPECT_NE(masked, plain);
+  WriteMask(dir_, "val.mask", 800, [](std::int64_t i) { return i % 3 == 1; });
+  EXPECT_NE(Load(MaskedSpec())->fingerprint(), masked);
+}
+
+TEST_F(TokenDatasetTest, BadMasksAreErrorsNamingTheFile) {
+  WriteBoth();
+  WriteMask(dir_, "train.mask", 5000, [](std::int64_t i) { return i % 2 == 1; });
+  EXPECT_NE(Error(MaskedSpec()).find("data.loss_masks: data file " + dir_.File("val.mask")),
+            std::string::npos)
+      << Error(MaskedSpec());
+  WriteMask(dir_, "val.mask", 799, [](std::int64_t) { return true; });
+  EXPECT_NE(Error(MaskedSpec())
+                .find(dir_.File("val.mask") + ": 799 bytes, but " + dir_.File("val.bin") +
+                      " holds 800 ids"),
+            std::string::npos)
+      << Error(MaskedSpec());
+  WriteMask(dir_, "val.mask", 800, [](std::int64_t i) { return i == 0; });
+  EXPECT_NE(Error(MaskedSpec()).find(dir_.File("val.mask") + ": no id after the first is marked 1"),
+            std::string::npos)
+      << Error(MaskedSpec());
+  std::string two(800, 1);
+  two[123] = 2;
+  dir_.Write("val.mask", two);
+  EXPECT_NE(Error(MaskedSpec()).find(dir_.File("val.mask") + ": byte 123 is 2"), std::string::npos)
+      << Error(MaskedSpec());
+  // An evaluation slice may learn every target; the training file may not: that is the
+  // silent fallback of a chat whose prompts were not found. The first id is no target.
+  WriteMask(dir_, "val.mask", 800, [](std::int64_t) { return true; });
+  EXPECT_EQ(Error(MaskedSpec()), "loaded");
+  WriteMask(dir_, "train.mask", 5000, [](std::int64_t i) { return i > 0; });
+  EXPECT_NE(Error(MaskedSpec())
+                .find(dir_.File("train.mask") + ": every id is marked 1, the same as no mask"),
+            std::string::npos)
+      << Error(MaskedSpec());
+}
+
+// Windows learn unequal numbers of targets, so the effective batch's mean is not the mean of
+// the microbatches' means: an accumulated plan equals the one-batch reference only when every
+// microbatch's sum is divided by the count of the whole batch.
+TEST_F(TokenDatasetTest, AnAccumulatedPlanOverUnevenMasksPassesParityAndPerMicrobatchMeansFail) {
+  WriteBoth();
+  // Learned densities from 1 % to 24 %, changing every 64 ids.
+  const auto uneven = [](std::int64_t i) { return (i * 7919) % 97 < (i / 64) % 23 + 1; };
+  WriteMask(dir_, "train.mask", 5000, uneven);
+  WriteMask(dir_, "val.mask", 800, uneven);
+  JobSpec spec = testing::TinyGptJob();
+  spec.data = MaskedSpec();
+  spec.model.block_size = kWindow;
+  spec.model.options["vocab_size"] = 1000;
+  spec.plan = {2, 4, {1}, Precision::kFp32};
+  std::unique_ptr<Dataset> data = Load(spec.data);
+  ASSERT_NE(data, nullptr);
+  const Batch batch = data->TrainingSamples(spec.training.seed, 0, 8, SampleFormat::kNextToken);
+  const torch::Tensor per_window = batch.targets.ne(kMaskedTarget).sum(1);
+  EXPECT_GT(per_window.max().item<std::int64_t>(), per_window.min().item<std::int64_t>())
+      << "the masks must be uneven across the windows of an update";
+  Result<ParityReport> parity = CheckParity(spec, *data, 2);
+  ASSERT_TRUE(parity.ok()) << parity.status().message();
+  EXPECT_TRUE(parity->pass) << ToJson(*parity).dump();
+  Result<ParityReport> broken = CheckParity(spec, *data, 2, TrainingFault::kLossPerMicrobatch);
+  ASSERT_TRUE(broken.ok()) << broken.status().message();
+  EXPECT_FALSE(broken->pass) << ToJson(*broken).dump();
 }
 
 TEST_F(TokenDatasetTest, TheDigestOfAFileIsCachedBySizeAndMtimeAndRecomputedWhenEitherChanges) {

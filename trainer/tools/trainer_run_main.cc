@@ -936,8 +936,12 @@ class Worker {
               << report.profile.train_samples << " training samples, " << distinct
               << " distinct ids, " << report.ids_beyond_vocabulary << " ids beyond the vocabulary ("
               << report.vocabulary << "), " << report.profile.rows_not_finite
-              << " rows with NaN or Inf, " << report.profile.columns.size()
-              << " columns profiled\n";
+              << " rows with NaN or Inf, " << report.profile.columns.size() << " columns profiled";
+    if (const std::optional<std::int64_t> learned = report.profile.learned_targets) {
+      std::cout << ", " << *learned << " of " << report.profile.train_samples - 1
+                << " targets learned (loss masks)";
+    }
+    std::cout << "\n";
   }
 
   int Train() {

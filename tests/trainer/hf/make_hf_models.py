@@ -9,7 +9,9 @@ model.safetensors or an index with shards, generation_config.json) and
 OUT_DIR/<variant>.reference.safetensors holds, for input_ids [2, 24] drawn at random:
 `logits` of the model in evaluation mode (eager attention, float32), `loss`, the mean
 next-token cross-entropy of those logits, and `grad.<name>` for every parameter, the
-gradient of one backward of that loss. Run with scripts/install-hf-python.sh's python.
+gradient of one backward of that loss; and `labels` (the ids, -100 at positions a loss mask
+leaves out), `masked_loss`, the model's own loss of those labels (model(input_ids,
+labels=labels).loss), and `masked_grad.<name>`, its gradients. Run with scripts/install-hf-python.sh's python.
 """
 import json
 import os
@@ -86,6 +88,15 @@ def as_hub_names(path, config):
     save_file(tensors, path, metadata={"format": "pt"})
 
 
+def masked_labels(ids):
+    """`ids` as labels with -100 where a chat's prompt would be: unequal between the rows."""
+    labels = ids.clone()
+    labels[:, :6] = -100
+    labels[0, 10:15] = -100
+    labels[1, 18:] = -100
+    return labels
+
+
 def make(out_dir, name, config_class, keys, how):
     torch.manual_seed(sum(map(ord, name)))
     config = config_class(**keys) if config_class is transformers.GPT2Config else \
@@ -110,6 +121,13 @@ def make(out_dir, name, config_class, keys, how):
                  "loss": loss.detach().reshape(1)}
     for pname, p in model.named_parameters():
         reference["grad." + pname] = p.grad.contiguous()
+    model.zero_grad()
+    labels = masked_labels(ids)
+    masked = model(input_ids=ids, labels=labels).loss
+    masked.backward()
+    reference.update({"labels": labels, "masked_loss": masked.detach().reshape(1)})
+    for pname, p in model.named_parameters():
+        reference["masked_grad." + pname] = p.grad.contiguous()
     save_file(reference, os.path.join(out_dir, name + ".reference.safetensors"),
               metadata={"transformers": transformers.__version__, "torch": torch.__version__})
 

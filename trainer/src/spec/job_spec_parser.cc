@@ -25,6 +25,13 @@ void ReadModel(YamlReader model, const std::string& base_dir, const DataSpec& da
     const ModelKeysContext context{base_dir,
                                    format ? format->DefaultInputs() : ModelInputs::kTokens};
     kind->Read(model, context, spec);
+    if (format != nullptr && format->MasksTargets(data) &&
+        spec->loss.kind == LossKind::kCrossEntropy && spec->loss.ignore_index != kMaskedTarget) {
+      model.Fail("ignore_index",
+                 std::to_string(kMaskedTarget) +
+                     " (data.loss_masks gives the targets it leaves out as -100)",
+                 std::to_string(spec->loss.ignore_index));
+    }
   }
   model.RejectUnknownKeys();
 }

@@ -438,6 +438,7 @@ template <typename V>
 void Fields(V& v, DataProfile& s) {
   v("train_samples", s.train_samples);
   v("id_counts", s.id_counts);
+  v.Omittable("learned_targets", s.learned_targets);
   v("rows_not_finite", s.rows_not_finite);
   v("columns", s.columns);
 }

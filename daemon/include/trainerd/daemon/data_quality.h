@@ -29,6 +29,9 @@ struct DataQualityFigures {
   std::int64_t vocabulary = 0;   // 0: unknown
   double beyond_vocabulary = 0;  // share of training ids
   double not_finite_rows = 0;    // share of training rows (tensors)
+  // The share of the training targets the loss masks learn (tokens, data.loss_masks); none
+  // without masks.
+  std::optional<double> learned_share;
   // A sentence per threshold breached, naming the figure, its value and the threshold.
   std::vector<std::string> breaches;
 

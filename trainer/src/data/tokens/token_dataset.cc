@@ -7,6 +7,7 @@
 
 #include "data/data_profile_scans.h"
 #include "trainerd/common/sha256.h"
+#include "trainerd/trainer/spec/data_format.h"
 
 namespace trainerd {
 namespace {
@@ -16,6 +17,11 @@ std::int64_t DecodeId(const unsigned char* at, int width) {
   std::uint32_t id = 0;
   for (int b = width - 1; b >= 0; --b) id = (id << 8) | at[b];
   return id;
+}
+
+// Where the mask of id file `path` is: beside it, its extension .mask.
+std::string MaskPath(const std::string& path) {
+  return std::filesystem::path(path).replace_extension(".mask").string();
 }
 
 }  // namespace
@@ -30,6 +36,7 @@ Result<TokenDataset::Mapped> TokenDataset::Map(const std::string& path) const {
                                    " token ids (data.dtype); truncated?");
   }
   Mapped m;
+  m.window = window_;
   m.tokens = static_cast<std::int64_t>(file->size()) / token_bytes_;
   if (m.tokens < window_ + 1) {
     return Status::InvalidArgument(
@@ -63,14 +70,32 @@ Result<std::unique_ptr<TokenDataset>> TokenDataset::Load(const TokenDataKeys& ke
     d->max_token_ = std::max(d->max_token_, ids->largest());
     if (role == "train") d->profile_.id_counts = ids->counts();
     d->digests_from_cache_ += digest->from_cache ? 1 : 0;
-    hasher.Update("\n" + role + " " + std::filesystem::path(path).stem().string() + " " +
-                  digest->sha256);
+    const std::string stem = std::filesystem::path(path).stem().string();
+    hasher.Update("\n" + role + " " + stem + " " + digest->sha256);
+    if (!keys.loss_masks) return mapped;
+    Result<LossMask> mask = LossMask::Load(MaskPath(path), path, mapped->tokens, window);
+    if (!mask.ok()) return mask.status();
+    Result<FileDigest> mask_digest = DigestFile(mask->path(), "", nullptr, digest_cache);
+    if (!mask_digest.ok()) return mask_digest.status();
+    d->digests_from_cache_ += mask_digest->from_cache ? 1 : 0;
+    hasher.Update("\n" + role + " mask " + stem + " " + mask_digest->sha256);
+    mapped->mask = std::move(*mask);
     return mapped;
   };
   Result<Mapped> train = add("train", keys.train);
   if (!train.ok()) return train.status();
   d->train_ = std::move(*train);
   d->profile_.train_samples = d->train_.tokens;
+  if (const std::optional<LossMask>& mask = d->train_.mask) {
+    if (mask->learned() == mask->targets()) {
+      return Status::InvalidArgument(
+          "data.loss_masks: " + mask->path() +
+          ": every id is marked 1, the same as no mask: a "
+          "chat's mask leaves its prompts out (examples/hf/chat_to_tokens.py); to learn every "
+          "token, drop data.loss_masks");
+    }
+    d->profile_.learned_targets = mask->learned();
+  }
   for (const std::string& path : keys.eval) {
     Result<Mapped> eval = add("eval", path);
     if (!eval.ok()) return eval.status();
@@ -96,18 +121,24 @@ Batch TokenDataset::Assemble(const Mapped& file, const std::vector<std::int64_t>
   auto out = batch.targets.accessor<std::int64_t, 2>();
   for (std::int64_t b = 0; b < n; ++b) {
     for (int t = 0; t < window_; ++t) {
+      const std::int64_t target = starts[b] + t + 1;
       in[b][t] = Token(file, starts[b] + t);
-      out[b][t] = Token(file, starts[b] + t + 1);
+      out[b][t] = file.mask && !file.mask->Learned(target) ? kMaskedTarget : Token(file, target);
     }
   }
   return batch;
 }
 
+std::vector<std::int64_t> TokenDataset::Starts(const Mapped& file,
+                                               std::vector<std::int64_t> picks) {
+  for (std::int64_t& pick : picks) pick = file.Start(pick);
+  return picks;
+}
+
 Batch TokenDataset::TrainingSamples(std::uint64_t seed, std::int64_t first, std::int64_t count,
                                     SampleFormat format) const {
   TORCH_CHECK(supports(format), "token data gives next-token windows only");
-  const std::int64_t starts = train_.tokens - window_;  // windows of window_ + 1 ids
-  Batch batch = Assemble(train_, StreamPicks(seed, first, count, starts));
+  Batch batch = Assemble(train_, Starts(train_, StreamPicks(seed, first, count, train_.starts())));
   batch.stream = SampleStream{seed, first};
   return batch;
 }
@@ -115,8 +146,7 @@ Batch TokenDataset::TrainingSamples(std::uint64_t seed, std::int64_t first, std:
 Batch TokenDataset::HeldOutSamples(std::size_t index, int windows, SampleFormat format) const {
   TORCH_CHECK(supports(format), "token data gives next-token windows only");
   const Mapped& file = eval_.at(index);
-  const std::int64_t span = file.tokens - window_ - 1;  // last valid start
-  return Assemble(file, EvenlySpaced(windows, span));
+  return Assemble(file, Starts(file, EvenlySpaced(windows, file.starts() - 1)));
 }
 
 namespace {

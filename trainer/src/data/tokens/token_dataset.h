@@ -2,14 +2,18 @@
 // train.bin / val.bin convention of common LM data preparation. The files are memory-mapped,
 // never read whole into RAM; a window is block_size + 1 consecutive ids (inputs and the next
 // tokens). Training windows start anywhere in `data.train` (sample i a pure function of
-// (seed, i)); each `data.eval` file is one evaluation slice, named by its stem.
+// (seed, i)); each `data.eval` file is one evaluation slice, named by its stem. With
+// `data.loss_masks`, each file's mask (loss_mask.h) leaves its unlearned targets out of the loss
+// (kMaskedTarget) and its windows that learn nothing out of the draw.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "data/tokens/loss_mask.h"
 #include "data/tokens/tokens_spec.h"
 #include "trainerd/trainer/data/dataset.h"
 #include "trainerd/trainer/data/mapped_file.h"
@@ -18,8 +22,10 @@ namespace trainerd {
 
 class TokenDataset : public Dataset {
  public:
-  // Maps every file of `keys`. Errors name the file: missing, a size that is not a whole
-  // number of ids of `data.dtype`, fewer than block_size + 1 ids.
+  // Maps every file of `keys` (and their masks). Errors name the file: missing, a size that is
+  // not a whole number of ids of `data.dtype`, fewer than block_size + 1 ids; a mask's
+  // (loss_mask.h), and a training mask that learns every target (the same as no mask: a chat
+  // whose prompts were not found).
   static Result<std::unique_ptr<TokenDataset>> Load(const TokenDataKeys& keys, int window,
                                                     const std::string& digest_cache);
 
@@ -42,10 +48,17 @@ class TokenDataset : public Dataset {
   struct Mapped {
     MappedFile file;
     std::int64_t tokens = 0;
+    int window = 0;
+    std::optional<LossMask> mask;
+    // The windows that may be drawn (those that learn a target), and the k-th of them.
+    std::int64_t starts() const { return mask ? mask->starts() : tokens - window; }
+    std::int64_t Start(std::int64_t k) const { return mask ? mask->Start(k) : k; }
   };
   TokenDataset() = default;
   Result<Mapped> Map(const std::string& path) const;
   std::int64_t Token(const Mapped& file, std::int64_t index) const;
+  // file.Start of each pick.
+  static std::vector<std::int64_t> Starts(const Mapped& file, std::vector<std::int64_t> picks);
   Batch Assemble(const Mapped& file, const std::vector<std::int64_t>& starts) const;
 
   int window_ = 0;

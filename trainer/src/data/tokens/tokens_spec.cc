@@ -19,7 +19,11 @@ class TokensFormat : public DataFormat {
     std::string dtype = "uint16";
     data.String("dtype", &dtype, {"uint16", "uint32"});
     keys.token_bytes = dtype == "uint32" ? 4 : 2;
+    data.Bool("loss_masks", &keys.loss_masks);
     spec->options = keys;
+  }
+  bool MasksTargets(const DataSpec& spec) const override {
+    return spec.options.get<TokenDataKeys>().loss_masks;
   }
   ModelInputs DefaultInputs() const override { return ModelInputs::kTokens; }
   std::vector<ModelInputs> Gives() const override { return {ModelInputs::kTokens}; }

@@ -35,8 +35,8 @@ struct SampleStream {
   std::int64_t first_sample = 0;  // stream index of row 0
 };
 
-// What a model reads for a run of samples; `targets` uses -1 for positions that carry no
-// loss (masked tokens).
+// What a model reads for a run of samples; `targets` holds kMaskedTarget (-100,
+// spec/data_format.h) where a loss mask leaves a position out.
 struct Batch {
   torch::Tensor inputs;
   torch::Tensor targets;

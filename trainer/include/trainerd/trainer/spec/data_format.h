@@ -5,6 +5,7 @@
 // Registration happens during static initialisation; lookups after it are thread-safe.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +14,10 @@
 #include "trainerd/trainer/spec/yaml_reader.h"
 
 namespace trainerd {
+
+// The target a dataset gives where a loss mask leaves a position out (data.loss_masks):
+// PyTorch's and transformers' ignore_index, which model.ignore_index must then be.
+inline constexpr std::int64_t kMaskedTarget = -100;
 
 class DataFormat {
  public:
@@ -29,6 +34,8 @@ class DataFormat {
   // Keys of `options` left out of the job identity: the files, whose content the data's
   // fingerprint covers.
   virtual std::vector<std::string> NonIdentityKeys() const = 0;
+  // True when `spec`'s data leaves targets out of the loss as kMaskedTarget (a loss mask).
+  virtual bool MasksTargets(const DataSpec& /*spec*/) const { return false; }
 };
 
 // Adds `format` under `name`; false (and nothing added) when a format of that name exists.

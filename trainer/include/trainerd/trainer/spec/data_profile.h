@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace trainerd {
@@ -22,6 +23,9 @@ struct DataProfile {
   // Each id's count in the training split (tokens, text), or each class's among integer
   // targets (tensors); ids from kMaxCountedIds on are counted in the last bin.
   std::vector<std::int64_t> id_counts;
+  // tokens with data.loss_masks: the training targets the mask learns, of train_samples - 1
+  // (the first id is no target); none without masks.
+  std::optional<std::int64_t> learned_targets;
   // tensors: training rows whose floating-point inputs hold a NaN or an infinity, plus those
   // whose floating-point targets do, and the floating-point inputs' first kMaxProfiledColumns
   // columns (a row flattened).
