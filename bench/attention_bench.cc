@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
     for (const std::int64_t rows : rows_per_block) {
       ways.emplace_back([&, rows] {
         return trainerd::BlockwiseCausalAttention(qkv[0], qkv[1], qkv[2], dropout->counters(),
-                                                  rows);
+                                                  /*first=*/{}, rows);
       });
     }
     // Interleaved, so that drift of the machine affects every way alike.

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "models/gpt/gpt.h"
+#include "models/gpt/visible_keys.h"
 #include "trainerd/trainer/device/device_memory.h"
 #include "trainerd/trainer/semantics/sample_dropout.h"
 
@@ -104,6 +105,73 @@ TEST_P(BlockwiseAttentionTest, KeysAndValuesAfterAPositionNeverReachIt) {
         << "position " << position;
     EXPECT_GT(MaxDifference(changed.select(1, position + 1), base.select(1, position + 1)), 1e-3)
         << "position " << position;
+  }
+}
+
+// Each query's first visible key (visible_keys.h): a sliding window of 7 positions, the same
+// for both samples [1, T]; and segments that restart at different positions in each sample
+// [2, T] (the first key of a query is its segment's start).
+std::vector<torch::Tensor> FirstKeysOf(std::int64_t t) {
+  torch::Tensor segments = torch::zeros({2, t}, torch::kLong);
+  for (std::int64_t i = 0; i < t; ++i) {
+    segments[0][i] = i >= t / 2 ? t / 2 : (i >= 3 ? 3 : 0);
+    segments[1][i] = i >= t - 4 ? t - 4 : 0;
+  }
+  return {SlidingWindowFirstKeys(t, 7), segments};
+}
+
+TEST_P(BlockwiseAttentionTest, WithFirstKeysEqualsTheExplicitAttentionAndNeverSeesBefore) {
+  const auto [t, p] = GetParam();
+  SampleDropout dropout = TrainingDropout(p);
+  for (const torch::Tensor& first : FirstKeysOf(t)) {
+    const SampleStreamScope stream(SampleStream{3, 40});
+    const auto blockwise_in = Inputs(t, torch::kFloat);
+    const auto explicit_in = Inputs(t, torch::kFloat);
+    const torch::Tensor blockwise = BlockwiseCausalAttention(
+        blockwise_in[0], blockwise_in[1], blockwise_in[2], dropout->counters(), first);
+    const torch::Tensor y =
+        ExplicitCausalAttention(explicit_in[0], explicit_in[1], explicit_in[2], dropout, first);
+    const torch::Tensor expected = y.transpose(1, 2).reshape({y.size(0), y.size(2), -1});
+    EXPECT_LE(MaxDifference(blockwise, expected), 2e-5) << first.sizes();
+    const torch::Tensor upstream = torch::randn_like(expected);
+    (blockwise * upstream).sum().backward();
+    (expected * upstream).sum().backward();
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_LE(MaxDifference(blockwise_in[i].grad(), explicit_in[i].grad()), 5e-5)
+          << first.sizes() << " gradient of input "
+          << "qkv"[i];
+    }
+    // Key 2 changed: no query whose first key is after it moves, not by a bit; query 2 does
+    // (without dropout, which could drop its weight).
+    torch::NoGradGuard no_grad;
+    const torch::Tensor q = blockwise_in[0].detach(), k = blockwise_in[1].detach(),
+                        v = blockwise_in[2].detach();
+    const torch::Tensor base = BlockwiseCausalAttention(q, k, v, std::nullopt, first);
+    const torch::Tensor k2 = k.clone(), v2 = v.clone();
+    k2.narrow(2, 2, 1).add_(1.0);
+    v2.narrow(2, 2, 1).add_(1.0);
+    const torch::Tensor changed = BlockwiseCausalAttention(q, k2, v2, std::nullopt, first);
+    const torch::Tensor difference = (changed - base).abs().amax(-1);  // [B, T]
+    const torch::Tensor sees = first.le(2).logical_and(torch::arange(t).ge(2));
+    EXPECT_FALSE(difference.gt(0).logical_and(sees.logical_not()).any().item<bool>())
+        << first.sizes() << ": a query saw a key before its first\n"
+        << difference;
+    EXPECT_TRUE(difference.select(1, 2).gt(1e-4).all().item<bool>()) << difference;
+  }
+}
+
+// The sliding window's first keys: transformers' kv_idx > q_idx - window.
+TEST(VisibleKeysTest, ASlidingWindowSeesItsLastPositionsAndCoveringAllIsNone) {
+  const torch::Tensor first = SlidingWindowFirstKeys(6, 3);
+  EXPECT_TRUE(torch::equal(first, torch::tensor({0, 0, 0, 1, 2, 3}, torch::kLong).unsqueeze(0)));
+  EXPECT_FALSE(SlidingWindowFirstKeys(6, 6).defined());
+  EXPECT_FALSE(SlidingWindowFirstKeys(6, 0).defined());
+  const torch::Tensor mask = VisibleKeyMask(first, torch::kCPU);
+  ASSERT_EQ(mask.sizes(), (std::vector<std::int64_t>{1, 1, 6, 6}));
+  for (std::int64_t i = 0; i < 6; ++i) {
+    for (std::int64_t j = 0; j < 6; ++j) {
+      EXPECT_EQ(mask[0][0][i][j].item<bool>(), j <= i && j > i - 3) << i << ", " << j;
+    }
   }
 }
 

@@ -178,9 +178,9 @@ TEST_P(HfReferenceTest, LogitsAndGradientsEqualTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Variants, HfReferenceTest,
                          ::testing::Values("llama_gqa", "llama_tied_llama3_bias", "llama_v4_config",
-                                           "qwen2", "mistral", "llama_sharded", "gpt2",
-                                           "gpt2_hub_names", "llama_wide_vocab",
-                                           "qwen2_wide_vocab"));
+                                           "qwen2", "mistral", "mistral_window", "qwen2_window",
+                                           "llama_sharded", "gpt2", "gpt2_hub_names",
+                                           "llama_wide_vocab", "qwen2_wide_vocab"));
 
 // The output layer in chunks of 5 positions (plan output_chunk): transformers' loss and
 // gradients, with the head untied (llama_gqa) and tied (the others).
@@ -564,9 +564,11 @@ TEST_F(HfBadFolderTest, EachIsAnErrorNamingTheFileAndTheKeyOrTensor) {
   expect_error(ErrorOf(pad), {"config.json: pad_token_id: expected a token id in [-vocab_size, "
                               "vocab_size) (vocab_size 96), got 96"});
 
-  const std::string window = Copy("mistral");
-  EditConfig(window, [](nlohmann::json& c) { c["sliding_window"] = 16; });
-  expect_error(ErrorOf(window), {"config.json: sliding_window: 16 is below model.block_size (24)"});
+  const std::string layer_types = Copy("qwen2_window");
+  EditConfig(layer_types, [](nlohmann::json& c) { c["layer_types"] = {"full_attention"}; });
+  expect_error(ErrorOf(layer_types),
+               {"config.json: layer_types: expected a list of 2 (num_hidden_layers) of "
+                "\"full_attention\" and \"sliding_attention\", got [\"full_attention\"]"});
 
   const std::string layer_scaled = Copy("gpt2");
   EditConfig(layer_scaled, [](nlohmann::json& c) { c["scale_attn_by_inverse_layer_idx"] = true; });
@@ -598,32 +600,52 @@ TEST_F(HfBadFolderTest, EachIsAnErrorNamingTheFileAndTheKeyOrTensor) {
                                 "is missing"});
 }
 
-// Values of the wrong JSON type threw out of nlohmann's value(): a worker's internal error,
-// and in the daemon (which reads config.json at start-up and in each cycle) a dead loop.
 // A key transformers fills when a config leaves it out is filled the same way: a Mistral
-// config without sliding_window attends over MistralConfig's 4096 positions (a job's block
-// above them is refused: no sliding-window kernel yet), a null is no window. What
-// transformers reads from the same files is the test's reference.
-TEST_F(HfBadFolderTest, AnAbsentSlidingWindowIsTransformersDefaultAndANullIsNone) {
+// config without sliding_window attends over MistralConfig's 4096 positions, a null is no
+// window; Qwen2's window is on the layers config.json's layer_types names, or without them on
+// those from max_window_layers (default 28) on, and on none without use_sliding_window. What
+// transformers reads from the same files, each layer's window, is the test's reference.
+TEST_F(HfBadFolderTest, EachLayersWindowIsTheOneTransformersReads) {
   const std::string absent = Copy("mistral");
   EditConfig(absent, [](nlohmann::json& c) { c.erase("sliding_window"); });
   const std::string null = Copy("mistral");  // the fixture's config has "sliding_window": null
-  for (const auto& [folder, want] : {std::pair{absent, 4096}, std::pair{null, 0}}) {
+  const std::string listed = Copy("qwen2_window");  // layer_types as transformers 5 wrote them
+  const std::string derived = Copy("qwen2_window");
+  EditConfig(derived, [](nlohmann::json& c) {
+    c.erase("layer_types");
+    c["max_window_layers"] = 0;
+  });
+  const std::string defaulted = Copy("qwen2_window");  // max_window_layers 28: no layer
+  EditConfig(defaulted, [](nlohmann::json& c) {
+    c.erase("layer_types");
+    c.erase("max_window_layers");
+  });
+  const std::string unused = Copy("qwen2_window");
+  EditConfig(unused, [](nlohmann::json& c) { c["use_sliding_window"] = false; });
+  for (const auto& [folder, want] :
+       {std::pair{absent, std::vector<int>{4096, 4096}}, std::pair{null, std::vector<int>{0, 0}},
+        std::pair{listed, std::vector<int>{0, 6}}, std::pair{derived, std::vector<int>{6, 6}},
+        std::pair{defaulted, std::vector<int>{0, 0}}, std::pair{unused, std::vector<int>{0, 0}}}) {
     Result<HfDecoderConfig> config = ReadHfConfig(folder);
     ASSERT_TRUE(config.ok()) << config.status().message();
-    EXPECT_EQ(config->sliding_window, want) << folder;
+    EXPECT_EQ(config->layer_windows, want) << folder;
     testing::ChildProcess python(
         {TRAINERD_HF_PYTHON, "-c",
          "import sys, transformers\n"
-         "print(transformers.AutoConfig.from_pretrained(sys.argv[1]).sliding_window or 0)",
+         "c = transformers.AutoConfig.from_pretrained(sys.argv[1])\n"
+         "types = getattr(c, 'layer_types', None) or ['sliding_attention'] * c.num_hidden_layers\n"
+         "print(' '.join(str((c.sliding_window or 0) if t == 'sliding_attention' else 0) "
+         "for t in types))",
          folder});
     const std::vector<std::string> lines = python.ReadAllLines();
     ASSERT_EQ(python.ExitCode(), 0) << python.ReadAllStderr();
     ASSERT_FALSE(lines.empty());
-    EXPECT_EQ(lines.back(), std::to_string(want)) << folder;
+    EXPECT_EQ(lines.back(), std::to_string(want[0]) + " " + std::to_string(want[1])) << folder;
   }
 }
 
+// Values of the wrong JSON type threw out of nlohmann's value(): a worker's internal error,
+// and in the daemon (which reads config.json at start-up and in each cycle) a dead loop.
 TEST_F(HfBadFolderTest, AValueOfTheWrongJsonTypeIsAnErrorNamingTheKey) {
   const struct {
     const char* variant;

@@ -2,6 +2,7 @@
 #include <torch/torch.h>
 
 #include "models/gpt/gpt.h"
+#include "models/gpt/visible_keys.h"
 #include "models/mlp/mlp_classifier.h"
 #include "trainerd/trainer/device/torch_compat.h"
 
@@ -80,6 +81,30 @@ TEST(FusedAttentionTest, EqualsTheExplicitAttentionInOutputAndGradients) {
   const torch::Tensor expected =
       ExplicitCausalAttention(explicit_in[0], explicit_in[1], explicit_in[2], no_dropout);
   EXPECT_LE((fused - expected).abs().max().item<double>(), 1e-5);
+  const torch::Tensor weights = torch::randn_like(expected);
+  (fused * weights).sum().backward();
+  (expected * weights).sum().backward();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_LE((fused_in[i].grad() - explicit_in[i].grad()).abs().max().item<double>(), 1e-5)
+        << "gradient of input " << i;
+  }
+}
+
+// A sliding window of 4 positions (visible_keys.h), as the fused kernel takes it: a mask.
+TEST(FusedAttentionTest, WithASlidingWindowEqualsTheExplicitAttention) {
+  if (!compat::kHasFusedAttention) GTEST_SKIP() << "no scaled_dot_product_attention";
+  SampleDropout no_dropout(0.0, /*site=*/0);
+  const torch::Tensor first = SlidingWindowFirstKeys(10, 4);
+  const auto fused_in = AttentionInputs();
+  const auto explicit_in = AttentionInputs();
+  const torch::Tensor fused = compat::FusedCausalAttention(
+      fused_in[0], fused_in[1], fused_in[2], /*dropout=*/0.0, VisibleKeyMask(first, torch::kCPU));
+  const torch::Tensor expected =
+      ExplicitCausalAttention(explicit_in[0], explicit_in[1], explicit_in[2], no_dropout, first);
+  EXPECT_LE((fused - expected).abs().max().item<double>(), 1e-5);
+  const torch::Tensor causal =
+      ExplicitCausalAttention(explicit_in[0], explicit_in[1], explicit_in[2], no_dropout);
+  EXPECT_GT((causal - expected).abs().max().item<double>(), 1e-3) << "the window changed nothing";
   const torch::Tensor weights = torch::randn_like(expected);
   (fused * weights).sum().backward();
   (expected * weights).sum().backward();

@@ -50,6 +50,14 @@ VARIANTS = {
               dict(num_key_value_heads=2, tie_word_embeddings=True, pad_token_id=-2), {}),
     # one key/value head (multi-query), no sliding window
     "mistral": (transformers.MistralConfig, dict(num_key_value_heads=1, sliding_window=None), {}),
+    # every layer attends over its last 5 positions (of the 24 the reference feeds it)
+    "mistral_window": (transformers.MistralConfig, dict(num_key_value_heads=1, sliding_window=5),
+                       {}),
+    # Qwen2's window on the layers from max_window_layers on: the first layer attends over all
+    # positions, the second over its last 6
+    "qwen2_window": (transformers.Qwen2Config,
+                     dict(num_key_value_heads=2, use_sliding_window=True, sliding_window=6,
+                          max_window_layers=1), {}),
     # weights in shards named by model.safetensors.index.json
     "llama_sharded": (transformers.LlamaConfig, dict(num_key_value_heads=2),
                       {"max_shard_size": "20KB"}),

@@ -164,19 +164,25 @@ const float* AsFloat(const scalar_t* row, std::int64_t n, std::vector<float>& bu
   }
 }
 
-// Writes `n` floats to `row` and zeros to the rest of its `width` (the masked columns).
+// Writes the floats of columns [lo, n) to `row` and zeros to the rest of its `width` (the
+// masked columns).
 template <typename scalar_t>
-void Store(const float* values, std::int64_t n, std::int64_t width, scalar_t* row) {
+void Store(const float* values, std::int64_t lo, std::int64_t n, std::int64_t width,
+           scalar_t* row) {
+  std::fill(row, row + lo, static_cast<scalar_t>(0));
   if constexpr (std::is_same_v<scalar_t, float>) {
-    if (values != row) std::memcpy(row, values, static_cast<std::size_t>(n) * sizeof(float));
+    if (values != row + lo) {
+      std::memcpy(row + lo, values, static_cast<std::size_t>(n - lo) * sizeof(float));
+    }
   } else {
-    for (std::int64_t j = 0; j < n; ++j) row[j] = static_cast<scalar_t>(values[j]);
+    for (std::int64_t j = lo; j < n; ++j) row[j] = static_cast<scalar_t>(values[j - lo]);
   }
   std::fill(row + n, row + width, static_cast<scalar_t>(0));
 }
 
-// A block of queries of a range of heads. Blocks are [heads, rows, width]: block row r is query
-// i0 + r % rows of head first_head + r / rows (head g: sample g / H, head g % H).
+// A block of queries of a range of heads of one sample. Blocks are [heads, rows, width]: block
+// row r is query i0 + r % rows of head first_head + r / rows (head g: sample g / H, head g % H),
+// column c key k0 + c.
 struct BlockShape {
   std::int64_t first_head;
   std::int64_t heads;
@@ -184,34 +190,45 @@ struct BlockShape {
   std::int64_t t;
   std::int64_t i0;
   std::int64_t rows;
-  std::int64_t width;  // i0 + rows: the keys up to the block's last query
+  const std::int64_t* first;  // the sample's first visible key of each query; nullptr: 0
+  std::int64_t k0;            // the first key any of the block's queries sees
+  std::int64_t width;         // the keys from k0 up to the block's last query
 
   std::int64_t Head(std::int64_t r) const { return first_head + r / rows; }
   std::int64_t Query(std::int64_t r) const { return i0 + r % rows; }
+  std::int64_t FirstKey(std::int64_t i) const { return first == nullptr ? 0 : first[i]; }
 };
 
 // The blocks of `rows_per_block` queries of heads [first_head, first_head + heads), in order.
 std::vector<BlockShape> BlocksOf(std::int64_t first_head, std::int64_t heads, std::int64_t n_head,
-                                 std::int64_t t, std::int64_t rows_per_block) {
+                                 std::int64_t t, std::int64_t rows_per_block,
+                                 const std::int64_t* first) {
   std::vector<BlockShape> blocks;
   for (std::int64_t i0 = 0; i0 < t; i0 += rows_per_block) {
     const std::int64_t rows = std::min(rows_per_block, t - i0);
-    blocks.push_back({first_head, heads, n_head, t, i0, rows, i0 + rows});
+    BlockShape block{first_head, heads, n_head, t, i0, rows, first, 0, 0};
+    block.k0 = block.FirstKey(i0);
+    for (std::int64_t i = i0 + 1; i < i0 + rows; ++i)
+      block.k0 = std::min(block.k0, block.FirstKey(i));
+    block.width = i0 + rows - block.k0;
+    blocks.push_back(block);
   }
   return blocks;
 }
 
-// The keep flags of query i's weights in head g: element (h, i, j) of the sample's [H, T, T]
-// weights, as ExplicitCausalAttention's dropout numbers it.
+// The keep flags of keys [j0, j0 + n) of query i's weights in head g: elements (h, i, j) of the
+// sample's [H, T, T] weights, as ExplicitCausalAttention's dropout numbers them.
 void AttentionKeepFlags(const std::optional<DropoutCounters>& dropout, const BlockShape& shape,
-                        std::int64_t g, std::int64_t i, std::int64_t n, std::uint8_t* keep) {
+                        std::int64_t g, std::int64_t i, std::int64_t j0, std::int64_t n,
+                        std::uint8_t* keep) {
   if (!dropout) {
     std::fill(keep, keep + n, std::uint8_t{1});
     return;
   }
   const std::int64_t h = g % shape.n_head;
   KeepFlags(dropout->RowSeed(g / shape.n_head),
-            static_cast<std::uint32_t>((h * shape.t + i) * shape.t), n, dropout->KeepBelow(), keep);
+            static_cast<std::uint32_t>((h * shape.t + i) * shape.t + j0), n, dropout->KeepBelow(),
+            keep);
 }
 
 // One thread's row buffers, for rows up to `width` long.
@@ -234,16 +251,18 @@ void SoftmaxDropoutForward(torch::Tensor& scores, const BlockShape& shape, float
   scalar_t* data = scores.data_ptr<scalar_t>();
   const float kept_scale = dropout ? static_cast<float>(dropout->KeptScale()) : 1.0F;
   for (std::int64_t r = 0; r < shape.heads * shape.rows; ++r) {
-    const std::int64_t g = shape.Head(r), i = shape.Query(r), n = i + 1;
+    // Columns [lo, end) of the row: its query's visible keys.
+    const std::int64_t g = shape.Head(r), i = shape.Query(r), first = shape.FirstKey(i);
+    const std::int64_t lo = first - shape.k0, end = i + 1 - shape.k0, n = end - lo;
     scalar_t* row = data + r * shape.width;
-    const float* s = AsFloat(row, n, scratch.a);
+    const float* s = AsFloat(row + lo, n, scratch.a);
     float* e = scratch.c.data();
     const float max = RowMax(s, n) * scale;
     const float sum = ExpRow(s, n, scale, max, e);
     lse[g * shape.t + i] = max + std::log(sum);
-    AttentionKeepFlags(dropout, shape, g, i, n, scratch.keep.data());
+    AttentionKeepFlags(dropout, shape, g, i, first, n, scratch.keep.data());
     DropRow(e, scratch.keep.data(), n, kept_scale / sum, e);
-    Store(e, n, shape.width, row);
+    Store(e, lo, end, shape.width, row);
   }
 }
 
@@ -257,18 +276,19 @@ void SoftmaxDropoutBackward(torch::Tensor& scores, torch::Tensor& grad, const Bl
   scalar_t* g_data = grad.data_ptr<scalar_t>();
   const float kept_scale = dropout ? static_cast<float>(dropout->KeptScale()) : 1.0F;
   for (std::int64_t r = 0; r < shape.heads * shape.rows; ++r) {
-    const std::int64_t g = shape.Head(r), i = shape.Query(r), n = i + 1;
+    const std::int64_t g = shape.Head(r), i = shape.Query(r), first = shape.FirstKey(i);
+    const std::int64_t lo = first - shape.k0, end = i + 1 - shape.k0, n = end - lo;
     scalar_t* s_row = s_data + r * shape.width;
     scalar_t* g_row = g_data + r * shape.width;
-    const float* s = AsFloat(s_row, n, scratch.a);
-    const float* dpd = AsFloat(g_row, n, scratch.b);
-    AttentionKeepFlags(dropout, shape, g, i, n, scratch.keep.data());
+    const float* s = AsFloat(s_row + lo, n, scratch.a);
+    const float* dpd = AsFloat(g_row + lo, n, scratch.b);
+    AttentionKeepFlags(dropout, shape, g, i, first, n, scratch.keep.data());
     float* pd = scratch.c.data();
     float* ds = scratch.d.data();
     SoftmaxDropoutBackwardRow(s, dpd, scratch.keep.data(), n, scale, lse[g * shape.t + i],
                               kept_scale, pd, ds);
-    Store(pd, n, shape.width, s_row);
-    Store(ds, n, shape.width, g_row);
+    Store(pd, lo, end, shape.width, s_row);
+    Store(ds, lo, end, shape.width, g_row);
   }
 }
 
@@ -306,10 +326,12 @@ torch::Tensor HeadsOf(const torch::Tensor& merged, std::int64_t n_head) {
   return merged.view({merged.size(0), merged.size(1), n_head, -1}).transpose(1, 2);
 }
 
-// q, k, v [B, H, T, D], each with its last dimension contiguous, and the dropout's counters.
+// q, k, v [B, H, T, D], each with its last dimension contiguous, the dropout's counters and
+// the first visible keys (visible_keys.h; contiguous, or undefined).
 struct AttentionInputs {
   torch::Tensor q, k, v;
   std::optional<DropoutCounters> dropout;
+  torch::Tensor first;
   std::int64_t rows_per_block;
 
   std::int64_t Batch() const { return q.size(0); }
@@ -317,7 +339,12 @@ struct AttentionInputs {
   std::int64_t Length() const { return q.size(2); }
   float Scale() const { return static_cast<float>(1 / std::sqrt(static_cast<double>(q.size(3)))); }
   std::vector<BlockShape> Blocks(const HeadGroup& group) const {
-    return BlocksOf(group.FirstHead(), group.heads, Heads(), Length(), rows_per_block);
+    const std::int64_t* sample_first =
+        first.defined()
+            ? first.data_ptr<std::int64_t>() + (first.size(0) == 1 ? 0 : group.sample) * Length()
+            : nullptr;
+    return BlocksOf(group.FirstHead(), group.heads, Heads(), Length(), rows_per_block,
+                    sample_first);
   }
 };
 
@@ -330,13 +357,13 @@ void ForwardHeads(const AttentionInputs& in, const HeadGroup& group, const torch
   for (const BlockShape& shape : in.Blocks(group)) {
     torch::Tensor weights = torch::empty({shape.heads, shape.rows, shape.width}, q.options());
     BatchedProduct(weights, q.narrow(1, shape.i0, shape.rows),
-                   k.narrow(1, 0, shape.width).transpose(1, 2), /*accumulate=*/false);
+                   k.narrow(1, shape.k0, shape.width).transpose(1, 2), /*accumulate=*/false);
     AT_DISPATCH_FLOATING_TYPES_AND2(
         at::kBFloat16, at::kHalf, weights.scalar_type(), "blockwise_attention_forward", [&] {
           SoftmaxDropoutForward<scalar_t>(weights, shape, in.Scale(), in.dropout,
                                           lse.data_ptr<float>(), scratch);
         });
-    BatchedProduct(o.narrow(1, shape.i0, shape.rows), weights, v.narrow(1, 0, shape.width),
+    BatchedProduct(o.narrow(1, shape.i0, shape.rows), weights, v.narrow(1, shape.k0, shape.width),
                    /*accumulate=*/false);
   }
 }
@@ -353,21 +380,21 @@ void BackwardHeads(const AttentionInputs& in, const HeadGroup& group, const torc
   for (const BlockShape& shape : in.Blocks(group)) {
     const torch::Tensor q_block = q.narrow(1, shape.i0, shape.rows);
     const torch::Tensor d_o_block = d_o.narrow(1, shape.i0, shape.rows);
-    const torch::Tensor keys = k.narrow(1, 0, shape.width);
+    const torch::Tensor keys = k.narrow(1, shape.k0, shape.width);
     torch::Tensor weights = torch::empty({shape.heads, shape.rows, shape.width}, q.options());
     torch::Tensor grad_scores = torch::empty_like(weights);
     BatchedProduct(weights, q_block, keys.transpose(1, 2), /*accumulate=*/false);
-    BatchedProduct(grad_scores, d_o_block, v.narrow(1, 0, shape.width).transpose(1, 2),
+    BatchedProduct(grad_scores, d_o_block, v.narrow(1, shape.k0, shape.width).transpose(1, 2),
                    /*accumulate=*/false);
     AT_DISPATCH_FLOATING_TYPES_AND2(
         at::kBFloat16, at::kHalf, weights.scalar_type(), "blockwise_attention_backward", [&] {
           SoftmaxDropoutBackward<scalar_t>(weights, grad_scores, shape, in.Scale(), in.dropout,
                                            lse.data_ptr<float>(), scratch);
         });
-    BatchedProduct(dv.narrow(1, 0, shape.width), weights.transpose(1, 2), d_o_block,
+    BatchedProduct(dv.narrow(1, shape.k0, shape.width), weights.transpose(1, 2), d_o_block,
                    /*accumulate=*/true);
     BatchedProduct(dq.narrow(1, shape.i0, shape.rows), grad_scores, keys, /*accumulate=*/false);
-    BatchedProduct(dk.narrow(1, 0, shape.width), grad_scores.transpose(1, 2), q_block,
+    BatchedProduct(dk.narrow(1, shape.k0, shape.width), grad_scores.transpose(1, 2), q_block,
                    /*accumulate=*/true);
   }
 }
@@ -380,18 +407,30 @@ torch::Tensor AsProductInput(const torch::Tensor& x) {
 
 AttentionInputs InputsOf(const torch::autograd::AutogradContext* context,
                          const torch::autograd::variable_list& saved) {
-  return {saved[0], saved[1], saved[2], SavedDropoutCounters(context),
+  const c10::IValue& first = context->saved_data.at("first");
+  return {saved[0],
+          saved[1],
+          saved[2],
+          SavedDropoutCounters(context),
+          first.isTensor() ? first.toTensor() : torch::Tensor(),
           context->saved_data.at("rows_per_block").toInt()};
 }
+
+// The first keys as the autograd function takes them: not a tensor argument (autograd would
+// take it for an input, and an undefined one has no device).
+struct FirstKeys {
+  torch::Tensor first;
+};
 
 class BlockwiseAttentionFunction : public torch::autograd::Function<BlockwiseAttentionFunction> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* context, const torch::Tensor& q_in,
                                const torch::Tensor& k_in, const torch::Tensor& v_in,
-                               const std::optional<DropoutCounters>& dropout,
+                               const std::optional<DropoutCounters>& dropout, const FirstKeys& keys,
                                std::int64_t rows_per_block) {
     const std::int64_t b = q_in.size(0), h = q_in.size(1), t = q_in.size(2), d = q_in.size(3);
     SaveDropoutCounters(context, dropout);
+    context->saved_data["first"] = keys.first.defined() ? c10::IValue(keys.first) : c10::IValue();
     context->saved_data["rows_per_block"] = rows_per_block;
     const torch::autograd::variable_list inputs = {AsProductInput(q_in), AsProductInput(k_in),
                                                    AsProductInput(v_in)};
@@ -420,7 +459,8 @@ class BlockwiseAttentionFunction : public torch::autograd::Function<BlockwiseAtt
       BackwardHeads(in, group, d_o, lse, HeadsOf(dq, h), HeadsOf(dk, h), HeadsOf(dv, h));
     });
     auto split_heads = [&](const torch::Tensor& x) { return HeadsOf(x.to(in.q.scalar_type()), h); };
-    return {split_heads(dq), split_heads(dk), split_heads(dv), torch::Tensor(), torch::Tensor()};
+    return {split_heads(dq), split_heads(dk), split_heads(dv),
+            torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -435,7 +475,7 @@ bool BlockwiseAttentionSupports(const torch::Tensor& q) {
 torch::Tensor BlockwiseCausalAttention(const torch::Tensor& q, const torch::Tensor& k,
                                        const torch::Tensor& v,
                                        const std::optional<DropoutCounters>& dropout,
-                                       std::int64_t rows_per_block) {
+                                       const torch::Tensor& first, std::int64_t rows_per_block) {
   TORCH_CHECK(rows_per_block > 0, "BlockwiseCausalAttention: rows_per_block ", rows_per_block,
               " is not positive");
   TORCH_CHECK(BlockwiseAttentionSupports(q),
@@ -444,7 +484,18 @@ torch::Tensor BlockwiseCausalAttention(const torch::Tensor& q, const torch::Tens
   TORCH_CHECK(q.sizes() == k.sizes() && q.sizes() == v.sizes() &&
                   q.scalar_type() == k.scalar_type() && q.scalar_type() == v.scalar_type(),
               "BlockwiseCausalAttention: q, k and v differ in shape or dtype");
-  return BlockwiseAttentionFunction::apply(q, k, v, dropout, rows_per_block);
+  if (!first.defined())
+    return BlockwiseAttentionFunction::apply(q, k, v, dropout, FirstKeys{}, rows_per_block);
+  const std::int64_t t = q.size(2);
+  TORCH_CHECK(first.dim() == 2 && (first.size(0) == 1 || first.size(0) == q.size(0)) &&
+                  first.size(1) == t && first.scalar_type() == torch::kLong && first.is_cpu(),
+              "BlockwiseCausalAttention: first keys [1 or B, T] int64 on the CPU, got ",
+              first.scalar_type(), " ", first.sizes());
+  const torch::Tensor queries = torch::arange(t, torch::kLong);
+  TORCH_CHECK(first.ge(0).logical_and(first.le(queries)).all().item<bool>(),
+              "BlockwiseCausalAttention: a query's first key is negative or after it");
+  return BlockwiseAttentionFunction::apply(q, k, v, dropout, FirstKeys{first.contiguous()},
+                                           rows_per_block);
 }
 
 }  // namespace trainerd

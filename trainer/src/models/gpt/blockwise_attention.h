@@ -1,8 +1,9 @@
 // Causal attention softmax(q k^T / sqrt(D) + causal mask) v, with dropout on the attention
 // weights, for q, k, v [B, H, T, D] on the CPU, as one autograd function that keeps for
 // backward only q, k, v, the output and each query row's log-sum-exp: never a [B, H, T, T]
-// tensor. Query rows are taken kAttentionRowsPerBlock at a time, against the keys up to the
-// block's last row (the key blocks above the diagonal are all masked and are skipped);
+// tensor. Query rows are taken kAttentionRowsPerBlock at a time, against the keys from the
+// first any of them sees (visible_keys.h: a sliding window's) up to the block's last row (the
+// key blocks above the diagonal and before the window are all masked and are skipped);
 // backward recomputes each block's weights from the saved log-sum-exp. The dropout mask is
 // the counter-based one (dropout_counters.h) over the weights [B, H, T, T] in memory order,
 // the mask ExplicitCausalAttention with a regenerated SampleDropout draws, so the two agree to
@@ -26,11 +27,13 @@ inline constexpr std::int64_t kAttentionRowsPerBlock = 64;
 bool BlockwiseAttentionSupports(const torch::Tensor& q);
 
 // Returns [B, T, H * D]: the heads merged, the layout the output projection takes. `dropout`:
-// the mask's counters, none for no dropout. `rows_per_block`: the queries taken at a time
-// (bench/attention_bench measures others).
+// the mask's counters, none for no dropout. `first`: each query's first visible key
+// (visible_keys.h), undefined for every key before it. `rows_per_block`: the queries taken at
+// a time (bench/attention_bench measures others).
 torch::Tensor BlockwiseCausalAttention(const torch::Tensor& q, const torch::Tensor& k,
                                        const torch::Tensor& v,
                                        const std::optional<DropoutCounters>& dropout,
+                                       const torch::Tensor& first = {},
                                        std::int64_t rows_per_block = kAttentionRowsPerBlock);
 
 }  // namespace trainerd

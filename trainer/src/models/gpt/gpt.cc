@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "models/gpt/blockwise_attention.h"
+#include "models/gpt/visible_keys.h"
 #include "trainerd/trainer/device/torch_compat.h"
 #include "trainerd/trainer/models/model_registry.h"
 
@@ -36,13 +37,17 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptOptions& options, int 
 }
 
 torch::Tensor ExplicitCausalAttention(const torch::Tensor& q, const torch::Tensor& k,
-                                      const torch::Tensor& v, SampleDropout& dropout) {
+                                      const torch::Tensor& v, SampleDropout& dropout,
+                                      const torch::Tensor& first) {
   const std::int64_t t = q.size(-2);
   torch::Tensor scores =
       torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(-1)));
-  const torch::Tensor future =
-      torch::ones({t, t}, torch::TensorOptions().dtype(torch::kBool).device(q.device())).triu(1);
-  scores = scores.masked_fill(future, -std::numeric_limits<float>::infinity());
+  const torch::Tensor hidden =
+      first.defined()
+          ? VisibleKeyMask(first, q.device()).logical_not()
+          : torch::ones({t, t}, torch::TensorOptions().dtype(torch::kBool).device(q.device()))
+                .triu(1);
+  scores = scores.masked_fill(hidden, -std::numeric_limits<float>::infinity());
   return torch::matmul(dropout->forward(torch::softmax(scores, /*dim=*/-1)), v);
 }
 
@@ -60,19 +65,20 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
 
 torch::Tensor CausalAttention(const torch::Tensor& q, const torch::Tensor& k,
                               const torch::Tensor& v, SampleDropout& dropout, bool training,
-                              GptKernels kernels) {
+                              GptKernels kernels, const torch::Tensor& first) {
   const std::int64_t b = q.size(0), t = q.size(2), c = q.size(1) * q.size(3);
   auto merge_heads = [&](const torch::Tensor& y) {
     return y.transpose(1, 2).contiguous().view({b, t, c});
   };
   const bool draws_dropout = training && dropout->p() > 0;
   if (compat::kHasFusedAttention && !draws_dropout) {
-    return merge_heads(compat::FusedCausalAttention(q, k, v, /*dropout=*/0.0));
+    const torch::Tensor visible = first.defined() ? VisibleKeyMask(first, q.device()) : first;
+    return merge_heads(compat::FusedCausalAttention(q, k, v, /*dropout=*/0.0, visible));
   }
   if (kernels == GptKernels::kFused && BlockwiseAttentionSupports(q)) {
-    return BlockwiseCausalAttention(q, k, v, dropout->counters());
+    return BlockwiseCausalAttention(q, k, v, dropout->counters(), first);
   }
-  return merge_heads(ExplicitCausalAttention(q, k, v, dropout));
+  return merge_heads(ExplicitCausalAttention(q, k, v, dropout, first));
 }
 
 GptBlockImpl::GptBlockImpl(const GptOptions& options, int site) {

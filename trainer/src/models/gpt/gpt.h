@@ -30,10 +30,13 @@ TORCH_MODULE(BiasOptionalLayerNorm);
 // attention weights, written out: it keeps [B, H, T, T] scores, weights and the dropout mask
 // for backward. The model uses it on LibTorch 1.13; 2.x has the fused
 // at::scaled_dot_product_attention (compat::FusedCausalAttention), tested equal to it.
+// `first`: each query's first visible key (visible_keys.h); undefined: every key before it.
 torch::Tensor ExplicitCausalAttention(const torch::Tensor& q, const torch::Tensor& k,
-                                      const torch::Tensor& v, SampleDropout& dropout);
+                                      const torch::Tensor& v, SampleDropout& dropout,
+                                      const torch::Tensor& first = {});
 
-// Causal attention of q, k, v [B, H, T, D] to [B, T, H * D], `dropout` on its weights when
+// Causal attention of q, k, v [B, H, T, D] to [B, T, H * D], each query seeing the keys from
+// its `first` (visible_keys.h; undefined: all before it), `dropout` on its weights when
 // `training`, by the first that applies:
 // - LibTorch's fused attention where it has it (2.x) and no attention dropout is drawn (its
 //   kernel draws masks from the default generator, which would make them depend on the
@@ -43,7 +46,7 @@ torch::Tensor ExplicitCausalAttention(const torch::Tensor& q, const torch::Tenso
 // - ExplicitCausalAttention.
 torch::Tensor CausalAttention(const torch::Tensor& q, const torch::Tensor& k,
                               const torch::Tensor& v, SampleDropout& dropout, bool training,
-                              GptKernels kernels);
+                              GptKernels kernels, const torch::Tensor& first = {});
 
 // The dropout masks `kernels` draws: regenerated from counters (kFused) or stored.
 DropoutMasks MasksOf(GptKernels kernels);

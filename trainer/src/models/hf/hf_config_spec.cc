@@ -153,30 +153,65 @@ Status ReadRope(const ConfigKeys& keys, HfDecoderConfig* config) {
 }
 
 // The attention window as transformers reads it: a config without the key gets its config
-// class's default (MistralConfig's and Qwen2Config's sliding_window=4096), a null none.
-Status ReadSlidingWindow(const ConfigKeys& keys, HfDecoderConfig* config) {
+// class's default (MistralConfig's and Qwen2Config's sliding_window=4096), a null none (0).
+Status ReadSlidingWindow(const ConfigKeys& keys, int* window) {
   constexpr int kTransformersDefaultWindow = 4096;
-  if (!keys.json().contains("sliding_window")) {
-    config->sliding_window = kTransformersDefaultWindow;
-    return Status::Ok();
-  }
-  return keys.OptionalInt("sliding_window", 1, &config->sliding_window);
+  *window = keys.json().contains("sliding_window") ? 0 : kTransformersDefaultWindow;
+  return keys.OptionalInt("sliding_window", 1, window);
 }
 
-// Which projections carry biases and the attention window, by architecture.
+// Which of Qwen2's layers attend over the window, as Qwen2Config decides: config.json's
+// layer_types ("sliding_attention" or "full_attention" per layer, as transformers 5 writes it)
+// when present, else the layers from max_window_layers (default 28) on.
+Status ReadQwen2WindowedLayers(const ConfigKeys& keys, HfDecoderConfig* config, int window) {
+  const int layers = config->num_hidden_layers;
+  config->layer_windows.assign(static_cast<std::size_t>(layers), 0);
+  if (keys.Has("layer_types")) {
+    const nlohmann::json& types = keys.json()["layer_types"];
+    const std::string expected = "a list of " + std::to_string(layers) +
+                                 " (num_hidden_layers) of \"full_attention\" and "
+                                 "\"sliding_attention\"";
+    if (!types.is_array() || types.size() != static_cast<std::size_t>(layers)) {
+      return keys.Wrong("layer_types", expected, types);
+    }
+    for (int i = 0; i < layers; ++i) {
+      const nlohmann::json& type = types[static_cast<std::size_t>(i)];
+      if (type != "full_attention" && type != "sliding_attention") {
+        return keys.Wrong("layer_types", expected, types);
+      }
+      if (type == "sliding_attention") config->layer_windows[static_cast<std::size_t>(i)] = window;
+    }
+    return Status::Ok();
+  }
+  int first_windowed = 28;
+  TRAINERD_RETURN_IF_ERROR(keys.OptionalInt("max_window_layers", 0, &first_windowed));
+  for (int i = first_windowed; i < layers; ++i)
+    config->layer_windows[static_cast<std::size_t>(i)] = window;
+  return Status::Ok();
+}
+
+// Which projections carry biases and each layer's attention window, by architecture: Mistral's
+// window is every layer's; Qwen2's (with use_sliding_window) its windowed layers'.
 Status ReadArchitectureKeys(const ConfigKeys& keys, HfDecoderConfig* config) {
   const nlohmann::json& json = keys.json();
+  config->layer_windows.assign(static_cast<std::size_t>(config->num_hidden_layers), 0);
   if (config->model_type == "qwen2") {
     config->qkv_bias = true;
     bool windowed = false;
     TRAINERD_RETURN_IF_ERROR(keys.Bool("use_sliding_window", &windowed));
-    if (windowed) TRAINERD_RETURN_IF_ERROR(ReadSlidingWindow(keys, config));
+    int window = 0;
+    if (windowed) TRAINERD_RETURN_IF_ERROR(ReadSlidingWindow(keys, &window));
+    if (window > 0) TRAINERD_RETURN_IF_ERROR(ReadQwen2WindowedLayers(keys, config, window));
   } else {
     bool attention_bias = false;
     TRAINERD_RETURN_IF_ERROR(keys.Bool("attention_bias", &attention_bias));
     config->qkv_bias = config->o_bias = attention_bias;
     TRAINERD_RETURN_IF_ERROR(keys.Bool("mlp_bias", &config->mlp_bias));
-    if (config->model_type == "mistral") TRAINERD_RETURN_IF_ERROR(ReadSlidingWindow(keys, config));
+    if (config->model_type == "mistral") {
+      int window = 0;
+      TRAINERD_RETURN_IF_ERROR(ReadSlidingWindow(keys, &window));
+      config->layer_windows.assign(config->layer_windows.size(), window);
+    }
   }
   config->activation = "silu";
   TRAINERD_RETURN_IF_ERROR(keys.String(json, "hidden_act", &config->activation));

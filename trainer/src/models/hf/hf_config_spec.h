@@ -48,7 +48,9 @@ struct HfDecoderConfig {
   double residual_dropout = 0.0;    // GPT-2's resid_pdrop (attention output and MLP)
   double embedding_dropout = 0.0;   // GPT-2's embd_pdrop
   std::string activation = "silu";  // hidden_act; GPT-2's activation_function
-  int sliding_window = 0;           // attention only over the last this many positions; 0: none
+  // Each decoder layer's attention window: a query sees only the last this many positions
+  // (itself included); 0: none. Mistral's sliding_window, Qwen2's on its windowed layers.
+  std::vector<int> layer_windows;
   // The Llama family's embedding row that takes no gradient (pad_token_id, as nn.Embedding's
   // padding_idx: a negative id counted from the end); -1: none. GPT-2 has none.
   int pad_token_id = -1;
@@ -57,7 +59,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     HfDecoderConfig, architecture, model_type, vocab_size, hidden_size, intermediate_size,
     num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim, max_position_embeddings,
     norm_eps, rope, tie_word_embeddings, qkv_bias, o_bias, mlp_bias, attention_dropout,
-    residual_dropout, embedding_dropout, activation, sliding_window, pad_token_id)
+    residual_dropout, embedding_dropout, activation, layer_windows, pad_token_id)
 
 // The architectures config.json's `architectures` may name.
 std::vector<std::string> HfArchitectures();

@@ -122,14 +122,6 @@ double WeightBytes(const HfDecoderConfig& c) {
 TRAINERD_REGISTER_MODEL("hf", [](const ModelContext& context) {
   const HfKeys keys = context.options.get<HfKeys>();
   const HfDecoderConfig& config = keys.config;
-  if (config.sliding_window > 0 && config.sliding_window < context.block_size) {
-    throw ModelLoadError(keys.path +
-                         "/config.json: sliding_window: " + std::to_string(config.sliding_window) +
-                         " is below model.block_size (" + std::to_string(context.block_size) +
-                         "): attention over a window is not implemented; train with "
-                         "model.block_size at most " +
-                         std::to_string(config.sliding_window));
-  }
   if (context.block_size > config.max_position_embeddings && config.model_type == "gpt2") {
     throw ModelLoadError(
         keys.path + "/config.json: n_positions: " + std::to_string(config.max_position_embeddings) +

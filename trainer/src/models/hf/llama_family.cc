@@ -4,6 +4,7 @@
 #include <numbers>
 
 #include "models/gpt/gpt.h"
+#include "models/gpt/visible_keys.h"
 
 namespace trainerd {
 namespace {
@@ -68,7 +69,8 @@ Rotary RotaryFor(const HfDecoderConfig& config, std::int64_t positions, torch::D
 HfAttentionImpl::HfAttentionImpl(const HfDecoderConfig& config, int site)
     : heads_(config.num_attention_heads),
       kv_heads_(config.num_key_value_heads),
-      head_dim_(config.head_dim) {
+      head_dim_(config.head_dim),
+      window_(config.layer_windows.empty() ? 0 : config.layer_windows.at(site)) {
   const std::int64_t width = config.hidden_size;
   q_proj_ = register_module("q_proj", Linear(width, heads_ * head_dim_, config.qkv_bias));
   k_proj_ = register_module("k_proj", Linear(width, kv_heads_ * head_dim_, config.qkv_bias));
@@ -94,7 +96,8 @@ torch::Tensor HfAttentionImpl::forward(const torch::Tensor& x, const Rotary& rot
   const torch::Tensor q = Rotate(heads(q_proj_->forward(x), heads_), rotary);
   const torch::Tensor k = shared(Rotate(heads(k_proj_->forward(x), kv_heads_), rotary));
   const torch::Tensor v = shared(heads(v_proj_->forward(x), kv_heads_));
-  return o_proj_->forward(CausalAttention(q, k, v, dropout_, is_training(), GptKernels::kFused));
+  return o_proj_->forward(CausalAttention(q, k, v, dropout_, is_training(), GptKernels::kFused,
+                                          SlidingWindowFirstKeys(t, window_)));
 }
 
 HfMlpImpl::HfMlpImpl(const HfDecoderConfig& config) {

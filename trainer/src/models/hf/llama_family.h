@@ -5,7 +5,8 @@
 // tied to the embedding or not. Modules carry the Hugging Face names, so that parameters,
 // StateDict() and model.safetensors read "model.layers.0.self_attn.q_proj.weight". Each
 // decoder layer is a block; attention dropout (config.attention_dropout) is the trainer's
-// split-invariant dropout.
+// split-invariant dropout; a layer with a sliding window (Mistral's, Qwen2's windowed layers)
+// attends over its last positions alone, in every kernel (visible_keys.h).
 #pragma once
 
 #include <torch/torch.h>
@@ -41,6 +42,7 @@ class HfAttentionImpl : public torch::nn::Module {
 
  private:
   std::int64_t heads_, kv_heads_, head_dim_;
+  std::int64_t window_;  // the layer's attention window (config.layer_windows), 0: none
   AdaptableLinear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, o_proj_{nullptr};
   SampleDropout dropout_{nullptr};
 };

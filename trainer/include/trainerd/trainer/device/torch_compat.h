@@ -203,14 +203,18 @@ static_assert(HasCopyData<c10::Allocator> == TRAINERD_TORCH_AT_LEAST(2, 3),
 inline constexpr bool kHasFusedAttention = TRAINERD_TORCH_AT_LEAST(2, 0);
 
 // Causal attention of q, k, v [B, H, T, D] through LibTorch's fused kernel, dropout
-// probability `dropout` on the attention weights (0 outside training). Only where
-// kHasFusedAttention; callers keep the explicit formula for 1.13.
+// probability `dropout` on the attention weights (0 outside training). `visible`, when
+// defined, is the bool mask of the keys each query attends to (causality included, [B or 1,
+// 1, T, T]: a sliding window's). Only where kHasFusedAttention; callers keep the explicit
+// formula for 1.13.
 inline torch::Tensor FusedCausalAttention(const torch::Tensor& q, const torch::Tensor& k,
-                                          const torch::Tensor& v, double dropout) {
+                                          const torch::Tensor& v, double dropout,
+                                          const torch::Tensor& visible = {}) {
 #if TRAINERD_TORCH_AT_LEAST(2, 0)
+  if (visible.defined()) return at::scaled_dot_product_attention(q, k, v, visible, dropout);
   return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, dropout, /*is_causal=*/true);
 #else
-  (void)q, (void)k, (void)v, (void)dropout;
+  (void)q, (void)k, (void)v, (void)dropout, (void)visible;
   TORCH_CHECK(false, "at::scaled_dot_product_attention needs LibTorch 2.0 or later");
 #endif
 }

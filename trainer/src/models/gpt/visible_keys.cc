@@ -1,0 +1,20 @@
+#include "models/gpt/visible_keys.h"
+
+#include <torch/torch.h>
+
+namespace trainerd {
+
+torch::Tensor SlidingWindowFirstKeys(std::int64_t t, std::int64_t window) {
+  if (window <= 0 || window >= t) return {};
+  return (torch::arange(t, torch::kLong) - (window - 1)).clamp_min(0).unsqueeze(0);
+}
+
+torch::Tensor VisibleKeyMask(const torch::Tensor& first, torch::Device device) {
+  const std::int64_t t = first.size(-1);
+  const torch::Tensor keys = torch::arange(t, torch::kLong).view({1, 1, t});
+  const torch::Tensor queries = keys.view({1, t, 1});
+  const torch::Tensor starts = first.view({first.size(0), t, 1});
+  return keys.le(queries).logical_and(keys.ge(starts)).unsqueeze(1).to(device);
+}
+
+}  // namespace trainerd
