@@ -118,10 +118,14 @@ Result<std::string> Sha256Path(const std::string& path) {
     if (it->is_regular_file(ec)) names.push_back(fs::relative(it->path(), path, ec).string());
   }
   if (ec) return Status::IOError(path + ": cannot list for hashing: " + ec.message());
+  return Sha256Files(path, std::move(names));
+}
+
+Result<std::string> Sha256Files(const std::string& folder, std::vector<std::string> names) {
   std::sort(names.begin(), names.end());
   Sha256 hasher;
   for (const std::string& name : names) {
-    Result<std::string> file = Sha256File((fs::path(path) / name).string());
+    Result<std::string> file = Sha256File((std::filesystem::path(folder) / name).string());
     if (!file.ok()) return file.status();
     const std::string entry = name + '\0' + *file + '\n';
     hasher.Update(entry.data(), entry.size());

@@ -32,6 +32,7 @@
 #include "trainerd/trainer/semantics/loss.h"
 #include "trainerd/trainer/spec/data_format.h"
 #include "trainerd/trainer/spec/job_spec_parser.h"
+#include "trainerd/trainer/spec/model_kind.h"
 
 namespace trainerd {
 namespace {
@@ -642,6 +643,50 @@ TEST_F(HfBadFolderTest, EachLayersWindowIsTheOneTransformersReads) {
     ASSERT_FALSE(lines.empty());
     EXPECT_EQ(lines.back(), std::to_string(want[0]) + " " + std::to_string(want[1])) << folder;
   }
+}
+
+// The job identity counts what of a folder trains, config.json and the weights: a model card,
+// a tokenizer or generation_config.json added or edited leave it, and so a half-trained
+// night's checkpoint, as they were; a config value or a weight changed is another job. With
+// the weights whole and in shards (the index and each shard count).
+TEST_F(HfBadFolderTest, TheJobIdentityHashesTheConfigAndTheWeightsAlone) {
+  const ModelKind& hf = ModelKindOf(JobFor(kModels + "/llama_gqa")->model);
+  const auto hash = [&](const std::string& folder) {
+    Result<std::string> sha = hf.ContentSha256(folder);
+    EXPECT_TRUE(sha.ok()) << sha.status().message();
+    return sha.ok() ? *sha : "";
+  };
+  const auto flip_last_byte = [](const std::string& path) {
+    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekg(-1, std::ios::end);
+    const char last = static_cast<char>(file.get());
+    file.seekp(-1, std::ios::end);
+    file.put(static_cast<char>(last ^ 1));
+  };
+  for (const std::string variant : {"llama_gqa", "llama_sharded"}) {
+    const std::string folder = Copy(variant);
+    const std::string before = hash(folder);
+    std::ofstream(folder + "/README.md") << "# A model card\n";
+    std::ofstream(folder + "/tokenizer.json") << "{}";
+    std::ofstream(folder + "/generation_config.json") << R"({"max_new_tokens": 7})";
+    EXPECT_EQ(hash(folder), before) << variant;
+
+    const std::string weights = Copy(variant);
+    std::vector<std::string> files;
+    for (const auto& entry : fs::directory_iterator(weights)) {
+      if (entry.path().extension() == ".safetensors") files.push_back(entry.path().string());
+    }
+    ASSERT_FALSE(files.empty());
+    flip_last_byte(*std::min_element(files.begin(), files.end()));
+    EXPECT_NE(hash(weights), before) << variant << ": a weight changed";
+
+    EditConfig(folder, [](nlohmann::json& c) { c["rms_norm_eps"] = 1e-5; });
+    EXPECT_NE(hash(folder), before) << variant << ": config.json changed";
+  }
+  const std::string sharded = Copy("llama_sharded");
+  const std::string before = hash(sharded);
+  std::ofstream(sharded + "/model.safetensors.index.json", std::ios::app) << "\n";
+  EXPECT_NE(hash(sharded), before) << "the index changed";
 }
 
 // Values of the wrong JSON type threw out of nlohmann's value(): a worker's internal error,

@@ -5,7 +5,6 @@
 #include <optional>
 
 #include "trainerd/common/array_file.h"
-#include "trainerd/common/sha256.h"
 #include "trainerd/trainer/device/device_memory.h"
 #include "trainerd/trainer/device/matmul_flops.h"
 #include "trainerd/trainer/models/adapters.h"
@@ -168,7 +167,7 @@ Status ResolveModel(JobSpec* spec, const Dataset& data) {
         "job. Train it with distributed.ranks: 1");
   }
   if (const std::string file_key = kind.FileKey(); !file_key.empty()) {
-    Result<std::string> hash = Sha256Path(m.options.value(file_key, std::string()));
+    Result<std::string> hash = kind.ContentSha256(m.options.value(file_key, std::string()));
     if (!hash.ok()) return hash.status();
     loaded.file_sha256 = *hash;
   }

@@ -3,6 +3,8 @@
 #include <map>
 #include <stdexcept>
 
+#include "trainerd/common/sha256.h"
+
 namespace trainerd {
 namespace {
 
@@ -12,6 +14,10 @@ std::map<std::string, std::unique_ptr<ModelKind>>& Kinds() {
 }
 
 }  // namespace
+
+Result<std::string> ModelKind::ContentSha256(const std::string& path) const {
+  return Sha256Path(path);
+}
 
 bool RegisterModelKind(const std::string& name, std::unique_ptr<ModelKind> kind) {
   return Kinds().emplace(name, std::move(kind)).second;

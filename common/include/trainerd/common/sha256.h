@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "trainerd/common/status.h"
 
@@ -32,8 +33,10 @@ class Sha256 {
 std::string Sha256Hex(std::string_view data);
 // Hash of a whole file's bytes; IOError naming the path when it cannot be read.
 Result<std::string> Sha256File(const std::string& path);
-// A file's hash, or a folder's: the hash of each regular file's name (relative to the folder)
-// and hash, in name order, subfolders included.
+// A file's hash, or a folder's: Sha256Files of every regular file of it, subfolders included.
 Result<std::string> Sha256Path(const std::string& path);
+// The hash of the files `names` (relative to `folder`): of each one's name and hash, in name
+// order. IOError naming a file that cannot be read.
+Result<std::string> Sha256Files(const std::string& folder, std::vector<std::string> names);
 
 }  // namespace trainerd

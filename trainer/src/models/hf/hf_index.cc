@@ -1,5 +1,6 @@
 #include "models/hf/hf_index.h"
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "trainerd/common/bounded_file.h"
@@ -43,6 +44,18 @@ Result<std::map<std::string, std::vector<std::string>>> ReadHfIndex(const std::s
     shards[shard.get<std::string>()].push_back(tensor);
   }
   return shards;
+}
+
+Result<std::map<std::string, std::vector<std::string>>> HfWeightFiles(const std::string& folder) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(fs::path(folder) / kHfWeightsFile, ec)) {
+    return std::map<std::string, std::vector<std::string>>{{kHfWeightsFile, {}}};
+  }
+  const std::string index = (fs::path(folder) / kHfIndexFile).string();
+  if (fs::exists(index, ec)) return ReadHfIndex(index);
+  return Status::InvalidArgument(folder + ": no " + kHfWeightsFile + " and no " + kHfIndexFile +
+                                 ": the folder has no weights");
 }
 
 }  // namespace trainerd

@@ -2,6 +2,12 @@
 // it, whose config.json gives every hyper-parameter (the job states none of them).
 #include "models/hf/hf_spec.h"
 
+#include <map>
+#include <string>
+#include <vector>
+
+#include "models/hf/hf_index.h"
+#include "trainerd/common/sha256.h"
 #include "trainerd/trainer/spec/model_kind.h"
 
 namespace trainerd {
@@ -43,6 +49,17 @@ class HfKind : public ModelKind {
                            spec.options.get<HfKeys>().config.vocab_size};
   }
   std::string FileKey() const override { return "path"; }
+  // What of the folder is trained: config.json and the weights (model.safetensors, or the index
+  // and its shards). Its README, tokenizer and generation_config.json train nothing: editing
+  // them leaves the job, and a half-trained night's checkpoint, as they were.
+  Result<std::string> ContentSha256(const std::string& folder) const override {
+    Result<std::map<std::string, std::vector<std::string>>> weights = HfWeightFiles(folder);
+    if (!weights.ok()) return weights.status();
+    std::vector<std::string> trained = {"config.json"};
+    if (!weights->contains(kHfWeightsFile)) trained.push_back(kHfIndexFile);
+    for (const auto& [file, tensors] : *weights) trained.push_back(file);
+    return Sha256Files(folder, trained);
+  }
   bool ReadsModelInputs() const override { return false; }
   std::vector<std::string> NonIdentityKeys() const override { return {"path"}; }
 };

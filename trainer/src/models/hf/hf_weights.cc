@@ -14,9 +14,6 @@
 namespace trainerd {
 namespace {
 
-constexpr const char* kSingle = "model.safetensors";
-constexpr const char* kIndex = "model.safetensors.index.json";
-
 std::string Quoted(const std::string& name) { return "'" + name + "'"; }
 
 }  // namespace
@@ -25,20 +22,12 @@ Result<HfWeights> HfWeights::Open(const std::string& folder) {
   namespace fs = std::filesystem;
   HfWeights weights;
   weights.folder_ = folder;
-  std::map<std::string, std::vector<std::string>> shards;  // file -> tensors the index puts there
+  // file -> tensors the index puts there
+  Result<std::map<std::string, std::vector<std::string>>> shards = HfWeightFiles(folder);
+  if (!shards.ok()) return shards.status();
   std::error_code ec;
-  const std::string index = (fs::path(folder) / kIndex).string();
-  if (fs::exists(fs::path(folder) / kSingle, ec)) {
-    shards[kSingle] = {};
-  } else if (fs::exists(index, ec)) {
-    Result<std::map<std::string, std::vector<std::string>>> read = ReadHfIndex(index);
-    if (!read.ok()) return read.status();
-    shards = std::move(*read);
-  } else {
-    return Status::InvalidArgument(folder + ": no " + kSingle + " and no " + kIndex +
-                                   ": the folder has no weights");
-  }
-  for (const auto& [shard, expected] : shards) {
+  const std::string index = (fs::path(folder) / kHfIndexFile).string();
+  for (const auto& [shard, expected] : *shards) {
     const std::string path = (fs::path(folder) / shard).string();
     if (!fs::exists(path, ec)) {
       return Status::InvalidArgument(index + ": weight_map names shard " + shard + " (for " +

@@ -47,6 +47,9 @@ class ModelKind {
   // team's own model, whose content hash joins the job identity. "" for a model built from
   // its keys alone.
   virtual std::string FileKey() const { return ""; }
+  // The SHA-256 of what in that file or folder changes what is trained, for the job identity:
+  // by default all of it (a folder: every file by name and content, common/sha256.h).
+  virtual Result<std::string> ContentSha256(const std::string& path) const;
   // Whether the model reads what model.inputs says (ReadOwnModelKeys): by default, a model
   // loaded from a file does.
   virtual bool ReadsModelInputs() const { return !FileKey().empty(); }
