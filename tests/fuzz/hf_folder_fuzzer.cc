@@ -18,7 +18,7 @@
 
 #include "fuzz_check.h"
 #include "models/hf/hf_config_spec.h"
-#include "models/hf/hf_index.h"
+#include "models/hf/hf_index_spec.h"
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "models/hf/hf_index.h"
+#include "models/hf/hf_index_spec.h"
 #include "trainerd/common/sha256.h"
 #include "trainerd/trainer/spec/model_kind.h"
 

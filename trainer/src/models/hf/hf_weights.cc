@@ -8,7 +8,7 @@
 #include <set>
 #include <sstream>
 
-#include "models/hf/hf_index.h"
+#include "models/hf/hf_index_spec.h"
 #include "trainerd/trainer/data/array_tensor.h"
 
 namespace trainerd {

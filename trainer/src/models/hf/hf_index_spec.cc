@@ -1,4 +1,4 @@
-#include "models/hf/hf_index.h"
+#include "models/hf/hf_index_spec.h"
 
 #include <filesystem>
 #include <nlohmann/json.hpp>

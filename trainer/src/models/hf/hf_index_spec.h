@@ -1,7 +1,8 @@
 // A sharded Hugging Face folder's model.safetensors.index.json, read as something the team
 // dropped in: bounded in size (16 MiB), a regular file (a FIFO would block the worker until
 // its deadline), nested at most kMaxJsonDepth levels, and every shard it names a file of the
-// folder itself (no "../x", no absolute path). No torch: a fuzz harness drives it.
+// folder itself (no "../x", no absolute path); and which files of a folder hold its weights.
+// No torch (a *_spec file): the job spec hashes those files and a fuzz harness drives it.
 #pragma once
 
 #include <map>
