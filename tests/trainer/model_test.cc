@@ -67,51 +67,43 @@ std::vector<torch::Tensor> AttentionInputs() {
   return qkv;
 }
 
+// The fused kernel's output and gradients against the explicit attention's, each query seeing
+// the keys from its `first` (undefined: causal alone); returns the explicit output.
+torch::Tensor ExpectFusedEqualsExplicit(const torch::Tensor& first) {
+  SampleDropout no_dropout(0.0, /*site=*/0);
+  const auto fused_in = AttentionInputs();
+  const auto explicit_in = AttentionInputs();
+  const torch::Tensor visible = first.defined() ? VisibleKeyMask(first, torch::kCPU) : first;
+  const torch::Tensor fused = compat::FusedCausalAttention(fused_in[0], fused_in[1], fused_in[2],
+                                                           /*dropout=*/0.0, visible);
+  const torch::Tensor expected =
+      ExplicitCausalAttention(explicit_in[0], explicit_in[1], explicit_in[2], no_dropout, first);
+  EXPECT_LE((fused - expected).abs().max().item<double>(), 1e-5);
+  const torch::Tensor weights = torch::randn_like(expected);
+  (fused * weights).sum().backward();
+  (expected * weights).sum().backward();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_LE((fused_in[i].grad() - explicit_in[i].grad()).abs().max().item<double>(), 1e-5)
+        << "gradient of input " << i;
+  }
+  return expected.detach();
+}
+
 TEST(FusedAttentionTest, EqualsTheExplicitAttentionInOutputAndGradients) {
   if (!compat::kHasFusedAttention) {
     GTEST_SKIP() << "LibTorch " TORCH_VERSION
                     " has no scaled_dot_product_attention; the model "
                     "uses the explicit attention";
   }
-  SampleDropout no_dropout(0.0, /*site=*/0);
-  const auto fused_in = AttentionInputs();
-  const auto explicit_in = AttentionInputs();
-  const torch::Tensor fused =
-      compat::FusedCausalAttention(fused_in[0], fused_in[1], fused_in[2], /*dropout=*/0.0);
-  const torch::Tensor expected =
-      ExplicitCausalAttention(explicit_in[0], explicit_in[1], explicit_in[2], no_dropout);
-  EXPECT_LE((fused - expected).abs().max().item<double>(), 1e-5);
-  const torch::Tensor weights = torch::randn_like(expected);
-  (fused * weights).sum().backward();
-  (expected * weights).sum().backward();
-  for (int i = 0; i < 3; ++i) {
-    EXPECT_LE((fused_in[i].grad() - explicit_in[i].grad()).abs().max().item<double>(), 1e-5)
-        << "gradient of input " << i;
-  }
+  ExpectFusedEqualsExplicit({});
 }
 
 // A sliding window of 4 positions (visible_keys.h), as the fused kernel takes it: a mask.
 TEST(FusedAttentionTest, WithASlidingWindowEqualsTheExplicitAttention) {
   if (!compat::kHasFusedAttention) GTEST_SKIP() << "no scaled_dot_product_attention";
-  SampleDropout no_dropout(0.0, /*site=*/0);
-  const torch::Tensor first = SlidingWindowFirstKeys(10, 4);
-  const auto fused_in = AttentionInputs();
-  const auto explicit_in = AttentionInputs();
-  const torch::Tensor fused = compat::FusedCausalAttention(
-      fused_in[0], fused_in[1], fused_in[2], /*dropout=*/0.0, VisibleKeyMask(first, torch::kCPU));
-  const torch::Tensor expected =
-      ExplicitCausalAttention(explicit_in[0], explicit_in[1], explicit_in[2], no_dropout, first);
-  EXPECT_LE((fused - expected).abs().max().item<double>(), 1e-5);
-  const torch::Tensor causal =
-      ExplicitCausalAttention(explicit_in[0], explicit_in[1], explicit_in[2], no_dropout);
-  EXPECT_GT((causal - expected).abs().max().item<double>(), 1e-3) << "the window changed nothing";
-  const torch::Tensor weights = torch::randn_like(expected);
-  (fused * weights).sum().backward();
-  (expected * weights).sum().backward();
-  for (int i = 0; i < 3; ++i) {
-    EXPECT_LE((fused_in[i].grad() - explicit_in[i].grad()).abs().max().item<double>(), 1e-5)
-        << "gradient of input " << i;
-  }
+  const torch::Tensor windowed = ExpectFusedEqualsExplicit(SlidingWindowFirstKeys(10, 4));
+  const torch::Tensor causal = ExpectFusedEqualsExplicit({});
+  EXPECT_GT((causal - windowed).abs().max().item<double>(), 1e-3) << "the window changed nothing";
 }
 
 TEST(FusedAttentionTest, KeysAndValuesAfterAPositionNeverReachIt) {
