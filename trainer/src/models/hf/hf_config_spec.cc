@@ -162,10 +162,10 @@ Status ReadSlidingWindow(const ConfigKeys& keys, int* window) {
 
 // Which of Qwen2's layers attend over the window, as Qwen2Config decides: config.json's
 // layer_types ("sliding_attention" or "full_attention" per layer, as transformers 5 writes it)
-// when present, else the layers from max_window_layers (default 28) on.
+// when present, else the layers from max_window_layers (default 28) on. REQUIRES:
+// config->layer_windows holds a 0 per layer.
 Status ReadQwen2WindowedLayers(const ConfigKeys& keys, HfDecoderConfig* config, int window) {
   const int layers = config->num_hidden_layers;
-  config->layer_windows.assign(static_cast<std::size_t>(layers), 0);
   if (keys.Has("layer_types")) {
     const nlohmann::json& types = keys.json()["layer_types"];
     const std::string expected = "a list of " + std::to_string(layers) +
