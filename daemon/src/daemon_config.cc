@@ -285,6 +285,7 @@ Result<DaemonConfig> ParseDaemonConfigText(const std::string& yaml_text,
   quality.Fraction("max_beyond_vocabulary", &config.data_quality.max_beyond_vocabulary, 0, 1);
   quality.Fraction("max_not_finite_rows", &config.data_quality.max_not_finite_rows, 0, 1);
   quality.Double("max_column_shift", &config.data_quality.max_column_shift, 0, 1e9);
+  quality.Fraction("max_learned_share_shift", &config.data_quality.max_learned_share_shift, 0, 1);
   quality.RejectUnknownKeys();
   ReadOutcomes(top.Child("outcomes"), &config.outcomes);
   YamlReader retention = top.Child("retention");

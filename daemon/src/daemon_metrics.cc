@@ -124,9 +124,9 @@ struct DaemonMetrics::Families {
   std::vector<Gauge*> outcome_values, outcome_counts;  // their series, replaced as a whole
   Family<Gauge>& data_quality = GaugeFamily(
       *registry, names, "trainerd_data_quality",
-      "The last input-quality check's figures, by figure: size_ratio, id_divergence (bits) and "
-      "column_shift against the current release's data; beyond_vocabulary, not_finite_rows "
-      "and learned_share (shares)");
+      "The last input-quality check's figures, by figure: size_ratio, id_divergence (bits), "
+      "column_shift and learned_share_shift against the current release's data; "
+      "beyond_vocabulary, not_finite_rows and learned_share (shares)");
   std::vector<Gauge*> data_quality_series;  // the last check's figures, replaced as a whole
   Family<Gauge>& data_quality_breaches =
       GaugeFamily(*registry, names, "trainerd_data_quality_breaches",
@@ -260,7 +260,7 @@ void DaemonMetrics::DataQuality(const store::RunRecord& run) {
     return;
   }
   for (const char* figure : {"size_ratio", "id_divergence", "column_shift", "beyond_vocabulary",
-                             "not_finite_rows", "learned_share"}) {
+                             "not_finite_rows", "learned_share", "learned_share_shift"}) {
     const nlohmann::json value = figures.value(figure, nlohmann::json());
     if (!value.is_number()) continue;
     Gauge& series = f_->data_quality.Add({{"figure", figure}});

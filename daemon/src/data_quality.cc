@@ -23,6 +23,12 @@ nlohmann::json Optional(const std::optional<double>& value) {
   return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
 }
 
+// The share of a profile's training targets its loss masks learn; none without masks.
+std::optional<double> LearnedShare(const DataProfile& p) {
+  if (!p.learned_targets || p.train_samples < 2) return std::nullopt;
+  return static_cast<double>(*p.learned_targets) / static_cast<double>(p.train_samples - 1);
+}
+
 }  // namespace
 
 DataQualityFigures CompareDataProfiles(const DataProfileReport& tonight,
@@ -39,10 +45,7 @@ DataQualityFigures CompareDataProfiles(const DataProfileReport& tonight,
     f.beyond_vocabulary =
         static_cast<double>(tonight.ids_beyond_vocabulary) / static_cast<double>(ids);
   }
-  if (p.learned_targets && p.train_samples > 1) {
-    f.learned_share =
-        static_cast<double>(*p.learned_targets) / static_cast<double>(p.train_samples - 1);
-  }
+  f.learned_share = LearnedShare(p);
   const bool rows = !p.columns.empty() || p.rows_not_finite > 0;
   if (rows && p.train_samples > 0) {
     f.not_finite_rows = std::min(
@@ -89,6 +92,17 @@ DataQualityFigures CompareDataProfiles(const DataProfileReport& tonight,
         f.shifted_column = static_cast<std::int64_t>(c);
       }
     }
+    const std::optional<double> reference_share = LearnedShare(r);
+    if (f.learned_share && reference_share) {
+      f.learned_share_shift = std::abs(*f.learned_share - *reference_share);
+      if (*f.learned_share_shift > config.max_learned_share_shift) {
+        f.breaches.push_back(
+            Figure("the loss masks learn %.4g%% of the training targets", 100 * *f.learned_share) +
+            Figure(", the current release's data's %.4g%%", 100 * *reference_share) +
+            Figure(" (data_quality.max_learned_share_shift %.4g%%)",
+                   100 * config.max_learned_share_shift));
+      }
+    }
     if (f.column_shift && *f.column_shift > config.max_column_shift) {
       f.breaches.push_back(
           "input column " + std::to_string(*f.shifted_column) +
@@ -116,6 +130,7 @@ nlohmann::json DataQualityFigures::ToJson() const {
           {"beyond_vocabulary", beyond_vocabulary},
           {"not_finite_rows", not_finite_rows},
           {"learned_share", Optional(learned_share)},
+          {"learned_share_shift", Optional(learned_share_shift)},
           {"breaches", breaches}};
 }
 

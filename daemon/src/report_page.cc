@@ -413,6 +413,8 @@ std::string InputSection(const Json& run) {
                PercentText(q.value("beyond_vocabulary", Json()))}) +
           Row({"rows with NaN or Inf", PercentText(q.value("not_finite_rows", Json()))}) +
           Row({"targets the loss masks learn", PercentText(q.value("learned_share", Json()))}) +
+          Row({"learned share's difference from the release's data",
+               PercentText(q.value("learned_share_shift", Json()))}) +
           "</table>\n";
   for (const Json& breach : q.value("breaches", Json::array())) {
     html += "<p class=\"fail\">" + Text(breach) + "</p>\n";

@@ -38,16 +38,34 @@ TEST(DataQualityTest, TheSameDataAgainstItsReleasePassesWithEveryFigure) {
   EXPECT_EQ(f.ToJson()["breaches"].size(), 0u);
 }
 
-// Loss masks: the share of the training targets they learn is reported (of train_samples - 1
-// targets), not judged; without masks there is none.
-TEST(DataQualityTest, TheShareOfTargetsTheLossMasksLearnIsReported) {
-  DataProfileReport masked = Tokens(1001, 50);
-  masked.profile.learned_targets = 250;
-  const DataQualityFigures f = CompareDataProfiles(masked, Tokens(1000, 50), 7, {});
-  EXPECT_TRUE(f.pass()) << f.Summary();
-  EXPECT_EQ(f.learned_share, 0.25);
-  EXPECT_EQ(f.ToJson()["learned_share"], 0.25);
-  EXPECT_NE(f.Summary().find(", 25% of the targets learned"), std::string::npos) << f.Summary();
+// Loss masks: the share of the training targets they learn (of train_samples - 1 targets) is
+// reported; against a release's masked data it may move by data_quality.max_learned_share_shift
+// (10 points) at most: a chat template changed upstream moves it. Without masks on both
+// sides there is no move.
+TEST(DataQualityTest, TheShareTheLossMasksLearnIsReportedAndAMoveFromTheReleasesBreaches) {
+  const auto masked = [](std::int64_t learned) {
+    DataProfileReport report = Tokens(1001, 50);
+    report.profile.learned_targets = learned;
+    return report;
+  };
+  const DataQualityFigures near = CompareDataProfiles(masked(250), masked(300), 7, {});
+  EXPECT_TRUE(near.pass()) << near.Summary();
+  EXPECT_EQ(near.learned_share, 0.25);
+  EXPECT_EQ(near.ToJson()["learned_share"], 0.25);
+  EXPECT_DOUBLE_EQ(*near.learned_share_shift, 0.05);
+  EXPECT_NE(near.Summary().find(", 25% of the targets learned"), std::string::npos)
+      << near.Summary();
+
+  const DataQualityFigures moved = CompareDataProfiles(masked(250), masked(600), 7, {});
+  ASSERT_EQ(moved.breaches.size(), 1u);
+  EXPECT_EQ(moved.breaches[0],
+            "the loss masks learn 25% of the training targets, the current release's data's 60% "
+            "(data_quality.max_learned_share_shift 10%)");
+
+  const DataQualityFigures unmasked_release =
+      CompareDataProfiles(masked(250), Tokens(1000, 50), 7, {});
+  EXPECT_TRUE(unmasked_release.pass());
+  EXPECT_FALSE(unmasked_release.learned_share_shift.has_value());
   const DataQualityFigures plain = CompareDataProfiles(Tokens(1000, 50), std::nullopt, {}, {});
   EXPECT_FALSE(plain.learned_share.has_value());
   EXPECT_TRUE(plain.ToJson()["learned_share"].is_null());

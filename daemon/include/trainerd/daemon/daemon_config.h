@@ -71,6 +71,8 @@ struct DataQualityConfig {
   double max_beyond_vocabulary = 0;  // share of training ids the model cannot predict
   double max_not_finite_rows = 0;    // share of training rows holding NaN or Inf
   double max_column_shift = 4;       // |mean - release's mean| / release's spread, any column
+  // |share of the training targets the loss masks learn - the release's|, both masked
+  double max_learned_share_shift = 0.1;
 };
 
 // What the state directory keeps (docs/daemon.md, "Retention"): applied after each night and

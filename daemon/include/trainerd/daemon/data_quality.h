@@ -25,6 +25,8 @@ struct DataQualityFigures {
   std::optional<double> id_divergence;  // Jensen-Shannon, bits; none without ids on both sides
   std::optional<double> column_shift;   // the largest |mean - mean'| / spread' over the columns
   std::optional<std::int64_t> shifted_column;
+  // |learned_share - the reference's|, when both data have loss masks
+  std::optional<double> learned_share_shift;
   // Of tonight's data alone.
   std::int64_t vocabulary = 0;   // 0: unknown
   double beyond_vocabulary = 0;  // share of training ids
