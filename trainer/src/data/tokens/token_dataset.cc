@@ -36,7 +36,6 @@ Result<TokenDataset::Mapped> TokenDataset::Map(const std::string& path) const {
                                    " token ids (data.dtype); truncated?");
   }
   Mapped m;
-  m.window = window_;
   m.tokens = static_cast<std::int64_t>(file->size()) / token_bytes_;
   if (m.tokens < window_ + 1) {
     return Status::InvalidArgument(
@@ -129,16 +128,23 @@ Batch TokenDataset::Assemble(const Mapped& file, const std::vector<std::int64_t>
   return batch;
 }
 
-std::vector<std::int64_t> TokenDataset::Starts(const Mapped& file,
-                                               std::vector<std::int64_t> picks) {
-  for (std::int64_t& pick : picks) pick = file.Start(pick);
+std::int64_t TokenDataset::Drawable(const Mapped& file) const {
+  return file.mask ? file.mask->starts() : file.tokens - window_;
+}
+
+std::vector<std::int64_t> TokenDataset::StartsOf(const Mapped& file,
+                                                 std::vector<std::int64_t> picks) {
+  if (file.mask) {
+    for (std::int64_t& pick : picks) pick = file.mask->Start(pick);
+  }
   return picks;
 }
 
 Batch TokenDataset::TrainingSamples(std::uint64_t seed, std::int64_t first, std::int64_t count,
                                     SampleFormat format) const {
   TORCH_CHECK(supports(format), "token data gives next-token windows only");
-  Batch batch = Assemble(train_, Starts(train_, StreamPicks(seed, first, count, train_.starts())));
+  Batch batch =
+      Assemble(train_, StartsOf(train_, StreamPicks(seed, first, count, Drawable(train_))));
   batch.stream = SampleStream{seed, first};
   return batch;
 }
@@ -146,7 +152,7 @@ Batch TokenDataset::TrainingSamples(std::uint64_t seed, std::int64_t first, std:
 Batch TokenDataset::HeldOutSamples(std::size_t index, int windows, SampleFormat format) const {
   TORCH_CHECK(supports(format), "token data gives next-token windows only");
   const Mapped& file = eval_.at(index);
-  return Assemble(file, Starts(file, EvenlySpaced(windows, file.starts() - 1)));
+  return Assemble(file, StartsOf(file, EvenlySpaced(windows, Drawable(file) - 1)));
 }
 
 namespace {

@@ -48,17 +48,16 @@ class TokenDataset : public Dataset {
   struct Mapped {
     MappedFile file;
     std::int64_t tokens = 0;
-    int window = 0;
     std::optional<LossMask> mask;
-    // The windows that may be drawn (those that learn a target), and the k-th of them.
-    std::int64_t starts() const { return mask ? mask->starts() : tokens - window; }
-    std::int64_t Start(std::int64_t k) const { return mask ? mask->Start(k) : k; }
   };
   TokenDataset() = default;
   Result<Mapped> Map(const std::string& path) const;
   std::int64_t Token(const Mapped& file, std::int64_t index) const;
-  // file.Start of each pick.
-  static std::vector<std::int64_t> Starts(const Mapped& file, std::vector<std::int64_t> picks);
+  // How many windows of `file` may be drawn: every one, or with a mask those that learn a
+  // target.
+  std::int64_t Drawable(const Mapped& file) const;
+  // The starts of drawable windows `picks` (their indices among them).
+  static std::vector<std::int64_t> StartsOf(const Mapped& file, std::vector<std::int64_t> picks);
   Batch Assemble(const Mapped& file, const std::vector<std::int64_t>& starts) const;
 
   int window_ = 0;
