@@ -50,7 +50,7 @@ class GradientAccumulationTest : public testing::TinyJobTest {
       inputs.push_back(p.inputs);
       targets.push_back(p.targets);
     }
-    return {torch::cat(inputs), torch::cat(targets), 0, std::nullopt};
+    return {torch::cat(inputs), torch::cat(targets), 0, std::nullopt, {}};
   }
 };
 

@@ -29,6 +29,7 @@
 #include "trainerd/trainer/device/weight_decay.h"
 #include "trainerd/trainer/models/build_model.h"
 #include "trainerd/trainer/plan/parity.h"
+#include "trainerd/trainer/semantics/document_positions.h"
 #include "trainerd/trainer/semantics/loss.h"
 #include "trainerd/trainer/spec/data_format.h"
 #include "trainerd/trainer/spec/job_spec_parser.h"
@@ -183,6 +184,53 @@ INSTANTIATE_TEST_SUITE_P(Variants, HfReferenceTest,
                                            "llama_sharded", "gpt2", "gpt2_hub_names",
                                            "llama_wide_vocab", "qwen2_wide_vocab"));
 
+// Packed documents (semantics/document_positions.h): transformers' logits of the ids under
+// restarting position_ids (its block-diagonal mask), and each document's logits alone: its
+// rotary or learned positions from 0 and its attention within itself, under a sliding window
+// too (mistral_window's 5 and qwen2_window's 6 positions, below documents of 9 and 11 ids).
+class HfPackedDocumentsTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfPackedDocumentsTest, APackedWindowGivesTransformersLogitsAndEachDocumentItsOwn) {
+  torch::set_num_threads(1);
+  std::shared_ptr<TrainableModel> model = Build(kModels + "/" + GetParam());
+  ASSERT_NE(model, nullptr);
+  model->eval();
+  torch::NoGradGuard no_grad;
+  std::map<std::string, torch::Tensor> reference =
+      ReadTensors(kModels + "/" + GetParam() + ".reference.safetensors");
+  const torch::Tensor ids = reference.at("input_ids");
+  const torch::Tensor positions = reference.at("packed_position_ids");
+  ASSERT_EQ(positions.sizes(), ids.sizes());
+  torch::Tensor packed;
+  {
+    const DocumentPositionsScope documents(positions);
+    packed = model->forward(ids);
+  }
+  const torch::Tensor want = reference.at("packed_logits");
+  EXPECT_LE((packed - want).abs().max().item<double>(),
+            1e-5 * std::max(1.0, want.abs().max().item<double>()))
+      << GetParam();
+  const torch::Tensor unaware = model->forward(ids);
+  const std::vector<std::int64_t> lengths = {9, 4, 11};  // make_hf_models.py's documents
+  std::int64_t start = 0;
+  for (const std::int64_t length : lengths) {
+    const torch::Tensor alone = model->forward(ids.narrow(1, start, length));
+    const double scale = std::max(1.0, alone.abs().max().item<double>());
+    EXPECT_LE((packed.narrow(1, start, length) - alone).abs().max().item<double>(), 1e-5 * scale)
+        << GetParam() << ": the document at " << start;
+    if (start > 0) {
+      EXPECT_GT((unaware.narrow(1, start, length) - alone).abs().max().item<double>(), 1e-3)
+          << GetParam() << ": without its positions the document at " << start
+          << " sees the one before";
+    }
+    start += length;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, HfPackedDocumentsTest,
+                         ::testing::Values("llama_gqa", "llama_tied_llama3_bias", "qwen2",
+                                           "mistral_window", "qwen2_window", "gpt2"));
+
 // The output layer in chunks of 5 positions (plan output_chunk): transformers' loss and
 // gradients, with the head untied (llama_gqa) and tied (the others).
 class HfChunkedOutputTest : public ::testing::TestWithParam<std::string> {};
@@ -198,7 +246,10 @@ TEST_P(HfChunkedOutputTest, TheLossAndGradientsInChunksEqualTransformers) {
   model->set_output_chunk(5);
   const torch::Tensor ids = reference.at("input_ids");
   const std::int64_t t = ids.size(1) - 1;
-  const LossTerms terms = model->ForwardLoss(ids.narrow(1, 0, t), ids.narrow(1, 1, t));
+  Batch window;
+  window.inputs = ids.narrow(1, 0, t);
+  window.targets = ids.narrow(1, 1, t);
+  const LossTerms terms = model->ForwardLoss(window);
   const torch::Tensor loss = terms.sum / static_cast<double>(terms.count);
   EXPECT_NEAR(loss.item<double>(), reference.at("loss").item<double>(),
               1e-6 * reference.at("loss").item<double>());
@@ -246,7 +297,7 @@ TEST_P(HfMaskedLossTest, TheMaskedLossAndGradientsEqualTransformersLossOfLabels)
     ASSERT_NE(model, nullptr);
     model->eval();
     model->set_output_chunk(chunk);
-    const LossTerms terms = model->ForwardLoss(rows.inputs, rows.targets);
+    const LossTerms terms = model->ForwardLoss(rows);
     const torch::Tensor loss = terms.sum / static_cast<double>(terms.count);
     const double want = reference.at("masked_loss").item<double>();
     EXPECT_NEAR(loss.item<double>(), want, 1e-6 * want) << GetParam() << " chunk " << chunk;

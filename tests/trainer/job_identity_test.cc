@@ -29,7 +29,9 @@ enum class Effect {
   // AnAdapterJobIsNotTheFullJob checks it changes the identity. plan.step_in_backward: the
   // bases' two ranks and microbatches refuse it; TheStepInsideTheBackwardIsAPlan checks it.
   // plan.offload_activations: the bases' CPU, where the host is the device, refuses it;
-  // TheActivationsOnTheHostAreAPlan checks it.
+  // TheActivationsOnTheHostAreAPlan checks it. data.document_end, data.packing: the tokens
+  // base's TorchScript model refuses packed documents, and packing asks for documents;
+  // DocumentsAndTheirPackingAreWhatIsTrained checks them.
   kCheckedApart,
 };
 
@@ -72,6 +74,8 @@ const std::map<std::string, KeyCase>& Cases() {
       {"data.eval", {"[other_eval.bin]", Effect::kContent}},
       {"data.dtype", {"uint32", Effect::kTrained}},
       {"data.loss_masks", {"true", Effect::kTrained}},
+      {"data.document_end", {"999", Effect::kCheckedApart}},
+      {"data.packing", {"false", Effect::kCheckedApart}},
       {"data.inputs", {"features", Effect::kTrained}},
       {"data.targets", {"labels", Effect::kTrained}},
       {"optimizer.kind", {"", Effect::kOnlyValue}},
@@ -260,6 +264,19 @@ TEST(JobIdentityTest, AnAdapterJobIsNotTheFullJob) {
   const std::string adapted = IdentityOf(full, "the base job");
   full["finetune"] = YAML::Load("{method: full}");
   EXPECT_NE(IdentityOf(full, "full training"), adapted);
+}
+
+TEST(JobIdentityTest, DocumentsAndTheirPackingAreWhatIsTrained) {
+  YAML::Node job = YAML::Load(Bases()[0]);  // a GPT: it keeps packed documents apart
+  job["data"] = YAML::Load("{format: tokens, train: train.bin, eval: [eval.bin]}");
+  const std::string stream = IdentityOf(job, "one stream of ids");
+  job["data"]["document_end"] = 999;
+  const std::string packed = IdentityOf(job, "packed documents");
+  job["data"]["packing"] = false;
+  const std::string padded = IdentityOf(job, "one document per window");
+  EXPECT_NE(packed, stream);
+  EXPECT_NE(padded, stream);
+  EXPECT_NE(padded, packed);
 }
 
 TEST(JobIdentityTest, TheStepInsideTheBackwardIsAPlan) {

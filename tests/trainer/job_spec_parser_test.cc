@@ -263,14 +263,40 @@ TEST(JobSpecParserTest, LossMasksNeedTheModelToIgnoreMinusOneHundred) {
           ->data.options["loss_masks"]
           .get<bool>());
   EXPECT_NE(ErrorOf("model: {kind: torchscript, path: m.pt, ignore_index: 0}\n" + masked)
-                .find("model.ignore_index: expected -100 (data.loss_masks gives the targets it "
-                      "leaves out as -100), got 0"),
+                .find("model.ignore_index: expected -100 (data.loss_masks and "
+                      "data.document_end give the targets they leave out as -100), got 0"),
             std::string::npos)
       << ErrorOf("model: {kind: torchscript, path: m.pt, ignore_index: 0}\n" + masked);
   EXPECT_TRUE(
       ParseJobSpecText("model: {kind: torchscript, path: m.pt, ignore_index: -100}\n" + masked,
                        "/j/job.yaml")
           .ok());
+}
+
+// data.document_end: a model kind that cannot keep packed documents apart is refused (it would
+// let them attend to each other), unless each window holds one; packing asks for documents;
+// their first ids are left out as -100.
+TEST(JobSpecParserTest, PackedDocumentsNeedAKindThatKeepsThemApart) {
+  const std::string packed =
+      "data: {format: tokens, train: t.bin, eval: [v.bin], document_end: 2}\n";
+  EXPECT_TRUE(
+      ParseJobSpecText("model: {kind: gpt, block_size: 16}\n" + packed, "/j/job.yaml").ok());
+  const std::string own = "model: {kind: torchscript, path: m.pt, ignore_index: -100}\n";
+  EXPECT_NE(ErrorOf(own + packed)
+                .find("model.kind: expected a kind that keeps packed documents "
+                      "apart (gpt, hf) for data.document_end, or data.packing: "
+                      "false (one document per window), got torchscript"),
+            std::string::npos)
+      << ErrorOf(own + packed);
+  const std::string padded =
+      "data: {format: tokens, train: t.bin, eval: [v.bin], document_end: 2, packing: false}\n";
+  EXPECT_TRUE(ParseJobSpecText(own + padded, "/j/job.yaml").ok());
+  EXPECT_NE(ErrorOf("data: {format: tokens, train: t.bin, eval: [v.bin], packing: false}\n")
+                .find("data.packing: expected data.document_end beside it"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("model: {kind: torchscript, path: m.pt, ignore_index: 0}\n" + padded)
+                .find("model.ignore_index: expected -100"),
+            std::string::npos);
 }
 
 TEST(JobSpecParserTest, InvalidYamlNamesTheLine) {

@@ -50,11 +50,10 @@ class OutputChunksTest : public testing::TinyJobTest {
   LossAndGradients Differentiate(const JobSpec& spec) {
     NullEventSink discard;
     Trainer trainer(spec, *corpus_, &discard);
-    const Batch batch = trainer.Microbatches(0).front();
-    torch::Tensor targets = batch.targets.clone();
-    targets.index_put_({0, torch::indexing::Slice(0, 5)}, spec.model.loss.ignore_index);
-    const LossTerms terms =
-        ForwardLossWithPrecision(trainer.model(), batch.inputs, targets, spec.plan.precision);
+    Batch batch = trainer.Microbatches(0).front();
+    batch.targets = batch.targets.clone();
+    batch.targets.index_put_({0, torch::indexing::Slice(0, 5)}, spec.model.loss.ignore_index);
+    const LossTerms terms = ForwardLossWithPrecision(trainer.model(), batch, spec.plan.precision);
     terms.sum.backward();
     LossAndGradients out{terms.sum.item<double>(), terms.count, {}};
     for (const torch::Tensor& p : trainer.model().parameters()) out.gradients.push_back(p.grad());

@@ -941,6 +941,11 @@ class Worker {
       std::cout << ", " << *learned << " of " << report.profile.train_samples - 1
                 << " targets learned (loss masks)";
     }
+    if (const std::optional<trainerd::DocumentProfile>& documents = report.profile.documents) {
+      std::cout << ", " << documents->count << " documents (median " << documents->median_length
+                << " ids, longest " << documents->longest << "), padding "
+                << 100 * documents->padding_share << " % of the window positions";
+    }
     std::cout << "\n";
   }
 

@@ -11,7 +11,11 @@ OUT_DIR/<variant>.reference.safetensors holds, for input_ids [2, 24] drawn at ra
 next-token cross-entropy of those logits, and `grad.<name>` for every parameter, the
 gradient of one backward of that loss; and `labels` (the ids, -100 at positions a loss mask
 leaves out), `masked_loss`, the model's own loss of those labels (model(input_ids,
-labels=labels).loss), and `masked_grad.<name>`, its gradients. Run with scripts/install-hf-python.sh's python.
+labels=labels).loss), and `masked_grad.<name>`, its gradients; and `packed_position_ids`, the
+positions of documents of 9, 4 and 11 ids packed in each row, and `packed_logits`, the logits
+of the ids under them (transformers' flattening collator: position_ids without an attention
+mask and without a cache make a block-diagonal causal mask).
+Run with scripts/install-hf-python.sh's python.
 """
 import json
 import os
@@ -24,6 +28,7 @@ from safetensors.torch import load_file, save_file
 
 COMMON = dict(vocab_size=96, hidden_size=32, intermediate_size=56, num_hidden_layers=2,
               num_attention_heads=4, max_position_embeddings=64, initializer_range=0.1)
+PACKED_DOCUMENTS = (9, 4, 11)  # the ids' 24 as documents
 GPT2 = dict(vocab_size=96, n_embd=32, n_inner=56, n_layer=2, n_head=4, n_positions=64,
             initializer_range=0.1)
 LLAMA3 = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
@@ -134,6 +139,12 @@ def make(out_dir, name, config_class, keys, how):
     masked = model(input_ids=ids, labels=labels).loss
     masked.backward()
     reference.update({"labels": labels, "masked_loss": masked.detach().reshape(1)})
+    positions = torch.cat([torch.arange(n) for n in PACKED_DOCUMENTS]).expand(2, -1).contiguous()
+    with torch.no_grad():
+        # Without use_cache=False transformers makes a cache in evaluation mode, and with a
+        # cache it does not read position_ids as packing: the documents would see each other.
+        packed = model(input_ids=ids, position_ids=positions, use_cache=False).logits
+    reference.update({"packed_position_ids": positions, "packed_logits": packed.contiguous()})
     for pname, p in model.named_parameters():
         reference["masked_grad." + pname] = p.grad.contiguous()
     save_file(reference, os.path.join(out_dir, name + ".reference.safetensors"),

@@ -25,6 +25,17 @@ std::vector<std::int64_t> EvenlySpaced(std::int64_t n, std::int64_t last) {
   return positions;
 }
 
+Batch RowsOf(const Batch& batch, std::int64_t start, std::int64_t count, torch::Device device) {
+  Batch rows;
+  rows.inputs = batch.inputs.narrow(0, start, count).to(device);
+  rows.targets = batch.targets.narrow(0, start, count).to(device);
+  rows.samples = count;
+  if (batch.stream)
+    rows.stream = SampleStream{batch.stream->seed, batch.stream->first_sample + start};
+  if (batch.positions.defined()) rows.positions = batch.positions.narrow(0, start, count);
+  return rows;
+}
+
 namespace {
 
 std::map<std::string, DatasetLoader>& Loaders() {

@@ -34,12 +34,12 @@ void ZeroGradients(const std::vector<torch::Tensor>& parameters) {
   }
 }
 
-LossTerms ForwardLossWithPrecision(TrainableModel& model, const torch::Tensor& inputs,
-                                   const torch::Tensor& targets, Precision precision) {
-  const auto autocast = AutocastFor(precision, inputs.device().type());
-  if (!autocast) return model.ForwardLoss(inputs, targets);
-  compat::AutocastScope scope(inputs.device().type(), *autocast);
-  return model.ForwardLoss(inputs, targets);
+LossTerms ForwardLossWithPrecision(TrainableModel& model, const Batch& batch, Precision precision) {
+  const c10::DeviceType device = batch.inputs.device().type();
+  const auto autocast = AutocastFor(precision, device);
+  if (!autocast) return model.ForwardLoss(batch);
+  compat::AutocastScope scope(device, *autocast);
+  return model.ForwardLoss(batch);
 }
 
 namespace {
@@ -92,8 +92,7 @@ double AccumulateGradients(TrainableModel& model, const std::vector<Batch>& micr
     const Batch& batch = microbatches[index];
     // Open through the backward: a checkpointed block's recompute draws the same masks.
     const SampleStreamScope stream(batch.stream);
-    const LossTerms terms =
-        ForwardLossWithPrecision(model, batch.inputs, batch.targets, precision.precision);
+    const LossTerms terms = ForwardLossWithPrecision(model, batch, precision.precision);
     const std::int64_t divisor = per_microbatch ? terms.count : known_terms.value_or(1);
     torch::Tensor loss = terms.sum / static_cast<double>(divisor);
     if (precision.precision == Precision::kFp16) loss = precision.scaler->Scale(loss);

@@ -287,9 +287,7 @@ std::vector<SliceLoss> Trainer::Evaluate() {
     };
     for (std::int64_t start = 0; start < samples; start += microbatch) {
       const std::int64_t size = std::min(microbatch, samples - start);
-      const LossTerms terms =
-          model_->ForwardLoss(batch.inputs.narrow(0, start, size).to(device_),
-                              batch.targets.narrow(0, start, size).to(device_), tally);
+      const LossTerms terms = model_->ForwardLoss(RowsOf(batch, start, size, device_), tally);
       sum += terms.sum.item<double>();
       count += terms.count;
     }
@@ -694,7 +692,7 @@ Result<TrainOutcome> Trainer::Run(const TrainerOptions& options) {
       }
       if (options.test_only_retain_loss_graph) {
         const Batch batch = Microbatches(update).front();
-        const torch::Tensor loss = model_->ForwardLoss(batch.inputs, batch.targets).sum;
+        const torch::Tensor loss = model_->ForwardLoss(batch).sum;
         retained_by_test_hook =
             retained_by_test_hook.defined() ? retained_by_test_hook + loss : loss;
       }

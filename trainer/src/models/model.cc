@@ -7,6 +7,7 @@
 
 #include "trainerd/trainer/device/torch_compat.h"
 #include "trainerd/trainer/semantics/activation_offload.h"
+#include "trainerd/trainer/semantics/document_positions.h"
 
 namespace trainerd {
 
@@ -45,8 +46,10 @@ LossTerms TrainableModel::Loss(const torch::Tensor& outputs, const torch::Tensor
   return BuiltInLoss(loss_, outputs, targets);
 }
 
-LossTerms TrainableModel::ForwardLoss(const torch::Tensor& inputs, const torch::Tensor& targets,
-                                      const OutputsObserver& observe) {
+LossTerms TrainableModel::ForwardLoss(const Batch& batch, const OutputsObserver& observe) {
+  const torch::Tensor& inputs = batch.inputs;
+  const torch::Tensor& targets = batch.targets;
+  const DocumentPositionsScope documents(batch.positions);
   // The blocks' weights autocast cached (a checkpointed block's too, cast without a graph)
   // are no longer needed once their products are: dropped, as the forward's autocast scope
   // would drop them at its end.

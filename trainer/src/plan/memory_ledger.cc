@@ -50,7 +50,7 @@ std::vector<std::pair<std::int64_t, double>> MeasureBlocks(Trainer& trainer, Dev
   });
   {
     const SampleStreamScope stream(batch.stream);
-    const LossTerms terms = ForwardLossWithPrecision(model, batch.inputs, batch.targets, precision);
+    const LossTerms terms = ForwardLossWithPrecision(model, batch, precision);
   }
   model.set_block_observer({});
   model.set_offload_activations(offloaded);
@@ -140,7 +140,8 @@ Result<MemoryLedger> MeasureLedger(const JobSpec& spec, const Dataset& corpus,
     }
     if (ledger.host) ledger.host->in_device_count = HostIsTheDevice(spec);
     for (const Batch& b : trainer.Microbatches(*measured)) {
-      ledger.inputs_bytes += TensorBytes(b.inputs) + TensorBytes(b.targets);
+      ledger.inputs_bytes += TensorBytes(b.inputs) + TensorBytes(b.targets) +
+                             (b.positions.defined() ? TensorBytes(b.positions) : 0);
     }
 
     const std::int64_t live_at_start = memory.live_bytes();

@@ -29,8 +29,15 @@ void ReadModel(YamlReader model, const std::string& base_dir, const DataSpec& da
         spec->loss.kind == LossKind::kCrossEntropy && spec->loss.ignore_index != kMaskedTarget) {
       model.Fail("ignore_index",
                  std::to_string(kMaskedTarget) +
-                     " (data.loss_masks gives the targets it leaves out as -100)",
+                     " (data.loss_masks and data.document_end give the targets they leave out "
+                     "as -100)",
                  std::to_string(spec->loss.ignore_index));
+    }
+    if (format != nullptr && format->PacksDocuments(data) && !kind->KeepsDocumentsApart()) {
+      model.Fail("kind",
+                 "a kind that keeps packed documents apart (gpt, hf) for data.document_end, or "
+                 "data.packing: false (one document per window)",
+                 spec->kind);
     }
   }
   model.RejectUnknownKeys();

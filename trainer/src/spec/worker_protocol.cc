@@ -435,10 +435,19 @@ void Fields(V& v, ColumnSummary& s) {
 }
 
 template <typename V>
+void Fields(V& v, DocumentProfile& s) {
+  v("count", s.count);
+  v("median_length", s.median_length);
+  v("longest", s.longest);
+  v("padding_share", s.padding_share);
+}
+
+template <typename V>
 void Fields(V& v, DataProfile& s) {
   v("train_samples", s.train_samples);
   v("id_counts", s.id_counts);
   v.Omittable("learned_targets", s.learned_targets);
+  v.Omittable("documents", s.documents);
   v("rows_not_finite", s.rows_not_finite);
   v("columns", s.columns);
 }

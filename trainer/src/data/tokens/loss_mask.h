@@ -2,14 +2,11 @@
 // byte per id, 1 where the id is learned as a next-token target and 0 where it is not (the
 // prompts of a chat, the user's turns). Target t of a window starting at id s is id s + t + 1,
 // so it carries loss when that id's byte is 1: `transformers`' labels, with -100 where the
-// byte is 0. A window whose targets are all unlearned teaches nothing and costs a forward, and
-// an update of such windows alone would divide by zero, so only the windows that learn at
-// least one target are drawn: the mask knows which (runs of starts, one pass at load).
+// byte is 0. Only the windows that learn at least one target are drawn (learning_windows.h).
 #pragma once
 
 #include <cstdint>
 #include <string>
-#include <vector>
 
 #include "trainerd/common/status.h"
 #include "trainerd/trainer/data/mapped_file.h"
@@ -18,12 +15,11 @@ namespace trainerd {
 
 class LossMask {
  public:
-  // Maps `path`, the mask of an id file of `ids` ids (`ids_path`, for errors), and finds the
-  // starts of the windows of `window` + 1 ids that learn a target. Errors name the file: missing,
-  // a size other than one byte per id, a byte other than 0 or 1 (at its offset), no id after
-  // the first marked 1 (nothing to learn).
+  // Maps `path`, the mask of an id file of `ids` ids (`ids_path`, for errors), and checks it.
+  // Errors name the file: missing, a size other than one byte per id, a byte other than 0 or 1
+  // (at its offset), no id after the first marked 1 (nothing to learn).
   static Result<LossMask> Load(const std::string& path, const std::string& ids_path,
-                               std::int64_t ids, int window);
+                               std::int64_t ids);
 
   const std::string& path() const { return file_.path(); }
   // Whether id `index` of the file is learned where it is a target.
@@ -31,18 +27,10 @@ class LossMask {
   // Ids after the first marked 1: the targets the mask learns, of ids - 1.
   std::int64_t learned() const { return learned_; }
   std::int64_t targets() const { return static_cast<std::int64_t>(file_.size()) - 1; }
-  // The window starts that learn at least one target, and the k-th of them in file order.
-  // REQUIRES: k < starts().
-  std::int64_t starts() const { return starts_; }
-  std::int64_t Start(std::int64_t k) const;
 
  private:
   MappedFile file_;
   std::int64_t learned_ = 0;
-  std::int64_t starts_ = 0;
-  // Runs of consecutive learning starts: where each begins, and the starts before it.
-  std::vector<std::int64_t> run_first_;
-  std::vector<std::int64_t> run_offset_;
 };
 
 }  // namespace trainerd

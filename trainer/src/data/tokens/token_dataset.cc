@@ -51,9 +51,15 @@ Result<std::unique_ptr<TokenDataset>> TokenDataset::Load(const TokenDataKeys& ke
   std::unique_ptr<TokenDataset> d(new TokenDataset());
   d->window_ = window;
   d->token_bytes_ = keys.token_bytes;
+  d->document_end_ = keys.document_end;
+  d->packing_ = keys.packing;
   const int width = keys.token_bytes;
   Sha256 hasher;
   hasher.Update(width == 4 ? "tokens uint32" : "tokens uint16");
+  if (keys.document_end >= 0) {
+    hasher.Update(" documents ending at " + std::to_string(keys.document_end) +
+                  (keys.packing ? ", packed" : ", one to a window"));
+  }
   const auto add = [&](const std::string& role, const std::string& path) -> Result<Mapped> {
     Result<Mapped> mapped = d->Map(path);
     if (!mapped.ok()) return mapped.status();
@@ -71,14 +77,16 @@ Result<std::unique_ptr<TokenDataset>> TokenDataset::Load(const TokenDataKeys& ke
     d->digests_from_cache_ += digest->from_cache ? 1 : 0;
     const std::string stem = std::filesystem::path(path).stem().string();
     hasher.Update("\n" + role + " " + stem + " " + digest->sha256);
-    if (!keys.loss_masks) return mapped;
-    Result<LossMask> mask = LossMask::Load(MaskPath(path), path, mapped->tokens, window);
-    if (!mask.ok()) return mask.status();
-    Result<FileDigest> mask_digest = DigestFile(mask->path(), "", nullptr, digest_cache);
-    if (!mask_digest.ok()) return mask_digest.status();
-    d->digests_from_cache_ += mask_digest->from_cache ? 1 : 0;
-    hasher.Update("\n" + role + " mask " + stem + " " + mask_digest->sha256);
-    mapped->mask = std::move(*mask);
+    if (keys.loss_masks) {
+      Result<LossMask> mask = LossMask::Load(MaskPath(path), path, mapped->tokens);
+      if (!mask.ok()) return mask.status();
+      Result<FileDigest> mask_digest = DigestFile(mask->path(), "", nullptr, digest_cache);
+      if (!mask_digest.ok()) return mask_digest.status();
+      d->digests_from_cache_ += mask_digest->from_cache ? 1 : 0;
+      hasher.Update("\n" + role + " mask " + stem + " " + mask_digest->sha256);
+      mapped->mask = std::move(*mask);
+    }
+    if (Status found = d->FindWindows(*mapped); !found.ok()) return found;
     return mapped;
   };
   Result<Mapped> train = add("train", keys.train);
@@ -95,6 +103,10 @@ Result<std::unique_ptr<TokenDataset>> TokenDataset::Load(const TokenDataKeys& ke
     }
     d->profile_.learned_targets = mask->learned();
   }
+  if (const std::optional<TokenDocuments>& documents = d->train_.documents) {
+    d->profile_.documents = documents->Profile();
+    d->profile_.documents->padding_share = PaddingShare(d->train_.pieces, window);
+  }
   for (const std::string& path : keys.eval) {
     Result<Mapped> eval = add("eval", path);
     if (!eval.ok()) return eval.status();
@@ -110,41 +122,80 @@ std::int64_t TokenDataset::Token(const Mapped& file, std::int64_t index) const {
   return DecodeId(file.file.data() + index * token_bytes_, token_bytes_);
 }
 
-Batch TokenDataset::Assemble(const Mapped& file, const std::vector<std::int64_t>& starts) const {
-  const auto n = static_cast<std::int64_t>(starts.size());
-  Batch batch;
-  batch.samples = n;
-  batch.inputs = torch::empty({n, window_}, torch::kLong);
-  batch.targets = torch::empty({n, window_}, torch::kLong);
-  auto in = batch.inputs.accessor<std::int64_t, 2>();
-  auto out = batch.targets.accessor<std::int64_t, 2>();
-  for (std::int64_t b = 0; b < n; ++b) {
-    for (int t = 0; t < window_; ++t) {
-      const std::int64_t target = starts[b] + t + 1;
-      in[b][t] = Token(file, starts[b] + t);
-      out[b][t] = file.mask && !file.mask->Learned(target) ? kMaskedTarget : Token(file, target);
+bool TokenDataset::Learned(const Mapped& file, std::int64_t index) const {
+  if (file.mask && !file.mask->Learned(index)) return false;
+  return document_end_ < 0 || Token(file, index - 1) != document_end_;
+}
+
+Status TokenDataset::FindWindows(Mapped& file) const {
+  const std::string path = file.file.path();
+  const auto learned = [&](std::int64_t p) { return Learned(file, p); };
+  if (document_end_ >= 0) {
+    file.documents = TokenDocuments::Find(file.tokens, document_end_,
+                                          [&](std::int64_t p) { return Token(file, p); });
+    if (!file.documents->ended()) {
+      return Status::InvalidArgument("data.document_end: " + std::to_string(document_end_) +
+                                     " never occurs in " + path +
+                                     ": the id that ends each document (the tokenizer's EOS)");
     }
   }
+  if (Unpacked()) {
+    file.pieces = file.documents->Pieces(window_, learned);
+  } else if (document_end_ >= 0 || file.mask) {
+    file.windows = LearningWindows::Find(file.tokens, window_, learned);
+  }
+  if (Drawable(file) == 0) {
+    return Status::InvalidArgument(
+        "data file " + path + ": no window of block_size + 1 = " + std::to_string(window_ + 1) +
+        " ids learns a target (each document's first id is not learned after data.document_end, "
+        "nor an id its loss mask marks 0)");
+  }
+  return Status::Ok();
+}
+
+DocumentPiece TokenDataset::WindowAt(const Mapped& file, std::int64_t pick) const {
+  if (Unpacked()) return file.pieces[static_cast<std::size_t>(pick)];
+  return {file.windows ? file.windows->Start(pick) : pick, window_ + 1};
+}
+
+Batch TokenDataset::Assemble(const Mapped& file, const std::vector<std::int64_t>& picks) const {
+  const auto n = static_cast<std::int64_t>(picks.size());
+  Batch batch;
+  batch.samples = n;
+  batch.inputs = torch::full({n, window_}, std::max<std::int64_t>(document_end_, 0), torch::kLong);
+  batch.targets = torch::full({n, window_}, kMaskedTarget, torch::kLong);
+  const bool packed = document_end_ >= 0 && !Unpacked();
+  torch::Tensor positions = torch::zeros({n, window_}, torch::kLong);
+  auto in = batch.inputs.accessor<std::int64_t, 2>();
+  auto out = batch.targets.accessor<std::int64_t, 2>();
+  auto position_of = positions.accessor<std::int64_t, 2>();
+  for (std::int64_t b = 0; b < n; ++b) {
+    const DocumentPiece piece = WindowAt(file, picks[b]);
+    std::int64_t position = 0;
+    for (std::int64_t t = 0; t + 1 < piece.length; ++t) {
+      const std::int64_t id = Token(file, piece.start + t);
+      const std::int64_t target = piece.start + t + 1;
+      in[b][t] = id;
+      if (Learned(file, target)) out[b][t] = Token(file, target);
+      if (!packed) continue;
+      // A document begins after the id that ends the one before.
+      if (t > 0 && in[b][t - 1] == document_end_) position = 0;
+      position_of[b][t] = position++;
+    }
+  }
+  if (packed) batch.positions = positions;
   return batch;
 }
 
 std::int64_t TokenDataset::Drawable(const Mapped& file) const {
-  return file.mask ? file.mask->starts() : file.tokens - window_;
-}
-
-std::vector<std::int64_t> TokenDataset::StartsOf(const Mapped& file,
-                                                 std::vector<std::int64_t> picks) {
-  if (file.mask) {
-    for (std::int64_t& pick : picks) pick = file.mask->Start(pick);
-  }
-  return picks;
+  if (Unpacked()) return static_cast<std::int64_t>(file.pieces.size());
+  return file.windows ? file.windows->starts() : file.tokens - window_;
 }
 
 Batch TokenDataset::TrainingSamples(std::uint64_t seed, std::int64_t first, std::int64_t count,
                                     SampleFormat format) const {
   TORCH_CHECK(supports(format), "token data gives next-token windows only");
-  Batch batch =
-      Assemble(train_, StartsOf(train_, StreamPicks(seed, first, count, Drawable(train_))));
+  Batch batch = Assemble(train_, StreamPicks(seed, first, count, Drawable(train_)));
   batch.stream = SampleStream{seed, first};
   return batch;
 }
@@ -152,7 +203,7 @@ Batch TokenDataset::TrainingSamples(std::uint64_t seed, std::int64_t first, std:
 Batch TokenDataset::HeldOutSamples(std::size_t index, int windows, SampleFormat format) const {
   TORCH_CHECK(supports(format), "token data gives next-token windows only");
   const Mapped& file = eval_.at(index);
-  return Assemble(file, StartsOf(file, EvenlySpaced(windows, Drawable(file) - 1)));
+  return Assemble(file, EvenlySpaced(windows, Drawable(file) - 1));
 }
 
 namespace {

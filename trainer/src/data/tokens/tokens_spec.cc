@@ -1,6 +1,8 @@
 // data.format: tokens, as the job spec reads it.
 #include "data/tokens/tokens_spec.h"
 
+#include <limits>
+
 #include "trainerd/trainer/spec/data_format.h"
 
 namespace trainerd {
@@ -20,10 +22,21 @@ class TokensFormat : public DataFormat {
     data.String("dtype", &dtype, {"uint16", "uint32"});
     keys.token_bytes = dtype == "uint32" ? 4 : 2;
     data.Bool("loss_masks", &keys.loss_masks);
+    data.Int("document_end", &keys.document_end, 0, std::numeric_limits<int>::max());
+    data.Bool("packing", &keys.packing);
+    if (data.Has("packing") && keys.document_end < 0) {
+      data.Fail("packing", "data.document_end beside it (packing places documents)",
+                "no documents");
+    }
     spec->options = keys;
   }
   bool MasksTargets(const DataSpec& spec) const override {
-    return spec.options.get<TokenDataKeys>().loss_masks;
+    const auto keys = spec.options.get<TokenDataKeys>();
+    return keys.loss_masks || keys.document_end >= 0;
+  }
+  bool PacksDocuments(const DataSpec& spec) const override {
+    const auto keys = spec.options.get<TokenDataKeys>();
+    return keys.document_end >= 0 && keys.packing;
   }
   ModelInputs DefaultInputs() const override { return ModelInputs::kTokens; }
   std::vector<ModelInputs> Gives() const override { return {ModelInputs::kTokens}; }

@@ -6,6 +6,7 @@
 #include "models/gpt/visible_keys.h"
 #include "trainerd/trainer/device/torch_compat.h"
 #include "trainerd/trainer/models/model_registry.h"
+#include "trainerd/trainer/semantics/document_positions.h"
 
 namespace trainerd {
 
@@ -51,7 +52,7 @@ torch::Tensor ExplicitCausalAttention(const torch::Tensor& q, const torch::Tenso
   return torch::matmul(dropout->forward(torch::softmax(scores, /*dim=*/-1)), v);
 }
 
-torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
+torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& first) {
   const std::int64_t b = x.size(0), t = x.size(1), c = x.size(2);
   const std::int64_t head = c / n_head_;
   auto qkv = qkv_->forward(x).split(c, /*dim=*/2);
@@ -60,7 +61,7 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
   };
   const torch::Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
   return resid_dropout_->forward(
-      proj_->forward(CausalAttention(q, k, v, attn_dropout_, is_training(), kernels_)));
+      proj_->forward(CausalAttention(q, k, v, attn_dropout_, is_training(), kernels_, first)));
 }
 
 torch::Tensor CausalAttention(const torch::Tensor& q, const torch::Tensor& k,
@@ -95,8 +96,8 @@ GptBlockImpl::GptBlockImpl(const GptOptions& options, int site) {
       "mlp_dropout", SampleDropout(options.dropout, site + 2, MasksOf(options.kernels)));
 }
 
-torch::Tensor GptBlockImpl::forward(const torch::Tensor& x) {
-  torch::Tensor h = x + attn_->forward(ln1_->forward(x));
+torch::Tensor GptBlockImpl::forward(const torch::Tensor& x, const torch::Tensor& first) {
+  torch::Tensor h = x + attn_->forward(ln1_->forward(x), first);
   return h + mlp_dropout_->forward(mlp_->forward(ln2_->forward(h)));
 }
 
@@ -133,10 +134,12 @@ torch::Tensor Gpt::Hidden(const torch::Tensor& tokens) {
   const std::int64_t t = tokens.size(1);
   TORCH_CHECK(t <= options_.block_size, "sequence length ", t, " exceeds block_size ",
               options_.block_size);
-  const torch::Tensor positions = torch::arange(t, tokens.options().dtype(torch::kLong));
-  torch::Tensor x = embedding_dropout_->forward(token_embedding_->forward(tokens) +
-                                                position_embedding_->forward(positions));
-  for (int i = 0; i < num_blocks(); ++i) x = RunBlock(i, blocks_[static_cast<std::size_t>(i)], x);
+  const torch::Tensor first = FirstVisibleKeys(DocumentPositionsScope::Current(), t, /*window=*/0);
+  torch::Tensor x = embedding_dropout_->forward(
+      token_embedding_->forward(tokens) + position_embedding_->forward(InputPositions(tokens)));
+  for (int i = 0; i < num_blocks(); ++i) {
+    x = RunBlock(i, blocks_[static_cast<std::size_t>(i)], x, first);
+  }
   return final_norm_->forward(x);
 }
 

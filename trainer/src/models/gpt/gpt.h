@@ -55,7 +55,8 @@ DropoutMasks MasksOf(GptKernels kernels);
 class CausalSelfAttentionImpl : public torch::nn::Module {
  public:
   CausalSelfAttentionImpl(const GptOptions& options, int site);
-  torch::Tensor forward(const torch::Tensor& x);
+  // `first`: each query's first visible key (visible_keys.h; undefined: all before it).
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& first = {});
 
  private:
   int n_head_;
@@ -72,7 +73,7 @@ class GptBlockImpl : public torch::nn::Module {
  public:
   static constexpr int kDropoutSites = 3;
   GptBlockImpl(const GptOptions& options, int site);
-  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& first = {});
 
  private:
   BiasOptionalLayerNorm ln1_{nullptr};

@@ -40,6 +40,7 @@ class GptKind : public ModelKind {
     return DeclaredOutputs{"vocab_size", GptOptionsOf(spec).vocab_size};
   }
   // Both kernels compute the same job (a checkpoint written under one resumes under the other).
+  bool KeepsDocumentsApart() const override { return true; }
   std::vector<std::string> NonIdentityKeys() const override { return {"kernels"}; }
 };
 

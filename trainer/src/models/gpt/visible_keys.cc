@@ -9,6 +9,14 @@ torch::Tensor SlidingWindowFirstKeys(std::int64_t t, std::int64_t window) {
   return (torch::arange(t, torch::kLong) - (window - 1)).clamp_min(0).unsqueeze(0);
 }
 
+torch::Tensor FirstVisibleKeys(const torch::Tensor& positions, std::int64_t t,
+                               std::int64_t window) {
+  const torch::Tensor windowed = SlidingWindowFirstKeys(t, window);
+  if (!positions.defined()) return windowed;
+  const torch::Tensor document = torch::arange(t, torch::kLong).unsqueeze(0) - positions;
+  return windowed.defined() ? torch::maximum(document, windowed) : document;
+}
+
 torch::Tensor VisibleKeyMask(const torch::Tensor& first, torch::Device device) {
   const std::int64_t t = first.size(-1);
   const torch::Tensor keys = torch::arange(t, torch::kLong).view({1, 1, t});

@@ -1,6 +1,8 @@
 #include "models/hf/gpt2.h"
 
 #include "models/gpt/gpt.h"
+#include "models/gpt/visible_keys.h"
+#include "trainerd/trainer/semantics/document_positions.h"
 
 namespace trainerd {
 
@@ -30,14 +32,14 @@ Gpt2AttentionImpl::Gpt2AttentionImpl(const HfDecoderConfig& config, int site)
                                                                   DropoutMasks::kRegenerated));
 }
 
-torch::Tensor Gpt2AttentionImpl::forward(const torch::Tensor& x) {
+torch::Tensor Gpt2AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& first) {
   const std::int64_t b = x.size(0), t = x.size(1), c = x.size(2);
   const std::vector<torch::Tensor> qkv = c_attn_->forward(x).split(c, /*dim=*/2);
   const auto heads = [&](const torch::Tensor& m) {
     return m.view({b, t, heads_, c / heads_}).transpose(1, 2);
   };
   const torch::Tensor y = CausalAttention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]),
-                                          attn_dropout_, is_training(), GptKernels::kFused);
+                                          attn_dropout_, is_training(), GptKernels::kFused, first);
   return resid_dropout_->forward(c_proj_->forward(y));
 }
 
@@ -65,8 +67,8 @@ Gpt2BlockImpl::Gpt2BlockImpl(const HfDecoderConfig& config, int site) {
   mlp_ = register_module("mlp", Gpt2Mlp(config, site + 2));
 }
 
-torch::Tensor Gpt2BlockImpl::forward(const torch::Tensor& x) {
-  const torch::Tensor h = x + attn_->forward(ln_1_->forward(x));
+torch::Tensor Gpt2BlockImpl::forward(const torch::Tensor& x, const torch::Tensor& first) {
+  const torch::Tensor h = x + attn_->forward(ln_1_->forward(x), first);
   return h + mlp_->forward(ln_2_->forward(h));
 }
 
@@ -98,12 +100,12 @@ Gpt2Lm::Gpt2Lm(const HfDecoderConfig& config, int block_size, std::string folder
 }
 
 torch::Tensor Gpt2Lm::Hidden(const torch::Tensor& tokens) {
-  const torch::Tensor positions =
-      torch::arange(tokens.size(1), tokens.options().dtype(torch::kLong));
+  const torch::Tensor first =
+      FirstVisibleKeys(DocumentPositionsScope::Current(), tokens.size(1), /*window=*/0);
   torch::Tensor x = transformer_->drop->forward(transformer_->wte->forward(tokens) +
-                                                transformer_->wpe->forward(positions));
+                                                transformer_->wpe->forward(InputPositions(tokens)));
   for (int i = 0; i < num_blocks(); ++i) {
-    x = RunBlock(i, transformer_->h[static_cast<std::size_t>(i)], x);
+    x = RunBlock(i, transformer_->h[static_cast<std::size_t>(i)], x, first);
   }
   return transformer_->ln_f->forward(x);
 }

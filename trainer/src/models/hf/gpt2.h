@@ -36,7 +36,8 @@ TORCH_MODULE(Conv1D);
 class Gpt2AttentionImpl : public torch::nn::Module {
  public:
   Gpt2AttentionImpl(const HfDecoderConfig& config, int site);
-  torch::Tensor forward(const torch::Tensor& x);
+  // `first`: each query's first visible key (visible_keys.h; undefined: all before it).
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& first);
 
  private:
   std::int64_t heads_;
@@ -63,7 +64,7 @@ class Gpt2BlockImpl : public torch::nn::Module {
  public:
   static constexpr int kDropoutSites = 3;
   Gpt2BlockImpl(const HfDecoderConfig& config, int site);
-  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& first);
 
  private:
   torch::nn::LayerNorm ln_1_{nullptr}, ln_2_{nullptr};

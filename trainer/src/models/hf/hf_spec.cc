@@ -61,6 +61,7 @@ class HfKind : public ModelKind {
     return Sha256Files(folder, trained);
   }
   bool ReadsModelInputs() const override { return false; }
+  bool KeepsDocumentsApart() const override { return true; }
   std::vector<std::string> NonIdentityKeys() const override { return {"path"}; }
 };
 

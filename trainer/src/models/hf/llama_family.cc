@@ -5,6 +5,7 @@
 
 #include "models/gpt/gpt.h"
 #include "models/gpt/visible_keys.h"
+#include "trainerd/trainer/semantics/document_positions.h"
 
 namespace trainerd {
 namespace {
@@ -56,13 +57,10 @@ torch::Tensor RmsNormImpl::forward(const torch::Tensor& x) {
   return weight_ * normed.to(x.scalar_type());
 }
 
-Rotary RotaryFor(const HfDecoderConfig& config, std::int64_t positions, torch::Device device) {
-  const torch::Tensor inv = InverseFrequencies(config).to(device);
-  const torch::Tensor freqs =
-      torch::arange(positions, torch::TensorOptions().dtype(torch::kFloat).device(device))
-          .unsqueeze(1) *
-      inv.unsqueeze(0);
-  const torch::Tensor angles = torch::cat({freqs, freqs}, -1);
+Rotary RotaryFor(const HfDecoderConfig& config, const torch::Tensor& positions) {
+  const torch::Tensor inv = InverseFrequencies(config).to(positions.device());
+  const torch::Tensor freqs = positions.to(torch::kFloat).unsqueeze(-1) * inv;
+  const torch::Tensor angles = torch::cat({freqs, freqs}, -1).unsqueeze(1);
   return {angles.cos(), angles.sin()};
 }
 
@@ -80,7 +78,8 @@ HfAttentionImpl::HfAttentionImpl(const HfDecoderConfig& config, int site)
                                                                 DropoutMasks::kRegenerated));
 }
 
-torch::Tensor HfAttentionImpl::forward(const torch::Tensor& x, const Rotary& rotary) {
+torch::Tensor HfAttentionImpl::forward(const torch::Tensor& x, const Rotary& rotary,
+                                       const torch::Tensor& documents) {
   const std::int64_t b = x.size(0), t = x.size(1);
   const auto heads = [&](const torch::Tensor& m, std::int64_t n) {
     return m.view({b, t, n, head_dim_}).transpose(1, 2);
@@ -97,7 +96,7 @@ torch::Tensor HfAttentionImpl::forward(const torch::Tensor& x, const Rotary& rot
   const torch::Tensor k = shared(Rotate(heads(k_proj_->forward(x), kv_heads_), rotary));
   const torch::Tensor v = shared(heads(v_proj_->forward(x), kv_heads_));
   return o_proj_->forward(CausalAttention(q, k, v, dropout_, is_training(), GptKernels::kFused,
-                                          SlidingWindowFirstKeys(t, window_)));
+                                          FirstVisibleKeys(documents, t, window_)));
 }
 
 HfMlpImpl::HfMlpImpl(const HfDecoderConfig& config) {
@@ -120,8 +119,9 @@ HfDecoderLayerImpl::HfDecoderLayerImpl(const HfDecoderConfig& config, int site) 
       register_module("post_attention_layernorm", RmsNorm(config.hidden_size, config.norm_eps));
 }
 
-torch::Tensor HfDecoderLayerImpl::forward(const torch::Tensor& x, const Rotary& rotary) {
-  const torch::Tensor h = x + self_attn_->forward(input_layernorm_->forward(x), rotary);
+torch::Tensor HfDecoderLayerImpl::forward(const torch::Tensor& x, const Rotary& rotary,
+                                          const torch::Tensor& documents) {
+  const torch::Tensor h = x + self_attn_->forward(input_layernorm_->forward(x), rotary, documents);
   return h + mlp_->forward(post_attention_layernorm_->forward(h));
 }
 
@@ -150,12 +150,16 @@ LlamaFamilyLm::LlamaFamilyLm(const HfDecoderConfig& config, int block_size, std:
 }
 
 torch::Tensor LlamaFamilyLm::Hidden(const torch::Tensor& tokens) {
-  const Rotary rotary = RotaryFor(config(), tokens.size(1), tokens.device());
+  const Rotary rotary = RotaryFor(config(), InputPositions(tokens));
+  const torch::Tensor documents = DocumentPositionsScope::Current();
   torch::Tensor x = model_->embed_tokens->forward(tokens);
   for (int i = 0; i < num_blocks(); ++i) {
     HfDecoderLayer& layer = model_->layers[static_cast<std::size_t>(i)];
     x = RunBlock(
-        i, [layer, rotary](const torch::Tensor& in) mutable { return layer->forward(in, rotary); },
+        i,
+        [layer, rotary, documents](const torch::Tensor& in) mutable {
+          return layer->forward(in, rotary, documents);
+        },
         layer->parameters(), layer->buffers(), x);
   }
   return model_->norm->forward(x);

@@ -6,7 +6,8 @@
 // StateDict() and model.safetensors read "model.layers.0.self_attn.q_proj.weight". Each
 // decoder layer is a block; attention dropout (config.attention_dropout) is the trainer's
 // split-invariant dropout; a layer with a sliding window (Mistral's, Qwen2's windowed layers)
-// attends over its last positions alone, in every kernel (visible_keys.h).
+// attends over its last positions alone, in every kernel (visible_keys.h); packed documents
+// (document_positions.h) each rotate from position 0 and attend within themselves.
 #pragma once
 
 #include <torch/torch.h>
@@ -29,16 +30,19 @@ class RmsNormImpl : public torch::nn::Module {
 };
 TORCH_MODULE(RmsNorm);
 
-// cos and sin [T, head_dim] of positions 0..T-1 (float32): rotate_half's pairs (i, i + D/2).
+// cos and sin [B or 1, 1, T, head_dim] (float32) of `positions` [B or 1, T]: rotate_half's
+// pairs (i, i + D/2).
 struct Rotary {
   torch::Tensor cos, sin;
 };
-Rotary RotaryFor(const HfDecoderConfig& config, std::int64_t positions, torch::Device device);
+Rotary RotaryFor(const HfDecoderConfig& config, const torch::Tensor& positions);
 
 class HfAttentionImpl : public torch::nn::Module {
  public:
   HfAttentionImpl(const HfDecoderConfig& config, int site);
-  torch::Tensor forward(const torch::Tensor& x, const Rotary& rotary);
+  // `documents`: DocumentPositionsScope::Current() of the forward (undefined: none).
+  torch::Tensor forward(const torch::Tensor& x, const Rotary& rotary,
+                        const torch::Tensor& documents);
 
  private:
   std::int64_t heads_, kv_heads_, head_dim_;
@@ -61,7 +65,8 @@ TORCH_MODULE(HfMlp);
 class HfDecoderLayerImpl : public torch::nn::Module {
  public:
   HfDecoderLayerImpl(const HfDecoderConfig& config, int site);
-  torch::Tensor forward(const torch::Tensor& x, const Rotary& rotary);
+  torch::Tensor forward(const torch::Tensor& x, const Rotary& rotary,
+                        const torch::Tensor& documents);
 
  private:
   HfAttention self_attn_{nullptr};

@@ -36,13 +36,20 @@ struct SampleStream {
 };
 
 // What a model reads for a run of samples; `targets` holds kMaskedTarget (-100,
-// spec/data_format.h) where a loss mask leaves a position out.
+// spec/data_format.h) where a loss mask or a document's end leaves a position out.
 struct Batch {
   torch::Tensor inputs;
   torch::Tensor targets;
   std::int64_t samples = 0;
   std::optional<SampleStream> stream;  // training samples only; none for held-out ones
+  // Packed documents: each input's position in its document, [B, T] int64 on the CPU
+  // (semantics/document_positions.h); undefined when each window is one document.
+  torch::Tensor positions;
 };
+
+// Rows [start, start + count) of `batch`, inputs and targets on `device` (positions stay on
+// the CPU), the stream moved on to its row `start`.
+Batch RowsOf(const Batch& batch, std::int64_t start, std::int64_t count, torch::Device device);
 
 enum class SampleFormat {
   kNextToken,      // inputs [B, T] token ids, targets [B, T] next tokens (GPT)

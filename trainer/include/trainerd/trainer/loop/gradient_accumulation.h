@@ -42,8 +42,7 @@ struct PrecisionContext {
 // The model's forward and loss (TrainableModel::ForwardLoss) under the plan's precision:
 // autocast to bf16 (any device) or fp16 (CUDA only; CPU fp16 plans compute in fp32 and
 // exercise only the loss scaler). The cross-entropy itself is fp32 (CrossEntropyTotal).
-LossTerms ForwardLossWithPrecision(TrainableModel& model, const torch::Tensor& inputs,
-                                   const torch::Tensor& targets, Precision precision);
+LossTerms ForwardLossWithPrecision(TrainableModel& model, const Batch& batch, Precision precision);
 
 // Sets every existing gradient to zeros in place, keeping its memory. LibTorch 2.x's
 // zero_grad() releases gradients by default (set_to_none) and 1.13's zeroes them: the loop

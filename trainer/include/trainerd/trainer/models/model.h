@@ -41,12 +41,12 @@ class TrainableModel : public torch::nn::Module {
   virtual LossTerms Loss(const torch::Tensor& outputs, const torch::Tensor& targets);
   // True when the model computes model.loss: module itself (overrides Loss for it).
   virtual bool has_own_loss() const { return false; }
-  // The loss of `inputs` against `targets`: Loss(forward(inputs), targets). A model with an
-  // output layer (below) under the cross-entropy and an output chunk takes it in chunks
-  // (output_chunks.h), never holding the [B, T, vocab] logits. `observe`, when set, sees the
-  // logits (REQUIRES: no gradients recorded).
-  LossTerms ForwardLoss(const torch::Tensor& inputs, const torch::Tensor& targets,
-                        const OutputsObserver& observe = {});
+  // The loss of a batch's inputs against its targets: Loss(forward(inputs), targets), with the
+  // batch's document positions current (document_positions.h). A model with an output layer
+  // (below) under the cross-entropy and an output chunk takes it in chunks (output_chunks.h),
+  // never holding the [B, T, vocab] logits. `observe`, when set, sees the logits (REQUIRES: no
+  // gradients recorded).
+  LossTerms ForwardLoss(const Batch& batch, const OutputsObserver& observe = {});
   // A next-token model whose logits are one layer of its last hidden states, forward(x) ==
   // OutputLogits(Hidden(x)), names that layer's parameters here (a tied head's is the input
   // embedding). Empty, the default: no such layer, and ForwardLoss takes forward()'s outputs.
@@ -111,11 +111,14 @@ class TrainableModel : public torch::nn::Module {
   void set_test_only_fault(TrainingFault fault) { fault_ = fault; }
 
  protected:
-  // Runs block `index`, checkpointed when the plan says so and gradients are being recorded.
-  template <typename BlockHolder>
-  torch::Tensor RunBlock(int index, BlockHolder& block, const torch::Tensor& x) {
+  // Runs block `index` on `x` (and `more`, kept by value for a recompute), checkpointed when
+  // the plan says so and gradients are being recorded.
+  template <typename BlockHolder, typename... More>
+  torch::Tensor RunBlock(int index, BlockHolder& block, const torch::Tensor& x,
+                         const More&... more) {
     return RunBlock(
-        index, [block](const torch::Tensor& in) mutable { return block->forward(in); },
+        index,
+        [block, more...](const torch::Tensor& in) mutable { return block->forward(in, more...); },
         block->parameters(), block->buffers(), x);
   }
   // The same for a block given as a function of its input, the parameters it reads and the

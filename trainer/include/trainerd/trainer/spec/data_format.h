@@ -34,8 +34,12 @@ class DataFormat {
   // Keys of `options` left out of the job identity: the files, whose content the data's
   // fingerprint covers.
   virtual std::vector<std::string> NonIdentityKeys() const = 0;
-  // True when `spec`'s data leaves targets out of the loss as kMaskedTarget (a loss mask).
+  // True when `spec`'s data leaves targets out of the loss as kMaskedTarget (a loss mask, the
+  // first id of a document).
   virtual bool MasksTargets(const DataSpec& /*spec*/) const { return false; }
+  // True when a window of `spec`'s data may hold several documents that must not see each
+  // other (semantics/document_positions.h): only a model kind that keeps them apart reads it.
+  virtual bool PacksDocuments(const DataSpec& /*spec*/) const { return false; }
 };
 
 // Adds `format` under `name`; false (and nothing added) when a format of that name exists.

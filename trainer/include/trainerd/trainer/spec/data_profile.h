@@ -17,6 +17,17 @@ struct ColumnSummary {
 inline constexpr std::int64_t kMaxProfiledColumns = 256;
 inline constexpr std::int64_t kMaxCountedIds = std::int64_t{1} << 22;
 
+// tokens with data.document_end: the training split's documents, their lengths in ids (the end
+// id included; the file's last document may lack it), and what padding costs.
+struct DocumentProfile {
+  std::int64_t count = 0;
+  std::int64_t median_length = 0;
+  std::int64_t longest = 0;
+  // The share of the training windows' input positions that are padding: 0 packed, and with
+  // data.packing: false what the documents shorter than a window leave empty.
+  double padding_share = 0;
+};
+
 struct DataProfile {
   // Token ids (tokens), bytes (text) or rows (tensors) of the training split.
   std::int64_t train_samples = 0;
@@ -26,6 +37,7 @@ struct DataProfile {
   // tokens with data.loss_masks: the training targets the mask learns, of train_samples - 1
   // (the first id is no target); none without masks.
   std::optional<std::int64_t> learned_targets;
+  std::optional<DocumentProfile> documents;
   // tensors: training rows whose floating-point inputs hold a NaN or an infinity, plus those
   // whose floating-point targets do, and the floating-point inputs' first kMaxProfiledColumns
   // columns (a row flattened).

@@ -63,6 +63,10 @@ class ModelKind {
   virtual std::optional<DeclaredOutputs> Outputs(const ModelSpec& /*spec*/) const {
     return std::nullopt;
   }
+  // Whether the kind's models keep packed documents apart (semantics/document_positions.h:
+  // positions restart and attention stays within each document); false: data that packs them
+  // is refused for this kind.
+  virtual bool KeepsDocumentsApart() const { return false; }
   // What model.loss: module asks of this kind's model, for the error when it lacks its own loss.
   virtual std::string OwnLossHint() const {
     return "a model that overrides Loss() and has_own_loss()";
