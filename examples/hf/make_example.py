@@ -21,7 +21,8 @@ trains it, and OUT/out is a folder transformers.AutoModelForCausalLM.from_pretra
 With --chat, also conversations about those texts, as a team's chat data is:
   OUT/chats-train.jsonl, OUT/chats-val.jsonl   {"messages": [...]} per line: a system
                   prompt, then two questions, each answered by a paragraph of a licence;
-  OUT/job-chat.yaml   a job that learns the answers alone (data.loss_masks).
+  OUT/job-chat.yaml   a job that learns the answers alone (data.loss_masks), each conversation
+                      a document (data.document_end: the id of <|endoftext|>).
 Then examples/hf/chat_to_tokens.py writes their ids and masks with the folder's template:
   chat_to_tokens.py OUT/model OUT/chats-train.jsonl OUT/chat-train   (and -val likewise)
   build/bin/trainer-run --config OUT/job-chat.yaml --output-dir OUT/chat-out
@@ -60,7 +61,7 @@ def paragraphs(path):
     return [p for p in parts if 40 <= len(p) <= 400]
 
 
-def write_chats(out):
+def write_chats(out, end):
     """Conversations quoting the licences, nine in ten for training, and the job on them."""
     chats = []
     for path in TEXTS:
@@ -82,7 +83,7 @@ def write_chats(out):
                 "(examples/hf/make_example.py --chat).\n"
                 "model: {kind: hf, path: model, block_size: 128}\n"
                 "data: {format: tokens, train: chat-train.bin, eval: [chat-val.bin], "
-                "loss_masks: true}\n"
+                "loss_masks: true, document_end: %d}\n" % end +
                 "optimizer: {lr: 0.003}\n"
                 "training: {effective_batch: 8, updates: 4, seed: 1}\n")
     return len(chats) - held_out, held_out
@@ -131,7 +132,7 @@ def main():
                                       config.vocab_size, len(ids) - held_out, held_out))
     if args.chat:
         print("make_example.py: %s: chats-train.jsonl (%d conversations), chats-val.jsonl (%d), "
-              "job-chat.yaml" % ((args.out,) + write_chats(args.out)))
+              "job-chat.yaml" % ((args.out,) + write_chats(args.out, tokenizer.token_to_id("<|endoftext|>"))))
 
 
 if __name__ == "__main__":

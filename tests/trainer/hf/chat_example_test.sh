@@ -2,7 +2,8 @@
 # examples/hf's chat data as a team runs it: make_example.py --chat writes conversations and
 # a job; chat_to_tokens.py writes their ids and loss masks with the folder's chat template;
 # the learned ids are exactly the assistant's answers and their ends of turn; trainer-run
-# profiles the masks and trains on them; a mask that learns every id is refused.
+# profiles the masks and the conversations as documents and trains on them; a mask that learns
+# every id is refused.
 #
 # Usage: chat_example_test.sh HF_PYTHON TRAINER_RUN OUT_DIR
 set -euo pipefail
@@ -43,6 +44,9 @@ cd "$out"
 learned=$("$python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["profile"]["learned_targets"])' profile.json)
 expected=$("$python" -c 'import numpy; m = numpy.fromfile("chat-train.mask", numpy.uint8); print(int(m[1:].sum()))')
 [ "$learned" = "$expected" ] || { echo "FAIL: --data-profile learned_targets $learned, the mask $expected" >&2; exit 1; }
+documents=$("$python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["profile"]["documents"]["count"])' profile.json)
+conversations=$(grep -c . chats-train.jsonl)
+[ "$documents" = "$conversations" ] || { echo "FAIL: --data-profile counted $documents documents in $conversations conversations" >&2; exit 1; }
 "$trainer_run" --config job-chat.yaml --output-dir chat-out --json > train.jsonl
 grep -q '"event":"finish"' train.jsonl || { echo "FAIL: no finish event" >&2; exit 1; }
 "$python" -c 'import numpy; numpy.ones(numpy.fromfile("chat-train.mask", numpy.uint8).size, numpy.uint8).tofile("chat-train.mask")'
@@ -52,4 +56,4 @@ code=$?
 set -e
 [ "$code" = 3 ] && grep -q "chat-train.mask: every id is marked 1, the same as no mask" refused.txt ||
   { echo "FAIL: an all-ones mask exited $code:" >&2; cat refused.txt >&2; exit 1; }
-echo "PASS: trainer-run profiled $learned learned targets, trained on them, refused an all-ones mask"
+echo "PASS: trainer-run profiled $learned learned targets in $documents documents, trained on them, refused an all-ones mask"
