@@ -117,6 +117,7 @@ def main():
     fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer,
                                                 eos_token="<|endoftext|>")
     fast.chat_template = CHAT_TEMPLATE
+    end = tokenizer.token_to_id("<|endoftext|>")
     fast.save_pretrained(folder)
     with open(os.path.join(args.out, "job.yaml"), "w") as f:
         f.write("# A Hugging Face folder trained by trainerd (examples/hf/make_example.py).\n"
@@ -132,7 +133,7 @@ def main():
                                       config.vocab_size, len(ids) - held_out, held_out))
     if args.chat:
         print("make_example.py: %s: chats-train.jsonl (%d conversations), chats-val.jsonl (%d), "
-              "job-chat.yaml" % ((args.out,) + write_chats(args.out, tokenizer.token_to_id("<|endoftext|>"))))
+              "job-chat.yaml" % ((args.out,) + write_chats(args.out, end)))
 
 
 if __name__ == "__main__":

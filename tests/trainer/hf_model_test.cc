@@ -185,9 +185,10 @@ INSTANTIATE_TEST_SUITE_P(Variants, HfReferenceTest,
                                            "llama_wide_vocab", "qwen2_wide_vocab"));
 
 // Packed documents (semantics/document_positions.h): transformers' logits of the ids under
-// restarting position_ids (its block-diagonal mask), and each document's logits alone: its
-// rotary or learned positions from 0 and its attention within itself, under a sliding window
-// too (mistral_window's 5 and qwen2_window's 6 positions, below documents of 9 and 11 ids).
+// restarting position_ids (its block-diagonal mask), and each document's logits alone, the two
+// rows packed differently: its rotary or learned positions from 0 and its attention within
+// itself, under a sliding window too (mistral_window's 5 and qwen2_window's 6 positions, below
+// documents of 9, 11 and 15 ids).
 class HfPackedDocumentsTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HfPackedDocumentsTest, APackedWindowGivesTransformersLogitsAndEachDocumentItsOwn) {
@@ -211,19 +212,22 @@ TEST_P(HfPackedDocumentsTest, APackedWindowGivesTransformersLogitsAndEachDocumen
             1e-5 * std::max(1.0, want.abs().max().item<double>()))
       << GetParam();
   const torch::Tensor unaware = model->forward(ids);
-  const std::vector<std::int64_t> lengths = {9, 4, 11};  // make_hf_models.py's documents
-  std::int64_t start = 0;
-  for (const std::int64_t length : lengths) {
-    const torch::Tensor alone = model->forward(ids.narrow(1, start, length));
-    const double scale = std::max(1.0, alone.abs().max().item<double>());
-    EXPECT_LE((packed.narrow(1, start, length) - alone).abs().max().item<double>(), 1e-5 * scale)
-        << GetParam() << ": the document at " << start;
-    if (start > 0) {
-      EXPECT_GT((unaware.narrow(1, start, length) - alone).abs().max().item<double>(), 1e-3)
-          << GetParam() << ": without its positions the document at " << start
-          << " sees the one before";
+  const std::vector<std::vector<std::int64_t>> lengths = {{9, 4, 11}, {15, 9}};  // the script's
+  for (std::int64_t b = 0; b < ids.size(0); ++b) {
+    std::int64_t start = 0;
+    for (const std::int64_t length : lengths[static_cast<std::size_t>(b)]) {
+      const torch::Tensor alone = model->forward(ids[b].narrow(0, start, length).unsqueeze(0))[0];
+      const double scale = std::max(1.0, alone.abs().max().item<double>());
+      EXPECT_LE((packed[b].narrow(0, start, length) - alone).abs().max().item<double>(),
+                1e-5 * scale)
+          << GetParam() << ": row " << b << ", the document at " << start;
+      if (start > 0) {
+        EXPECT_GT((unaware[b].narrow(0, start, length) - alone).abs().max().item<double>(), 1e-3)
+            << GetParam() << ": row " << b << ", without its positions the document at " << start
+            << " sees the one before";
+      }
+      start += length;
     }
-    start += length;
   }
 }
 

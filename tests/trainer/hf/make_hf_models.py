@@ -12,7 +12,8 @@ next-token cross-entropy of those logits, and `grad.<name>` for every parameter,
 gradient of one backward of that loss; and `labels` (the ids, -100 at positions a loss mask
 leaves out), `masked_loss`, the model's own loss of those labels (model(input_ids,
 labels=labels).loss), and `masked_grad.<name>`, its gradients; and `packed_position_ids`, the
-positions of documents of 9, 4 and 11 ids packed in each row, and `packed_logits`, the logits
+positions of documents of 9, 4 and 11 ids packed in the first row and of 15 and 9 in the
+second, and `packed_logits`, the logits
 of the ids under them (transformers' flattening collator: position_ids without an attention
 mask and without a cache make a block-diagonal causal mask).
 Run with scripts/install-hf-python.sh's python.
@@ -28,7 +29,7 @@ from safetensors.torch import load_file, save_file
 
 COMMON = dict(vocab_size=96, hidden_size=32, intermediate_size=56, num_hidden_layers=2,
               num_attention_heads=4, max_position_embeddings=64, initializer_range=0.1)
-PACKED_DOCUMENTS = (9, 4, 11)  # the ids' 24 as documents
+PACKED_DOCUMENTS = ((9, 4, 11), (15, 9))  # each row's 24 ids as documents
 GPT2 = dict(vocab_size=96, n_embd=32, n_inner=56, n_layer=2, n_head=4, n_positions=64,
             initializer_range=0.1)
 LLAMA3 = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
@@ -139,7 +140,7 @@ def make(out_dir, name, config_class, keys, how):
     masked = model(input_ids=ids, labels=labels).loss
     masked.backward()
     reference.update({"labels": labels, "masked_loss": masked.detach().reshape(1)})
-    positions = torch.cat([torch.arange(n) for n in PACKED_DOCUMENTS]).expand(2, -1).contiguous()
+    positions = torch.stack([torch.cat([torch.arange(n) for n in row]) for row in PACKED_DOCUMENTS])
     with torch.no_grad():
         # Without use_cache=False transformers makes a cache in evaluation mode, and with a
         # cache it does not read position_ids as packing: the documents would see each other.

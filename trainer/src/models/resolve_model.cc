@@ -10,6 +10,7 @@
 #include "trainerd/trainer/models/adapters.h"
 #include "trainerd/trainer/models/build_model.h"
 #include "trainerd/trainer/models/model_registry.h"
+#include "trainerd/trainer/semantics/document_positions.h"
 #include "trainerd/trainer/spec/data_format.h"
 #include "trainerd/trainer/spec/model_kind.h"
 
@@ -92,6 +93,7 @@ Status ProbeOnASample(TrainableModel& model, const Dataset& data, const std::str
   try {
     std::optional<MatmulFlopCounter> counter;
     if (count_flops) counter.emplace();
+    const DocumentPositionsScope documents(sample.positions);
     outputs = model.forward(sample.inputs);
     if (counter) CountedFlops(*counter, sample.samples, loaded);
   } catch (const std::exception& e) {  // c10::Error, or a JITException raised by the script

@@ -140,8 +140,11 @@ Result<MemoryLedger> MeasureLedger(const JobSpec& spec, const Dataset& corpus,
     }
     if (ledger.host) ledger.host->in_device_count = HostIsTheDevice(spec);
     for (const Batch& b : trainer.Microbatches(*measured)) {
-      ledger.inputs_bytes += TensorBytes(b.inputs) + TensorBytes(b.targets) +
-                             (b.positions.defined() ? TensorBytes(b.positions) : 0);
+      ledger.inputs_bytes += TensorBytes(b.inputs) + TensorBytes(b.targets);
+      // Documents' positions stay on the CPU: inputs on the CPU device, beside another one.
+      if (b.positions.defined() && b.positions.device() == b.inputs.device()) {
+        ledger.inputs_bytes += TensorBytes(b.positions);
+      }
     }
 
     const std::int64_t live_at_start = memory.live_bytes();

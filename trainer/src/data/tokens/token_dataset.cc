@@ -37,7 +37,7 @@ Result<TokenDataset::Mapped> TokenDataset::Map(const std::string& path) const {
   }
   Mapped m;
   m.tokens = static_cast<std::int64_t>(file->size()) / token_bytes_;
-  if (m.tokens < window_ + 1) {
+  if (m.tokens < window_ + 1 && !Unpacked()) {
     return Status::InvalidArgument(
         "data file " + path + ": " + std::to_string(m.tokens) +
         " token ids, fewer than one window of block_size + 1 = " + std::to_string(window_ + 1));

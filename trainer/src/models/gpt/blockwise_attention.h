@@ -2,8 +2,9 @@
 // weights, for q, k, v [B, H, T, D] on the CPU, as one autograd function that keeps for
 // backward only q, k, v, the output and each query row's log-sum-exp: never a [B, H, T, T]
 // tensor. Query rows are taken kAttentionRowsPerBlock at a time, against the keys from the
-// first any of them sees (visible_keys.h: a sliding window's) up to the block's last row (the
-// key blocks above the diagonal and before the window are all masked and are skipped);
+// first any of them sees (visible_keys.h: a sliding window's, a packed document's) up to the
+// block's last row (the key blocks above the diagonal and before that first are all masked and
+// are skipped);
 // backward recomputes each block's weights from the saved log-sum-exp. The dropout mask is
 // the counter-based one (dropout_counters.h) over the weights [B, H, T, T] in memory order,
 // the mask ExplicitCausalAttention with a regenerated SampleDropout draws, so the two agree to

@@ -19,10 +19,11 @@ torch::Tensor FirstVisibleKeys(const torch::Tensor& positions, std::int64_t t,
 
 torch::Tensor VisibleKeyMask(const torch::Tensor& first, torch::Device device) {
   const std::int64_t t = first.size(-1);
-  const torch::Tensor keys = torch::arange(t, torch::kLong).view({1, 1, t});
+  const torch::Tensor keys =
+      torch::arange(t, torch::TensorOptions().dtype(torch::kLong).device(device)).view({1, 1, t});
   const torch::Tensor queries = keys.view({1, t, 1});
-  const torch::Tensor starts = first.view({first.size(0), t, 1});
-  return keys.le(queries).logical_and(keys.ge(starts)).unsqueeze(1).to(device);
+  const torch::Tensor starts = first.to(device).view({first.size(0), t, 1});
+  return keys.le(queries).logical_and(keys.ge(starts)).unsqueeze(1);
 }
 
 }  // namespace trainerd

@@ -1,6 +1,7 @@
 #include "models/hf/llama_family.h"
 
 #include <cmath>
+#include <map>
 #include <numbers>
 
 #include "models/gpt/gpt.h"
@@ -67,8 +68,7 @@ Rotary RotaryFor(const HfDecoderConfig& config, const torch::Tensor& positions) 
 HfAttentionImpl::HfAttentionImpl(const HfDecoderConfig& config, int site)
     : heads_(config.num_attention_heads),
       kv_heads_(config.num_key_value_heads),
-      head_dim_(config.head_dim),
-      window_(config.layer_windows.empty() ? 0 : config.layer_windows.at(site)) {
+      head_dim_(config.head_dim) {
   const std::int64_t width = config.hidden_size;
   q_proj_ = register_module("q_proj", Linear(width, heads_ * head_dim_, config.qkv_bias));
   k_proj_ = register_module("k_proj", Linear(width, kv_heads_ * head_dim_, config.qkv_bias));
@@ -79,7 +79,7 @@ HfAttentionImpl::HfAttentionImpl(const HfDecoderConfig& config, int site)
 }
 
 torch::Tensor HfAttentionImpl::forward(const torch::Tensor& x, const Rotary& rotary,
-                                       const torch::Tensor& documents) {
+                                       const torch::Tensor& first) {
   const std::int64_t b = x.size(0), t = x.size(1);
   const auto heads = [&](const torch::Tensor& m, std::int64_t n) {
     return m.view({b, t, n, head_dim_}).transpose(1, 2);
@@ -95,8 +95,8 @@ torch::Tensor HfAttentionImpl::forward(const torch::Tensor& x, const Rotary& rot
   const torch::Tensor q = Rotate(heads(q_proj_->forward(x), heads_), rotary);
   const torch::Tensor k = shared(Rotate(heads(k_proj_->forward(x), kv_heads_), rotary));
   const torch::Tensor v = shared(heads(v_proj_->forward(x), kv_heads_));
-  return o_proj_->forward(CausalAttention(q, k, v, dropout_, is_training(), GptKernels::kFused,
-                                          FirstVisibleKeys(documents, t, window_)));
+  return o_proj_->forward(
+      CausalAttention(q, k, v, dropout_, is_training(), GptKernels::kFused, first));
 }
 
 HfMlpImpl::HfMlpImpl(const HfDecoderConfig& config) {
@@ -120,8 +120,8 @@ HfDecoderLayerImpl::HfDecoderLayerImpl(const HfDecoderConfig& config, int site) 
 }
 
 torch::Tensor HfDecoderLayerImpl::forward(const torch::Tensor& x, const Rotary& rotary,
-                                          const torch::Tensor& documents) {
-  const torch::Tensor h = x + self_attn_->forward(input_layernorm_->forward(x), rotary, documents);
+                                          const torch::Tensor& first) {
+  const torch::Tensor h = x + self_attn_->forward(input_layernorm_->forward(x), rotary, first);
   return h + mlp_->forward(post_attention_layernorm_->forward(h));
 }
 
@@ -151,14 +151,21 @@ LlamaFamilyLm::LlamaFamilyLm(const HfDecoderConfig& config, int block_size, std:
 
 torch::Tensor LlamaFamilyLm::Hidden(const torch::Tensor& tokens) {
   const Rotary rotary = RotaryFor(config(), InputPositions(tokens));
-  const torch::Tensor documents = DocumentPositionsScope::Current();
+  // Each layer's first visible keys (its window's, the documents'), once per window size.
+  std::map<int, torch::Tensor> first_keys;
+  const std::vector<int>& windows = config().layer_windows;
   torch::Tensor x = model_->embed_tokens->forward(tokens);
   for (int i = 0; i < num_blocks(); ++i) {
+    const int window = windows.empty() ? 0 : windows.at(static_cast<std::size_t>(i));
+    auto [first, computed] = first_keys.try_emplace(window);
+    if (computed) {
+      first->second = FirstVisibleKeys(DocumentPositionsScope::Current(), tokens.size(1), window);
+    }
     HfDecoderLayer& layer = model_->layers[static_cast<std::size_t>(i)];
     x = RunBlock(
         i,
-        [layer, rotary, documents](const torch::Tensor& in) mutable {
-          return layer->forward(in, rotary, documents);
+        [layer, rotary, keys = first->second](const torch::Tensor& in) mutable {
+          return layer->forward(in, rotary, keys);
         },
         layer->parameters(), layer->buffers(), x);
   }

@@ -40,13 +40,12 @@ Rotary RotaryFor(const HfDecoderConfig& config, const torch::Tensor& positions);
 class HfAttentionImpl : public torch::nn::Module {
  public:
   HfAttentionImpl(const HfDecoderConfig& config, int site);
-  // `documents`: DocumentPositionsScope::Current() of the forward (undefined: none).
-  torch::Tensor forward(const torch::Tensor& x, const Rotary& rotary,
-                        const torch::Tensor& documents);
+  // `first`: each query's first visible key (visible_keys.h: the layer's window's, a packed
+  // document's; undefined: all before it).
+  torch::Tensor forward(const torch::Tensor& x, const Rotary& rotary, const torch::Tensor& first);
 
  private:
   std::int64_t heads_, kv_heads_, head_dim_;
-  std::int64_t window_;  // the layer's attention window (config.layer_windows), 0: none
   AdaptableLinear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, o_proj_{nullptr};
   SampleDropout dropout_{nullptr};
 };
@@ -65,8 +64,7 @@ TORCH_MODULE(HfMlp);
 class HfDecoderLayerImpl : public torch::nn::Module {
  public:
   HfDecoderLayerImpl(const HfDecoderConfig& config, int site);
-  torch::Tensor forward(const torch::Tensor& x, const Rotary& rotary,
-                        const torch::Tensor& documents);
+  torch::Tensor forward(const torch::Tensor& x, const Rotary& rotary, const torch::Tensor& first);
 
  private:
   HfAttention self_attn_{nullptr};

@@ -15,8 +15,9 @@
 
 namespace trainerd {
 
-// The target a dataset gives where a loss mask leaves a position out (data.loss_masks):
-// PyTorch's and transformers' ignore_index, which model.ignore_index must then be.
+// The target a dataset gives where a loss mask leaves a position out (data.loss_masks) or a
+// document begins (data.document_end): PyTorch's and transformers' ignore_index, which
+// model.ignore_index must then be.
 inline constexpr std::int64_t kMaskedTarget = -100;
 
 class DataFormat {
