@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/cuda_test.h"
 #include "../support/temp_dir.h"
 #include "../support/tiny_job_spec.h"
 #include "data/tokens/tokens_spec.h"
@@ -179,11 +180,11 @@ TEST_F(DocumentsTest, AnEndIdThatNeverOccursIsAnErrorAndDocumentsChangeTheFinger
   EXPECT_NE(fingerprints[1], fingerprints[2]);
 }
 
-// A GPT of `kernels` with positions learned: documents of 5, 7 and 4 ids in one window, of 3
-// and 13 in the other.
-class PackedGptTest : public ::testing::TestWithParam<GptKernels> {};
-
-TEST_P(PackedGptTest, EachDocumentOfAPackedWindowGivesTheLogitsItGivesAlone) {
+// A GPT of `kernels` on `device` with positions learned: documents of 5, 7 and 4 ids in one
+// window, of 3 and 13 in the other. Each document's logits in the packed window equal its
+// logits alone within `tolerance`, and differ without the positions.
+void ExpectEachDocumentGivesItsLogitsAlone(GptKernels kernels, torch::Device device,
+                                           double tolerance) {
   torch::manual_seed(5);
   GptOptions options;
   options.n_layer = 2;
@@ -191,11 +192,12 @@ TEST_P(PackedGptTest, EachDocumentOfAPackedWindowGivesTheLogitsItGivesAlone) {
   options.n_embd = 32;
   options.block_size = kWindow;
   options.vocab_size = 1000;
-  options.kernels = GetParam();
+  options.kernels = kernels;
   Gpt model(options);
+  model.to(device);
   model.eval();
   torch::NoGradGuard no_grad;
-  const torch::Tensor tokens = torch::randint(0, 998, {2, kWindow}, torch::kLong);
+  const torch::Tensor tokens = torch::randint(0, 998, {2, kWindow}, torch::kLong).to(device);
   const std::vector<std::vector<std::int64_t>> lengths = {{5, 7, 4}, {3, 13}};
   std::vector<torch::Tensor> rows;
   for (const std::vector<std::int64_t>& row : lengths) {
@@ -205,18 +207,19 @@ TEST_P(PackedGptTest, EachDocumentOfAPackedWindowGivesTheLogitsItGivesAlone) {
   }
   torch::Tensor packed;
   {
-    const DocumentPositionsScope documents(torch::stack(rows));
-    packed = model.forward(tokens);
+    const DocumentPositionsScope documents(torch::stack(rows));  // on the CPU, as batches are
+    packed = model.forward(tokens).cpu();
   }
-  const torch::Tensor unaware = model.forward(tokens);
+  const torch::Tensor unaware = model.forward(tokens).cpu();
   for (std::int64_t b = 0; b < 2; ++b) {
     std::int64_t start = 0;
     for (const std::int64_t length : lengths[static_cast<std::size_t>(b)]) {
-      const torch::Tensor alone = model.forward(tokens[b].narrow(0, start, length).unsqueeze(0));
-      EXPECT_LE((packed[b].narrow(0, start, length) - alone[0]).abs().max().item<double>(), 1e-5)
+      const torch::Tensor alone =
+          model.forward(tokens[b].narrow(0, start, length).unsqueeze(0)).cpu()[0];
+      EXPECT_LE((packed[b].narrow(0, start, length) - alone).abs().max().item<double>(), tolerance)
           << "row " << b << ": the document at " << start;
       if (start > 0) {
-        EXPECT_GT((unaware[b].narrow(0, start, length) - alone[0]).abs().max().item<double>(), 1e-3)
+        EXPECT_GT((unaware[b].narrow(0, start, length) - alone).abs().max().item<double>(), 1e-3)
             << "row " << b << ": without its positions the document at " << start
             << " sees the one before";
       }
@@ -225,8 +228,23 @@ TEST_P(PackedGptTest, EachDocumentOfAPackedWindowGivesTheLogitsItGivesAlone) {
   }
 }
 
+class PackedGptTest : public ::testing::TestWithParam<GptKernels> {};
+
+TEST_P(PackedGptTest, EachDocumentOfAPackedWindowGivesTheLogitsItGivesAlone) {
+  ExpectEachDocumentGivesItsLogitsAlone(GetParam(), torch::kCPU, 1e-5);
+}
+
 INSTANTIATE_TEST_SUITE_P(Kernels, PackedGptTest,
                          ::testing::Values(GptKernels::kFused, GptKernels::kExplicit));
+
+// On a GPU (scripts/device-check.sh): the mask through scaled_dot_product_attention (or the
+// explicit attention) keeps the documents apart there too; 1e-4, as the packed window's
+// masked attention and a document's causal one may take different kernels.
+class PackedGptCudaTest : public testing::CudaTest {};
+
+TEST_F(PackedGptCudaTest, EachDocumentOfAPackedWindowGivesTheLogitsItGivesAloneOnTheGpu) {
+  ExpectEachDocumentGivesItsLogitsAlone(GptKernels::kFused, cuda_, 1e-4);
+}
 
 // The parity check's reference runs the whole effective batch at once, without checkpointing:
 // a plan that accumulates over checkpointed blocks computes the same update only if each
