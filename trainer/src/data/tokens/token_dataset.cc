@@ -165,10 +165,11 @@ Batch TokenDataset::Assemble(const Mapped& file, const std::vector<std::int64_t>
   batch.inputs = torch::full({n, window_}, std::max<std::int64_t>(document_end_, 0), torch::kLong);
   batch.targets = torch::full({n, window_}, kMaskedTarget, torch::kLong);
   const bool packed = document_end_ >= 0 && !Unpacked();
-  torch::Tensor positions = torch::zeros({n, window_}, torch::kLong);
+  if (packed) batch.positions = torch::empty({n, window_}, torch::kLong);
   auto in = batch.inputs.accessor<std::int64_t, 2>();
   auto out = batch.targets.accessor<std::int64_t, 2>();
-  auto position_of = positions.accessor<std::int64_t, 2>();
+  std::optional<at::TensorAccessor<std::int64_t, 2>> position_of;
+  if (packed) position_of.emplace(batch.positions.accessor<std::int64_t, 2>());
   for (std::int64_t b = 0; b < n; ++b) {
     const DocumentPiece piece = WindowAt(file, picks[b]);
     std::int64_t position = 0;
@@ -180,10 +181,9 @@ Batch TokenDataset::Assemble(const Mapped& file, const std::vector<std::int64_t>
       if (!packed) continue;
       // A document begins after the id that ends the one before.
       if (t > 0 && in[b][t - 1] == document_end_) position = 0;
-      position_of[b][t] = position++;
+      (*position_of)[b][t] = position++;
     }
   }
-  if (packed) batch.positions = positions;
   return batch;
 }
 
