@@ -8,6 +8,7 @@
 
 #include "trainerd/common/json_input.h"
 #include "trainerd/common/sha256.h"
+#include "trainerd/daemon/eval_noise.h"
 #include "trainerd/daemon/policy.h"
 #include "trainerd/daemon/report_page.h"
 #include "trainerd/daemon/run_report.h"
@@ -229,10 +230,12 @@ nlohmann::json AnswerFromStore(store::Store& store, const std::string& job_path,
     nlohmann::json evals = nlohmann::json::array();
     if (Result<std::vector<store::SliceEval>> e = store.GetSliceEvals(run->id); e.ok()) {
       for (const store::SliceEval& s : *e) {
+        const std::optional<double> standard_error = StoredStandardError(s.windows_json);
         evals.push_back(
             {{"slice", s.slice},
              {"update", s.update},
              {"loss", std::isfinite(s.loss) ? nlohmann::json(s.loss) : nullptr},
+             {"standard_error", standard_error ? nlohmann::json(*standard_error) : nullptr},
              {"baseline_loss", s.baseline_loss ? nlohmann::json(*s.baseline_loss) : nullptr},
              {"predictions", s.predictions_json.empty()
                                  ? nlohmann::json(nullptr)

@@ -192,7 +192,9 @@ void ReadRegression(YamlReader regression, RegressionConfig* out) {
   regression.Fraction("throughput_tolerance", &out->throughput_tolerance, 0, 1);
   regression.Fraction("eval_loss_tolerance", &out->eval_loss_tolerance, 0, 1);
   regression.FractionMap("slice_tolerances", &out->slice_tolerances, 0, 1);
+  regression.Fraction("gate_confidence", &out->gate_confidence, 0.5, 0.999);
   regression.Bool("beat_baseline", &out->beat_baseline);
+  regression.Fraction("baseline_margin", &out->baseline_margin, 0, 0.5);
   regression.RejectUnknownKeys();
 }
 

@@ -7,6 +7,7 @@
 
 #include "trainerd/common/divergence.h"
 #include "trainerd/common/enum_names.h"
+#include "trainerd/daemon/eval_noise.h"
 #include "trainerd/trainer/spec/worker_protocol.h"
 
 namespace trainerd::daemon {
@@ -318,31 +319,65 @@ std::optional<double> PredictionDivergence(const std::string& predictions_json,
   return largest;
 }
 
+namespace {
+
+// One slice's loss against the reference's: beyond reference x (1 + tolerance), and by more
+// than `z` standard errors of the difference where both evaluations have their windows.
+// Returns whether it is within (passes).
+bool JudgeAgainstReference(const store::SliceEval& eval, const store::SliceEval& reference,
+                           bool same_windows, double z, SliceVerdict& s) {
+  s.reference = reference.loss;
+  const double scale = 1 + s.tolerance;
+  const std::optional<WindowLosses> windows = ParseWindowLosses(eval.windows_json);
+  const std::optional<WindowLosses> reference_windows = ParseWindowLosses(reference.windows_json);
+  s.reference_standard_error = StoredStandardError(reference.windows_json);
+  if (windows && reference_windows) {
+    if (const std::optional<DifferenceNoise> noise =
+            DifferenceStandardError(*windows, *reference_windows, scale, same_windows)) {
+      s.difference_standard_error = noise->standard_error;
+      s.paired = noise->paired;
+    }
+  }
+  const double excess = eval.loss - reference.loss * scale;
+  if (!(excess > 0)) return std::isfinite(eval.loss);  // NaN fails
+  s.within_noise = s.difference_standard_error && excess <= z * *s.difference_standard_error;
+  return s.within_noise;
+}
+
+}  // namespace
+
 GateVerdict ReleaseGate(const SliceEvals& evals, const std::optional<SliceEvals>& reference_evals,
-                        std::optional<std::int64_t> reference_run_id,
+                        std::optional<std::int64_t> reference_run_id, bool same_windows,
                         const RegressionConfig& regression) {
   GateVerdict g;
   g.reference_run_id = reference_run_id;
-  std::vector<std::string> worse;        // than the reference beyond tolerance (or not finite)
-  std::vector<std::string> not_beating;  // the simple baseline
+  g.confidence = regression.gate_confidence;
+  g.baseline_margin = regression.baseline_margin;
+  const double z = NormalQuantile(regression.gate_confidence);
+  std::vector<std::string> worse;         // than the reference beyond tolerance (or not finite)
+  std::vector<std::string> within_noise;  // beyond tolerance, not beyond the noise
+  std::vector<std::string> not_beating;   // the simple baseline by its margin
   for (const auto& [slice, eval] : evals) {
     SliceVerdict s;
     s.slice = slice;
     s.loss = eval.loss;
     s.tolerance = regression.ToleranceFor(slice);
     s.baseline = eval.baseline_loss;
+    s.standard_error = StoredStandardError(eval.windows_json);
     bool within = std::isfinite(eval.loss);
     if (reference_evals) {
       if (auto it = reference_evals->find(slice); it != reference_evals->end()) {
-        s.reference = it->second.loss;
-        within = eval.loss <= it->second.loss * (1 + s.tolerance);  // NaN fails: !(x <= y)
+        within = JudgeAgainstReference(eval, it->second, same_windows, z, s);
         s.prediction_divergence =
             PredictionDivergence(eval.predictions_json, it->second.predictions_json);
       }
     }
-    if (regression.beat_baseline && s.baseline) s.beats_baseline = eval.loss < *s.baseline;
+    if (regression.beat_baseline && s.baseline) {
+      s.beats_baseline = eval.loss < *s.baseline * (1 - regression.baseline_margin);
+    }
     s.pass = within && s.beats_baseline;
     if (!within) worse.push_back(slice);
+    if (s.within_noise) within_noise.push_back(slice);
     if (!s.beats_baseline) {
       char figures[64];
       std::snprintf(figures, sizeof figures, " (%.4f against %.4f)", eval.loss, *s.baseline);
@@ -356,17 +391,24 @@ GateVerdict ReleaseGate(const SliceEvals& evals, const std::optional<SliceEvals>
     for (const std::string& name : list) joined += (joined.empty() ? "" : ", ") + name;
     return joined;
   };
+  char level[64];
+  std::snprintf(level, sizeof level, " (one-sided, at %g%% confidence)",
+                100 * regression.gate_confidence);
   std::vector<std::string> reasons;
   if (evals.empty()) {
     reasons.push_back("the run reported no eval losses");
   } else if (!worse.empty()) {
     reasons.push_back(reference_evals
-                          ? "eval loss worse than the current release beyond tolerance on: " +
-                                names(worse)
+                          ? "eval loss worse than the current release beyond tolerance and "
+                            "noise" +
+                                std::string(level) + " on: " + names(worse)
                           : "non-finite eval loss on " + worse.front());
   }
   if (!not_beating.empty()) {
-    reasons.push_back("eval loss not below the simple baseline's on: " + names(not_beating));
+    char margin[80];
+    std::snprintf(margin, sizeof margin, "eval loss not %g%% below the simple baseline's on: ",
+                  100 * regression.baseline_margin);
+    reasons.push_back(margin + names(not_beating));
   }
   if (reasons.empty()) {
     reasons.push_back(reference_evals
@@ -375,29 +417,46 @@ GateVerdict ReleaseGate(const SliceEvals& evals, const std::optional<SliceEvals>
                           : "no current release: every slice has a finite eval loss");
     if (regression.beat_baseline) reasons.back() += " and beats the simple baseline";
   }
+  if (!within_noise.empty()) {
+    reasons.push_back("beyond tolerance but within the noise" + std::string(level) +
+                      " on: " + names(within_noise));
+  }
   g.reason = names(reasons);
   return g;
 }
 
+namespace {
+
+nlohmann::json Nullable(const std::optional<double>& value) {
+  return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
+}
+
+}  // namespace
+
 std::string GateVerdict::ToJson() const {
   nlohmann::json slices_json = nlohmann::json::array();
   for (const SliceVerdict& s : slices) {
-    slices_json.push_back(
-        {{"slice", s.slice},
-         {"loss", std::isfinite(s.loss) ? nlohmann::json(s.loss) : nullptr},
-         {"reference", s.reference ? nlohmann::json(*s.reference) : nullptr},
-         {"tolerance", s.tolerance},
-         {"baseline", s.baseline ? nlohmann::json(*s.baseline) : nullptr},
-         {"beats_baseline", s.beats_baseline},
-         {"prediction_divergence",
-          s.prediction_divergence ? nlohmann::json(*s.prediction_divergence) : nullptr},
-         {"pass", s.pass}});
+    slices_json.push_back({{"slice", s.slice},
+                           {"loss", std::isfinite(s.loss) ? nlohmann::json(s.loss) : nullptr},
+                           {"standard_error", Nullable(s.standard_error)},
+                           {"reference", Nullable(s.reference)},
+                           {"reference_standard_error", Nullable(s.reference_standard_error)},
+                           {"tolerance", s.tolerance},
+                           {"difference_standard_error", Nullable(s.difference_standard_error)},
+                           {"paired", s.paired},
+                           {"within_noise", s.within_noise},
+                           {"baseline", Nullable(s.baseline)},
+                           {"beats_baseline", s.beats_baseline},
+                           {"prediction_divergence", Nullable(s.prediction_divergence)},
+                           {"pass", s.pass}});
   }
   return nlohmann::json{{"pass", pass},
                         {"reason", reason},
                         {"reference_run_id", reference_run_id ? nlohmann::json(*reference_run_id)
                                                               : nlohmann::json(nullptr)},
                         {"reference_evaluated_here", reference_evaluated_here},
+                        {"confidence", confidence},
+                        {"baseline_margin", baseline_margin},
                         {"slices", slices_json}}
       .dump();
 }

@@ -68,6 +68,14 @@ std::string PercentText(const Json& fraction) {
   return fraction.is_number() ? NumberText(100 * fraction.get<double>(), "%.1f%%") : "-";
 }
 
+// "2.3412 +- 0.0213": a loss and its 95% interval from its standard error; the loss alone
+// without one.
+std::string Interval(const Json& loss, const Json& standard_error) {
+  if (!loss.is_number() || !standard_error.is_number()) return NumberText(loss, "%.4f");
+  return NumberText(loss, "%.4f") + " &plusmn; " +
+         NumberText(1.96 * standard_error.get<double>(), "%.4f");
+}
+
 std::string BytesTick(double bytes) { return FormatBytes(static_cast<std::int64_t>(bytes)); }
 
 std::string StoredPlanText(const Json& plan) {
@@ -430,24 +438,29 @@ std::string GateSection(const Json& facts) {
     return html +
            "<p class=\"muted\">The gate did not run (the run did not finish).</p></section>\n";
   }
-  html += std::string("<p class=\"") + (gate.value("pass", false) ? "pass" : "fail") + "\">" +
-          Text(gate["reason"]) + "</p>\n<table>" +
-          Row({"slice", "eval loss", "reference", "tolerance", "simple baseline",
-               "below the baseline by", "predictions moved (JSD, bits)", "verdict"},
-              "th");
+  html +=
+      std::string("<p class=\"") + (gate.value("pass", false) ? "pass" : "fail") + "\">" +
+      Text(gate["reason"]) + "</p>\n<table>" +
+      Row({"slice", "eval loss (95% interval)", "reference (95% interval)", "tolerance",
+           "simple baseline", "below the baseline by", "predictions moved (JSD, bits)", "verdict"},
+          "th");
   for (const Json& s : gate.value("slices", Json::array())) {
     const bool pass = s.value("pass", false);
-    // value(): a gate recorded before the baseline and the predictions has neither.
+    // value(): a gate recorded before the baseline, the predictions and the windows has none.
     const Json loss = s.value("loss", Json());
     const Json baseline = s.value("baseline", Json());
     const Json margin = loss.is_number() && baseline.is_number()
                             ? Json(baseline.get<double>() - loss.get<double>())
                             : Json(nullptr);
+    const std::string verdict = !pass                            ? "fail\">fail"
+                                : s.value("within_noise", false) ? "pass\">pass (within noise)"
+                                                                 : "pass\">pass";
     html +=
-        Row({Text(s["slice"]), NumberText(loss, "%.4f"), NumberText(s["reference"], "%.4f"),
+        Row({Text(s["slice"]), Interval(loss, s.value("standard_error", Json())),
+             Interval(s["reference"], s.value("reference_standard_error", Json())),
              PercentText(s["tolerance"]), NumberText(baseline, "%.4f"), NumberText(margin, "%.4f"),
              NumberText(s.value("prediction_divergence", Json()), "%.4f"),
-             std::string("<span class=\"") + (pass ? "pass\">pass" : "fail\">fail") + "</span>"});
+             "<span class=\"" + verdict + "</span>"});
   }
   return html + "</table></section>\n";
 }

@@ -56,7 +56,8 @@ void WorkerReport::Record(const EvalEvent& eval) {
   for (const SliceLoss& slice : eval.slices) {
     if (slice.name.empty()) continue;  // a slice is named, or it is nothing to record
     evals_.push_back({slice.name, eval.update, slice.loss, slice.baseline_loss,
-                      slice.predictions ? ToJson(*slice.predictions).dump() : ""});
+                      slice.predictions ? ToJson(*slice.predictions).dump() : "",
+                      slice.windows ? ToJson(*slice.windows).dump() : ""});
     if (eval.initial) initial_evals_[slice.name] = evals_.back();
   }
 }

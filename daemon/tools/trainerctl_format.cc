@@ -52,6 +52,14 @@ std::string Table(const std::vector<std::vector<std::string>>& rows) {
 
 // ", 2 ranks: 123.4 samples/s each" for a data-parallel run; "" for one process (and from a
 // daemon older than world_size).
+// "2.3412 +- 0.0213": a slice's eval loss and its 95% interval (loss +- 1.96 standard
+// errors, docs/daemon.md, "Release gate"); the loss alone without a standard error.
+std::string LossText(const Json& loss, const Json& standard_error) {
+  if (!loss.is_number() || !standard_error.is_number()) return NumberText(loss, "%.4f");
+  return NumberText(loss, "%.4f") + " +- " +
+         NumberText(1.96 * standard_error.get<double>(), "%.4f");
+}
+
 // What a slice's predictions looked like (docs/daemon.md, "Prediction distributions"): the
 // mean top-1 probability and normalised entropy of a cross_entropy model (from the
 // histograms' bin centres), an mse model's mean and spread; "" without.
@@ -253,7 +261,7 @@ std::string FormatShow(const Json& result) {
   std::vector<std::vector<std::string>> evals;
   for (const Json& e : result["slice_evals"]) {
     evals.push_back({"  " + e.value("slice", ""), "update " + std::to_string(e.value("update", 0)),
-                     NumberText(e["loss"], "%.4f"),
+                     LossText(e["loss"], e.value("standard_error", Json())),
                      "simple baseline " + NumberText(e.value("baseline_loss", Json()), "%.4f"),
                      PredictionsText(e.value("predictions", Json()))});
   }

@@ -260,7 +260,8 @@ UpdateMetric ReadUpdateMetric(sqlite::Statement& stmt) {
 }
 
 void BindSliceEval(sqlite::Statement& stmt, std::int64_t run_id, const SliceEval& eval) {
-  stmt.Bind(run_id, eval.slice, eval.update, eval.loss, eval.baseline_loss, eval.predictions_json);
+  stmt.Bind(run_id, eval.slice, eval.update, eval.loss, eval.baseline_loss, eval.predictions_json,
+            eval.windows_json);
 }
 
 SliceEval ReadSliceEval(sqlite::Statement& stmt) {
@@ -270,6 +271,7 @@ SliceEval ReadSliceEval(sqlite::Statement& stmt) {
   eval.loss = stmt.ReadDouble();
   eval.baseline_loss = stmt.ReadOptionalDouble();
   eval.predictions_json = stmt.ReadText();
+  eval.windows_json = stmt.ReadText();
   return eval;
 }
 

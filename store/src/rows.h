@@ -85,10 +85,11 @@ void BindUpdateMetric(sqlite::Statement& stmt, std::int64_t run_id, const Update
 UpdateMetric ReadUpdateMetric(sqlite::Statement& stmt);
 
 inline constexpr std::string_view kInsertSliceEval =
-    "INSERT INTO slice_evals (run_id, slice, update_index, loss, baseline_loss, predictions) "
-    "VALUES (?, ?, ?, ?, ?, NULLIF(?, ''))";
+    "INSERT INTO slice_evals (run_id, slice, update_index, loss, baseline_loss, predictions, "
+    "windows) VALUES (?, ?, ?, ?, ?, NULLIF(?, ''), NULLIF(?, ''))";
 inline constexpr std::string_view kSelectSliceEval =
-    "SELECT slice, update_index, loss, baseline_loss, IFNULL(predictions, '') FROM slice_evals";
+    "SELECT slice, update_index, loss, baseline_loss, IFNULL(predictions, ''), "
+    "IFNULL(windows, '') FROM slice_evals";
 void BindSliceEval(sqlite::Statement& stmt, std::int64_t run_id, const SliceEval& eval);
 SliceEval ReadSliceEval(sqlite::Statement& stmt);
 

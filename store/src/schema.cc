@@ -17,7 +17,7 @@ struct Migration {
 
 // The schema's history. A released step never changes: databases in the field already ran
 // it. A change is a new step at the end, and kSchemaVersion follows it.
-constexpr std::array<Migration, 16> kMigrations = {{
+constexpr std::array<Migration, 17> kMigrations = {{
     {1, R"sql(
 CREATE TABLE config_versions (
   hash       TEXT PRIMARY KEY,
@@ -426,6 +426,12 @@ UPDATE runs SET step_in_backward = 0 WHERE microbatch IS NOT NULL;
 ALTER TABLE runs ADD COLUMN offload_activations INTEGER
   CHECK (offload_activations IS NULL OR offload_activations IN (0, 1));
 UPDATE runs SET offload_activations = 0 WHERE microbatch IS NOT NULL;
+)sql"},
+    // The loss of each held-out window (JSON of WindowLosses, trainer/spec/worker_protocol.h),
+    // from which the release gate takes the evaluation's noise; NULL for evaluations recorded
+    // before, which the gate judges without it.
+    {17, R"sql(
+ALTER TABLE slice_evals ADD COLUMN windows TEXT CHECK (windows IS NULL OR json_valid(windows));
 )sql"},
 }};
 

@@ -50,6 +50,8 @@ TEST(DaemonConfigTest, DefaultsFillOmittedKeys) {
   EXPECT_DOUBLE_EQ(config->regression.throughput_tolerance, 0.25);
   EXPECT_DOUBLE_EQ(config->regression.eval_loss_tolerance, 0.02);
   EXPECT_TRUE(config->regression.slice_tolerances.empty());
+  EXPECT_DOUBLE_EQ(config->regression.gate_confidence, 0.95);
+  EXPECT_DOUBLE_EQ(config->regression.baseline_margin, 0.01);
   EXPECT_EQ(config->max_attempts, 4);
   EXPECT_EQ(config->parity_updates, 3);
   EXPECT_EQ(config->worker_path, "");
@@ -76,6 +78,8 @@ regression:
   slice_tolerances:
     GPL-3: 5%
     MIT: 0.5
+  gate_confidence: 99%
+  baseline_margin: 2%
 retries:
   max_attempts: 16
 parity:
@@ -102,6 +106,8 @@ worker:
   EXPECT_DOUBLE_EQ(config->regression.ToleranceFor("GPL-3"), 0.05);
   EXPECT_DOUBLE_EQ(config->regression.ToleranceFor("MIT"), 0.5);
   EXPECT_DOUBLE_EQ(config->regression.ToleranceFor("Apache-2.0"), 0.05);
+  EXPECT_DOUBLE_EQ(config->regression.gate_confidence, 0.99);
+  EXPECT_DOUBLE_EQ(config->regression.baseline_margin, 0.02);
   EXPECT_EQ(config->max_attempts, 16);
   EXPECT_EQ(config->parity_updates, 10);
   EXPECT_EQ(config->worker_path, "/srv/conf/bin/trainer-run");
@@ -308,6 +314,9 @@ TEST(DaemonConfigTest, ErrorsNameFileLineKeyAndValue) {
       {"job: j.yaml\nregression:\n  eval_loss_tolerance: lots\n",
        "trainerd.yaml:3: regression.eval_loss_tolerance: expected a fraction in [0, 1] such as "
        "0.1 or 10%, got 'lots'"},
+      {"job: j.yaml\nregression:\n  gate_confidence: 100%\n",
+       "trainerd.yaml:3: regression.gate_confidence: expected a fraction in [0.5, 0.999] such "
+       "as 0.1 or 10%, got '100%'"},
       {"job: j.yaml\nregression:\n  slice_tolerances:\n    MIT: 1%\n    GPL-3: 150%\n",
        "trainerd.yaml:5: regression.slice_tolerances.GPL-3: expected a fraction in [0, 1] such "
        "as 0.1 or 10%, got '150%'"},
@@ -434,6 +443,8 @@ TEST(DaemonConfigTest, BundledConfigParsesAndItsJobExists) {
   EXPECT_DOUBLE_EQ(config->regression.throughput_tolerance, 0.50);
   EXPECT_DOUBLE_EQ(config->regression.eval_loss_tolerance, 0.02);
   EXPECT_TRUE(config->regression.slice_tolerances.empty());
+  EXPECT_DOUBLE_EQ(config->regression.gate_confidence, 0.95);
+  EXPECT_DOUBLE_EQ(config->regression.baseline_margin, 0.01);
   EXPECT_EQ(config->max_attempts, 4);
   EXPECT_EQ(config->parity_updates, 3);
   EXPECT_EQ(config->worker_path, "");

@@ -243,16 +243,20 @@ TEST_F(NightlyCycleTest, AModelThatDoesNotBeatTheSimpleBaselineIsNotReleased) {
   EXPECT_FALSE(store_->CurrentRelease()->has_value());
   const std::vector<store::Event> failed = Events(refused, "gate_failed");
   ASSERT_EQ(failed.size(), 1u);
-  EXPECT_NE(failed[0].message.find("not below the simple baseline's on: "), std::string::npos)
+  EXPECT_NE(failed[0].message.find("not 1% below the simple baseline's on: "), std::string::npos)
       << failed[0].message;
   const nlohmann::json gate = nlohmann::json::parse(failed[0].details_json);
   ASSERT_EQ(gate["slices"].size(), 2u) << gate.dump();
   for (const nlohmann::json& slice : gate["slices"]) {
     ASSERT_TRUE(slice["baseline"].is_number()) << slice.dump();
-    EXPECT_EQ(slice["beats_baseline"], slice["loss"].get<double>() < slice["baseline"]) << slice;
+    EXPECT_EQ(slice["beats_baseline"],
+              slice["loss"].get<double>() < 0.99 * slice["baseline"].get<double>())
+        << slice;
+    EXPECT_GT(slice["standard_error"].get<double>(), 0) << slice;
   }
-  // Every stored eval carries the baseline's loss, the same at every update, and the
-  // predictions' distribution: one count per target position of the 4 windows of 32.
+  // Every stored eval carries the baseline's loss, the same at every update, the
+  // predictions' distribution (one count per target position of the 4 windows of 32) and
+  // each window's loss, which add up to the slice's.
   const std::vector<store::SliceEval> evals = *store_->GetSliceEvals(refused);
   ASSERT_FALSE(evals.empty());
   std::map<std::string, double> baselines;
@@ -264,6 +268,11 @@ TEST_F(NightlyCycleTest, AModelThatDoesNotBeatTheSimpleBaselineIsNotReleased) {
     for (const nlohmann::json& count : predictions["top1"]) positions += count.get<std::int64_t>();
     EXPECT_EQ(positions, 4 * 32) << e.predictions_json;
     EXPECT_EQ(predictions["classes"].size(), 256u) << "bytes: 256 classes, each counted";
+    const nlohmann::json windows = nlohmann::json::parse(e.windows_json);
+    EXPECT_EQ(windows["terms"], nlohmann::json({32, 32, 32, 32})) << e.windows_json;
+    double sum = 0;
+    for (const nlohmann::json& window : windows["sums"]) sum += window.get<double>();
+    EXPECT_NEAR(sum / (4 * 32), e.loss, 1e-5 * e.loss) << e.windows_json;
   }
 
   // Night 2: a faster learning rate and twice the updates beat it; the model is released.

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 
+#include "trainerd/daemon/eval_noise.h"
+
 namespace trainerd::daemon {
 namespace {
 
@@ -367,11 +369,11 @@ SliceEvals Losses(const std::map<std::string, double>& losses) {
 
 TEST(ReleaseGateTest, FirstReleasePassesWhenEveryLossIsFinite) {
   RegressionConfig r;
-  EXPECT_TRUE(ReleaseGate(Losses({{"a", 2.0}}), std::nullopt, std::nullopt, r).pass);
+  EXPECT_TRUE(ReleaseGate(Losses({{"a", 2.0}}), std::nullopt, std::nullopt, false, r).pass);
   const GateVerdict nan = ReleaseGate(Losses({{"a", std::numeric_limits<double>::quiet_NaN()}}),
-                                      std::nullopt, std::nullopt, r);
+                                      std::nullopt, std::nullopt, false, r);
   EXPECT_FALSE(nan.pass);
-  EXPECT_FALSE(ReleaseGate({}, std::nullopt, std::nullopt, r).pass);  // no evals, no release
+  EXPECT_FALSE(ReleaseGate({}, std::nullopt, std::nullopt, false, r).pass);  // no evals, no release
 }
 
 TEST(ReleaseGateTest, EverySliceWithinItsToleranceOfTheCurrentRelease) {
@@ -379,16 +381,16 @@ TEST(ReleaseGateTest, EverySliceWithinItsToleranceOfTheCurrentRelease) {
   r.eval_loss_tolerance = 0.02;
   r.slice_tolerances["b"] = 0.10;
   const SliceEvals reference = Losses({{"a", 2.0}, {"b", 3.0}});
-  EXPECT_TRUE(ReleaseGate(Losses({{"a", 2.04}, {"b", 3.29}}), reference, 4, r).pass);
-  const GateVerdict worse = ReleaseGate(Losses({{"a", 2.05}, {"b", 3.0}}), reference, 4, r);
+  EXPECT_TRUE(ReleaseGate(Losses({{"a", 2.04}, {"b", 3.29}}), reference, 4, false, r).pass);
+  const GateVerdict worse = ReleaseGate(Losses({{"a", 2.05}, {"b", 3.0}}), reference, 4, false, r);
   EXPECT_FALSE(worse.pass);
   EXPECT_NE(worse.reason.find("a"), std::string::npos) << worse.reason;
   EXPECT_FALSE(worse.slices[0].pass);
   EXPECT_TRUE(worse.slices[1].pass);
-  EXPECT_FALSE(ReleaseGate(Losses({{"a", 2.0}, {"b", 3.31}}), reference, 4, r).pass);
+  EXPECT_FALSE(ReleaseGate(Losses({{"a", 2.0}, {"b", 3.31}}), reference, 4, false, r).pass);
   // A slice the release never had passes; a NaN never does.
-  EXPECT_TRUE(ReleaseGate(Losses({{"a", 2.0}, {"c", 99.0}}), reference, 4, r).pass);
-  EXPECT_FALSE(ReleaseGate(Losses({{"a", std::nan("")}}), reference, 4, r).pass);
+  EXPECT_TRUE(ReleaseGate(Losses({{"a", 2.0}, {"c", 99.0}}), reference, 4, false, r).pass);
+  EXPECT_FALSE(ReleaseGate(Losses({{"a", std::nan("")}}), reference, 4, false, r).pass);
 }
 
 TEST(ReleaseGateTest, EverySliceBelowTheSimpleBaseline) {
@@ -396,24 +398,79 @@ TEST(ReleaseGateTest, EverySliceBelowTheSimpleBaseline) {
   SliceEvals evals = Losses({{"a", 2.0}, {"b", 3.0}});
   evals["a"].baseline_loss = 2.5;
   evals["b"].baseline_loss = 3.0;  // equal is not below
-  const GateVerdict first = ReleaseGate(evals, std::nullopt, std::nullopt, r);
+  const GateVerdict first = ReleaseGate(evals, std::nullopt, std::nullopt, false, r);
   EXPECT_FALSE(first.pass);
   EXPECT_TRUE(first.slices[0].pass);
   EXPECT_FALSE(first.slices[1].beats_baseline);
   EXPECT_EQ(first.reason,
-            "eval loss not below the simple baseline's on: b (3.0000 against 3.0000)");
+            "eval loss not 1% below the simple baseline's on: b (3.0000 against 3.0000)");
+  // Below it, but not by the margin (1% of the baseline's loss by default): a model that
+  // learned only the class frequencies comes this close.
+  evals["b"].baseline_loss = 3.02;
+  EXPECT_FALSE(ReleaseGate(evals, std::nullopt, std::nullopt, false, r).pass);
+  r.baseline_margin = 0;
+  EXPECT_TRUE(ReleaseGate(evals, std::nullopt, std::nullopt, false, r).pass);
+  r.baseline_margin = 0.01;
   // Within tolerance of the release does not excuse it; a slice without a baseline has
   // nothing to beat.
   evals["b"].baseline_loss = std::nullopt;
-  EXPECT_TRUE(ReleaseGate(evals, Losses({{"a", 2.0}, {"b", 3.0}}), 4, r).pass);
+  EXPECT_TRUE(ReleaseGate(evals, Losses({{"a", 2.0}, {"b", 3.0}}), 4, false, r).pass);
   evals["a"].baseline_loss = 1.9;
-  const GateVerdict against_release = ReleaseGate(evals, Losses({{"a", 2.0}}), 4, r);
+  const GateVerdict against_release = ReleaseGate(evals, Losses({{"a", 2.0}}), 4, false, r);
   EXPECT_FALSE(against_release.pass);
   EXPECT_EQ(against_release.slices[0].reference, 2.0);
   EXPECT_EQ(against_release.slices[0].baseline, 1.9);
   // A job may turn the test off.
   r.beat_baseline = false;
-  EXPECT_TRUE(ReleaseGate(evals, Losses({{"a", 2.0}}), 4, r).pass);
+  EXPECT_TRUE(ReleaseGate(evals, Losses({{"a", 2.0}}), 4, false, r).pass);
+}
+
+// Final evals of `loss` over windows of one term each whose losses are `loss` +- `spread`.
+store::SliceEval Windowed(double loss, double spread) {
+  const std::vector<double> sums = {loss - spread, loss + spread, loss - spread, loss + spread};
+  return {"a", 10, loss, std::nullopt, "", ToJson(WindowLosses{sums, {1, 1, 1, 1}}).dump()};
+}
+
+TEST(ReleaseGateTest, BeyondTheToleranceButWithinTheNoisePassesAndSaysSo) {
+  RegressionConfig r;  // 2% tolerance, 95% one-sided
+  const SliceEvals reference{{"a", Windowed(2.0, 0.5)}};
+  // 2.1 is 0.06 beyond 2.04; the difference's standard error, from windows as spread as
+  // these, is ~0.4: within the noise.
+  const GateVerdict noisy = ReleaseGate({{"a", Windowed(2.1, 0.5)}}, reference, 4, false, r);
+  EXPECT_TRUE(noisy.pass) << noisy.reason;
+  EXPECT_TRUE(noisy.slices[0].within_noise);
+  EXPECT_FALSE(noisy.slices[0].paired);
+  EXPECT_NEAR(*noisy.slices[0].standard_error, std::sqrt(4.0 / 3 * 0.25) / 2, 1e-12);
+  EXPECT_NE(noisy.reason.find("beyond tolerance but within the noise (one-sided, at 95% "
+                              "confidence) on: a"),
+            std::string::npos)
+      << noisy.reason;
+  // Judged as if without noise (confidence 50%), the same loss holds the model back.
+  r.gate_confidence = 0.5;
+  EXPECT_FALSE(ReleaseGate({{"a", Windowed(2.1, 0.5)}}, reference, 4, false, r).pass);
+  r.gate_confidence = 0.95;
+  // Windows that agree closely leave no room: held back beyond tolerance and noise.
+  const GateVerdict steady = ReleaseGate({{"a", Windowed(2.1, 0.01)}},
+                                         SliceEvals{{"a", Windowed(2.0, 0.01)}}, 4, false, r);
+  EXPECT_FALSE(steady.pass);
+  EXPECT_FALSE(steady.slices[0].within_noise);
+  EXPECT_NE(steady.reason.find("beyond tolerance and noise"), std::string::npos) << steady.reason;
+  // Without the reference's windows (a release recorded before them), the tolerance alone.
+  EXPECT_FALSE(ReleaseGate({{"a", Windowed(2.1, 0.5)}}, Losses({{"a", 2.0}}), 4, false, r).pass);
+}
+
+TEST(ReleaseGateTest, OnTheSameHeldOutWindowsTheDifferenceIsPaired) {
+  RegressionConfig r;
+  // The windows spread widely, but the candidate is worse by 5% on every one of them: as
+  // independent samples that is noise, window by window it is not.
+  const SliceEvals reference{{"a", Windowed(2.0, 0.5)}};
+  store::SliceEval worse = Windowed(2.1, 0.5);
+  worse.windows_json = ToJson(WindowLosses{{1.575, 2.625, 1.575, 2.625}, {1, 1, 1, 1}}).dump();
+  EXPECT_TRUE(ReleaseGate({{"a", worse}}, reference, 4, false, r).pass);
+  const GateVerdict paired = ReleaseGate({{"a", worse}}, reference, 4, true, r);
+  EXPECT_FALSE(paired.pass);
+  EXPECT_TRUE(paired.slices[0].paired);
+  EXPECT_LT(*paired.slices[0].difference_standard_error, 0.01);
 }
 
 TEST(ReleaseGateTest, PredictionDivergenceFromTheReferenceJudgesNothing) {
@@ -423,7 +480,7 @@ TEST(ReleaseGateTest, PredictionDivergenceFromTheReferenceJudgesNothing) {
   evals["a"].predictions_json = R"({"entropy":[1,1],"top1":[1,0],"classes":[]})";
   reference["a"].predictions_json = R"({"entropy":[1,1],"top1":[0,1],"classes":[]})";
   reference["b"].predictions_json = reference["a"].predictions_json;  // b's run has none
-  const GateVerdict gate = ReleaseGate(evals, reference, 4, r);
+  const GateVerdict gate = ReleaseGate(evals, reference, 4, false, r);
   EXPECT_TRUE(gate.pass);
   EXPECT_DOUBLE_EQ(*gate.slices[0].prediction_divergence, 1.0) << "the largest histogram's";
   EXPECT_EQ(gate.slices[1].prediction_divergence, std::nullopt);
@@ -436,7 +493,7 @@ TEST(ReleaseGateTest, DetailsJsonNamesEverySlice) {
   RegressionConfig r;
   SliceEvals evals = Losses({{"GPL-3", 2.5}});
   evals["GPL-3"].baseline_loss = 3.25;
-  const std::string json = ReleaseGate(evals, Losses({{"GPL-3", 2.0}}), 3, r).ToJson();
+  const std::string json = ReleaseGate(evals, Losses({{"GPL-3", 2.0}}), 3, false, r).ToJson();
   EXPECT_NE(json.find("\"GPL-3\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"reference_run_id\":3"), std::string::npos) << json;
   EXPECT_NE(json.find("\"pass\":false"), std::string::npos) << json;

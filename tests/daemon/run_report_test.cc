@@ -127,8 +127,10 @@ class RunReportTest : public ::testing::Test {
                        {"slices",
                         {{{"slice", "GPL-3"},
                           {"loss", 2.8},
+                          {"standard_error", 0.05},
                           {"reference", nullptr},
                           {"tolerance", 0.02},
+                          {"within_noise", true},
                           {"pass", true}}}}};
     second_ = Run(store::RunStatus::kSucceeded, first, PlanSpec{16, 2, {1}, Precision::kBf16},
                   {At(0, "run_started", store::Severity::kInfo, "started",
@@ -286,6 +288,9 @@ TEST_F(RunReportTest, ThePageShowsEverySectionAndItsLedgerBarAddsUpToTheRecorded
   EXPECT_LT(html.size(), 300u * 1024);
   // One line per series; the slices are named in the evaluation chart.
   EXPECT_NE(html.find("data-name=\"GPL-3\""), std::string::npos);
+  // The gate's slice: its loss with its 95% interval, and a pass within the noise.
+  EXPECT_NE(html.find("<td>2.8000 &plusmn; 0.0980</td>"), std::string::npos);
+  EXPECT_NE(html.find("pass (within noise)"), std::string::npos);
   EXPECT_NE(html.find("data-name=\"Apache-2.0\""), std::string::npos);
   EXPECT_NE(html.find("data-name=\"live_bytes\""), std::string::npos);
   // The op profile: its groups in a table, the counted one on the roofline, the top ops.

@@ -80,6 +80,8 @@ TEST(SchemaTest, MigratesEveryEarlierVersionKeepingItsData) {
     EXPECT_EQ(migrated.GetSliceEvals(1)->size(), 2u);
     EXPECT_EQ(migrated.GetSliceEvals(1)->front().baseline_loss, std::nullopt)
         << "evaluations before version 12 had no baseline";
+    EXPECT_EQ(migrated.GetSliceEvals(1)->front().windows_json, "")
+        << "nor, before version 17, the loss of each window";
     EXPECT_EQ(migrated.GetRunEvents(1)->size(), 1u);
     const std::size_t events = version >= 3 ? 7u : version == 2 ? 4u : 2u;
     EXPECT_EQ(migrated.ListRecentEvents(10)->size(), events);

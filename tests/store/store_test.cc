@@ -397,7 +397,9 @@ TEST_F(StoreTest, FinishRunStoresMetricsEvalsAndEventsTogether) {
   ASSERT_TRUE(IsOk(store_->AppendMetrics(run.id, {SampleMetric(0)})));
   const RunRecord finished = FinishedRun(run, RunStatus::kRegressed);
   const std::string predictions = R"({"entropy":[3,1],"top1":[0,4],"classes":[]})";
-  const std::vector<SliceEval> evals = {{"en", 1, 1.5, 2.5, predictions}, {"code", 1, 2.25}};
+  const std::string windows = R"({"sums":[3.5,2.5],"terms":[2,2]})";
+  const std::vector<SliceEval> evals = {{"en", 1, 1.5, 2.5, predictions, windows},
+                                        {"code", 1, 2.25}};
   const std::vector<Event> events = {
       {0, 50.0, std::nullopt, "run_finished", Severity::kInfo, "done", R"({"updates":2})"},
       {0, 51.0, run.id, "regression", Severity::kError, "code slice regressed", "{}"}};
@@ -412,10 +414,12 @@ TEST_F(StoreTest, FinishRunStoresMetricsEvalsAndEventsTogether) {
   EXPECT_EQ((*stored_evals)[0].loss, 2.25);
   EXPECT_EQ((*stored_evals)[0].baseline_loss, std::nullopt);
   EXPECT_EQ((*stored_evals)[0].predictions_json, "");
+  EXPECT_EQ((*stored_evals)[0].windows_json, "");
   EXPECT_EQ((*stored_evals)[1].slice, "en");
   EXPECT_EQ((*stored_evals)[1].update, 1);
   EXPECT_EQ((*stored_evals)[1].baseline_loss, 2.5);
   EXPECT_EQ((*stored_evals)[1].predictions_json, predictions);
+  EXPECT_EQ((*stored_evals)[1].windows_json, windows);
 
   Result<std::vector<Event>> stored_events = store_->GetRunEvents(run.id);
   ASSERT_TRUE(IsOk(stored_events));

@@ -105,6 +105,21 @@ TEST_F(OutputChunksTest, TheEvaluationsLossAndTalliesAreTheSameInChunks) {
     ASSERT_TRUE(got[i].predictions && want[i].predictions);
     EXPECT_EQ(got[i].predictions->entropy, want[i].predictions->entropy);
     EXPECT_EQ(got[i].predictions->top1, want[i].predictions->top1);
+    // Each window's loss: the chunks of 5 positions straddle the windows of 32.
+    ASSERT_TRUE(got[i].windows && want[i].windows);
+    EXPECT_EQ(got[i].windows->terms, want[i].windows->terms);
+    ASSERT_EQ(got[i].windows->sums.size(), want[i].windows->sums.size());
+    double sum = 0;
+    std::int64_t terms = 0;
+    for (std::size_t w = 0; w < want[i].windows->sums.size(); ++w) {
+      EXPECT_NEAR(got[i].windows->sums[w], want[i].windows->sums[w],
+                  1e-6 * want[i].windows->sums[w])
+          << "window " << w;
+      sum += got[i].windows->sums[w];
+      terms += got[i].windows->terms[w];
+    }
+    EXPECT_NEAR(sum / static_cast<double>(terms), got[i].loss, 1e-6 * got[i].loss)
+        << "the windows add up to the slice's loss";
   }
 }
 

@@ -21,7 +21,7 @@ class JudgeStep : public CycleStep {
     context.Record(a.run.id, throughput.regressed ? "throughput_regressed" : "throughput_check",
                    throughput.regressed ? store::Severity::kError : store::Severity::kInfo,
                    throughput.reason);
-    a.gate = GateAgainstCurrentRelease(a.training.report,
+    a.gate = GateAgainstCurrentRelease(a.training.report, a.run.data_fingerprint,
                                        state.active->spec.init_from.current_release, context);
     context.Record(a.run.id, a.gate.pass ? "gate_passed" : "gate_failed",
                    a.gate.pass ? store::Severity::kInfo : store::Severity::kError, a.gate.reason,
@@ -38,12 +38,15 @@ class JudgeStep : public CycleStep {
  private:
   // The run's final eval against the current release's: the release evaluated by this run
   // before training when the run `started_from_it` (init_from: current_release), else the
-  // release's own final eval.
-  static GateVerdict GateAgainstCurrentRelease(const WorkerReport& report, bool started_from_it,
-                                               CycleContext& context) {
+  // release's own final eval, on the same held-out windows when its data had this run's
+  // fingerprint.
+  static GateVerdict GateAgainstCurrentRelease(const WorkerReport& report,
+                                               const std::string& data_fingerprint,
+                                               bool started_from_it, CycleContext& context) {
     std::optional<SliceEvals> reference;
     std::optional<std::int64_t> reference_run;
     bool on_this_data = false;
+    bool same_windows = false;
     store::Store& store = context.store();
     if (Result<std::optional<store::Release>> current = store.CurrentRelease();
         current.ok() && *current) {
@@ -53,13 +56,17 @@ class JudgeStep : public CycleStep {
         // release on this run's held-out data, whatever data the release was trained on.
         reference = report.initial_evals();
         on_this_data = true;
+        same_windows = true;
       } else if (Result<std::vector<store::SliceEval>> stored = store.GetSliceEvals(*reference_run);
                  stored.ok()) {
         reference = FinalSliceEvals(*stored);
+        const Result<store::RunRecord> run = store.GetRun(*reference_run);
+        same_windows =
+            run.ok() && !data_fingerprint.empty() && run->data_fingerprint == data_fingerprint;
       }
     }
     GateVerdict gate = ReleaseGate(FinalSliceEvals(report.evals()), reference, reference_run,
-                                   context.config().regression);
+                                   same_windows, context.config().regression);
     if (on_this_data) gate.reason += ", evaluated on this run's held-out data before training";
     gate.reference_evaluated_here = on_this_data;
     return gate;

@@ -3,11 +3,55 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
+#include <functional>
 
 namespace trainerd {
 namespace {
 
 constexpr std::int64_t kFitChunk = 64;  // samples read at a time
+
+// The add-k smoothing searched: k from 1e-4 to 100, a grid of kGridPoints in log k, then a
+// golden-section search between the best point's neighbours.
+constexpr double kLowestLogK = -9.2103403719761836;  // log(1e-4)
+constexpr double kHighestLogK = 4.6051701859880914;  // log(100)
+constexpr int kGridPoints = 29;
+constexpr int kGoldenSteps = 40;
+
+// The mean cross-entropy on targets whose training counts are `counts` of add-k smoothed
+// frequencies, log k = `log_k`: -mean log((count + k) / (terms + k x classes)).
+double AddKLoss(const torch::Tensor& counts, double terms, double classes, double log_k) {
+  const double k = std::exp(log_k);
+  return std::log(terms + k * classes) - (counts + k).log().mean().item<double>();
+}
+
+// The smallest value of `loss` over log k in [kLowestLogK, kHighestLogK]: the grid's best
+// point, then the golden section between its neighbours.
+double SmallestOverLogK(const std::function<double(double)>& loss) {
+  const double step = (kHighestLogK - kLowestLogK) / (kGridPoints - 1);
+  int best = 0;
+  double best_loss = loss(kLowestLogK);
+  for (int i = 1; i < kGridPoints; ++i) {
+    const double at = loss(kLowestLogK + i * step);
+    if (at < best_loss) {
+      best = i;
+      best_loss = at;
+    }
+  }
+  double low = kLowestLogK + std::max(best - 1, 0) * step;
+  double high = kLowestLogK + std::min(best + 1, kGridPoints - 1) * step;
+  const double golden = (std::sqrt(5.0) - 1) / 2;
+  for (int i = 0; i < kGoldenSteps; ++i) {
+    const double left = high - golden * (high - low);
+    const double right = low + golden * (high - low);
+    if (loss(left) < loss(right)) {
+      high = right;
+    } else {
+      low = left;
+    }
+  }
+  return std::min(best_loss, loss((low + high) / 2));
+}
 
 }  // namespace
 
@@ -40,9 +84,10 @@ std::optional<SimpleBaseline> SimpleBaseline::Fit(const LossSpec& loss, const Da
   SimpleBaseline baseline;
   baseline.loss_ = loss;
   if (frequencies) {
-    baseline.log_probabilities_ =
-        ((sum + 1) / static_cast<double>(terms + classes)).log();  // add-one smoothed
-    baseline.description_ = "class frequencies of " + std::to_string(terms) + " training targets";
+    baseline.counts_ = sum;
+    baseline.terms_ = terms;
+    baseline.description_ = "class frequencies of " + std::to_string(terms) +
+                            " training targets, add-k smoothed with the k best on each slice";
   } else {
     baseline.mean_ = sum / static_cast<double>(samples);
     baseline.description_ = "the mean of " + std::to_string(samples) + " training rows";
@@ -55,9 +100,14 @@ LossTerms SimpleBaseline::Loss(const torch::Tensor& targets) const {
   if (loss_.kind == LossKind::kCrossEntropy) {
     const torch::Tensor flat = targets.reshape({-1});
     const torch::Tensor kept = flat.masked_select(flat.ne(loss_.ignore_index));
-    const torch::Tensor log_p = log_probabilities_.to(targets.device());
-    terms.sum = -log_p.index_select(0, kept.clamp(0, log_p.size(0) - 1)).sum();
+    const torch::Tensor counts = counts_.index_select(0, kept.cpu().clamp(0, counts_.size(0) - 1));
     terms.count = kept.numel();
+    terms.sum = torch::zeros({}, torch::dtype(torch::kDouble).device(targets.device()));
+    if (terms.count == 0) return terms;
+    const double total = static_cast<double>(terms_);
+    const double classes = static_cast<double>(counts_.size(0));
+    const auto loss = [&](double log_k) { return AddKLoss(counts, total, classes, log_k); };
+    terms.sum.fill_(SmallestOverLogK(loss) * static_cast<double>(terms.count));
   } else {
     terms.sum = (targets.to(torch::kDouble) - mean_.to(targets.device())).square().sum();
     terms.count = targets.numel();

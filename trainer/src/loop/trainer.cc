@@ -21,6 +21,7 @@
 #include "trainerd/trainer/device/op_scopes.h"
 #include "trainerd/trainer/device/weight_decay.h"
 #include "trainerd/trainer/evaluation/prediction_tally.h"
+#include "trainerd/trainer/evaluation/window_loss_tally.h"
 #include "trainerd/trainer/loop/initial_weights.h"
 #include "trainerd/trainer/loop/model_state_bytes.h"
 #include "trainerd/trainer/loop/throughput.h"
@@ -279,10 +280,13 @@ std::vector<SliceLoss> Trainer::Evaluate() {
     std::int64_t count = 0;
     std::int64_t classes = 0;
     PredictionTally predictions(spec_.model.loss);
-    // The tally sees the outputs as the loss does: with the plan's output chunk, a chunk's
+    WindowLossTally windows(spec_.model.loss, samples,
+                            samples == 0 ? 1 : batch.targets.numel() / samples);
+    // The tallies see the outputs as the loss does: with the plan's output chunk, a chunk's
     // logits at a time.
     const OutputsObserver tally = [&](const torch::Tensor& outputs, const torch::Tensor& targets) {
       predictions.Add(outputs, targets);
+      windows.Add(outputs, targets);
       classes = outputs.dim() == 0 ? 1 : outputs.size(-1);
     };
     for (std::int64_t start = 0; start < samples; start += microbatch) {
@@ -292,7 +296,8 @@ std::vector<SliceLoss> Trainer::Evaluate() {
       count += terms.count;
     }
     losses.push_back({corpus_.slices()[i].name, sum / static_cast<double>(count),
-                      BaselineLoss(i, batch.targets, classes), predictions.Result()});
+                      BaselineLoss(i, batch.targets, classes), predictions.Result(),
+                      windows.Result()});
   }
   model_->train();
   return losses;

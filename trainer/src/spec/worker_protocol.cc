@@ -54,11 +54,18 @@ void Fields(V& v, PredictionDistribution& s) {
 }
 
 template <typename V>
+void Fields(V& v, WindowLosses& s) {
+  v("sums", s.sums);
+  v("terms", s.terms);
+}
+
+template <typename V>
 void Fields(V& v, SliceLoss& s) {
   v("name", s.name);
   v("loss", s.loss);
   v.Omittable("baseline_loss", s.baseline_loss);
   v.Omittable("predictions", s.predictions);
+  v.Omittable("windows", s.windows);
 }
 
 template <typename V>
@@ -776,6 +783,7 @@ TRAINERD_PROTOCOL_TYPE(ProfileReport)
 TRAINERD_PROTOCOL_TYPE(DeviceInfoReport)
 TRAINERD_PROTOCOL_TYPE(VersionReport)
 TRAINERD_PROTOCOL_TYPE(PredictionDistribution)
+TRAINERD_PROTOCOL_TYPE(WindowLosses)
 TRAINERD_PROTOCOL_TYPE(DataProfile)
 TRAINERD_PROTOCOL_TYPE(DataProfileReport)
 #undef TRAINERD_PROTOCOL_TYPE

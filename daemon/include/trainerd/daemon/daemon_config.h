@@ -34,9 +34,16 @@ struct RegressionConfig {
   // fraction: a slice's eval loss may be this much above the current release's
   double eval_loss_tolerance = 0.02;
   std::map<std::string, double> slice_tolerances;  // per-slice overrides of eval_loss_tolerance
+  // The confidence of the gate's one-sided test (docs/daemon.md, "The release gate"): a slice
+  // beyond its tolerance holds the model back only when it is beyond it by more than
+  // NormalQuantile(gate_confidence) standard errors of the difference (eval_noise.h); [0.5,
+  // 0.999]. 0.5 judges the losses as if they had no noise.
+  double gate_confidence = 0.95;
   // The release gate refuses a model whose eval loss is not below the simple baseline's on
-  // every slice (trainer/evaluation/simple_baseline.h).
+  // every slice (trainer/evaluation/simple_baseline.h) by this fraction of the baseline's
+  // loss: a model that learned only the class frequencies comes within it.
   bool beat_baseline = true;
+  double baseline_margin = 0.01;
   // The eval-loss tolerance of `slice`: its override, else eval_loss_tolerance.
   double ToleranceFor(const std::string& slice) const;
 };

@@ -164,21 +164,34 @@ ThroughputVerdict CheckThroughput(std::optional<double> samples_per_second,
                                   const std::optional<store::RunRecord>& baseline,
                                   const std::string& shapes_json, double tolerance);
 
-// The release gate: every slice's final eval loss against the current release's, each within
-// its tolerance (relative: loss <= reference x (1 + tolerance)), and below the simple
-// baseline's loss on the same held-out samples (unless regression.beat_baseline is false). A
-// slice the reference lacks is judged against the baseline alone; a slice without a baseline
-// (a module's own loss) against the reference alone. With no current release every slice
-// with a finite loss passes the first test. Beside the verdicts: how far the predictions'
-// distribution moved from the reference's (PredictionDivergence), which judges nothing.
+// The release gate: every slice's final eval loss against the current release's, and below
+// the simple baseline's loss on the same held-out samples by regression.baseline_margin of it
+// (unless regression.beat_baseline is false). Against the release, a slice holds the model
+// back when its loss is above reference x (1 + tolerance) by more than the noise: more than
+// NormalQuantile(regression.gate_confidence) standard errors of that difference (eval_noise.h),
+// a one-sided test; a slice beyond its tolerance but within the noise passes and says so.
+// Without the windows of both evaluations (one recorded before them, a module's own loss) the
+// tolerance alone judges. `same_windows`: the reference was evaluated on this run's held-out
+// windows (the difference is then paired). A slice the reference lacks is judged against the
+// baseline alone; a slice without a baseline (a module's own loss) against the reference
+// alone. With no current release every slice with a finite loss passes the first test.
+// Beside the verdicts: how far the predictions' distribution moved from the reference's
+// (PredictionDivergence), which judges nothing.
 struct SliceVerdict {
   std::string slice;
   double loss = 0;
+  std::optional<double> standard_error;  // of `loss`, from its windows
   std::optional<double> reference;
+  std::optional<double> reference_standard_error;
   double tolerance = 0;
+  // Of loss - reference x (1 + tolerance); `paired` when taken window by window.
+  std::optional<double> difference_standard_error;
+  bool paired = false;
+  // Beyond its tolerance, but not by more than the noise: passes.
+  bool within_noise = false;
   std::optional<double> baseline;  // the simple baseline's loss
   std::optional<double> prediction_divergence;
-  bool beats_baseline = true;  // loss < baseline, or no baseline to beat
+  bool beats_baseline = true;  // loss < baseline x (1 - margin), or no baseline to beat
   bool pass = true;
 };
 struct GateVerdict {
@@ -188,13 +201,15 @@ struct GateVerdict {
   // The reference losses are the release's on this run's held-out data (its initial eval),
   // not those the release recorded on its own.
   bool reference_evaluated_here = false;
+  double confidence = 0;       // regression.gate_confidence
+  double baseline_margin = 0;  // regression.baseline_margin
   std::string reason;
   std::string ToJson() const;  // the release's gate_details_json
 };
 // `evals` and `reference_evals`: the final (largest update) eval per slice.
 using SliceEvals = std::map<std::string, store::SliceEval>;
 GateVerdict ReleaseGate(const SliceEvals& evals, const std::optional<SliceEvals>& reference_evals,
-                        std::optional<std::int64_t> reference_run_id,
+                        std::optional<std::int64_t> reference_run_id, bool same_windows,
                         const RegressionConfig& regression);
 
 // How far apart two evaluations' predictions are (SliceEval::predictions_json): the largest

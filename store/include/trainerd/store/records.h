@@ -198,6 +198,9 @@ struct SliceEval {
   // The distribution of the model's predictions as the worker reported it (JSON of
   // PredictionDistribution, trainer/spec/worker_protocol.h); "" without one.
   std::string predictions_json = "";
+  // The loss of each held-out window as the worker reported it (JSON of WindowLosses,
+  // trainer/spec/worker_protocol.h): the evaluation's noise is taken from it; "" without one.
+  std::string windows_json = "";
 };
 
 struct Event {

@@ -29,7 +29,7 @@ class Connection;
 
 // The schema version this build writes and reads (PRAGMA user_version). Open migrates
 // older databases to it and refuses newer ones.
-inline constexpr int kSchemaVersion = 16;
+inline constexpr int kSchemaVersion = 17;
 
 struct StoreOptions {
   // How long a statement waits for a lock held by another connection, milliseconds.

@@ -2,9 +2,11 @@
 // (docs/daemon.md, "The release gate"): one constant prediction, fitted on the training data,
 // scored with the job's own loss. For cross_entropy it is the frequency of each class among
 // the training targets (the unigram distribution of a language model, the class prior of a
-// classifier), add-one smoothed over the model's classes; for mse it is the training targets'
-// mean, element by element. A module's own loss has no baseline: what its outputs mean is the
-// module's.
+// classifier), add-k smoothed over the model's classes, (count + k) / (terms + k x classes),
+// with the k in [1e-4, 100] that scores best on the slice it is scored on: the best a model
+// that learned only the class frequencies of its training data does, within a margin the gate
+// states (regression.baseline_margin); for mse it is the training targets' mean, element by
+// element. A module's own loss has no baseline: what its outputs mean is the module's.
 #pragma once
 
 #include <torch/types.h>
@@ -32,15 +34,16 @@ class SimpleBaseline {
   static constexpr std::int64_t kMaxFitInputs = std::int64_t{1} << 26;
 
   // The baseline's loss on `targets` (the job loss's terms: ignored targets carry none), as a
-  // sum and its term count, on the targets' device.
+  // sum and its term count, on the targets' device; cross_entropy's with the k best on them.
   LossTerms Loss(const torch::Tensor& targets) const;
   // "class frequencies of 1048576 training targets", "the mean of 4096 training rows".
   const std::string& description() const { return description_; }
 
  private:
   LossSpec loss_;
-  torch::Tensor log_probabilities_;  // cross_entropy: [classes], float64
-  torch::Tensor mean_;               // mse: one target row, float64
+  torch::Tensor counts_;  // cross_entropy: each class's training targets, [classes], float64
+  std::int64_t terms_ = 0;
+  torch::Tensor mean_;  // mse: one target row, float64
   std::string description_;
 };
 

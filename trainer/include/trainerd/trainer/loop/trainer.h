@@ -138,8 +138,9 @@ class Trainer {
   int world_size() const { return group_ == nullptr ? 1 : group_->world_size(); }
   const DynamicLossScaler* loss_scaler() const { return scaler_ ? &*scaler_ : nullptr; }
   // Held-out loss per slice with the current parameters (eval mode, no grad), in microbatches of
-  // the plan's size, with the simple baseline's loss and the distribution of the predictions
-  // (evaluation/). The planner and the ledger measure this evaluation, as training runs it.
+  // the plan's size, with the simple baseline's loss, the distribution of the predictions and
+  // each window's loss (evaluation/). The planner and the ledger measure this evaluation, as
+  // training runs it.
   std::vector<SliceLoss> Evaluate();
 
  private:

@@ -30,7 +30,7 @@ namespace trainerd {
 
 // Raised whenever a type below changes its fields: a daemon refuses a worker of another
 // version (trainer-run --version --json).
-inline constexpr int kWorkerProtocolVersion = 16;
+inline constexpr int kWorkerProtocolVersion = 17;
 
 // A SHA-256 as 64 lowercase hex digits: it names release files, so nothing else is accepted.
 struct Sha256Digest {
@@ -86,6 +86,15 @@ struct PredictionDistribution {
 inline constexpr int kPredictionBins = 20;
 inline constexpr std::int64_t kMaxCountedClasses = 256;
 
+// The loss of each held-out window of one slice (trainer/evaluation/window_loss_tally.h): its
+// sum and term count, in the order the windows were read. The evaluation's noise is taken
+// from them by window (windows are the independent units; a window's positions are not):
+// daemon/eval_noise.h.
+struct WindowLosses {
+  std::vector<double> sums;
+  std::vector<std::int64_t> terms;
+};
+
 struct SliceLoss {
   std::string name;
   double loss = std::numeric_limits<double>::quiet_NaN();  // NaN when the worker gave none
@@ -93,6 +102,7 @@ struct SliceLoss {
   // none for a module's own loss.
   std::optional<double> baseline_loss;
   std::optional<PredictionDistribution> predictions;  // none for a module's own loss
+  std::optional<WindowLosses> windows;                // none for a module's own loss
 };
 
 // ---- events -------------------------------------------------------------------------------
