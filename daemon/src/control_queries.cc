@@ -9,6 +9,7 @@
 #include "trainerd/common/json_input.h"
 #include "trainerd/common/sha256.h"
 #include "trainerd/daemon/eval_noise.h"
+#include "trainerd/daemon/json_text.h"
 #include "trainerd/daemon/policy.h"
 #include "trainerd/daemon/report_page.h"
 #include "trainerd/daemon/run_report.h"
@@ -16,10 +17,6 @@
 namespace trainerd::daemon {
 
 namespace {
-
-nlohmann::json Optional(const std::optional<double>& value) {
-  return value && std::isfinite(*value) ? nlohmann::json(*value) : nlohmann::json(nullptr);
-}
 
 nlohmann::json ParsedOrText(const std::string& json_text) {
   nlohmann::json j = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
@@ -53,8 +50,8 @@ nlohmann::json RunJson(const store::RunRecord& run) {
       {"fallback_of", run.fallback_of ? nlohmann::json(*run.fallback_of) : nullptr},
       {"status", std::string(store::ToString(run.status))},
       {"created_at", run.created_at},
-      {"started_at", Optional(run.started_at)},
-      {"ended_at", Optional(run.ended_at)},
+      {"started_at", FigureJson(run.started_at)},
+      {"ended_at", FigureJson(run.ended_at)},
       {"deadline_at", run.deadline_at},
       {"plan", run.plan ? ToJson(*run.plan) : nlohmann::json(nullptr)},
       {"hardware",
@@ -73,16 +70,16 @@ nlohmann::json RunJson(const store::RunRecord& run) {
       {"seeds", ParsedOrText(run.seeds_json)},
       {"data_fingerprint", run.data_fingerprint},
       {"throughput_method", run.throughput_method},
-      {"samples_per_second", Optional(run.samples_per_second)},
+      {"samples_per_second", FigureJson(run.samples_per_second)},
       {"world_size", run.world_size},
       {"samples_per_second_per_rank", run.samples_per_second
                                           ? nlohmann::json(*run.samples_per_second / run.world_size)
                                           : nlohmann::json(nullptr)},
-      {"tokens_per_second", Optional(run.tokens_per_second)},
-      {"mfu", Optional(run.mfu)},
-      {"cost_per_sample", Optional(run.cost_per_sample)},
-      {"final_loss", Optional(run.final_loss)},
-      {"parity_seconds", Optional(run.parity_seconds)},
+      {"tokens_per_second", FigureJson(run.tokens_per_second)},
+      {"mfu", FigureJson(run.mfu)},
+      {"cost_per_sample", FigureJson(run.cost_per_sample)},
+      {"final_loss", FigureJson(run.final_loss)},
+      {"parity_seconds", FigureJson(run.parity_seconds)},
       {"peak_memory_bytes", nullptr},
       {"storage_bytes", run.storage_bytes ? nlohmann::json(*run.storage_bytes) : nullptr},
       {"state_dir_bytes", run.state_dir_bytes ? nlohmann::json(*run.state_dir_bytes) : nullptr},

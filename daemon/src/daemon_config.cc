@@ -221,6 +221,7 @@ void ReadOutcomes(YamlReader outcomes, OutcomesConfig* out) {
   outcomes.StringList("slices", &out->slices);
   outcomes.DurationSeconds("check_interval", &out->check_interval_seconds, 0, kDaySeconds,
                            /*min_open=*/true);
+  outcomes.Fraction("confidence", &out->confidence, 0.5, 0.999);
   outcomes.RejectUnknownKeys();
 }
 

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "trainerd/common/divergence.h"
+#include "trainerd/daemon/json_text.h"
 
 namespace trainerd::daemon {
 namespace {
@@ -17,10 +18,6 @@ std::string Figure(const char* format, double value) {
   char buffer[96];
   std::snprintf(buffer, sizeof buffer, format, value);
   return buffer;
-}
-
-nlohmann::json Optional(const std::optional<double>& value) {
-  return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
 }
 
 // The share of a profile's training targets its loss masks learn; none without masks.
@@ -121,16 +118,16 @@ nlohmann::json DataQualityFigures::ToJson() const {
                                                           : nlohmann::json(nullptr)},
           {"reference_run_id",
            reference_run_id ? nlohmann::json(*reference_run_id) : nlohmann::json(nullptr)},
-          {"size_ratio", Optional(size_ratio)},
-          {"id_divergence", Optional(id_divergence)},
-          {"column_shift", Optional(column_shift)},
+          {"size_ratio", FigureJson(size_ratio)},
+          {"id_divergence", FigureJson(id_divergence)},
+          {"column_shift", FigureJson(column_shift)},
           {"shifted_column",
            shifted_column ? nlohmann::json(*shifted_column) : nlohmann::json(nullptr)},
           {"vocabulary", vocabulary},
           {"beyond_vocabulary", beyond_vocabulary},
           {"not_finite_rows", not_finite_rows},
-          {"learned_share", Optional(learned_share)},
-          {"learned_share_shift", Optional(learned_share_shift)},
+          {"learned_share", FigureJson(learned_share)},
+          {"learned_share_shift", FigureJson(learned_share_shift)},
           {"breaches", breaches}};
 }
 

@@ -1,5 +1,6 @@
 #include "trainerd/daemon/json_text.h"
 
+#include <cmath>
 #include <cstdio>
 
 #include "trainerd/daemon/schedule.h"
@@ -20,6 +21,10 @@ std::string BytesText(const nlohmann::json& value) {
 
 std::string TimeText(const nlohmann::json& value) {
   return value.is_number() ? FormatUtc(value.get<double>()) : "-";
+}
+
+nlohmann::json FigureJson(const std::optional<double>& value) {
+  return value && std::isfinite(*value) ? nlohmann::json(*value) : nlohmann::json(nullptr);
 }
 
 }  // namespace trainerd::daemon

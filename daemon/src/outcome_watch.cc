@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "trainerd/daemon/current_release.h"
+#include "trainerd/daemon/eval_noise.h"
 #include "trainerd/daemon/event_log.h"
 #include "trainerd/daemon/json_text.h"
 
@@ -22,11 +23,11 @@ std::string Hours(double seconds) {
   return std::to_string(static_cast<long long>(std::floor(seconds / 3600))) + " h";
 }
 
-nlohmann::json TotalJson(const store::OutcomeTotal& total) {
-  return {{"value", total.value},
-          {"count", total.count},
-          {"first_at", total.first_at},
-          {"last_at", total.last_at}};
+nlohmann::json TotalJson(const store::OutcomeTotal& total,
+                         const std::optional<double>& standard_error) {
+  return {{"value", total.value},       {"count", total.count},
+          {"lines", total.lines},       {"standard_error", FigureJson(standard_error)},
+          {"first_at", total.first_at}, {"last_at", total.last_at}};
 }
 
 }  // namespace
@@ -46,6 +47,15 @@ std::vector<store::OutcomeTotal> JudgedTotals(const OutcomesConfig& config,
   return judged;
 }
 
+std::optional<double> OutcomeStandardError(const store::OutcomeTotal& total) {
+  if (total.lines < 2 || total.count <= 0) return std::nullopt;
+  const double n = static_cast<double>(total.count);
+  const double spread = std::max(0.0, total.sum_of_squares - n * total.value * total.value);
+  const double variance = spread / static_cast<double>(total.lines - 1);
+  if (!std::isfinite(variance)) return std::nullopt;
+  return std::sqrt(variance / n);
+}
+
 bool OutcomeVerdict::regressed() const {
   for (const OutcomeComparison& c : compared) {
     if (c.regressed) return true;
@@ -58,6 +68,7 @@ OutcomeVerdict CompareOutcomes(const OutcomesConfig& config,
                                const std::vector<store::OutcomeTotal>& previous,
                                double live_seconds) {
   OutcomeVerdict verdict;
+  const double z = NormalQuantile(config.confidence);
   for (const OutcomeMetricConfig& metric : config.metrics) {
     if (live_seconds < metric.maturity_seconds) {
       verdict.waiting.push_back(metric.name + ": live " + Hours(live_seconds) + " of its " +
@@ -98,7 +109,18 @@ OutcomeVerdict CompareOutcomes(const OutcomesConfig& config,
                                                      : 0)
                                       : worse / std::abs(before->value);
       c.tolerance = metric.tolerance;
+      c.current_standard_error = OutcomeStandardError(*now);
+      c.previous_standard_error = OutcomeStandardError(*before);
+      if (c.current_standard_error && c.previous_standard_error) {
+        c.difference_standard_error =
+            std::hypot(*c.current_standard_error, *c.previous_standard_error);
+      }
       c.regressed = c.worse_by > metric.tolerance;
+      if (c.regressed && c.difference_standard_error) {
+        const double beyond = worse - metric.tolerance * std::abs(before->value);
+        c.within_noise = beyond <= z * *c.difference_standard_error;
+        c.regressed = !c.within_noise;
+      }
       verdict.compared.push_back(c);
     }
   }
@@ -110,8 +132,10 @@ nlohmann::json ToJson(const OutcomeVerdict& verdict) {
   for (const OutcomeComparison& c : verdict.compared) {
     compared.push_back({{"slice", c.current.slice},
                         {"metric", c.current.metric},
-                        {"current", TotalJson(c.current)},
-                        {"previous", TotalJson(c.previous)},
+                        {"current", TotalJson(c.current, c.current_standard_error)},
+                        {"previous", TotalJson(c.previous, c.previous_standard_error)},
+                        {"difference_standard_error", FigureJson(c.difference_standard_error)},
+                        {"within_noise", c.within_noise},
                         {"worse_by", std::isfinite(c.worse_by) ? nlohmann::json(c.worse_by)
                                                                : nlohmann::json(nullptr)},
                         {"tolerance", c.tolerance},

@@ -8,6 +8,7 @@
 #include "trainerd/common/divergence.h"
 #include "trainerd/common/enum_names.h"
 #include "trainerd/daemon/eval_noise.h"
+#include "trainerd/daemon/json_text.h"
 #include "trainerd/trainer/spec/worker_protocol.h"
 
 namespace trainerd::daemon {
@@ -425,29 +426,21 @@ GateVerdict ReleaseGate(const SliceEvals& evals, const std::optional<SliceEvals>
   return g;
 }
 
-namespace {
-
-nlohmann::json Nullable(const std::optional<double>& value) {
-  return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
-}
-
-}  // namespace
-
 std::string GateVerdict::ToJson() const {
   nlohmann::json slices_json = nlohmann::json::array();
   for (const SliceVerdict& s : slices) {
     slices_json.push_back({{"slice", s.slice},
                            {"loss", std::isfinite(s.loss) ? nlohmann::json(s.loss) : nullptr},
-                           {"standard_error", Nullable(s.standard_error)},
-                           {"reference", Nullable(s.reference)},
-                           {"reference_standard_error", Nullable(s.reference_standard_error)},
+                           {"standard_error", FigureJson(s.standard_error)},
+                           {"reference", FigureJson(s.reference)},
+                           {"reference_standard_error", FigureJson(s.reference_standard_error)},
                            {"tolerance", s.tolerance},
-                           {"difference_standard_error", Nullable(s.difference_standard_error)},
+                           {"difference_standard_error", FigureJson(s.difference_standard_error)},
                            {"paired", s.paired},
                            {"within_noise", s.within_noise},
-                           {"baseline", Nullable(s.baseline)},
+                           {"baseline", FigureJson(s.baseline)},
                            {"beats_baseline", s.beats_baseline},
-                           {"prediction_divergence", Nullable(s.prediction_divergence)},
+                           {"prediction_divergence", FigureJson(s.prediction_divergence)},
                            {"pass", s.pass}});
   }
   return nlohmann::json{{"pass", pass},

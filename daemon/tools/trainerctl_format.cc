@@ -140,7 +140,9 @@ std::string OutcomesTable(const Json& result) {
     }
     for (const Json& c : compared) {
       if (c["slice"] == o["slice"] && c["metric"] == o["metric"]) {
-        row[6] = c.value("regressed", false) ? "regressed" : "ok";
+        row[6] = c.value("regressed", false)      ? "regressed"
+                 : c.value("within_noise", false) ? "ok (worse, within the noise)"
+                                                  : "ok";
       }
     }
     rows.push_back(row);

@@ -347,6 +347,8 @@ OutcomeTotal ReadOutcomeTotal(sqlite::Statement& stmt) {
   total.count = stmt.ReadInt64();
   total.first_at = stmt.ReadDouble();
   total.last_at = stmt.ReadDouble();
+  total.lines = stmt.ReadInt64();
+  total.sum_of_squares = stmt.ReadDouble();
   return total;
 }
 

@@ -118,8 +118,8 @@ inline constexpr std::string_view kInsertOutcome =
 inline constexpr std::string_view kSelectOutcome =
     "SELECT release_id, slice, metric, at, value, count FROM outcomes";
 inline constexpr std::string_view kSelectOutcomeTotal =
-    "SELECT slice, metric, SUM(value * count) / SUM(count), SUM(count), MIN(at), MAX(at) "
-    "FROM outcomes";
+    "SELECT slice, metric, SUM(value * count) / SUM(count), SUM(count), MIN(at), MAX(at), "
+    "COUNT(*), SUM(count * value * value) FROM outcomes";
 void BindOutcome(sqlite::Statement& stmt, const Outcome& outcome);
 Outcome ReadOutcome(sqlite::Statement& stmt);
 OutcomeTotal ReadOutcomeTotal(sqlite::Statement& stmt);

@@ -52,6 +52,7 @@ TEST(DaemonConfigTest, DefaultsFillOmittedKeys) {
   EXPECT_TRUE(config->regression.slice_tolerances.empty());
   EXPECT_DOUBLE_EQ(config->regression.gate_confidence, 0.95);
   EXPECT_DOUBLE_EQ(config->regression.baseline_margin, 0.01);
+  EXPECT_DOUBLE_EQ(config->outcomes.confidence, 0.95);
   EXPECT_EQ(config->max_attempts, 4);
   EXPECT_EQ(config->parity_updates, 3);
   EXPECT_EQ(config->worker_path, "");
@@ -118,7 +119,7 @@ TEST(DaemonConfigTest, OutcomesListTheWatchedMetricsWithDefaults) {
       "job: j.yaml\noutcomes:\n  metrics:\n"
       "    - {name: ctr, better: higher}\n"
       "    - {name: refund_rate, better: lower, maturity: 168h, min_count: 50, tolerance: 5%}\n"
-      "  slices: [en, de]\n  check_interval: 10m\n",
+      "  slices: [en, de]\n  check_interval: 10m\n  confidence: 99%\n",
       "trainerd.yaml");
   ASSERT_TRUE(config.ok()) << config.status().message();
   const OutcomesConfig& outcomes = config->outcomes;
@@ -134,6 +135,7 @@ TEST(DaemonConfigTest, OutcomesListTheWatchedMetricsWithDefaults) {
   EXPECT_DOUBLE_EQ(outcomes.metrics[1].tolerance, 0.05);
   EXPECT_EQ(outcomes.slices, (std::vector<std::string>{"en", "de"}));
   EXPECT_EQ(outcomes.check_interval_seconds, 600);
+  EXPECT_DOUBLE_EQ(outcomes.confidence, 0.99);
   EXPECT_EQ(outcomes.Metric("refund_rate"), &outcomes.metrics[1]);
   EXPECT_EQ(outcomes.Metric("clicks"), nullptr);
 }
@@ -445,6 +447,7 @@ TEST(DaemonConfigTest, BundledConfigParsesAndItsJobExists) {
   EXPECT_TRUE(config->regression.slice_tolerances.empty());
   EXPECT_DOUBLE_EQ(config->regression.gate_confidence, 0.95);
   EXPECT_DOUBLE_EQ(config->regression.baseline_margin, 0.01);
+  EXPECT_DOUBLE_EQ(config->outcomes.confidence, 0.95);
   EXPECT_EQ(config->max_attempts, 4);
   EXPECT_EQ(config->parity_updates, 3);
   EXPECT_EQ(config->worker_path, "");

@@ -119,6 +119,54 @@ TEST(CompareOutcomesTest, ComparesOnlyMatureMetricsOnSlicesWithEnoughOutcomesOnB
       << "a lower ctr is better when lower is better";
 }
 
+// The total of ctr outcomes on `slice` that came in `lines` of (value, count).
+store::OutcomeTotal Lines(const std::string& slice,
+                          const std::vector<std::pair<double, std::int64_t>>& lines) {
+  store::OutcomeTotal total{slice, "ctr"};
+  double sum = 0;
+  for (const auto& [value, count] : lines) {
+    sum += value * static_cast<double>(count);
+    total.count += count;
+    total.sum_of_squares += static_cast<double>(count) * value * value;
+  }
+  total.value = sum / static_cast<double>(total.count);
+  total.lines = static_cast<std::int64_t>(lines.size());
+  return total;
+}
+
+TEST(OutcomeStandardErrorTest, FromTheSpreadOfTheLinesAroundTheMeanOverTheCount) {
+  // Mean 0.125; sum of count x (value - mean)^2 = 300 x 0.025^2 + 100 x 0.075^2 = 0.75 over
+  // one degree of freedom: one outcome's variance, and the mean's over 400 outcomes.
+  EXPECT_NEAR(*OutcomeStandardError(Lines("en", {{0.10, 300}, {0.20, 100}})), std::sqrt(0.75 / 400),
+              1e-12);
+  EXPECT_EQ(OutcomeStandardError(Lines("en", {{0.10, 300}})), std::nullopt) << "one line";
+}
+
+TEST(CompareOutcomesTest, WorseBeyondTheToleranceButWithinTheNoiseIsNoRegression) {
+  OutcomesConfig config;
+  config.metrics = {Ctr()};  // 2% tolerance, higher is better
+  // 3% worse in both cases; days that spread by +-0.01 around the means make that noise,
+  // days within +-0.0002 do not.
+  const store::OutcomeTotal before = Lines("en", {{0.09, 200}, {0.11, 200}});
+  const OutcomeVerdict noisy =
+      CompareOutcomes(config, {Lines("en", {{0.087, 200}, {0.107, 200}})}, {before}, 72 * kHour);
+  ASSERT_EQ(noisy.compared.size(), 1u);
+  EXPECT_NEAR(noisy.compared[0].worse_by, 0.03, 1e-9);
+  EXPECT_NEAR(*noisy.compared[0].difference_standard_error, std::hypot(0.01, 0.01), 1e-9);
+  EXPECT_TRUE(noisy.compared[0].within_noise);
+  EXPECT_FALSE(noisy.regressed());
+  const OutcomeVerdict steady =
+      CompareOutcomes(config, {Lines("en", {{0.0968, 200}, {0.0972, 200}})},
+                      {Lines("en", {{0.0998, 200}, {0.1002, 200}})}, 72 * kHour);
+  EXPECT_FALSE(steady.compared[0].within_noise);
+  EXPECT_TRUE(steady.regressed());
+  // Judged as if without noise, the noisy days regress too.
+  config.confidence = 0.5;
+  EXPECT_TRUE(
+      CompareOutcomes(config, {Lines("en", {{0.087, 200}, {0.107, 200}})}, {before}, 72 * kHour)
+          .regressed());
+}
+
 class OutcomeWatchTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -710,10 +710,12 @@ TEST_F(StoreTest, OutcomesAreOneTransactionIdempotentPerKeyAndTotalledByCount) {
   Result<std::vector<OutcomeTotal>> totals = store_->GetOutcomeTotals(release, 1000);
   ASSERT_TRUE(IsOk(totals));
   ASSERT_EQ(totals->size(), 2u);
-  EXPECT_EQ((*totals)[0], (OutcomeTotal{"de", "ctr", 0.5, 1, 150, 150}));
+  EXPECT_EQ((*totals)[0], (OutcomeTotal{"de", "ctr", 0.5, 1, 150, 150, 1, 0.25}));
   EXPECT_EQ((*totals)[1].slice, "en");
   EXPECT_DOUBLE_EQ((*totals)[1].value, (0.10 * 300 + 0.20 * 100) / 400);
   EXPECT_EQ((*totals)[1].count, 400);
+  EXPECT_EQ((*totals)[1].lines, 2);
+  EXPECT_DOUBLE_EQ((*totals)[1].sum_of_squares, 0.01 * 300 + 0.04 * 100);
   EXPECT_EQ(store_->GetOutcomeTotals(release, 120)->size(), 1u) << "only those up to the time";
 
   // A batch with one bad outcome stores none of it.

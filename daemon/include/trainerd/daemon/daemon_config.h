@@ -64,6 +64,9 @@ struct OutcomesConfig {
   std::vector<OutcomeMetricConfig> metrics;  // none: outcomes are kept and shown, not judged
   std::vector<std::string> slices;           // the slices judged; none: every slice reported
   double check_interval_seconds = 3600;      // how often maturity is looked at; (0, 24h]
+  // The confidence of the one-sided test against the noise of two releases' means
+  // (outcome_watch.h); [0.5, 0.999]. 0.5 judges the means as if they had no noise.
+  double confidence = 0.95;
   // The metric named `name`, or null.
   const OutcomeMetricConfig* Metric(const std::string& name) const;
 };

@@ -1,9 +1,10 @@
 // Values of the control protocol's JSON (bytes, seconds, Unix times, numbers) as text for a
 // person, "-" where the value is absent or null: what trainerctl's tables and the report page
-// print.
+// print; and a figure that may be absent as that JSON.
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 namespace trainerd::daemon {
@@ -14,5 +15,8 @@ std::string NumberText(const nlohmann::json& value, const char* format);
 std::string BytesText(const nlohmann::json& value);
 // Unix seconds as "2026-12-02T03:10:44Z".
 std::string TimeText(const nlohmann::json& value);
+
+// `value`, or null where it is absent or not finite (JSON has no inf or NaN).
+nlohmann::json FigureJson(const std::optional<double>& value);
 
 }  // namespace trainerd::daemon

@@ -20,11 +20,26 @@ struct OutcomeComparison {
   store::OutcomeTotal current;
   store::OutcomeTotal previous;
   // How much worse the current value is, as a fraction of the previous one's magnitude
-  // (negative: better); a regression when above the metric's tolerance.
+  // (negative: better); a regression when above the metric's tolerance by more than the
+  // noise (OutcomeStandardError): a one-sided test at outcomes.confidence.
   double worse_by = 0;
   double tolerance = 0;
+  // Of each mean, and of how much worse the current one is than the tolerance allows; none
+  // where a release's outcomes came in one line.
+  std::optional<double> current_standard_error;
+  std::optional<double> previous_standard_error;
+  std::optional<double> difference_standard_error;
+  bool within_noise = false;  // worse beyond the tolerance, not beyond the noise
   bool regressed = false;
 };
+
+// The standard error of a release's mean outcome, from its lines: each line's value is the
+// mean of its `count` outcomes, so with lines i of counts c_i and the mean m, one outcome's
+// variance is estimated by sum_i c_i (v_i - m)^2 / (lines - 1) (each line's value varies with
+// 1/c_i of it), and the mean's is that over the total count. None from fewer than two lines.
+// A serving side that reports every day's outcomes on a line of its own gives the watch the
+// day-to-day spread, weekday effects included.
+std::optional<double> OutcomeStandardError(const store::OutcomeTotal& total);
 
 struct OutcomeVerdict {
   std::vector<OutcomeComparison> compared;  // every judged metric and slice with enough outcomes
@@ -35,7 +50,9 @@ struct OutcomeVerdict {
 };
 
 // The pure comparison: each metric of `config` whose maturity the current release has been
-// live for (`live_seconds`), on each judged slice with at least min_count outcomes for both.
+// live for (`live_seconds`), on each judged slice with at least min_count outcomes for both;
+// worse beyond the tolerance and, where both means have a standard error, beyond
+// NormalQuantile(config.confidence) standard errors of the difference.
 OutcomeVerdict CompareOutcomes(const OutcomesConfig& config,
                                const std::vector<store::OutcomeTotal>& current,
                                const std::vector<store::OutcomeTotal>& previous,

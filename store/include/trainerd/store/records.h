@@ -268,6 +268,10 @@ struct OutcomeTotal {
   std::int64_t count = 0;  // their counts' sum
   double first_at = 0;     // the earliest and latest outcome's time
   double last_at = 0;
+  // The lines they came in and the sum of count x value^2 over them: the spread of the
+  // lines' values around the mean, from which the outcome watch takes its noise.
+  std::int64_t lines = 0;
+  double sum_of_squares = 0;
 
   bool operator==(const OutcomeTotal&) const = default;
 };
