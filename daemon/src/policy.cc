@@ -340,7 +340,8 @@ bool JudgeAgainstReference(const store::SliceEval& eval, const store::SliceEval&
     }
   }
   const double excess = eval.loss - reference.loss * scale;
-  if (!(excess > 0)) return std::isfinite(eval.loss);  // NaN fails
+  if (excess <= 0) return true;
+  if (std::isnan(excess)) return false;  // a loss or a reference that is not a number
   s.within_noise = s.difference_standard_error && excess <= z * *s.difference_standard_error;
   return s.within_noise;
 }

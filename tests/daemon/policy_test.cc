@@ -391,6 +391,8 @@ TEST(ReleaseGateTest, EverySliceWithinItsToleranceOfTheCurrentRelease) {
   // A slice the release never had passes; a NaN never does.
   EXPECT_TRUE(ReleaseGate(Losses({{"a", 2.0}, {"c", 99.0}}), reference, 4, false, r).pass);
   EXPECT_FALSE(ReleaseGate(Losses({{"a", std::nan("")}}), reference, 4, false, r).pass);
+  EXPECT_FALSE(ReleaseGate(Losses({{"a", 2.0}}), Losses({{"a", std::nan("")}}), 4, false, r).pass)
+      << "nor against a reference that is not a number";
 }
 
 TEST(ReleaseGateTest, EverySliceBelowTheSimpleBaseline) {
