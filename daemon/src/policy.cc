@@ -322,16 +322,16 @@ std::optional<double> PredictionDivergence(const std::string& predictions_json,
 
 namespace {
 
-// One slice's loss against the reference's: beyond reference x (1 + tolerance), and by more
-// than `z` standard errors of the difference where both evaluations have their windows.
-// Returns whether it is within (passes).
-bool JudgeAgainstReference(const store::SliceEval& eval, const store::SliceEval& reference,
-                           bool same_windows, double z, SliceVerdict& s) {
+// One slice's loss (its `windows`, if stored) against the reference's: beyond reference x
+// (1 + tolerance), and by more than `z` standard errors of the difference where both
+// evaluations have their windows. Returns whether it is within (passes).
+bool JudgeAgainstReference(const store::SliceEval& eval, const std::optional<WindowLosses>& windows,
+                           const store::SliceEval& reference, bool same_windows, double z,
+                           SliceVerdict& s) {
   s.reference = reference.loss;
   const double scale = 1 + s.tolerance;
-  const std::optional<WindowLosses> windows = ParseWindowLosses(eval.windows_json);
   const std::optional<WindowLosses> reference_windows = ParseWindowLosses(reference.windows_json);
-  s.reference_standard_error = StoredStandardError(reference.windows_json);
+  if (reference_windows) s.reference_standard_error = StandardError(*reference_windows);
   if (windows && reference_windows) {
     if (const std::optional<DifferenceNoise> noise =
             DifferenceStandardError(*windows, *reference_windows, scale, same_windows)) {
@@ -365,11 +365,12 @@ GateVerdict ReleaseGate(const SliceEvals& evals, const std::optional<SliceEvals>
     s.loss = eval.loss;
     s.tolerance = regression.ToleranceFor(slice);
     s.baseline = eval.baseline_loss;
-    s.standard_error = StoredStandardError(eval.windows_json);
+    const std::optional<WindowLosses> windows = ParseWindowLosses(eval.windows_json);
+    if (windows) s.standard_error = StandardError(*windows);
     bool within = std::isfinite(eval.loss);
     if (reference_evals) {
       if (auto it = reference_evals->find(slice); it != reference_evals->end()) {
-        within = JudgeAgainstReference(eval, it->second, same_windows, z, s);
+        within = JudgeAgainstReference(eval, windows, it->second, same_windows, z, s);
         s.prediction_divergence =
             PredictionDivergence(eval.predictions_json, it->second.predictions_json);
       }
