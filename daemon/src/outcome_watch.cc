@@ -112,8 +112,13 @@ OutcomeVerdict CompareOutcomes(const OutcomesConfig& config,
       c.current_standard_error = OutcomeStandardError(*now);
       c.previous_standard_error = OutcomeStandardError(*before);
       if (c.current_standard_error && c.previous_standard_error) {
+        // beyond (below) = how much worse than the previous value x (1 -+ tolerance): the
+        // previous mean enters scaled by that factor.
+        const double sign = before->value < 0 ? -1 : 1;
+        const double scale =
+            metric.higher_is_better ? 1 - metric.tolerance * sign : 1 + metric.tolerance * sign;
         c.difference_standard_error =
-            std::hypot(*c.current_standard_error, *c.previous_standard_error);
+            std::hypot(*c.current_standard_error, scale * *c.previous_standard_error);
       }
       c.regressed = c.worse_by > metric.tolerance;
       if (c.regressed && c.difference_standard_error) {

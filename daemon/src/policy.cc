@@ -395,16 +395,16 @@ GateVerdict ReleaseGate(const SliceEvals& evals, const std::optional<SliceEvals>
     return joined;
   };
   char level[64];
-  std::snprintf(level, sizeof level, " (one-sided, at %g%% confidence)",
+  std::snprintf(level, sizeof level, "one-sided, at %g%% confidence",
                 100 * regression.gate_confidence);
   std::vector<std::string> reasons;
   if (evals.empty()) {
     reasons.push_back("the run reported no eval losses");
   } else if (!worse.empty()) {
     reasons.push_back(reference_evals
-                          ? "eval loss worse than the current release beyond tolerance and "
-                            "noise" +
-                                std::string(level) + " on: " + names(worse)
+                          ? "eval loss worse than the current release beyond tolerance (and "
+                            "the noise, where measured, " +
+                                std::string(level) + ") on: " + names(worse)
                           : "non-finite eval loss on " + worse.front());
   }
   if (!not_beating.empty()) {
@@ -421,8 +421,8 @@ GateVerdict ReleaseGate(const SliceEvals& evals, const std::optional<SliceEvals>
     if (regression.beat_baseline) reasons.back() += " and beats the simple baseline";
   }
   if (!within_noise.empty()) {
-    reasons.push_back("beyond tolerance but within the noise" + std::string(level) +
-                      " on: " + names(within_noise));
+    reasons.push_back("beyond tolerance but within the noise (" + std::string(level) +
+                      ") on: " + names(within_noise));
   }
   g.reason = names(reasons);
   return g;

@@ -152,7 +152,8 @@ TEST(CompareOutcomesTest, WorseBeyondTheToleranceButWithinTheNoiseIsNoRegression
       CompareOutcomes(config, {Lines("en", {{0.087, 200}, {0.107, 200}})}, {before}, 72 * kHour);
   ASSERT_EQ(noisy.compared.size(), 1u);
   EXPECT_NEAR(noisy.compared[0].worse_by, 0.03, 1e-9);
-  EXPECT_NEAR(*noisy.compared[0].difference_standard_error, std::hypot(0.01, 0.01), 1e-9);
+  EXPECT_NEAR(*noisy.compared[0].difference_standard_error, std::hypot(0.01, 0.98 * 0.01), 1e-9)
+      << "the previous mean as the tolerance scales it";
   EXPECT_TRUE(noisy.compared[0].within_noise);
   EXPECT_FALSE(noisy.regressed());
   const OutcomeVerdict steady =

@@ -456,7 +456,10 @@ TEST(ReleaseGateTest, BeyondTheToleranceButWithinTheNoisePassesAndSaysSo) {
                                          SliceEvals{{"a", Windowed(2.0, 0.01)}}, 4, false, r);
   EXPECT_FALSE(steady.pass);
   EXPECT_FALSE(steady.slices[0].within_noise);
-  EXPECT_NE(steady.reason.find("beyond tolerance and noise"), std::string::npos) << steady.reason;
+  EXPECT_NE(steady.reason.find("beyond tolerance (and the noise, where measured, one-sided, at "
+                               "95% confidence) on: a"),
+            std::string::npos)
+      << steady.reason;
   // Without the reference's windows (a release recorded before them), the tolerance alone.
   EXPECT_FALSE(ReleaseGate({{"a", Windowed(2.1, 0.5)}}, Losses({{"a", 2.0}}), 4, false, r).pass);
 }

@@ -18,11 +18,13 @@ constexpr double kHighestLogK = 4.6051701859880914;  // log(100)
 constexpr int kGridPoints = 29;
 constexpr int kGoldenSteps = 40;
 
-// The mean cross-entropy on targets whose training counts are `counts` of add-k smoothed
-// frequencies, log k = `log_k`: -mean log((count + k) / (terms + k x classes)).
-double AddKLoss(const torch::Tensor& counts, double terms, double classes, double log_k) {
+// The mean cross-entropy of add-k smoothed frequencies, log k = `log_k`, on targets whose
+// classes have training counts `counts` and make up `shares` of the targets:
+// -sum share x log((count + k) / (terms + k x classes)).
+double AddKLoss(const torch::Tensor& counts, const torch::Tensor& shares, double terms,
+                double classes, double log_k) {
   const double k = std::exp(log_k);
-  return std::log(terms + k * classes) - (counts + k).log().mean().item<double>();
+  return std::log(terms + k * classes) - (shares * (counts + k).log()).sum().item<double>();
 }
 
 // The smallest value of `loss` over log k in [kLowestLogK, kHighestLogK]: the grid's best
@@ -100,13 +102,21 @@ LossTerms SimpleBaseline::Loss(const torch::Tensor& targets) const {
   if (loss_.kind == LossKind::kCrossEntropy) {
     const torch::Tensor flat = targets.reshape({-1});
     const torch::Tensor kept = flat.masked_select(flat.ne(loss_.ignore_index));
-    const torch::Tensor counts = counts_.index_select(0, kept.cpu().clamp(0, counts_.size(0) - 1));
     terms.count = kept.numel();
     terms.sum = torch::zeros({}, torch::dtype(torch::kDouble).device(targets.device()));
     if (terms.count == 0) return terms;
-    const double total = static_cast<double>(terms_);
-    const double classes = static_cast<double>(counts_.size(0));
-    const auto loss = [&](double log_k) { return AddKLoss(counts, total, classes, log_k); };
+    // Each class the slice holds, once, with its share of the targets: the search over k
+    // then costs the classes seen, not the targets.
+    const std::int64_t classes = counts_.size(0);
+    const torch::Tensor seen = torch::bincount(kept.cpu().clamp(0, classes - 1), {}, classes);
+    const torch::Tensor present = seen.nonzero().reshape({-1});
+    const torch::Tensor shares =
+        seen.index_select(0, present).to(torch::kDouble) / static_cast<double>(terms.count);
+    const torch::Tensor counts = counts_.index_select(0, present);
+    const auto loss = [&](double log_k) {
+      return AddKLoss(counts, shares, static_cast<double>(terms_), static_cast<double>(classes),
+                      log_k);
+    };
     terms.sum.fill_(SmallestOverLogK(loss) * static_cast<double>(terms.count));
   } else {
     terms.sum = (targets.to(torch::kDouble) - mean_.to(targets.device())).square().sum();

@@ -24,8 +24,8 @@ struct OutcomeComparison {
   // noise (OutcomeStandardError): a one-sided test at outcomes.confidence.
   double worse_by = 0;
   double tolerance = 0;
-  // Of each mean, and of how much worse the current one is than the tolerance allows; none
-  // where a release's outcomes came in one line.
+  // Of each mean, and of how much worse the current one is than the tolerance allows (the
+  // previous mean scaled by 1 -+ tolerance); none where a release's outcomes came in one line.
   std::optional<double> current_standard_error;
   std::optional<double> previous_standard_error;
   std::optional<double> difference_standard_error;
