@@ -45,9 +45,9 @@ void WindowLossTally::Add(const torch::Tensor& outputs, const torch::Tensor& tar
     counted = torch::ones_like(flat, torch::kBool);
     losses = (outputs.to(torch::kDouble) - targets.to(torch::kDouble)).square().reshape({-1});
   }
-  const torch::Tensor window = torch::arange(seen_, seen_ + positions, torch::kLong)
-                                   .div(terms_per_window_, "floor")
-                                   .to(losses.device());
+  const torch::Tensor window =
+      torch::arange(seen_, seen_ + positions, torch::dtype(torch::kLong).device(losses.device()))
+          .div(terms_per_window_, "floor");
   sums_ = sums_.to(losses.device()).index_add_(0, window, losses);
   terms_ = terms_.to(losses.device()).index_add_(0, window, counted.to(torch::kLong));
   seen_ += positions;
