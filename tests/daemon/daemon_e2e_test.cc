@@ -31,6 +31,7 @@
 #include "trainerd/common/sha256.h"
 #include "trainerd/daemon/control_client.h"
 #include "trainerd/store/store.h"
+#include "trainerd/trainer/spec/accumulation_steps.h"
 
 namespace trainerd {
 namespace {
@@ -207,7 +208,7 @@ TEST_F(DaemonTest, OnceRecordsAFullRunReleasesTheModelAndMarksTheConfigKnownGood
   EXPECT_LT(*run.started_at, *run.ended_at);
   EXPECT_LT(*run.ended_at, run.deadline_at);
   ASSERT_TRUE(run.plan.has_value());
-  EXPECT_EQ(run.plan->microbatch * run.plan->accumulation_steps, 8);
+  EXPECT_EQ(run.plan->accumulation_steps, AccumulationSteps(8, run.plan->microbatch));
   EXPECT_FALSE(run.hardware.cpu_model.empty());
   EXPECT_GT(run.hardware.cpu_cores, 0);
   EXPECT_GT(run.hardware.memory_bytes, 0);
@@ -293,7 +294,7 @@ TEST_F(DaemonTest, ACandidatePlanOverItsBudgetIsRejectedAndTheKnownGoodConfigRun
   // The effective batch never changes (the rejected run never started training: no shapes).
   EXPECT_EQ(nlohmann::json::parse(fallback.shapes_json)["effective_batch"], 8);
   ASSERT_TRUE(fallback.plan.has_value());
-  EXPECT_EQ(fallback.plan->microbatch * fallback.plan->accumulation_steps, 8);
+  EXPECT_EQ(fallback.plan->accumulation_steps, AccumulationSteps(8, fallback.plan->microbatch));
 
   ASSERT_EQ(EventsOfKind(*s, rejected.id, "plan_over_budget").size(), 1u);
   EXPECT_TRUE(EventsOfKind(*s, rejected.id, "worker_error").empty());  // it never trained
@@ -989,7 +990,8 @@ TEST_F(DaemonTest, ADataParallelJobTrainsAsTwoLocalRanksAndRecordsItsWorldSize) 
   ASSERT_EQ(run.status, RunStatus::kSucceeded) << Diagnostics();
   EXPECT_EQ(run.world_size, 2);
   ASSERT_TRUE(run.plan.has_value());
-  EXPECT_EQ(run.plan->microbatch * run.plan->accumulation_steps, 4) << "the plan is per rank";
+  EXPECT_EQ(run.plan->accumulation_steps, AccumulationSteps(4, run.plan->microbatch))
+      << "the plan is per rank";
   EXPECT_EQ(s->GetMetrics(1)->size(), 30u);
   const std::string log = ReadFile(dir_.File("state/logs/run-1.log"));
   EXPECT_NE(log.find("trainer-launch: 2 ranks of " + std::string(TRAINER_RUN_PATH)),

@@ -16,6 +16,7 @@
 #include "trainerd/trainer/loop/trainer.h"
 #include "trainerd/trainer/models/build_model.h"
 #include "trainerd/trainer/plan/memory_ledger.h"
+#include "trainerd/trainer/spec/accumulation_steps.h"
 #include "trainerd/trainer/spec/units.h"
 
 namespace trainerd {
@@ -287,7 +288,7 @@ Result<CheckShape> ShapeAt(const JobSpec& spec, const Dataset& corpus, int batch
     PlanSpec& p = plan.plan;
     plan.training.effective_batch = batch;
     p.microbatch = std::min(p.microbatch, p.accumulation_steps > 1 ? (batch + 1) / 2 : batch);
-    p.accumulation_steps = (batch + p.microbatch - 1) / p.microbatch;
+    p.accumulation_steps = AccumulationSteps(batch, p.microbatch);
   }
   const bool on_cpu = spec.runtime.device != "cuda";
   shape.plans = PlanSides(plan, /*fp16_computes_in_fp32=*/on_cpu);

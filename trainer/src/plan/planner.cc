@@ -23,6 +23,7 @@
 #include "trainerd/trainer/plan/memory_ledger.h"
 #include "trainerd/trainer/plan/parity.h"
 #include "trainerd/trainer/plan/plan_selection.h"
+#include "trainerd/trainer/spec/accumulation_steps.h"
 #include "trainerd/trainer/spec/plan_text.h"
 #include "trainerd/trainer/spec/units.h"
 
@@ -31,15 +32,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-int Steps(int effective_batch, int microbatch) {
-  return (effective_batch + microbatch - 1) / microbatch;
-}
-
 // With the output chunk `spec`'s plan has (PlanJob sets the one the ledger calls for).
 PlanSpec MakePlan(const JobSpec& spec, int microbatch, std::vector<int> blocks, Precision precision,
                   StatePlacement optimizer_state = StatePlacement::kDevice) {
-  PlanSpec plan{microbatch, Steps(spec.training.effective_batch, microbatch), std::move(blocks),
-                precision, optimizer_state};
+  PlanSpec plan{microbatch, AccumulationSteps(spec.training.effective_batch, microbatch),
+                std::move(blocks), precision, optimizer_state};
   plan.output_chunk = spec.plan.output_chunk;
   return plan;
 }

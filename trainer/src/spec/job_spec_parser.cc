@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "trainerd/trainer/spec/accumulation_steps.h"
 #include "trainerd/trainer/spec/data_format.h"
 #include "trainerd/trainer/spec/model_kind.h"
 #include "trainerd/trainer/spec/yaml_reader.h"
@@ -107,7 +108,7 @@ void ReadPlan(YamlReader plan, const ModelSpec& model, const TrainingSpec& train
     spec->microbatch = (batch + spec->accumulation_steps - 1) / spec->accumulation_steps;
   }
   if (spec->microbatch == 0) spec->microbatch = batch;
-  const int steps = (batch + spec->microbatch - 1) / spec->microbatch;
+  const int steps = AccumulationSteps(batch, spec->microbatch);
   if (plan.ok() && spec->accumulation_steps != 0 && spec->accumulation_steps != steps) {
     plan.Fail("accumulation_steps",
               std::to_string(steps) + " (effective batch " + std::to_string(batch) +
