@@ -119,5 +119,14 @@ TEST(PlanTextTest, WithoutTheTimeModelsFigureTheChosenTimingSaysNothingOfIt) {
   EXPECT_EQ(DescribeChosenTiming(chosen), "1m 45s at its measured 0.35 s per update");
 }
 
+// The finalists' rounds spread by a median 6%: the chosen plan's duration is no closer.
+TEST(PlanTextTest, TheChosenTimingShowsTheSpreadOfItsRounds) {
+  ChosenPlan chosen = BundledJob();
+  chosen.selection.noise = 0.06;
+  EXPECT_EQ(DescribeChosenTiming(chosen),
+            "1m 45s (+-6%: its rounds' spread) at its measured 0.35 s per update; the time model "
+            "predicted 2m 48s (+60%)");
+}
+
 }  // namespace
 }  // namespace trainerd

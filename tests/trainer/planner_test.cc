@@ -310,5 +310,32 @@ TEST(FitLineTest, RecoversALine) {
   EXPECT_NEAR(fit.At(8), 19, 1e-12);
 }
 
+TEST(SegmentFitTest, InterpolatesGoesOnUpwardAlongTheLastSegmentAndProportionallyBelow) {
+  // Unordered, with a size measured twice (its first timing counts).
+  const SegmentFit fit({4, 1, 2, 2}, {10, 3, 4, 100});
+  EXPECT_DOUBLE_EQ(fit.At(1), 3);
+  EXPECT_DOUBLE_EQ(fit.At(1.5), 3.5);
+  EXPECT_DOUBLE_EQ(fit.At(3), 7);
+  EXPECT_DOUBLE_EQ(fit.At(8), 22);           // the last segment's 3 per unit goes on
+  EXPECT_DOUBLE_EQ(fit.At(0.5), 1.5);        // proportional below the first point
+  const SegmentFit falling({1, 2}, {5, 4});  // noise: a larger size timed faster
+  EXPECT_DOUBLE_EQ(falling.At(1.5), 4.5);
+  EXPECT_DOUBLE_EQ(falling.At(6), 4);  // never downwards beyond the last point
+  EXPECT_DOUBLE_EQ(SegmentFit({4}, {8}).At(6), 12);
+}
+
+// An update steps once whatever its accumulation, and its last microbatch may be short: with
+// forwards and backwards of 1 s per sample and a 10 s step, 8 samples cost 18 s in any split.
+TEST(UpdateTimeModelTest, CountsEveryMicrobatchAndOneStep) {
+  UpdateTimeModel model{SegmentFit({1, 2, 4}, {1, 2, 4}), SegmentFit({1, 2, 4}, {2, 4, 8}), 10, 0};
+  EXPECT_DOUBLE_EQ(model.UpdateSeconds(8, 8, 0), 18);
+  EXPECT_DOUBLE_EQ(model.UpdateSeconds(8, 1, 0), 18);
+  EXPECT_DOUBLE_EQ(model.UpdateSeconds(8, 3, 0), 18);  // 3 + 3 + 2
+  EXPECT_DOUBLE_EQ(model.UpdateSeconds(8, 2, 1), 26);  // every block recomputed: 2 s per sample
+  EXPECT_DOUBLE_EQ(model.UpdateSeconds(8, 2, 0.5), 22);
+  model.recompute_seconds_per_sample = 1.5;  // the ledger's forward is dearer than measured
+  EXPECT_DOUBLE_EQ(model.MicrobatchSeconds(2, 1), 5);
+}
+
 }  // namespace
 }  // namespace trainerd

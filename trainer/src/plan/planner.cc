@@ -63,6 +63,7 @@ Measurement MeasureUpdate(const JobSpec& spec, const Dataset& corpus, const Plan
                           int effective_batch, std::int64_t limit) {
   JobSpec job = spec;
   job.plan = plan;
+  job.plan.accumulation_steps = AccumulationSteps(effective_batch, plan.microbatch);
   job.training.effective_batch = effective_batch;
   Measurement m;
   NullEventSink discard;
@@ -104,11 +105,14 @@ Measurement MeasureUpdate(const JobSpec& spec, const Dataset& corpus, const Plan
   return m;
 }
 
-// Peak and time of one microbatch as linear functions of its size, with no blocks and with
-// every block checkpointed.
+// Peak of one microbatch as a linear function of its size, and the time of its forward and
+// backward through the probe sizes, with no blocks and with every block checkpointed; and the
+// time of an update's optimizer step (its clip, its AdamW step), once per update whatever the
+// accumulation.
 struct PrecisionModel {
   Precision precision;
-  LinearFit peak_none, peak_all, seconds_none, seconds_all;
+  LinearFit peak_none, peak_all;
+  UpdateTimeModel seconds;
 };
 
 bool ForbidsAccumulation(const JobSpec& spec) {
@@ -132,6 +136,42 @@ LinearFit FitLine(const std::vector<double>& x, const std::vector<double>& y) {
   }
   const double slope = sxx > 0 ? sxy / sxx : 0.0;
   return {my - slope * mx, slope};
+}
+
+SegmentFit::SegmentFit(const std::vector<double>& x, const std::vector<double>& y) {
+  std::vector<std::size_t> order(x.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return x[a] < x[b]; });
+  for (std::size_t i : order) {
+    if (!x_.empty() && x[i] == x_.back()) continue;  // a size measured twice: its first timing
+    x_.push_back(x[i]);
+    y_.push_back(y[i]);
+  }
+}
+
+double SegmentFit::At(double x) const {
+  if (x_.empty()) return 0;
+  if (x_.size() == 1 || x <= x_.front()) return y_.front() * x / x_.front();
+  std::size_t i = 1;  // the segment [x_[i - 1], x_[i]] that holds x, or the last one
+  while (i + 1 < x_.size() && x > x_[i]) ++i;
+  const double slope = (y_[i] - y_[i - 1]) / (x_[i] - x_[i - 1]);
+  if (x > x_.back()) return y_.back() + std::max(0.0, slope) * (x - x_.back());
+  return y_[i - 1] + slope * (x - x_[i - 1]);
+}
+
+double UpdateTimeModel::MicrobatchSeconds(int m, double checkpointed_cost_fraction) const {
+  const double nothing = none.At(m);
+  // Recomputing every block costs at least one more forward through them.
+  const double every = std::max(all.At(m), nothing + recompute_seconds_per_sample * m);
+  return nothing + checkpointed_cost_fraction * (every - nothing);
+}
+
+double UpdateTimeModel::UpdateSeconds(int effective_batch, int m,
+                                      double checkpointed_cost_fraction) const {
+  const int steps = AccumulationSteps(effective_batch, m);
+  const int last = effective_batch - (steps - 1) * m;
+  return (steps - 1) * MicrobatchSeconds(m, checkpointed_cost_fraction) +
+         MicrobatchSeconds(last, checkpointed_cost_fraction) + step_seconds;
 }
 
 PlanSpec NamedBaselinePlan(const JobSpec& spec) {
@@ -218,8 +258,43 @@ Result<BlockRanking> RankBlocks(const JobSpec& spec, const Dataset& corpus) {
   return r;
 }
 
-// Per allowed precision: peak and time of a microbatch as lines in its size, from probes of
-// each planner.probe_microbatches size with no block and with every block checkpointed.
+// The optimizer step's share of an update of one microbatch of `m` samples (`update_seconds`,
+// measured): the same microbatch in an update of two accumulates twice and steps once, so the
+// step is twice the one less the two. At most half the update of one (the forward and
+// backward are never cheaper than the step they feed, and the difference of two timings is
+// noisy); 0 where the effective batch has no room for two microbatches.
+double MeasureStepSeconds(const JobSpec& spec, const Dataset& corpus, Precision precision, int m,
+                          double update_seconds) {
+  if (2 * m > spec.training.effective_batch) return 0;
+  const Measurement two = MeasureUpdate(spec, corpus, MakePlan(spec, m, {}, precision), 2 * m, 0);
+  if (!two.timed()) return 0;
+  return std::clamp(2 * update_seconds - two.update_seconds, 0.0, update_seconds / 2);
+}
+
+// The microbatches the probes measure: planner.probe_microbatches within the effective batch,
+// ascending, then doubling from the largest of them up to the effective batch, which closes
+// the list. An update's time per sample changes with its microbatch wherever the kernels' data
+// outgrows a cache or fills the device better (on an AMD EPYC the bundled job's 32 samples took
+// 2.4x the time per sample of 4), so the plans' microbatches are interpolated between
+// measured sizes, never extrapolated.
+std::vector<int> ProbeSizes(const JobSpec& spec) {
+  const int batch = spec.training.effective_batch;
+  std::vector<int> sizes;
+  for (int m : spec.planner.probe_microbatches) {
+    if (m <= batch) sizes.push_back(m);
+  }
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  for (int m = sizes.empty() ? batch : 2 * sizes.back(); sizes.empty() || sizes.back() < batch;
+       m *= 2) {
+    sizes.push_back(std::min(m, batch));
+  }
+  return sizes;
+}
+
+// Per allowed precision: peak of a microbatch as a line in its size and the time of its
+// forward and backward through the sizes, from probes of each of ProbeSizes with no block and
+// with every block checkpointed, and the optimizer step's time.
 Result<std::vector<PrecisionModel>> FitPrecisionModels(const JobSpec& spec, const Dataset& corpus) {
   std::vector<int> all(static_cast<std::size_t>(NumBlocks(spec.model)));
   std::iota(all.begin(), all.end(), 0);
@@ -228,8 +303,7 @@ Result<std::vector<PrecisionModel>> FitPrecisionModels(const JobSpec& spec, cons
   for (Precision precision : spec.planner.precisions) {
     std::vector<double> sizes, peak_none, peak_all, sec_none, sec_all;
     bool never_stepped = false;
-    for (int m : spec.planner.probe_microbatches) {
-      if (m > spec.training.effective_batch) continue;
+    for (int m : ProbeSizes(spec)) {
       Measurement none, ckpt;
       try {
         none = MeasureUpdate(spec, corpus, MakePlan(spec, m, {}, precision), m, 0);
@@ -245,7 +319,8 @@ Result<std::vector<PrecisionModel>> FitPrecisionModels(const JobSpec& spec, cons
         break;
       }
       never_stepped = never_stepped || none.never_stepped || ckpt.never_stepped;
-      if (none.oom || ckpt.oom || never_stepped) continue;  // too big for the device, or no step
+      if (never_stepped) continue;
+      if (none.oom || ckpt.oom) break;  // too big for the device, and so is every larger one
       sizes.push_back(m);
       peak_none.push_back(static_cast<double>(none.peak_bytes));
       peak_all.push_back(static_cast<double>(ckpt.peak_bytes));
@@ -257,8 +332,14 @@ Result<std::vector<PrecisionModel>> FitPrecisionModels(const JobSpec& spec, cons
     if (sizes.empty())
       return Status::InvalidArgument(
           "planner.probe_microbatches: none <= the effective batch fits on the device");
-    models.push_back({precision, FitLine(sizes, peak_none), FitLine(sizes, peak_all),
-                      FitLine(sizes, sec_none), FitLine(sizes, sec_all)});
+    const double step =
+        MeasureStepSeconds(spec, corpus, precision, static_cast<int>(sizes[0]), sec_none[0]);
+    for (double& t : sec_none) t -= step;
+    for (double& t : sec_all) t -= step;
+    models.push_back({precision,
+                      FitLine(sizes, peak_none),
+                      FitLine(sizes, peak_all),
+                      {SegmentFit(sizes, sec_none), SegmentFit(sizes, sec_all), step, 0.0}});
   }
   if (!left_out.empty()) std::cerr << "trainer-run: planner: left out " << left_out << "\n";
   if (models.empty()) {
@@ -457,13 +538,8 @@ std::vector<Candidate> PredictCandidates(const JobSpec& spec, const BlockRanking
         std::sort(chosen.begin(), chosen.end());
         const PlanSpec plan = MakePlan(spec, m, chosen, model.precision);
         const std::int64_t peak = PredictPeak(spec, blocks, model, m, k);
-        // Recomputing every block costs at least one more forward through them.
-        const double t_none = model.seconds_none.At(m);
-        const double t_all =
-            std::max(model.seconds_all.At(m), t_none + blocks.recompute_seconds_per_sample * m);
         const double update_seconds =
-            plan.accumulation_steps *
-            std::max(1e-6, t_none + blocks.cost_fraction[k] * (t_all - t_none));
+            model.seconds.UpdateSeconds(batch, m, blocks.cost_fraction[k]);
         judge(plan, peak, update_seconds);
         if (host && peak > usable) {
           PlanSpec on_host = plan;
@@ -476,7 +552,9 @@ std::vector<Candidate> PredictCandidates(const JobSpec& spec, const BlockRanking
         in_backward.step_in_backward = true;
         if (peak > usable && !StepInBackwardRefusal(in_backward, spec.model, spec.distributed)) {
           judge(in_backward, peak - blocks.parameters_bytes,
-                update_seconds * (spec.training.grad_clip > 0 ? 2 : 1));
+                update_seconds + (spec.training.grad_clip > 0
+                                      ? model.seconds.MicrobatchSeconds(m, blocks.cost_fraction[k])
+                                      : 0.0));
         }
         // Offloading the blocks not checkpointed moves their activations to the host and back.
         if (offload && peak > usable && k < NumBlocks(spec.model)) {
@@ -742,18 +820,29 @@ Status ChooseMeasured(const JobSpec& spec, const Dataset& corpus,
   return Status::Ok();
 }
 
-}  // namespace
+// Steps 1 and 2: the plans predicted to fit (fastest first) and those refused on prediction,
+// for `spec`, the job with the output chunk every plan takes.
+struct WeighedPlans {
+  JobSpec spec;
+  std::optional<HostLever> host = std::nullopt;
+  std::vector<Candidate> fitting = {};
+  std::vector<RejectedPlan> rejected = {};
+};
 
-Result<ChosenPlan> PlanJob(const JobSpec& job, const Dataset& corpus, const PlanOptions& options) {
-  const auto started = Clock::now();
+Result<WeighedPlans> WeighPlans(const JobSpec& job, const Dataset& corpus,
+                                const PlanOptions& options) {
   Result<BlockRanking> blocks = RankBlocks(job, corpus);
   if (!blocks.ok()) return blocks.status();
   // Every plan from here on, the probes' included, takes the output layer in the ledger's chunk.
-  JobSpec spec = job;
+  WeighedPlans weighed{job};
+  JobSpec& spec = weighed.spec;
   spec.plan.output_chunk = blocks->output_chunk;
   Result<std::vector<PrecisionModel>> models = FitPrecisionModels(spec, corpus);
   if (!models.ok()) return models.status();
-  std::optional<HostLever> host;
+  for (PrecisionModel& model : *models) {
+    model.seconds.recompute_seconds_per_sample = blocks->recompute_seconds_per_sample;
+  }
+  std::optional<HostLever>& host = weighed.host;
   std::optional<OffloadLever> offload;
   std::vector<StatePlacement> placements = {StatePlacement::kDevice};
   if (SomePlanExceedsUsable(spec, *blocks, *models)) {
@@ -769,16 +858,40 @@ Result<ChosenPlan> PlanJob(const JobSpec& job, const Dataset& corpus, const Plan
       options.parity_checked ? FindUncheckablePlans(spec, corpus, *models, placements)
                              : Result<UncheckablePlans>(UncheckablePlans{});
   if (!uncheckable.ok()) return uncheckable.status();
-  std::vector<RejectedPlan> rejected;
-  const std::vector<Candidate> fitting =
-      PredictCandidates(spec, *blocks, *models, *uncheckable, host, offload, &rejected);
+  weighed.fitting =
+      PredictCandidates(spec, *blocks, *models, *uncheckable, host, offload, &weighed.rejected);
+  return weighed;
+}
 
+}  // namespace
+
+Result<std::vector<PredictedPlan>> PredictPlans(const JobSpec& job, const Dataset& corpus,
+                                                const PlanOptions& options) {
+  Result<WeighedPlans> weighed = WeighPlans(job, corpus, options);
+  if (!weighed.ok()) return weighed.status();
+  std::vector<PredictedPlan> plans;
+  for (const Candidate& c : weighed->fitting)
+    plans.push_back({c.plan, c.peak, c.update_seconds, ""});
+  for (const RejectedPlan& r : weighed->rejected) {
+    plans.push_back({r.plan, r.predicted_peak_bytes,
+                     r.predicted_duration_seconds / job.training.updates, r.reason});
+  }
+  return plans;
+}
+
+Result<ChosenPlan> PlanJob(const JobSpec& job, const Dataset& corpus, const PlanOptions& options) {
+  const auto started = Clock::now();
+  Result<WeighedPlans> weighed = WeighPlans(job, corpus, options);
+  if (!weighed.ok()) return weighed.status();
+  const JobSpec& spec = weighed->spec;
+  std::vector<RejectedPlan>& rejected = weighed->rejected;
   ChosenPlan result;
   result.usable_bytes = spec.memory.usable_bytes();
   result.host_is_the_device = HostIsTheDevice(spec);
   result.simulated_device = spec.memory.simulated_device;
   result.window_seconds = spec.window_seconds;
-  if (Status s = ChooseMeasured(spec, corpus, fitting, host, started, &result, &rejected);
+  if (Status s = ChooseMeasured(spec, corpus, weighed->fitting, weighed->host, started, &result,
+                                &rejected);
       !s.ok()) {
     return s;
   }

@@ -69,8 +69,14 @@ std::string DescribeLevers(const PlanSpec& plan) {
 }
 
 std::string DescribeChosenTiming(const ChosenPlan& chosen) {
-  std::string text = FormatDuration(chosen.predicted_duration_seconds) + " at its measured " +
-                     Seconds(chosen.measured_update_seconds) + " per update";
+  std::string text = FormatDuration(chosen.predicted_duration_seconds);
+  if (chosen.selection.noise > 0) {  // the rounds' spread: how far the figure may move
+    char spread[48];
+    std::snprintf(spread, sizeof spread, " (+-%.0f%%: its rounds' spread)",
+                  chosen.selection.noise * 100);
+    text += spread;
+  }
+  text += " at its measured " + Seconds(chosen.measured_update_seconds) + " per update";
   if (chosen.modelled_duration_seconds > 0) {  // unknown in reports stored before it was sent
     text += "; the time model predicted " + FormatDuration(chosen.modelled_duration_seconds) +
             " (" + SignedPercent(chosen.TimeModelError()) + ")";

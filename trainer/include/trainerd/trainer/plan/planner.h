@@ -2,8 +2,11 @@
 // device's usable memory and finishes the job soonest, from measurements.
 //
 // 1. Probe, per allowed precision: a single microbatch at each probe microbatch size, timed
-//    as in 3., with no blocks and with every block checkpointed; peak bytes and update time
-//    are fitted as linear functions of the microbatch. A per-block ledger orders the blocks
+//    as in 3., with no blocks and with every block checkpointed; peak bytes are fitted as a
+//    linear function of the microbatch, and the forward and backward's time as straight
+//    segments through the sizes (SegmentFit); the optimizer step is timed apart (an update of
+//    two of the smallest probe microbatches against one), so that an update of k microbatches
+//    costs k forwards and backwards and one step. A per-block ledger orders the blocks
 //    for checkpointing (checkpoint_ladder.h), and picks the output chunk: where a next-token
 //    model's output layer keeps more for the backward than its largest block, every plan
 //    (the probes' too) takes its loss in chunks of as many positions as keep about what that
@@ -65,6 +68,19 @@ struct PlanOptions {
 Result<ChosenPlan> PlanJob(const JobSpec& spec, const Dataset& corpus,
                            const PlanOptions& options = {});
 
+// A plan the planner weighed, with what its probes predict.
+struct PredictedPlan {
+  PlanSpec plan;
+  std::int64_t peak_bytes = 0;
+  double update_seconds = 0;
+  std::string rejection;  // why it is no candidate on prediction alone; empty for a candidate
+};
+
+// Steps 1 and 2 of PlanJob alone (probe, predict): every plan it weighs, the candidates first,
+// fastest predicted first. What bench/time_model_bench.cc holds the time model to.
+Result<std::vector<PredictedPlan>> PredictPlans(const JobSpec& spec, const Dataset& corpus,
+                                                const PlanOptions& options = {});
+
 // What ChosenPlan::rejected lists: of the plans that were timed and lost and those the time
 // model predicted faster than `chosen` (its modelled_duration_seconds, the same model's
 // figure), the ten predicted fastest. The chosen plan's measured job time is no measure for
@@ -83,5 +99,39 @@ struct LinearFit {
   double At(double x) const { return intercept + slope * x; }
 };
 LinearFit FitLine(const std::vector<double>& x, const std::vector<double>& y);
+
+// y through measured points (x > 0): straight segments between them; beyond the last point
+// the last segment goes on (never downwards), below the first y is proportional to x (one
+// point: proportional everywhere). Of points at the same x the first counts. How an update's
+// time grows with its microbatch: a line through the probes would miss the kernels that grow
+// more efficient with size.
+class SegmentFit {
+ public:
+  SegmentFit() = default;
+  SegmentFit(const std::vector<double>& x, const std::vector<double>& y);
+  double At(double x) const;
+
+ private:
+  std::vector<double> x_, y_;  // ascending x
+};
+
+// The time model of one precision, from the probes: an update costs the forward and backward
+// of each of its microbatches and one optimizer step (its clip and AdamW), whatever its
+// accumulation.
+struct UpdateTimeModel {
+  // One microbatch's forward and backward by its size, nothing and every block checkpointed.
+  SegmentFit none, all;
+  double step_seconds = 0;
+  // The ledger's forward through every block per sample: what recomputing them all adds at
+  // least.
+  double recompute_seconds_per_sample = 0;
+
+  // A microbatch of `m` with blocks checkpointed whose share of the blocks' recompute cost is
+  // `checkpointed_cost_fraction` (0: none, 1: all).
+  double MicrobatchSeconds(int m, double checkpointed_cost_fraction) const;
+  // An update of `effective_batch` samples in microbatches of `m`, the last one short where
+  // `m` does not divide it.
+  double UpdateSeconds(int effective_batch, int m, double checkpointed_cost_fraction) const;
+};
 
 }  // namespace trainerd
