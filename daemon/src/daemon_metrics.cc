@@ -143,6 +143,9 @@ struct DaemonMetrics::Families {
   Family<Gauge>& time_model_error = GaugeFamily(
       *registry, names, "trainerd_plan_time_model_error_ratio",
       "The planner's last choice: its time model's predicted over measured update, less 1");
+  Family<Gauge>& plan_error = GaugeFamily(
+      *registry, names, "trainerd_plan_duration_error_ratio",
+      "The last night whose plan came from the planner: its timed update over training's, less 1");
 };
 
 DaemonMetrics::DaemonMetrics(const std::string& version) : f_(std::make_unique<Families>()) {
@@ -274,6 +277,8 @@ void DaemonMetrics::DataQuality(const store::RunRecord& run) {
 void DaemonMetrics::PlanTimed(double time_model_error) {
   f_->time_model_error.Add({}).Set(time_model_error);
 }
+
+void DaemonMetrics::PlanTrained(double plan_error) { f_->plan_error.Add({}).Set(plan_error); }
 
 void DaemonMetrics::Budget(std::int64_t budget_bytes, std::int64_t usable_bytes) {
   f_->budget.Add({}).Set(static_cast<double>(budget_bytes));

@@ -6,6 +6,7 @@
 #include <set>
 #include <vector>
 
+#include "trainerd/daemon/duration_forecast.h"
 #include "trainerd/daemon/json_text.h"
 #include "trainerd/daemon/svg_chart.h"
 #include "trainerd/trainer/spec/plan_text.h"
@@ -64,6 +65,17 @@ std::string Text(const Json& value, const std::string& none = "-") {
 }
 
 // A fraction (0.25) as a percentage ("25.0%"), "-" when absent.
+// "Corrected: 1m 05s, x1.12 by the last 3 nights on this hardware (x0.95 to x1.30)" from a
+// planner's plan event; "" where it had no nights to correct by (or was stored before them).
+std::string CorrectedDurationText(const Json& plan_event) {
+  if (!plan_event.is_object()) return "";
+  const Json c = plan_event.value("duration_correction", Json());
+  const Json duration = plan_event.value("corrected_duration_seconds", Json());
+  const DurationCorrection correction = DurationCorrection::FromJson(c.dump());
+  if (!duration.is_number() || correction.nights == 0) return "";
+  return "Corrected: " + FormatDuration(duration.get<double>()) + ", " + correction.Describe();
+}
+
 std::string PercentText(const Json& fraction) {
   return fraction.is_number() ? NumberText(100 * fraction.get<double>(), "%.1f%%") : "-";
 }
@@ -145,18 +157,26 @@ std::string PlanSection(const Json& facts) {
   }
   const Json peak =
       run["peak_memory_bytes"].is_object() ? run["peak_memory_bytes"]["peak"] : Json();
-  html += "<div class=\"card\">" +
-          Cell("predicted peak", planner ? BytesText(planner->predicted_peak_bytes) : "-") +
-          Cell("measured peak", BytesText(peak)) +
-          Cell("time model's update", planner && planner->predicted_update_seconds > 0
-                                          ? NumberText(planner->predicted_update_seconds, "%.3g s")
-                                          : "-") +
-          Cell("planner's timed update",
-               planner ? NumberText(planner->measured_update_seconds, "%.3g s") : "-") +
-          Cell("time model error", planner && planner->predicted_update_seconds > 0
-                                       ? NumberText(planner->TimeModelError() * 100, "%+.0f%%")
-                                       : "-") +
-          Cell("training's update", NumberText(measured_update, "%.3g s")) + "</div>\n";
+  html +=
+      "<div class=\"card\">" +
+      Cell("predicted peak", planner ? BytesText(planner->predicted_peak_bytes) : "-") +
+      Cell("measured peak", BytesText(peak)) +
+      Cell("time model's update", planner && planner->predicted_update_seconds > 0
+                                      ? NumberText(planner->predicted_update_seconds, "%.3g s")
+                                      : "-") +
+      Cell("planner's timed update",
+           planner ? NumberText(planner->measured_update_seconds, "%.3g s") : "-") +
+      Cell("time model error", planner && planner->predicted_update_seconds > 0
+                                   ? NumberText(planner->TimeModelError() * 100, "%+.0f%%")
+                                   : "-") +
+      Cell("training's update", NumberText(measured_update, "%.3g s")) +
+      Cell("planner's error",
+           planner && measured_update.is_number()
+               ? NumberText(
+                     (planner->measured_update_seconds / measured_update.get<double>() - 1) * 100,
+                     "%+.0f%%")
+               : "-") +
+      "</div>\n";
   if (ledger && ledger->usable_bytes > 0) {
     const double share =
         static_cast<double>(ledger->peak_bytes) / static_cast<double>(ledger->usable_bytes);
@@ -171,6 +191,9 @@ std::string PlanSection(const Json& facts) {
                  ? ", in a " + NumberText(*planner->window_seconds, "%.0f s") + " window"
                  : std::string()) +
             ".</p>\n";
+    if (const std::string corrected = CorrectedDurationText(plan_event); !corrected.empty()) {
+      html += "<p id=\"duration-correction\">" + EscapeHtml(corrected) + ".</p>\n";
+    }
     if (const std::string counting = DescribeMemoryCounting(*planner); !counting.empty()) {
       html += "<p id=\"memory-counting\">Memory: " + EscapeHtml(counting) + ".</p>\n";
     }

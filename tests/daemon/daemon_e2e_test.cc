@@ -267,6 +267,49 @@ TEST_F(DaemonTest, OnceRecordsAFullRunReleasesTheModelAndMarksTheConfigKnownGood
   EXPECT_FALSE(std::ifstream(dir_.File("state/work/checkpoint.pt")).good());
 }
 
+// The planner times its plan alone; training then takes what it takes. The first night records
+// both, and the next night the planner runs (a new config version) its duration is scaled by
+// that night's ratio.
+TEST_F(DaemonTest, TheNextPlansDurationIsCorrectedByWhatTheLastNightsTrainingTook) {
+  WriteJob({});
+  WriteDaemonConfig();
+  ASSERT_EQ(RunOnce(), 0) << Diagnostics();
+  JobOptions changed;
+  changed.updates = 31;
+  WriteJob(changed);
+  ASSERT_EQ(RunOnce(), 0) << Diagnostics();
+
+  std::unique_ptr<store::Store> s = Store();
+  ASSERT_NE(s, nullptr);
+  const store::RunRecord first = *s->GetRun(1);
+  ASSERT_EQ(first.status, RunStatus::kSucceeded) << Diagnostics();
+  ASSERT_TRUE(first.samples_per_second.has_value());
+  const std::vector<store::Event> timing = EventsOfKind(*s, 1, "plan_timing");
+  ASSERT_EQ(timing.size(), 1u) << Diagnostics();
+  const nlohmann::json t = nlohmann::json::parse(timing[0].details_json);
+  EXPECT_DOUBLE_EQ(t["trained_update_seconds"].get<double>(), 8 / *first.samples_per_second);
+  const nlohmann::json first_plan =
+      nlohmann::json::parse(EventsOfKind(*s, 1, "plan").at(0).details_json);
+  EXPECT_DOUBLE_EQ(t["planned_update_seconds"].get<double>(),
+                   first_plan["planner"]["measured_update_seconds"].get<double>());
+  EXPECT_EQ(first_plan["duration_correction"]["nights"], 0);  // nothing to correct by yet
+
+  const std::vector<store::Event> second = EventsOfKind(*s, 2, "plan");
+  ASSERT_EQ(second.size(), 1u) << Diagnostics();
+  const nlohmann::json plan = nlohmann::json::parse(second[0].details_json);
+  ASSERT_EQ(plan["source"], "planner");
+  const double ratio =
+      t["trained_update_seconds"].get<double>() / t["planned_update_seconds"].get<double>();
+  EXPECT_EQ(plan["duration_correction"]["nights"], 1);
+  EXPECT_DOUBLE_EQ(plan["duration_correction"]["factor"].get<double>(), ratio);
+  EXPECT_NEAR(plan["corrected_duration_seconds"].get<double>(),
+              plan["planner"]["predicted_duration_seconds"].get<double>() * ratio, 1e-9);
+  EXPECT_NE(second[0].message.find("by the last night on this hardware"), std::string::npos)
+      << second[0].message;
+  EXPECT_NE(ReadFile(dir_.File("state/reports/run-2.html")).find("id=\"duration-correction\""),
+            std::string::npos);
+}
+
 TEST_F(DaemonTest, ACandidatePlanOverItsBudgetIsRejectedAndTheKnownGoodConfigRunsInstead) {
   WriteJob({});
   WriteDaemonConfig();

@@ -78,6 +78,7 @@ TEST(DaemonMetricsTest, AFinishedRunSetsTheLastRunGaugesAndCountsItsOutcome) {
   metrics.RunFinished(FinishedRun(store::RunStatus::kSucceeded), {{"GPL-3", 2.5}});
   metrics.Budget(1 << 30, 966367641);
   metrics.PlanTimed(0.25);
+  metrics.PlanTrained(-0.125);
   const std::string text = metrics.Exposition();
   EXPECT_TRUE(Contains(text, "trainerd_run_in_progress 0")) << text;
   EXPECT_TRUE(Contains(text, R"(trainerd_runs_total{outcome="succeeded"} 1)")) << text;
@@ -102,6 +103,7 @@ TEST(DaemonMetricsTest, AFinishedRunSetsTheLastRunGaugesAndCountsItsOutcome) {
   EXPECT_TRUE(Contains(text, "trainerd_plan_optimizer_state_on_host 0")) << text;
   EXPECT_TRUE(Contains(text, "trainerd_plan_zero_stage 0")) << text;
   EXPECT_TRUE(Contains(text, "trainerd_plan_time_model_error_ratio 0.25")) << text;
+  EXPECT_TRUE(Contains(text, "trainerd_plan_duration_error_ratio -0.125")) << text;
 }
 
 TEST(DaemonMetricsTest, OomsLeaksFallbacksAndRollbacksAreCounted) {
@@ -131,6 +133,7 @@ TEST(DaemonMetricsTest, FamilyNamesAreTheFamiliesServedAfterARun) {
   metrics.RunFinished(run, {{"all", 2.5}});
   metrics.Budget(1 << 30, 1 << 29);
   metrics.PlanTimed(0.1);
+  metrics.PlanTrained(-0.05);
   metrics.Outcomes(2, {{"en", "ctr", 0.1, 10, 0, 0}}, 1, {});
   metrics.Storage(5000, 1000, 0);
   std::set<std::string> served;

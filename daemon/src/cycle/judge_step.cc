@@ -21,6 +21,7 @@ class JudgeStep : public CycleStep {
     context.Record(a.run.id, throughput.regressed ? "throughput_regressed" : "throughput_check",
                    throughput.regressed ? store::Severity::kError : store::Severity::kInfo,
                    throughput.reason);
+    RecordPlanTiming(state, context);
     a.gate = GateAgainstCurrentRelease(a.training.report, a.run.data_fingerprint,
                                        state.active->spec.init_from.current_release, context);
     context.Record(a.run.id, a.gate.pass ? "gate_passed" : "gate_failed",
@@ -36,6 +37,21 @@ class JudgeStep : public CycleStep {
   }
 
  private:
+  // Where the plan came from the planner: its update against training's, for the next
+  // nights' duration (duration_forecast.h) and the dashboard.
+  static void RecordPlanTiming(CycleState& state, CycleContext& context) {
+    AttemptState& a = state.current;
+    if (!a.plan_timing || a.plan_timing->planned_update_seconds <= 0 || !a.run.samples_per_second ||
+        *a.run.samples_per_second <= 0) {
+      return;
+    }
+    PlanTiming& t = *a.plan_timing;
+    t.trained_update_seconds =
+        state.active->spec.training.effective_batch / *a.run.samples_per_second;
+    context.Record(a.run.id, kPlanTimingEvent, store::Severity::kInfo, t.Describe(), t.ToJson());
+    if (context.metrics()) context.metrics()->PlanTrained(t.PlanError());
+  }
+
   // The run's final eval against the current release's: the release evaluated by this run
   // before training when the run `started_from_it` (init_from: current_release), else the
   // release's own final eval, on the same held-out windows when its data had this run's

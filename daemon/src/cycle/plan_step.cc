@@ -5,6 +5,7 @@
 // had, and written where the worker reads it.
 #include "cycle/cycle_steps.h"
 #include "trainerd/daemon/state_layout.h"
+#include "trainerd/trainer/spec/units.h"
 #include "trainerd/trainer/spec/worker_protocol.h"
 
 namespace trainerd::daemon {
@@ -73,6 +74,12 @@ class PlanStep : public CycleStep {
     }
     const ChosenPlan chosen = Parse<ChosenPlan>(out.report);
     a.attempt.plan = chosen.plan;
+    a.plan_timing = PlanTiming{chosen.predicted_update_seconds, chosen.measured_update_seconds, 0};
+    // The planner timed its plan alone; the last nights on this hardware say how training
+    // compares.
+    const DurationCorrection correction =
+        CorrectionFrom(RecordedPlanTimings(context.store(), state.hardware));
+    const double duration = chosen.predicted_duration_seconds * correction.factor;
     const double left = state.window.deadline - context.clock().Now();
     std::string faster;  // why the fastest candidate was not taken: the trade the plan made
     if (!chosen.rejected.empty()) {
@@ -84,15 +91,21 @@ class PlanStep : public CycleStep {
     context.Record(
         a.run.id, "plan", store::Severity::kInfo,
         DescribeAttemptPlan(a.attempt) + ": " + DescribeChosenTiming(chosen) +
+            (correction.nights > 0
+                 ? "; " + FormatDuration(duration) + " corrected " + correction.Describe()
+                 : std::string()) +
             Format(", %.0f s left in the window", left) + faster,
-        nlohmann::json{{"source", std::string(ToString(a.attempt.source))}, {"planner", out.report}}
+        nlohmann::json{{"source", std::string(ToString(a.attempt.source))},
+                       {"planner", out.report},
+                       {"duration_correction", nlohmann::json::parse(correction.ToJson())},
+                       {"corrected_duration_seconds", duration}}
             .dump());
     if (context.metrics()) context.metrics()->PlanTimed(chosen.TimeModelError());
-    if (chosen.predicted_duration_seconds > left) {
+    if (duration > left) {
       context.Record(a.run.id, "plan_exceeds_window", store::Severity::kWarning,
                      Format("predicted duration %.0f s exceeds the %.0f s left: the run will "
                             "stop at the deadline and resume from its checkpoint next night",
-                            chosen.predicted_duration_seconds, left));
+                            duration, left));
     }
   }
 };

@@ -21,6 +21,7 @@
 #include "trainerd/daemon/daemon_config.h"
 #include "trainerd/daemon/daemon_metrics.h"
 #include "trainerd/daemon/data_quality.h"
+#include "trainerd/daemon/duration_forecast.h"
 #include "trainerd/daemon/file_store.h"
 #include "trainerd/daemon/metric_writer.h"
 #include "trainerd/daemon/policy.h"
@@ -79,6 +80,9 @@ struct AttemptState {
   LedgerFigures ledger;
   Training training;
   GateVerdict gate;
+  // The planner's seconds per update, when the plan came from it (the plan step); training's
+  // (the judge step, which records them).
+  std::optional<PlanTiming> plan_timing;
   bool released = false;
   // Set by the step that decides how the attempt ends. An end other than kSucceeded stops the
   // attempt's steps; a succeeded one (the judge's) lets the rest run (the release).

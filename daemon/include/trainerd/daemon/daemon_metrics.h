@@ -40,6 +40,9 @@ class DaemonMetrics {
                    bool count = true);
   // The planner chose a plan: its time model's error on it (predicted / measured update - 1).
   void PlanTimed(double time_model_error);
+  // A night whose plan came from the planner trained: the planner's timed update over
+  // training's, less 1.
+  void PlanTrained(double plan_error);
   // The active job's memory budget and its usable part.
   void Budget(std::int64_t budget_bytes, std::int64_t usable_bytes);
   void LastSuccess(double ended_at);
