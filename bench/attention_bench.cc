@@ -41,11 +41,11 @@ double Milliseconds(const std::vector<torch::Tensor>& qkv,
 
 int main(int argc, char** argv) {
   std::int64_t repeats = 20, threads = 2, batch = 16, block = 256;
-  if (!bench::ParseIntegerFlags(argc, argv, "attention_bench",
-                                {{"--repeats", &repeats},
-                                 {"--threads", &threads},
-                                 {"--batch", &batch},
-                                 {"--block", &block}})) {
+  if (!bench::ParseFlags(argc, argv, "attention_bench",
+                         {{"--repeats", &repeats},
+                          {"--threads", &threads},
+                          {"--batch", &batch},
+                          {"--block", &block}})) {
     return 2;
   }
   trainerd::RuntimeSpec runtime;

@@ -1,5 +1,5 @@
-// What the benchmark drivers share: integer "--name value" flags, comma-separated lists and
-// the median of their timings.
+// What the benchmark drivers share: "--name value" flags, comma-separated lists and the
+// median of their timings.
 #pragma once
 
 #include <algorithm>
@@ -25,17 +25,28 @@ inline std::vector<std::string> SplitList(const std::string& text) {
   return items;
 }
 
-// Sets the integers `flags` names from "--name value" pairs. On a flag it does not name it says
-// so, naming `program`, and returns false.
-inline bool ParseIntegerFlags(int argc, char** argv, const char* program,
-                              const std::map<std::string, std::int64_t*>& flags) {
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const auto flag = flags.find(argv[i]);
-    if (flag == flags.end()) {
+// Sets the integers `integers` names and the strings `strings` names from "--name value"
+// pairs. On a flag neither names, or one without its value, it says so, naming `program`,
+// and returns false.
+inline bool ParseFlags(int argc, char** argv, const char* program,
+                       const std::map<std::string, std::int64_t*>& integers,
+                       const std::map<std::string, std::string*>& strings = {}) {
+  for (int i = 1; i < argc; i += 2) {
+    const auto integer = integers.find(argv[i]);
+    const auto string = strings.find(argv[i]);
+    if (integer == integers.end() && string == strings.end()) {
       std::cerr << program << ": unknown flag " << argv[i] << "\n";
       return false;
     }
-    *flag->second = std::atoll(argv[i + 1]);
+    if (i + 1 == argc) {
+      std::cerr << program << ": " << argv[i] << " needs a value\n";
+      return false;
+    }
+    if (integer != integers.end()) {
+      *integer->second = std::atoll(argv[i + 1]);
+    } else {
+      *string->second = argv[i + 1];
+    }
   }
   return true;
 }

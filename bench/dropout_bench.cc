@@ -37,8 +37,8 @@ double Milliseconds(const torch::Tensor& x, Dropout& dropout) {
 
 int main(int argc, char** argv) {
   std::int64_t repeats = 50, threads = 2;
-  if (!bench::ParseIntegerFlags(argc, argv, "dropout_bench",
-                                {{"--repeats", &repeats}, {"--threads", &threads}})) {
+  if (!bench::ParseFlags(argc, argv, "dropout_bench",
+                         {{"--repeats", &repeats}, {"--threads", &threads}})) {
     return 2;
   }
   trainerd::RuntimeSpec runtime;

@@ -50,20 +50,8 @@ int main(int argc, char** argv) {
   std::string config = "configs/default.yaml";
   std::string lora_targets = "qkv,proj,mlp.0,mlp.2";
   std::int64_t rounds = 7;
-  std::vector<char*> integer_flags = {argv[0]};
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "--config" && i + 1 < argc) {
-      config = argv[++i];
-    } else if (flag == "--lora-targets" && i + 1 < argc) {
-      lora_targets = argv[++i];
-    } else {
-      integer_flags.push_back(argv[i]);
-    }
-  }
-  if (integer_flags.size() % 2 == 0 ||
-      !bench::ParseIntegerFlags(static_cast<int>(integer_flags.size()), integer_flags.data(),
-                                "model_state_bench", {{"--rounds", &rounds}}) ||
+  if (!bench::ParseFlags(argc, argv, "model_state_bench", {{"--rounds", &rounds}},
+                         {{"--config", &config}, {"--lora-targets", &lora_targets}}) ||
       rounds < 1) {
     std::cerr << "usage: model_state_bench [--config FILE] [--rounds N] [--lora-targets A,B] (N "
                  "at least 1)\n";

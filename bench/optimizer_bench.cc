@@ -80,21 +80,10 @@ int main(int argc, char** argv) {
 #endif
   std::string config = "bench/gpt256.yaml", precision = "fp32";
   std::int64_t rounds = 5, steps = 20;
-  std::vector<char*> integer_flags = {argv[0]};
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "--config" && i + 1 < argc) {
-      config = argv[++i];
-    } else if (flag == "--precision" && i + 1 < argc) {
-      precision = argv[++i];
-    } else {
-      integer_flags.push_back(argv[i]);
-    }
-  }
-  if (integer_flags.size() % 2 == 0 || (precision != "fp32" && precision != "bf16") ||
-      !bench::ParseIntegerFlags(static_cast<int>(integer_flags.size()), integer_flags.data(),
-                                "optimizer_bench", {{"--rounds", &rounds}, {"--steps", &steps}}) ||
-      rounds < 1 || steps < 1) {
+  if (!bench::ParseFlags(argc, argv, "optimizer_bench",
+                         {{"--rounds", &rounds}, {"--steps", &steps}},
+                         {{"--config", &config}, {"--precision", &precision}}) ||
+      (precision != "fp32" && precision != "bf16") || rounds < 1 || steps < 1) {
     std::cerr << "usage: optimizer_bench [--config FILE] [--rounds N] [--steps N]"
                  " [--precision fp32|bf16] (N at least 1)\n";
     return 2;

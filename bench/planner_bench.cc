@@ -245,24 +245,17 @@ int main(int argc, char** argv) {
   std::cerr << "planner_bench: WARNING: built without NDEBUG; figures are not representative\n";
 #endif
   std::int64_t rounds = 5, finalists = 5, updates = 5;
-  std::vector<std::string> only;
-  std::vector<char*> integer_flags = {argv[0]};
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--scenarios" && i + 1 < argc) {
-      only = bench::SplitList(argv[++i]);
-    } else {
-      integer_flags.push_back(argv[i]);
-    }
-  }
-  if (integer_flags.size() % 2 == 0 ||
-      !bench::ParseIntegerFlags(
-          static_cast<int>(integer_flags.size()), integer_flags.data(), "planner_bench",
-          {{"--rounds", &rounds}, {"--finalists", &finalists}, {"--updates", &updates}}) ||
+  std::string names;
+  if (!bench::ParseFlags(
+          argc, argv, "planner_bench",
+          {{"--rounds", &rounds}, {"--finalists", &finalists}, {"--updates", &updates}},
+          {{"--scenarios", &names}}) ||
       rounds < 1 || finalists < 1 || updates < 1) {
     std::cerr << "usage: planner_bench [--scenarios a,b] [--rounds N] [--finalists N] "
                  "[--updates N] (N at least 1)\n";
     return 2;
   }
+  const std::vector<std::string> only = bench::SplitList(names);
   trainerd::Result<JobSpec> base = trainerd::ParseJobSpecFile("configs/default.yaml");
   if (!base.ok()) {
     std::cerr << base.status().message() << " (run from the source tree)\n";
