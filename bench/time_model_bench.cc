@@ -140,20 +140,11 @@ int main(int argc, char** argv) {
   std::cerr << "time_model_bench: WARNING: built without NDEBUG; figures are not representative\n";
 #endif
   std::string config;
-  std::vector<char*> integer_flags = {argv[0]};
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--config" && i + 1 < argc) {
-      config = argv[++i];
-    } else {
-      integer_flags.push_back(argv[i]);
-    }
-  }
   std::int64_t rounds = 3, updates = 3, bf16 = 1;
-  if (config.empty() || integer_flags.size() % 2 == 0 ||
-      !bench::ParseIntegerFlags(
-          static_cast<int>(integer_flags.size()), integer_flags.data(), "time_model_bench",
-          {{"--rounds", &rounds}, {"--updates", &updates}, {"--bf16", &bf16}}) ||
-      rounds < 1 || updates < 1) {
+  if (!bench::ParseFlags(argc, argv, "time_model_bench",
+                         {{"--rounds", &rounds}, {"--updates", &updates}, {"--bf16", &bf16}},
+                         {{"--config", &config}}) ||
+      config.empty() || rounds < 1 || updates < 1) {
     std::cerr << "usage: time_model_bench --config JOB.yaml [--rounds N] [--updates N] "
                  "[--bf16 0|1] (N at least 1)\n";
     return 2;

@@ -49,10 +49,13 @@ struct Measurement {
   bool timed() const { return !oom && !never_stepped; }
 };
 
-// Timed updates of one measurement last at least this long together (at most
-// kMaxTimedUpdates of them): one update of a small job is a tenth of a second, where the
-// machine's noise is of the order of the update itself.
+// Timed updates of one measurement last at least this long together (at least
+// kMinTimedUpdates, at most kMaxTimedUpdates of them): one update of a small job is a tenth of
+// a second, where the machine's noise is of the order of the update itself; and the first
+// update after the warm-up is often the slowest (on the AMD EPYC the bundled job's 32 x 1 took
+// 0.51 s there, 0.41 s after).
 constexpr double kMinTimedSeconds = 0.5;
+constexpr int kMinTimedUpdates = 2;
 constexpr int kMaxTimedUpdates = 5;
 
 // The fastest of real optimizer updates of `plan` (after warm-up until one steps, whose time
@@ -87,8 +90,8 @@ Measurement MeasureUpdate(const JobSpec& spec, const Dataset& corpus, const Plan
     }
     const int first = *stepped;
     const double warm_up = timer.Seconds() / first;
-    const int timed =
-        std::clamp(static_cast<int>(std::ceil(kMinTimedSeconds / warm_up)), 1, kMaxTimedUpdates);
+    const int timed = std::clamp(static_cast<int>(std::ceil(kMinTimedSeconds / warm_up)),
+                                 kMinTimedUpdates, kMaxTimedUpdates);
     memory.ResetPeak();
     m.update_seconds = std::numeric_limits<double>::infinity();
     for (int update = first; update < first + timed; ++update) {
@@ -258,17 +261,22 @@ Result<BlockRanking> RankBlocks(const JobSpec& spec, const Dataset& corpus) {
   return r;
 }
 
-// The optimizer step's share of an update of one microbatch of `m` samples (`update_seconds`,
-// measured): the same microbatch in an update of two accumulates twice and steps once, so the
-// step is twice the one less the two. At most half the update of one (the forward and
-// backward are never cheaper than the step they feed, and the difference of two timings is
-// noisy); 0 where the effective batch has no room for two microbatches.
+// An update's own cost beside its microbatches' forwards and backwards (the optimizer step, its
+// clip, zeroing the gradients), from an update of one microbatch of `m` samples
+// (`update_seconds`, measured) and one of k such microbatches (k = 4, or as many as the
+// effective batch holds): the k - 1 more microbatches cost the difference, and the update of
+// one is a microbatch and the step. At most half the update of one (the difference of two
+// timings is noisy); 0 where the effective batch has no room for two microbatches. On the AMD
+// EPYC the bundled job's step was 38% of its update of one sample: counted once per
+// microbatch, 1 x 32 was predicted 47% slow.
 double MeasureStepSeconds(const JobSpec& spec, const Dataset& corpus, Precision precision, int m,
                           double update_seconds) {
-  if (2 * m > spec.training.effective_batch) return 0;
-  const Measurement two = MeasureUpdate(spec, corpus, MakePlan(spec, m, {}, precision), 2 * m, 0);
-  if (!two.timed()) return 0;
-  return std::clamp(2 * update_seconds - two.update_seconds, 0.0, update_seconds / 2);
+  const int k = std::min(4, spec.training.effective_batch / m);
+  if (k < 2) return 0;
+  const Measurement many = MeasureUpdate(spec, corpus, MakePlan(spec, m, {}, precision), k * m, 0);
+  if (!many.timed()) return 0;
+  const double microbatch = (many.update_seconds - update_seconds) / (k - 1);
+  return std::clamp(update_seconds - microbatch, 0.0, update_seconds / 2);
 }
 
 // The microbatches the probes measure: planner.probe_microbatches within the effective batch,

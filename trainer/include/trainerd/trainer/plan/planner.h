@@ -5,8 +5,8 @@
 //    as in 3., with no blocks and with every block checkpointed; peak bytes are fitted as a
 //    linear function of the microbatch, and the forward and backward's time as straight
 //    segments through the sizes (SegmentFit); the optimizer step is timed apart (an update of
-//    two of the smallest probe microbatches against one), so that an update of k microbatches
-//    costs k forwards and backwards and one step. A per-block ledger orders the blocks
+//    four of the smallest probe microbatches against one), so that an update of k
+//    microbatches costs k forwards and backwards and one step. A per-block ledger orders the blocks
 //    for checkpointing (checkpoint_ladder.h), and picks the output chunk: where a next-token
 //    model's output layer keeps more for the backward than its largest block, every plan
 //    (the probes' too) takes its loss in chunks of as many positions as keep about what that
@@ -26,8 +26,8 @@
 //    rejected with the reason.
 // 3. Screen: per precision and accumulation step count, the candidate predicted fastest is
 //    timed under the device limit (after a warm-up update, the fastest of as many updates as
-//    make 0.5 s, at most 5), in predicted order, while the search budget (2% of the window)
-//    lasts; a plan that OOMs or measures above usable is rejected. The probes' small
+//    make 0.5 s, at least 2, at most 5), in predicted order, while the search budget (2% of the
+//    window) lasts; a plan that OOMs or measures above usable is rejected. The probes' small
 //    microbatches only order the screening: the time model cannot see kernels that grow more
 //    efficient with size.
 // 4. Rounds: the screened plans within 30% of the fastest (at most four) are timed four more
