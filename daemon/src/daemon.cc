@@ -11,6 +11,7 @@
 
 #include "trainerd/daemon/control_queries.h"
 #include "trainerd/daemon/current_release.h"
+#include "trainerd/daemon/duration_forecast.h"
 #include "trainerd/daemon/event_log.h"
 #include "trainerd/daemon/host_fingerprint.h"
 #include "trainerd/daemon/instance_lock.h"
@@ -139,6 +140,10 @@ void Daemon::RestoreMetrics() {
   }
   if (const std::optional<ChosenPlan> chosen = LastPlannerChoice(*store_)) {
     metrics_->PlanTimed(chosen->TimeModelError());
+  }
+  if (const std::vector<PlanTiming> last = RecordedPlanTimings(*store_, nullptr, 1);
+      !last.empty()) {
+    metrics_->PlanTrained(last.front().PlanError());
   }
   Result<std::vector<store::RunRecord>> success =
       store_->ListRunsByStatus(store::RunStatus::kSucceeded, 1);

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "trainerd/common/median.h"
+
 namespace trainerd::daemon {
 namespace {
 
@@ -74,17 +76,16 @@ DurationCorrection CorrectionFrom(const std::vector<PlanTiming>& newest_first) {
   }
   DurationCorrection c;
   if (ratios.empty()) return c;
-  std::sort(ratios.begin(), ratios.end());
-  const std::size_t n = ratios.size();
-  c.nights = static_cast<int>(n);
-  c.factor = n % 2 == 1 ? ratios[n / 2] : (ratios[n / 2 - 1] + ratios[n / 2]) / 2;
-  c.low = ratios.front();
-  c.high = ratios.back();
+  c.nights = static_cast<int>(ratios.size());
+  c.factor = Median(ratios);
+  c.low = *std::min_element(ratios.begin(), ratios.end());
+  c.high = *std::max_element(ratios.begin(), ratios.end());
   return c;
 }
 
 std::vector<PlanTiming> RecordedPlanTimings(store::Store& store,
-                                            const store::HardwareFingerprint& hardware) {
+                                            const store::HardwareFingerprint* hardware,
+                                            int nights) {
   // Nights that reused a validated plan have no planner's figure: look further back.
   constexpr int kRunsLooked = 50;
   std::vector<PlanTiming> timings;
@@ -92,8 +93,8 @@ std::vector<PlanTiming> RecordedPlanTimings(store::Store& store,
       store.ListRunsByStatus(store::RunStatus::kSucceeded, kRunsLooked);
   if (!runs.ok()) return timings;
   for (const store::RunRecord& run : *runs) {
-    if (static_cast<int>(timings.size()) == kCorrectionNights) break;
-    if (!(run.hardware == hardware)) continue;
+    if (static_cast<int>(timings.size()) == nights) break;
+    if (hardware && !(run.hardware == *hardware)) continue;
     Result<std::vector<store::Event>> events = store.GetRunEvents(run.id);
     if (!events.ok()) continue;
     for (const store::Event& e : *events) {

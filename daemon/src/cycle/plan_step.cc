@@ -78,7 +78,7 @@ class PlanStep : public CycleStep {
     // The planner timed its plan alone; the last nights on this hardware say how training
     // compares.
     const DurationCorrection correction =
-        CorrectionFrom(RecordedPlanTimings(context.store(), state.hardware));
+        CorrectionFrom(RecordedPlanTimings(context.store(), &state.hardware));
     const double duration = chosen.predicted_duration_seconds * correction.factor;
     const double left = state.window.deadline - context.clock().Now();
     std::string faster;  // why the fastest candidate was not taken: the trade the plan made

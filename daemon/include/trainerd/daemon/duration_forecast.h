@@ -60,9 +60,11 @@ struct DurationCorrection {
 };
 DurationCorrection CorrectionFrom(const std::vector<PlanTiming>& newest_first);
 
-// The `plan_timing` figures of the newest succeeded runs on `hardware`, newest first, at most
-// kCorrectionNights; a store that cannot be read gives none (the plan goes uncorrected).
+// The `plan_timing` figures of the newest succeeded runs on `hardware` (null: any), newest
+// first, at most `nights`; a store that cannot be read gives none (the plan goes
+// uncorrected).
 std::vector<PlanTiming> RecordedPlanTimings(store::Store& store,
-                                            const store::HardwareFingerprint& hardware);
+                                            const store::HardwareFingerprint* hardware,
+                                            int nights = kCorrectionNights);
 
 }  // namespace trainerd::daemon
