@@ -176,6 +176,7 @@ int main(int argc, char** argv) {
     for (Point& g : grid) {
       const PredictedPlan* p = Find(*plans, g.plan.microbatch, g.plan.checkpoint_blocks.size(),
                                     g.plan.precision, g.plan.optimizer_state);
+      if (!p) continue;  // this round's probes left its precision out
       const double measured = TimeUpdates(spec, *job->corpus, g.plan, static_cast<int>(updates));
       g.predicted_seconds.push_back(p->update_seconds);
       g.measured_seconds.push_back(measured);

@@ -293,9 +293,8 @@ std::vector<int> ProbeSizes(const JobSpec& spec) {
   }
   std::sort(sizes.begin(), sizes.end());
   sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
-  for (int m = sizes.empty() ? batch : 2 * sizes.back(); sizes.empty() || sizes.back() < batch;
-       m *= 2) {
-    sizes.push_back(std::min(m, batch));
+  while (sizes.empty() || sizes.back() < batch) {
+    sizes.push_back(sizes.empty() ? batch : std::min(2 * sizes.back(), batch));
   }
   return sizes;
 }
